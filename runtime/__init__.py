@@ -1,0 +1,25 @@
+"""Signoff's agent runtime: a JSON state machine with budgets, checkpoints and an approval gate."""
+
+from runtime.agent import Agent, Checkpoint, Executor, Policy, ToolTimeout, run_tool
+from runtime.budget import Budget
+from runtime.errors import (
+    Conflict,
+    ConfigError,
+    DispatchRefused,
+    IncompatibleState,
+    InvalidTransition,
+    ModelAuthError,
+    ModelUnavailable,
+    NotFound,
+    OutcomeUnknown,
+    SignoffError,
+)
+from runtime.state import SCHEMA_VERSION, STATUSES, TERMINAL, WAITING_ON_HUMAN, call_digest, redact
+from tools.base import Tool, ToolFailed
+
+__all__ = [
+    "Agent", "Budget", "Checkpoint", "Conflict", "ConfigError", "DispatchRefused", "Executor",
+    "IncompatibleState", "InvalidTransition", "ModelAuthError", "ModelUnavailable", "NotFound",
+    "OutcomeUnknown", "Policy", "SCHEMA_VERSION", "STATUSES", "SignoffError", "TERMINAL", "Tool",
+    "ToolFailed", "ToolTimeout", "WAITING_ON_HUMAN", "call_digest", "redact", "run_tool",
+]

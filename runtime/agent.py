@@ -1,0 +1,513 @@
+"""The agent loop: a policy proposes, this code validates, gates and executes.
+
+Pure: no Slack, no SQL, no HTTP. I/O reaches the loop only through what the caller passes in:
+the policy, the tools, an `executor` (how a call is dispatched), `on_event` (the audit sink)
+and `on_checkpoint` (where each step's state goes). The whole state is `agent.state`, plain JSON.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.budget import Budget, exhausted_limit, usage_report
+from runtime.errors import (
+    DispatchRefused,
+    InvalidTransition,
+    ModelAuthError,
+    ModelUnavailable,
+    OutcomeUnknown,
+)
+from runtime.state import (
+    DEFAULT_REDACT_KEYS,
+    TERMINAL,
+    call_fingerprint,
+    dump_state,
+    idempotency_key,
+    load_state,
+    new_state,
+    redact,
+)
+from tools.base import Tool
+
+Policy = Callable[[list[dict[str, Any]]], Any]
+"""history -> {"tool": name, "args": {...}} | {"final": text}; may add "usage", "call_id", "text", "note"."""
+
+Executor = Callable[[Tool, dict[str, Any], str], Any]
+"""(tool, validated args, idempotency key) -> result; raises what the tool raises, or a DispatchError."""
+
+MAX_MALFORMED_CHARS = 500
+
+
+class ToolTimeout(Exception):
+    """A tool call ran past its `timeout_s`."""
+
+
+def run_tool(tool: Tool, args: dict[str, Any], key: str) -> Any:
+    """Call `tool.fn(args, key)`, abandoning it after `tool.timeout_s` seconds.
+
+    A thread cannot be killed, so a timed-out call may still finish in the background: that is
+    why a side-effecting call that timed out has an unknown outcome and is never retried blindly.
+    """
+    if tool.timeout_s is None:
+        return tool.fn(args, key)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = tool.fn(args, key)
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True)
+    worker.start()
+    worker.join(tool.timeout_s)
+    if worker.is_alive():
+        raise ToolTimeout(f"{tool.name} did not finish within {tool.timeout_s:g}s")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What one step changed, handed to `on_checkpoint` before the next policy call."""
+
+    state: dict[str, Any]
+    """The live state (read it, do not keep it): everything but history is small."""
+    history_start: int
+    """Index in `state["history"]` of the first entry this step appended."""
+    events: list[dict[str, Any]]
+    execution: dict[str, Any] | None = None
+    """The outcome of a side-effecting call made in this step: key, tool, ok, result or error, seconds."""
+
+    @property
+    def new_history(self) -> list[dict[str, Any]]:
+        return self.state["history"][self.history_start :]
+
+
+@dataclass
+class _Step:
+    events: list[dict[str, Any]] = field(default_factory=list)
+    execution: dict[str, Any] | None = None
+
+
+class Agent:
+    """Runs a policy against tools under a budget, pausing for a human before every side effect."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        tools: Iterable[Tool] | dict[str, Tool],
+        max_steps: int = 8,
+        run_id: str = "run-1",
+        *,
+        budget: Budget | None = None,
+        executor: Executor = run_tool,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_checkpoint: Callable[[Checkpoint], None] | None = None,
+        redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.policy = policy
+        self.tools = _tool_map(tools)
+        self.executor = executor
+        self.on_event = on_event
+        self.on_checkpoint = on_checkpoint
+        self.redact_keys = frozenset(redact_keys)
+        self.clock = clock
+        budget = budget or Budget(max_steps=max_steps)
+        self.state: dict[str, Any] = new_state(run_id, budget.to_json())
+        self._step = _Step()
+        self._mark = 0
+
+    # -- construction from a checkpoint ---------------------------------------------------
+
+    @classmethod
+    def resume(
+        cls,
+        blob: str | dict[str, Any],
+        policy: Policy,
+        tools: Iterable[Tool] | dict[str, Tool],
+        max_steps: int | None = None,
+        **options: Any,
+    ) -> Agent:
+        """Rebuild an agent from `checkpoint()`; it continues exactly where the original stopped.
+
+        `max_steps` (or a `budget=` of other limits) replaces the stored limits, e.g. to extend a
+        run; without it the stored budget and usage carry on.
+        """
+        state = load_state(blob)
+        budget = options.pop("budget", None)
+        agent = cls(policy, tools, run_id=state["run_id"], **options)
+        agent.state = state
+        agent._mark = len(state["history"])
+        limits = budget.to_json() if budget is not None else {}
+        if max_steps is not None:
+            limits["max_steps"] = max_steps
+        if limits:
+            state["budget"].update(limits)
+        return agent
+
+    def checkpoint(self) -> str:
+        """The whole run state as canonical JSON."""
+        return dump_state(self.state)
+
+    # -- public transitions --------------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        return self.state["status"]
+
+    def start(self, goal: str) -> str:
+        """Record the goal and run until the run finishes, pauses or runs out of budget."""
+        if self.status != "idle":
+            raise InvalidTransition(f"run {self.state['run_id']} already started ({self.status})")
+        if not isinstance(goal, str) or not goal.strip():
+            raise ValueError("the goal must be a non-empty string")
+        self.state["goal"] = goal
+        self.state["history"].append({"role": "user", "content": goal})
+        self.state["status"] = "running"
+        self._emit("run_started", goal=goal, budget=dict(self.state["budget"]))
+        self._commit()
+        return self.run()
+
+    def run(self) -> str:
+        """Continue a running run; any other status is returned unchanged."""
+        started = self.clock()
+        try:
+            while self.status == "running":
+                self._advance()
+        finally:
+            self.state["usage"]["seconds"] = round(self.state["usage"]["seconds"] + self.clock() - started, 6)
+        return self.status
+
+    def decide(self, approved: bool, note: str = "", by: str | None = None) -> str:
+        """Approve or deny the pending call, then continue the run.
+
+        Approving runs exactly the pending call, once, with its key. Denying tells the model
+        `denied by human: <note>`. Raises `InvalidTransition` when nothing is pending.
+        """
+        pending = self.state["pending"]
+        if self.status != "awaiting_approval" or pending is None:
+            raise InvalidTransition(f"run {self.state['run_id']} has no pending approval ({self.status})")
+        self._emit("approval_decided", key=pending["key"], tool=pending["tool"], approved=approved, by=by, note=note)
+        self.state["status"] = "running"
+        if approved:
+            self._dispatch(pending)
+        else:
+            reason = note.strip() or "no reason given"
+            self.state["fingerprints"][call_fingerprint(pending["tool"], pending["args"])] = {
+                "outcome": "denied", "key": pending["key"],
+            }
+            self._observe(pending, error=f"denied by human: {reason}", kind="denied")
+            self.state["pending"] = None
+        if self.status == "running":
+            self._commit()
+        return self.run()
+
+    def extend(self, **limits: float) -> str:
+        """Raise budget limits (e.g. `max_steps=12`) and continue a run that ran out."""
+        unknown = set(limits) - set(Budget.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown budget limits: {', '.join(sorted(unknown))}")
+        Budget(**{**self.state["budget"], **limits})  # validates the new values
+        if self.status not in ("budget_exhausted", "running", "awaiting_approval"):
+            raise InvalidTransition(f"run {self.state['run_id']} cannot be extended ({self.status})")
+        self.state["budget"].update(limits)
+        self._emit("budget_extended", limits=limits)
+        if self.status == "budget_exhausted":
+            self.state["status"] = "running"
+            self.state["stop"] = None
+        self._commit()
+        return self.run()
+
+    def retry(self) -> str:
+        """Continue a run that failed (e.g. model unavailable) from where it stopped."""
+        if self.status != "failed":
+            raise InvalidTransition(f"run {self.state['run_id']} has not failed ({self.status})")
+        self._emit("retried", previous=self.state["stop"])
+        self.state["status"] = "running"
+        self.state["stop"] = None
+        self._commit()
+        return self.run()
+
+    def reconcile(self, action: str, result: Any = None, note: str = "", by: str | None = None) -> str:
+        """Settle a call whose outcome is unknown: `done` (with the real result), `retry` or `abort`."""
+        pending = self.state["pending"]
+        if self.status != "needs_reconciliation" or pending is None:
+            raise InvalidTransition(f"run {self.state['run_id']} is not waiting for reconciliation")
+        if action not in ("done", "retry", "abort"):
+            raise ValueError("action must be 'done', 'retry' or 'abort'")
+        self._emit("reconciled", key=pending["key"], tool=pending["tool"], action=action, by=by, note=note)
+        if action == "abort":
+            return self.cancel(f"aborted during reconciliation: {note or 'no reason given'}", by=by)
+        self.state["status"] = "running"
+        self.state["stop"] = None
+        if action == "retry":
+            self._dispatch(pending, retry=True)
+        else:
+            self._record_execution(pending, ok=True, value=result, seconds=0.0, reconciled=True)
+            self._observe(pending, result=result)
+            self.state["pending"] = None
+        if self.status == "running":
+            self._commit()
+        return self.run()
+
+    def cancel(self, reason: str = "", by: str | None = None) -> str:
+        """End the run as `cancelled`; a pending call is dropped unexecuted."""
+        if self.status in TERMINAL:
+            raise InvalidTransition(f"run {self.state['run_id']} already ended ({self.status})")
+        self._stop("cancelled", reason=reason or "cancelled", by=by)
+        return self.status
+
+    def expire(self, reason: str = "approval expired") -> str:
+        """End a run whose pending approval expired; nothing was executed."""
+        if self.status != "awaiting_approval":
+            raise InvalidTransition(f"run {self.state['run_id']} is not awaiting approval ({self.status})")
+        self._stop("expired", reason=reason)
+        return self.status
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _advance(self) -> None:
+        """One policy call and what follows from it, ending in a checkpoint."""
+        limit = exhausted_limit(self.state)
+        if limit is not None:
+            self._stop("budget_exhausted", reason=f"{limit} reached", budget=limit, limits=usage_report(self.state))
+            return
+        try:
+            raw = self.policy(copy.deepcopy(self.state["history"]))
+        except ModelAuthError as exc:
+            self._stop("failed", reason="model rejected credentials", detail=str(exc))
+            return
+        except ModelUnavailable as exc:
+            self._stop("failed", reason="model unavailable", detail=str(exc))
+            return
+        except Exception as exc:  # a policy bug must not take the run down with it
+            self._stop("failed", reason="policy error", detail=f"{type(exc).__name__}: {exc}")
+            return
+        self.state["steps"] += 1
+        step = self.state["steps"]
+        decision = self._account(raw)
+        problem = _malformed(decision)
+        if problem:
+            self.state["history"].append({"role": "assistant", "step": step, "malformed": _short(raw)})
+            self.state["history"].append({"role": "runtime", "step": step, "error": problem})
+            self._emit("decision", kind="malformed", error=problem)
+        elif "final" in decision:
+            self._finish(decision)
+        else:
+            self._propose(decision)
+        if self.status in ("running", "awaiting_approval", "done"):
+            self._commit()
+
+    def _account(self, raw: Any) -> Any:
+        """Take usage and model metadata off a decision and add them to the run's usage."""
+        usage = self.state["usage"]
+        usage["model_calls"] += 1
+        if not isinstance(raw, dict):
+            return raw
+        decision = dict(raw)
+        reported = decision.pop("usage", None)
+        if isinstance(reported, dict):
+            for key in ("input_tokens", "output_tokens"):
+                usage[key] += _count(reported.get(key))
+            usage["cost_usd"] = round(usage["cost_usd"] + float(_count(reported.get("cost_usd"), float)), 8)
+        model = decision.pop("model", None)
+        if isinstance(model, dict):
+            self.state["model"] = model
+        return decision
+
+    def _finish(self, decision: dict[str, Any]) -> None:
+        answer = decision["final"]
+        answer = answer if isinstance(answer, str) else json.dumps(answer)
+        self.state["history"].append({"role": "assistant", "step": self.state["steps"], "final": answer})
+        self.state["answer"] = answer
+        self.state["status"] = "done"
+        self._emit("decision", kind="final")
+        self._emit("finished", answer=answer, usage=dict(self.state["usage"]))
+
+    def _propose(self, decision: dict[str, Any]) -> None:
+        step = self.state["steps"]
+        name, args = decision["tool"], decision.get("args", {})
+        call = {
+            "role": "assistant", "step": step, "tool": name, "args": args,
+            "call_id": str(decision.get("call_id") or f"call-{step}"),
+        }
+        call.update({k: decision[k] for k in ("text", "note") if isinstance(decision.get(k), str)})
+        self.state["history"].append(call)
+        self._emit("decision", kind="tool", tool=name, args=self._redacted(name, args))
+        tool = self.tools.get(name)
+        if tool is None:
+            self._observe(call, error=f"unknown tool {name}", kind="unknown_tool")
+            return
+        try:
+            args = tool.validate(args)
+        except ValueError as exc:
+            self._observe(call, error=str(exc), kind="invalid_args")
+            return
+        pending = {"tool": name, "args": args, "key": idempotency_key(self.state["run_id"], step),
+                   "step": step, "call_id": call["call_id"]}
+        if not tool.side_effect:
+            self._dispatch(pending)
+            return
+        earlier = self.state["fingerprints"].get(call_fingerprint(name, args))
+        if earlier is not None:
+            self._observe(call, kind="duplicate", error=(
+                f"refused: an identical {name} call was already {earlier['outcome']} (key {earlier['key']}); "
+                "it is not proposed again"))
+            return
+        self.state["pending"] = pending
+        self.state["status"] = "awaiting_approval"
+        self._emit("approval_requested", key=pending["key"], tool=name, args=self._redacted(name, args))
+
+    def _dispatch(self, call: dict[str, Any], retry: bool = False) -> None:
+        """Run one call through the executor and record what came of it."""
+        tool = self.tools.get(call["tool"])
+        if tool is None:
+            self._stop("failed", reason=f"tool {call['tool']} is no longer registered; nothing was executed")
+            return
+        started = self.clock()
+        try:
+            value = self.executor(tool, call["args"], call["key"])
+        except DispatchRefused as exc:
+            self._stop(exc.status, reason=f"not executed: {exc.reason}")
+            return
+        except OutcomeUnknown as exc:
+            self._needs_reconciliation(call, str(exc))
+            return
+        except ToolTimeout as exc:
+            if tool.side_effect:
+                self._needs_reconciliation(call, f"timed out: {exc}; it may or may not have taken effect")
+                return
+            self._emit("tool_failed", tool=tool.name, key=call["key"], error=str(exc), seconds=self.clock() - started)
+            self._observe(call, error=f"timeout: {exc}", kind="timeout")
+            return
+        except Exception as exc:  # the tool's failure is the model's to handle, not ours
+            self._record_execution(call, ok=False, value=f"{type(exc).__name__}: {exc}",
+                                   seconds=self.clock() - started)
+            self._observe(call, error=f"{type(exc).__name__}: {exc}", kind="exception")
+            return
+        value = _jsonable(value)
+        self._record_execution(call, ok=True, value=value, seconds=self.clock() - started, retried=retry)
+        self._observe(call, result=value)
+
+    def _record_execution(self, call: dict[str, Any], ok: bool, value: Any, seconds: float, **extra: Any) -> None:
+        tool = self.tools.get(call["tool"])
+        self.state["usage"]["tool_calls"] += 1
+        side_effect = bool(tool and tool.side_effect)
+        self._emit("tool_executed" if ok else "tool_failed", tool=call["tool"], key=call["key"],
+                   seconds=round(seconds, 6), side_effect=side_effect, **extra,
+                   **({"error": value} if not ok else {}))
+        if side_effect:
+            self.state["fingerprints"][call_fingerprint(call["tool"], call["args"])] = {
+                "outcome": "executed" if ok else "attempted", "key": call["key"],
+            }
+            self.state["pending"] = None
+            self._step.execution = {"key": call["key"], "tool": call["tool"], "ok": ok,
+                                    "result" if ok else "error": value, "seconds": round(seconds, 6)}
+
+    def _needs_reconciliation(self, call: dict[str, Any], reason: str) -> None:
+        self.state["pending"] = {k: call[k] for k in ("tool", "args", "key", "step", "call_id") if k in call}
+        self._stop("needs_reconciliation", reason=reason, key=call["key"], tool=call["tool"])
+
+    def _observe(self, call: dict[str, Any], *, result: Any = None, error: str | None = None,
+                 kind: str | None = None) -> None:
+        entry = {"role": "tool", "step": call["step"], "tool": call["tool"], "call_id": call["call_id"]}
+        if error is None:
+            entry["result"] = result
+        else:
+            entry["error"] = error
+            entry["error_kind"] = kind
+        self.state["history"].append(entry)
+
+    def _stop(self, status: str, reason: str, **detail: Any) -> None:
+        self.state["status"] = status
+        self.state["stop"] = {"reason": reason, "step": self.state["steps"], **detail}
+        if status in TERMINAL:
+            self.state["pending"] = None
+        self._emit(_STOP_EVENTS[status], **{"usage": dict(self.state["usage"]), **self.state["stop"]})
+        self._commit()
+
+    # -- events and checkpoints ----------------------------------------------------------
+
+    def _emit(self, event_type: str, **payload: Any) -> None:
+        event = {"type": event_type, "run_id": self.state["run_id"], "step": self.state["steps"], **payload}
+        self._step.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _commit(self) -> None:
+        step, self._step = self._step, _Step()
+        start, self._mark = self._mark, len(self.state["history"])
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(Checkpoint(self.state, start, step.events, step.execution))
+
+    def _redacted(self, tool_name: str, args: Any) -> Any:
+        tool = self.tools.get(tool_name)
+        extra = set(tool.redact) if tool else set()
+        return redact(args, self.redact_keys | extra)
+
+
+_STOP_EVENTS = {
+    "budget_exhausted": "budget_exhausted",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "expired": "expired",
+    "needs_reconciliation": "needs_reconciliation",
+}
+
+
+def _tool_map(tools: Iterable[Tool] | dict[str, Tool]) -> dict[str, Tool]:
+    items = list(tools.values()) if isinstance(tools, dict) else list(tools)
+    mapping: dict[str, Tool] = {}
+    for tool in items:
+        if not isinstance(tool, Tool):
+            raise TypeError(f"expected a Tool, got {type(tool).__name__}")
+        if tool.name in mapping:
+            raise ValueError(f"duplicate tool name {tool.name!r}")
+        mapping[tool.name] = tool
+    return mapping
+
+
+def _malformed(decision: Any) -> str | None:
+    """Why a decision cannot be used, or None when it is a valid tool call or final answer."""
+    if not isinstance(decision, dict):
+        return f"malformed decision: expected a JSON object, got {type(decision).__name__}"
+    if "error" in decision and "tool" not in decision and "final" not in decision:
+        return f"malformed decision: {decision['error']}"
+    has_tool, has_final = "tool" in decision, "final" in decision
+    if has_tool == has_final:
+        return "malformed decision: give exactly one of 'tool' (with 'args') or 'final'"
+    if has_tool and (not isinstance(decision["tool"], str) or not decision["tool"]):
+        return "malformed decision: 'tool' must be a tool name"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= MAX_MALFORMED_CHARS else text[:MAX_MALFORMED_CHARS] + "…"
+
+
+def _count(value: Any, kind: type = int) -> float:
+    try:
+        number = kind(value or 0)
+    except (TypeError, ValueError):
+        return kind(0)
+    return number if number >= 0 else kind(0)
+
+
+def _jsonable(value: Any) -> Any:
+    """Tool results must survive a checkpoint: anything JSON cannot hold becomes its text."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
+
+

@@ -1,0 +1,63 @@
+"""Budgets: hard limits on a run, checked before every policy call. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+LIMIT_TO_USAGE = {
+    "max_steps": "steps",
+    "max_tool_calls": "tool_calls",
+    "max_tokens": "tokens",
+    "max_cost_usd": "cost_usd",
+    "max_seconds": "seconds",
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits for one run; `None` means unlimited (except steps, which is always bounded)."""
+
+    max_steps: int = 8
+    max_tool_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    max_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is not None and (not isinstance(value, int | float) or value <= 0):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def used(state: dict[str, Any], limit: str) -> float:
+    """How much of the resource behind `limit` the run has used."""
+    usage = state["usage"]
+    match LIMIT_TO_USAGE[limit]:
+        case "steps":
+            return state["steps"]
+        case "tokens":
+            return usage["input_tokens"] + usage["output_tokens"]
+        case other:
+            return usage[other]
+
+
+def exhausted_limit(state: dict[str, Any]) -> str | None:
+    """The first limit the run has reached, or None if another policy call is allowed."""
+    for limit in LIMIT_TO_USAGE:
+        value = state["budget"].get(limit)
+        if value is not None and used(state, limit) >= value:
+            return limit
+    return None
+
+
+def usage_report(state: dict[str, Any]) -> dict[str, Any]:
+    """Each limit with its usage, e.g. {"max_steps": {"used": 8, "limit": 8}}."""
+    return {
+        limit: {"used": used(state, limit), "limit": state["budget"].get(limit)}
+        for limit in LIMIT_TO_USAGE
+        if state["budget"].get(limit) is not None
+    }

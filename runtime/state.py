@@ -1,0 +1,149 @@
+"""Run state as plain JSON: its shape, its version, and the pure helpers that read it.
+
+Pure: no I/O. A run's whole state is one JSON object, so pausing is a status plus a
+checkpoint and resuming is deserialisation.
+
+History entries (each a dict, appended, never rewritten):
+
+    {"role": "user", "content": goal}                                   the goal, always first
+    {"role": "assistant", "step": n, "tool": t, "args": {...}, "call_id": c}   a tool call
+    {"role": "assistant", "step": n, "final": text}                     the final answer
+    {"role": "assistant", "step": n, "malformed": "..."}                a reply we could not use
+    {"role": "tool", "step": n, "tool": t, "call_id": c, "result": ...}  a tool's result
+    {"role": "tool", "step": n, "tool": t, "call_id": c, "error": "...", "error_kind": k}
+    {"role": "runtime", "step": n, "error": "..."}                      feedback on a malformed reply
+
+`error_kind` is one of ERROR_KINDS. Assistant entries may also carry `text` (what the model
+said beside its call) and `note` (what an adapter did with its reply, e.g. dropped calls).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any, Literal
+
+from runtime.errors import IncompatibleState
+
+SCHEMA_VERSION = 1
+
+Status = Literal[
+    "idle",
+    "running",
+    "awaiting_approval",
+    "done",
+    "budget_exhausted",
+    "failed",
+    "cancelled",
+    "expired",
+    "needs_reconciliation",
+]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]  # Literal keeps its members here
+TERMINAL: frozenset[str] = frozenset({"done", "cancelled", "expired"})
+"""Statuses a run never leaves."""
+WAITING_ON_HUMAN: frozenset[str] = frozenset(
+    {"awaiting_approval", "budget_exhausted", "failed", "needs_reconciliation"}
+)
+"""Statuses where the run keeps its state and waits for a person (decide, extend, retry, reconcile)."""
+
+ERROR_KINDS = ("exception", "unknown_tool", "invalid_args", "denied", "duplicate", "timeout", "refused")
+
+USAGE_KEYS = ("model_calls", "tool_calls", "input_tokens", "output_tokens", "cost_usd", "seconds")
+
+DEFAULT_REDACT_KEYS: frozenset[str] = frozenset(
+    {
+        "password", "passwd", "token", "access_token", "refresh_token", "secret", "client_secret",
+        "api_key", "apikey", "authorization", "auth", "cookie", "private_key", "card_number", "cvv", "ssn",
+    }
+)
+REDACTED = "[redacted]"
+
+
+def new_state(run_id: str, budget: dict[str, Any]) -> dict[str, Any]:
+    """A fresh, not yet started run."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "goal": None,
+        "status": "idle",
+        "history": [],
+        "steps": 0,
+        "pending": None,
+        "answer": None,
+        "stop": None,
+        "budget": dict(budget),
+        "usage": {k: (0.0 if k in ("cost_usd", "seconds") else 0) for k in USAGE_KEYS},
+        "fingerprints": {},
+        "model": None,
+    }
+
+
+def load_state(blob: str | dict[str, Any]) -> dict[str, Any]:
+    """Parse and check a checkpoint; refuse what we cannot read rather than guess."""
+    if isinstance(blob, str):
+        try:
+            state = json.loads(blob)
+        except json.JSONDecodeError as exc:
+            raise IncompatibleState(f"run state is not valid JSON: {exc}") from None
+    else:
+        state = copy.deepcopy(blob)
+    if not isinstance(state, dict):
+        raise IncompatibleState("run state is not a JSON object")
+    version = state.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise IncompatibleState(
+            f"run state has schema version {version!r}; this Signoff reads version {SCHEMA_VERSION}"
+        )
+    missing = [k for k in ("run_id", "status", "history", "steps", "pending", "budget", "usage") if k not in state]
+    if missing:
+        raise IncompatibleState(f"run state is missing {', '.join(missing)}")
+    if state["status"] not in STATUSES:
+        raise IncompatibleState(f"run state has unknown status {state['status']!r}")
+    if not isinstance(state["history"], list) or not isinstance(state["steps"], int):
+        raise IncompatibleState("run state has a malformed history or step count")
+    state.setdefault("fingerprints", {})
+    return state
+
+
+def dump_state(state: dict[str, Any]) -> str:
+    """Canonical JSON: the same state always gives the same text."""
+    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON used for digests and duplicate detection."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def call_fingerprint(tool: str, args: Any) -> str:
+    """Identity of a call regardless of when it was made: tool plus canonical arguments."""
+    return hashlib.sha256(f"{tool}\n{canonical_json(args)}".encode()).hexdigest()[:32]
+
+
+def call_digest(tool: str, args: Any, key: str) -> str:
+    """Binds an approval to exactly one call: tool, canonical arguments and idempotency key."""
+    return hashlib.sha256(f"{tool}\n{canonical_json(args)}\n{key}".encode()).hexdigest()
+
+
+def idempotency_key(run_id: str, step: int) -> str:
+    """`run_id:step`, the key a side-effecting tool receives."""
+    return f"{run_id}:{step}"
+
+
+def redact(value: Any, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS) -> Any:
+    """A copy of `value` with every dict entry whose key names a secret replaced by `[redacted]`."""
+    lowered = {k.lower() for k in keys}
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if isinstance(k, str) and _is_secret_key(k, lowered) else redact(v, keys))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(v, keys) for v in value]
+    return value
+
+
+def _is_secret_key(key: str, secret_keys: set[str]) -> bool:
+    k = key.lower().replace("-", "_")
+    return k in secret_keys or any(k.endswith("_" + s) for s in secret_keys)
