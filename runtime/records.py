@@ -1,0 +1,128 @@
+"""Stored runs and approvals as values, and the outcomes of what people do to them. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+ApprovalStatus = Literal["pending", "approved", "denied", "expired", "cancelled", "consumed"]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run as stored: its row plus the full JSON state."""
+
+    run_id: str
+    goal: str
+    requester: str
+    origin: dict[str, Any]
+    """Where the run came from and where it is shown, e.g. {"channel": "C1", "ts": "171.2"}."""
+    model: str
+    status: str
+    state: dict[str, Any]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        return self.state["usage"]
+
+    @property
+    def budget(self) -> dict[str, Any]:
+        return self.state["budget"]
+
+    @property
+    def stop(self) -> dict[str, Any] | None:
+        return self.state.get("stop")
+
+    @property
+    def answer(self) -> str | None:
+        return self.state.get("answer")
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """One request for a human decision on one exact call."""
+
+    approval_id: str
+    run_id: str
+    step: int
+    tool: str
+    args: dict[str, Any]
+    key: str
+    digest: str
+    status: ApprovalStatus
+    requester: str
+    requested_at: datetime
+    expires_at: datetime
+    decided_at: datetime | None = None
+    decided_by: str | None = None
+    note: str | None = None
+    message: dict[str, Any] | None = None
+    """Where the request is shown, e.g. {"channel": "C1", "ts": "171.3"}; None until posted."""
+    consumed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Decided:
+    """This decision won: the approval moved from pending to approved or denied."""
+
+    approval: ApprovalRecord
+
+
+@dataclass(frozen=True)
+class AlreadyDecided:
+    """Someone decided first; `approval.decided_by` and `approval.status` say who and what."""
+
+    approval: ApprovalRecord
+
+
+@dataclass(frozen=True)
+class Expired:
+    """The approval expired before this decision; nothing was executed."""
+
+    approval: ApprovalRecord
+
+
+@dataclass(frozen=True)
+class NotAllowed:
+    """The person may not do this; `reason` is shown to them."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The click does not match the stored request (changed digest, another run's approval)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Missing:
+    """No such run or approval."""
+
+    what: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """A run operation (cancel, extend, retry, reconcile) was applied."""
+
+    run: RunRecord
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A run operation is not possible in the run's current status."""
+
+    reason: str
+
+
+DecisionOutcome = Decided | AlreadyDecided | Expired | NotAllowed | Mismatch | Missing
+RunOutcome = Done | Refused | NotAllowed | Missing
