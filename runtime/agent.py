@@ -125,6 +125,7 @@ class Agent:
         self.state: dict[str, Any] = new_state(run_id, budget.to_json())
         self._step = _Step()
         self._mark = 0
+        self._clock_mark: float | None = None
 
     # -- construction from a checkpoint ---------------------------------------------------
 
@@ -179,13 +180,21 @@ class Agent:
 
     def run(self) -> str:
         """Continue a running run; any other status is returned unchanged."""
-        started = self.clock()
+        self._clock_mark = self.clock()
         try:
             while self.status == "running":
                 self._advance()
         finally:
-            self.state["usage"]["seconds"] = round(self.state["usage"]["seconds"] + self.clock() - started, 6)
+            self._charge_time()
+            self._clock_mark = None
         return self.status
+
+    def _charge_time(self) -> None:
+        """Add the wall time spent running since the last charge; waiting for a human is never charged."""
+        if self._clock_mark is not None:
+            now = self.clock()
+            self.state["usage"]["seconds"] = round(self.state["usage"]["seconds"] + now - self._clock_mark, 6)
+            self._clock_mark = now
 
     def decide(self, approved: bool, note: str = "", by: str | None = None) -> str:
         """Approve or deny the pending call, then continue the run.
@@ -444,6 +453,7 @@ class Agent:
             self.on_event(event)
 
     def _commit(self) -> None:
+        self._charge_time()
         step, self._step = self._step, _Step()
         start, self._mark = self._mark, len(self.state["history"])
         if self.on_checkpoint is not None:
