@@ -1,0 +1,212 @@
+"""Settings from the environment: `Settings.from_env(environ)` is the only place Signoff reads it.
+
+Only `SLACK_*` and `SIGNOFF_*` keys are read. Bad values stop start-up with one `ConfigError`
+naming every bad variable; secret values are never echoed, in errors or in `repr`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+
+from runtime.budget import Budget
+from runtime.errors import ConfigError
+
+# name, default as documented ("" for none), one-line description
+_TABLE: tuple[tuple[str, str, str], ...] = (
+    ("SLACK_BOT_TOKEN", "", "Bot token (xoxb-...); required by `signoff serve`."),
+    ("SLACK_SIGNING_SECRET", "", "Signing secret that verifies Slack's requests; required in HTTP mode."),
+    ("SLACK_APP_TOKEN", "", "App-level token (xapp-...); when set, `signoff serve` uses Socket Mode."),
+    ("SLACK_API_URL", "https://slack.com/api/", "Base URL of the Slack Web API (GovSlack, or a local test server)."),
+    ("SIGNOFF_DATABASE_URL", "sqlite:///signoff.db", "SQLAlchemy URL of the run store (SQLite file or PostgreSQL)."),
+    ("SIGNOFF_MODEL", "scripted:demo", "Model that drives runs: openai:<model>, anthropic:<model> or scripted:<path>."),
+    ("SIGNOFF_TOOLS", "demo", "Toolsets, comma-separated: demo or package.module:attribute."),
+    ("SIGNOFF_INSTRUCTIONS", "", "Operator instructions added to the model's system prompt."),
+    ("SIGNOFF_PRICES", "", "JSON price table for cost budgets (default: the built-in sample prices)."),
+    ("SIGNOFF_APPROVERS", "", "Who may approve: Slack user ids and user group ids, comma-separated (empty: anyone but the requester)."),
+    ("SIGNOFF_ALLOW_SELF_APPROVAL", "false", "Let a requester approve their own run's side effects."),
+    ("SIGNOFF_APPROVAL_CHANNEL", "", "Channel id for approval requests (default: the run's channel)."),
+    ("SIGNOFF_APPROVAL_TTL", "30m", "How long an approval request stays open, e.g. 90s, 15m, 2h, 1h30m."),
+    ("SIGNOFF_SWEEP_INTERVAL", "15s", "How often expired approvals are swept and orphaned runs recovered."),
+    ("SIGNOFF_MAX_STEPS", "8", "Budget: model calls per run."),
+    ("SIGNOFF_MAX_TOOL_CALLS", "", "Budget: tool executions per run (default: unlimited)."),
+    ("SIGNOFF_MAX_TOKENS", "", "Budget: input plus output tokens per run (default: unlimited)."),
+    ("SIGNOFF_MAX_COST_USD", "", "Budget: model cost in US dollars per run (default: unlimited)."),
+    ("SIGNOFF_MAX_SECONDS", "", "Budget: seconds spent running, not waiting (default: unlimited)."),
+    ("SIGNOFF_EXTEND_STEPS", "4", "Steps added when someone presses Extend on a run that ran out of steps."),
+    ("SIGNOFF_PORT", "3000", "HTTP port of `signoff serve` in HTTP mode."),
+    ("SIGNOFF_WORKERS", "4", "Threads in the worker pool that executes runs."),
+    ("SIGNOFF_LEASE_SECONDS", "60", "Lease a worker holds on a run; an expired lease lets another worker recover it."),
+    ("SIGNOFF_OUTBOX", "./outbox", "Directory where the demo send_email tool writes its .eml files."),
+    ("SIGNOFF_LOG_LEVEL", "INFO", "Log level: DEBUG, INFO, WARNING or ERROR."),
+)
+
+ENV_VARS: dict[str, str] = {name: default for name, default, _ in _TABLE}
+"""Every variable Signoff reads, with its default as documented ("" when there is none)."""
+
+ENV_DESCRIPTIONS: dict[str, str] = {name: text for name, _, text in _TABLE}
+"""One line per variable, for the README table and `--help` texts."""
+
+SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"})
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+
+
+def parse_duration(value: Any) -> timedelta:
+    """`90s`, `15m`, `2h`, `1h30m` (or a bare number of seconds) as a positive `timedelta`."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    else:
+        text = str(value).strip().lower()
+        match = _DURATION.match(text) if text else None
+        if text.isdigit():
+            seconds = int(text)
+        elif match and any(match.groups()):
+            h, m, s = (int(g or 0) for g in match.groups())
+            seconds = h * 3600 + m * 60 + s
+        else:
+            raise ValueError(f"expected a duration like 90s, 15m, 2h or 1h30m, got {value!r}")
+    if seconds <= 0:
+        raise ValueError("must be longer than zero")
+    return timedelta(seconds=seconds)
+
+
+def _parse_ids(value: Any) -> frozenset[str]:
+    items = value if isinstance(value, list | set | frozenset | tuple) else str(value).split(",")
+    ids = frozenset(str(item).strip() for item in items if str(item).strip())
+    bad = sorted(i for i in ids if not _SLACK_ID.match(i))
+    if bad:
+        raise ValueError(f"expected Slack user ids (U..., W...) or user group ids (S...), got {', '.join(bad)}")
+    return ids
+
+
+def _channel_id(value: Any) -> str:
+    text = str(value).strip()
+    if not re.match(r"^[CGD][A-Z0-9]{2,}$", text):
+        raise ValueError(f"expected a channel id like C0123ABCD (not a name), got {text!r}")
+    return text
+
+
+def _api_url(value: Any) -> str:
+    url = str(value).strip()
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ValueError(f"expected an http(s) URL, got {url!r}")
+    # WebClient joins method names onto the base URL, so it must end with a slash.
+    return url if url.endswith("/") else url + "/"
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+SlackIds = Annotated[frozenset[str], BeforeValidator(_parse_ids)]
+ChannelId = Annotated[str, BeforeValidator(_channel_id)]
+ApiUrl = Annotated[str, BeforeValidator(_api_url)]
+LogLevel = Annotated[
+    Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(lambda v: str(v).strip().upper())
+]
+
+
+def _field(name: str, **kwargs: Any) -> Any:
+    default = ENV_VARS[name]
+    return Field(default if default != "" else None, alias=name, **kwargs)
+
+
+class Settings(BaseModel):
+    """Everything `signoff` can be configured with, parsed and checked."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid", validate_default=True)
+
+    slack_bot_token: SecretStr | None = _field("SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = _field("SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = _field("SLACK_APP_TOKEN")
+    slack_api_url: ApiUrl = _field("SLACK_API_URL")
+    database_url: str = _field("SIGNOFF_DATABASE_URL", repr=False)
+    model: str = _field("SIGNOFF_MODEL", min_length=1)
+    tools: str = _field("SIGNOFF_TOOLS", min_length=1)
+    instructions: str | None = _field("SIGNOFF_INSTRUCTIONS")
+    prices: str | None = _field("SIGNOFF_PRICES")
+    approvers: SlackIds = Field(frozenset(), alias="SIGNOFF_APPROVERS")
+    allow_self_approval: bool = _field("SIGNOFF_ALLOW_SELF_APPROVAL")
+    approval_channel: ChannelId | None = _field("SIGNOFF_APPROVAL_CHANNEL")
+    approval_ttl: Duration = _field("SIGNOFF_APPROVAL_TTL")
+    sweep_interval: Duration = _field("SIGNOFF_SWEEP_INTERVAL")
+    max_steps: int = _field("SIGNOFF_MAX_STEPS", gt=0)
+    max_tool_calls: int | None = _field("SIGNOFF_MAX_TOOL_CALLS", gt=0)
+    max_tokens: int | None = _field("SIGNOFF_MAX_TOKENS", gt=0)
+    max_cost_usd: float | None = _field("SIGNOFF_MAX_COST_USD", gt=0)
+    max_seconds: float | None = _field("SIGNOFF_MAX_SECONDS", gt=0)
+    extend_steps: int = _field("SIGNOFF_EXTEND_STEPS", gt=0)
+    port: int = _field("SIGNOFF_PORT", ge=1, le=65535)
+    workers: int = _field("SIGNOFF_WORKERS", ge=1, le=256)
+    lease_seconds: int = _field("SIGNOFF_LEASE_SECONDS", gt=0)
+    outbox: str = _field("SIGNOFF_OUTBOX", min_length=1)
+    log_level: LogLevel = _field("SIGNOFF_LOG_LEVEL")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Read `SLACK_*` and `SIGNOFF_*` from `environ`; empty values count as unset.
+
+        Raises `ConfigError` naming every bad variable, without echoing secret values.
+        """
+        values = {
+            name: environ[name].strip() for name in ENV_VARS if name in environ and environ[name].strip()
+        }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise ConfigError(_problems(exc)) from None
+
+    @property
+    def socket_mode(self) -> bool:
+        """Socket Mode when an app-level token is configured, HTTP otherwise."""
+        return self.slack_app_token is not None
+
+    @property
+    def budget(self) -> Budget:
+        """The default budget for new runs."""
+        return Budget(
+            max_steps=self.max_steps, max_tool_calls=self.max_tool_calls, max_tokens=self.max_tokens,
+            max_cost_usd=self.max_cost_usd, max_seconds=self.max_seconds,
+        )
+
+    def for_serve(self) -> Settings:
+        """Check what `signoff serve` needs besides what the CLI needs; raise `ConfigError` if not."""
+        problems = []
+        if self.slack_bot_token is None:
+            problems.append("SLACK_BOT_TOKEN: required by `signoff serve` (a bot token, xoxb-...)")
+        elif not self.slack_bot_token.get_secret_value().startswith("xoxb-"):
+            problems.append("SLACK_BOT_TOKEN: expected a bot token starting with xoxb-")
+        if self.socket_mode:
+            assert self.slack_app_token is not None
+            if not self.slack_app_token.get_secret_value().startswith("xapp-"):
+                problems.append("SLACK_APP_TOKEN: expected an app-level token starting with xapp-")
+        elif self.slack_signing_secret is None:
+            problems.append(
+                "SLACK_SIGNING_SECRET: required in HTTP mode (or set SLACK_APP_TOKEN to use Socket Mode)"
+            )
+        if problems:
+            raise ConfigError(problems)
+        return self
+
+    def __repr_args__(self) -> Any:
+        yield from super().__repr_args__()
+        yield "database_url", mask_url(self.database_url)
+
+
+def mask_url(url: str) -> str:
+    """The URL with any password replaced by `***`, for logs and error messages."""
+    return re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", url)
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    problems = []
+    for err in exc.errors(include_input=False, include_url=False):
+        name = str(err["loc"][0]) if err["loc"] else "settings"
+        message = err["msg"].removeprefix("Value error, ")
+        if name in SECRET_VARS or name == "SIGNOFF_DATABASE_URL":
+            message = err["type"].replace("_", " ")  # pydantic messages may quote the value
+        problems.append(f"{name}: {message}")
+    return problems
