@@ -1,0 +1,103 @@
+"""From a model spec (`openai:<model>`, `anthropic:<model>`, `scripted:<path>`) to a policy.
+
+Nothing here reads `os.environ`: keys and base URLs come from the `env` mapping the caller passes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from runtime.agent import Policy
+from runtime.errors import ConfigError
+from runtime.models import anthropic as anthropic_adapter
+from runtime.models import openai as openai_adapter
+from runtime.models.pricing import load_prices
+from runtime.models.retry import RetryPolicy
+from runtime.models.scripted import ScriptedPolicy
+from tools.base import Tool
+
+PROVIDERS = ("openai", "anthropic", "scripted")
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_RETRIES = 3
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """`"openai:gpt-4o"` -> `("openai", "gpt-4o")`; raise `ConfigError` for anything else."""
+    expected = "expected openai:<model>, anthropic:<model> or scripted:<path to a JSON file>"
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ConfigError(f"model spec {spec!r} is not valid: {expected}")
+    provider, _, name = spec.partition(":")
+    provider, name = provider.strip().lower(), name.strip()
+    if provider not in PROVIDERS:
+        raise ConfigError(f"model spec {spec!r} names unknown provider {provider!r}: {expected}")
+    if not name:
+        raise ConfigError(f"model spec {spec!r} has no {'path' if provider == 'scripted' else 'model name'}: "
+                          f"{expected}")
+    return provider, name
+
+
+def policy_from_spec(
+    spec: str,
+    tools: list[Tool],
+    *,
+    instructions: str = "",
+    prices_path: str | Path | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    env: Mapping[str, str],
+    sleep: Callable[[float], None] = time.sleep,
+) -> Policy:
+    """Build the policy a spec names.
+
+    Args:
+        instructions: the operator's instructions, placed before the tool catalogue in the system prompt.
+        prices_path: a price table to use instead of the built-in sample prices.
+        env: where API keys and base URLs are read (`OPENAI_*`, `ANTHROPIC_*`).
+        sleep: how retries wait; tests pass a recorder.
+    """
+    provider, name = parse_spec(spec)
+    if provider == "scripted":
+        return ScriptedPolicy.from_file(name)
+    retry = RetryPolicy(max_retries=max_retries, sleep=sleep)
+    prices = load_prices(prices_path)
+    adapter: Any = openai_adapter if provider == "openai" else anthropic_adapter
+    policy_class = openai_adapter.OpenAIPolicy if provider == "openai" else anthropic_adapter.AnthropicPolicy
+    client = adapter.make_client(env, timeout_s)
+    policy: Policy = policy_class(name, list(tools), client, instructions=instructions, prices=prices, retry=retry)
+    return policy
+
+
+def describe_model(spec: str) -> str:
+    """A one-line, human description of a spec, for `signoff check` and run headers."""
+    provider, name = parse_spec(spec)
+    match provider:
+        case "openai":
+            return f"OpenAI-compatible Chat Completions, model {name!r}"
+        case "anthropic":
+            return f"Anthropic Messages API, model {name!r}"
+        case _:
+            return f"scripted decisions from {Path(name).name!r} (scripted, not a model)"
+
+
+def check_model(
+    spec: str,
+    env: Mapping[str, str],
+    *,
+    timeout_s: float = 20.0,
+    max_retries: int = 1,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """One cheap authenticated call; returns `"ok ..."` or raises `ModelAuthError` / `ModelUnavailable`."""
+    provider, name = parse_spec(spec)
+    retry = RetryPolicy(max_retries=max_retries, sleep=sleep)
+    match provider:
+        case "openai":
+            return openai_adapter.check(name, env, timeout_s, retry)
+        case "anthropic":
+            return anthropic_adapter.check(name, env, timeout_s, retry)
+        case _:
+            policy = ScriptedPolicy.from_file(name)
+            return f"ok: {policy.name} has {len(policy.decisions)} decision(s) (scripted, not a model)"

@@ -1,0 +1,148 @@
+"""`openai:<model>`: a policy over the Chat Completions API with native tool calling.
+
+Uses the official `openai` client (extra `signoff[openai]`), imported lazily. It is built with the
+base URL and key from the mapping the caller passes (`OPENAI_BASE_URL`, `OPENAI_API_KEY`), so any
+OpenAI-compatible server works, and with `max_retries=0`: retries are ours (see `retry.py`), so
+they stay bounded, jittered, honour Retry-After and are logged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from runtime.errors import ConfigError, ModelUnavailable
+from runtime.models.pricing import PriceTable
+from runtime.models.prompt import (
+    AssistantCall,
+    AssistantText,
+    ToolReply,
+    Turn,
+    UserText,
+    prompt_sha256,
+    system_prompt,
+    tool_description,
+    turns,
+)
+from runtime.models.reply import ModelInfo, Reply, ReplyCall, decision_from_reply, parse_arguments
+from runtime.models.retry import Retryable, RetryPolicy, call_with_retries, error_for_status
+from tools.base import Tool
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+INSTALL_HINT = "the openai client is not installed: pip install 'signoff[openai]'"
+
+
+def make_client(env: Mapping[str, str], timeout_s: float) -> Any:
+    """An `openai.OpenAI` client configured only from `env`, with the SDK's own retries off."""
+    try:
+        import openai
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    api_key = env.get("OPENAI_API_KEY")
+    if not api_key:
+        raise ConfigError("OPENAI_API_KEY is not set (for a local server that needs no key, set any value)")
+    # An explicit base URL stops the SDK from reading OPENAI_BASE_URL from the process environment.
+    base_url = env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+
+
+def to_messages(system: str, conversation: list[Turn]) -> list[dict[str, Any]]:
+    """Chat Completions messages: each tool call is answered by a `tool` message with its id."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for turn in conversation:
+        match turn:
+            case UserText(text):
+                messages.append({"role": "user", "content": text})
+            case AssistantText(text):
+                messages.append({"role": "assistant", "content": text})
+            case AssistantCall(call_id, tool, args, text):
+                arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                messages.append({
+                    "role": "assistant", "content": text or None,
+                    "tool_calls": [{"id": call_id, "type": "function",
+                                    "function": {"name": tool, "arguments": arguments}}],
+                })
+            case ToolReply(call_id, _tool, text, _is_error):
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+    return messages
+
+
+def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t.name, "description": tool_description(t),
+                                              "parameters": t.json_schema()}} for t in tools]
+
+
+def reply_from_completion(completion: Any) -> Reply:
+    """Reduce a `ChatCompletion` to a `Reply`; a refusal counts as text."""
+    usage = completion.usage
+    tokens = (getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
+    if not completion.choices:
+        return Reply("", [], *tokens, served_model=completion.model, notes=["the reply had no choices"])
+    message = completion.choices[0].message
+    calls = [
+        ReplyCall(call.id, call.function.name, parse_arguments(call.function.arguments))
+        for call in (message.tool_calls or [])
+        if getattr(call, "function", None) is not None
+    ]
+    text = message.content or getattr(message, "refusal", None) or ""
+    return Reply(text, calls, *tokens, served_model=completion.model)
+
+
+class OpenAIPolicy:
+    """A policy backed by an OpenAI-compatible Chat Completions endpoint."""
+
+    def __init__(self, model: str, tools: list[Tool], client: Any, *, instructions: str = "",
+                 prices: PriceTable, retry: RetryPolicy) -> None:
+        self.model = model
+        self.tools = list(tools)
+        self.client = client
+        self.prices = prices
+        self.retry = retry
+        self.system = system_prompt(instructions, self.tools)
+        self.info = ModelInfo(name=f"openai:{model}", model=model, system_prompt_sha256=prompt_sha256(self.system))
+
+    def __call__(self, history: list[dict[str, Any]]) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": self.model, "messages": to_messages(self.system, turns(history))}
+        if self.tools:
+            request["tools"] = tool_schemas(self.tools)
+        completion = call_with_retries(lambda: self._send(request), self.retry, self.info.name)
+        return decision_from_reply(reply_from_completion(completion), self.info, self.prices)
+
+    def _send(self, request: dict[str, Any]) -> Any:
+        return translate_errors(lambda: self.client.chat.completions.create(**request), self.info.name)
+
+
+def translate_errors(call: Any, what: str) -> Any:
+    """Run an SDK call, turning its exceptions into `Retryable`, `ModelAuthError` or `ModelUnavailable`."""
+    import openai
+
+    try:
+        return call()
+    except openai.APIStatusError as exc:
+        raise error_for_status(what, exc.status_code, exc.response.headers, _error_message(exc)) from None
+    except openai.APITimeoutError:
+        raise Retryable("the request timed out") from None
+    except openai.APIConnectionError as exc:
+        raise Retryable(f"could not connect: {exc}") from None
+    except openai.APIError as exc:  # e.g. a response body that is not a completion
+        raise ModelUnavailable(f"{what}: {exc}") from None
+
+
+def check(model: str, env: Mapping[str, str], timeout_s: float, retry: RetryPolicy) -> str:
+    """One cheap authenticated call, `GET /models`; says whether `model` is listed."""
+    client = make_client(env, timeout_s)
+    what = f"openai:{model}"
+    page = call_with_retries(lambda: translate_errors(client.models.list, what), retry, what)
+    names = {m.id for m in page.data}
+    listed = "listed" if model in names else "not in the list (the server may still accept it)"
+    return f"ok: {client.base_url} accepted the key; {len(names)} models, {model!r} {listed}"
+
+
+def _error_message(exc: Any) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"][:300]
+    return str(exc.message)[:300]
