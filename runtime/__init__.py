@@ -3,8 +3,8 @@
 from runtime.agent import Agent, Checkpoint, Executor, Policy, ToolTimeout, run_tool
 from runtime.budget import Budget
 from runtime.errors import (
-    Conflict,
     ConfigError,
+    Conflict,
     DispatchRefused,
     IncompatibleState,
     InvalidTransition,

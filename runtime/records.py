@@ -26,6 +26,8 @@ class RunRecord:
     updated_at: datetime
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
+    command: dict[str, Any] | None = None
+    """A request (cancel, extend, retry, reconcile) waiting for the run's worker."""
 
     @property
     def usage(self) -> dict[str, Any]:

@@ -1,0 +1,123 @@
+"""Engines and migrations: connecting to SQLite or PostgreSQL and keeping the schema current."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.pool import NullPool
+
+from runtime.errors import ConfigError
+
+DEFAULT_DATABASE_URL = "sqlite:///signoff.db"
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def masked(url: str) -> str:
+    """The URL with any password hidden, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable database URL>"
+
+
+def make_engine(url: str = DEFAULT_DATABASE_URL, **options: Any) -> Engine:
+    """An engine with Signoff's durability settings; raises `ConfigError` on a bad URL."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(f"SIGNOFF_DATABASE_URL is not a database URL: {masked(url)}") from None
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(url, **options)
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        try:
+            return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=10, **options)
+        except ModuleNotFoundError:
+            raise ConfigError("PostgreSQL needs psycopg: pip install 'signoff[postgres]'") from None
+    raise ConfigError(f"unsupported database {parsed.get_backend_name()!r} in {masked(url)}; "
+                      "use sqlite:///path.db or postgresql+psycopg://...")
+
+
+def _sqlite_engine(url: str, **options: Any) -> Engine:
+    # A file database shared by threads and processes: one connection per checkout, no pool to go stale.
+    engine = create_engine(url, poolclass=NullPool, connect_args={"check_same_thread": False}, **options)
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA busy_timeout = 30000")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = FULL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        # IMMEDIATE takes the write lock up front, so a read-then-write transaction waits its turn
+        # instead of failing with SQLITE_BUSY when another process committed in between.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _alembic_config(engine: Engine) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def upgrade(engine: Engine) -> tuple[str | None, str]:
+    """Bring the schema to the newest revision; returns (before, after)."""
+    config = _alembic_config(engine)
+    with engine.begin() as conn:
+        before = MigrationContext.configure(conn).get_current_revision()
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+    return before, head_revision()
+
+
+def head_revision() -> str:
+    head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def ensure_schema(engine: Engine, *, auto_upgrade: bool = False) -> None:
+    """Check the database is reachable and current; upgrade it only when told to.
+
+    Raises `ConfigError` with the command that fixes an out-of-date schema, or naming the
+    (password-masked) URL when the database cannot be reached.
+    """
+    url = masked(engine.url.render_as_string(hide_password=False))
+    try:
+        current = current_revision(engine)
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise ConfigError(f"cannot reach the database at {url}: {reason}") from None
+    if current == head_revision():
+        return
+    if auto_upgrade:
+        upgrade(engine)
+        return
+    state = "has no Signoff tables" if current is None else f"is at schema {current}, not {head_revision()}"
+    raise ConfigError(f"the database at {url} {state}; run `signoff db upgrade`")
+
+
+def is_default_sqlite(url: str) -> bool:
+    """The zero-configuration database, which may be created and upgraded on first use."""
+    return url == DEFAULT_DATABASE_URL

@@ -1,0 +1,446 @@
+"""The durable store on SQLAlchemy 2.0: the only module that speaks SQL.
+
+Every decision and every execution is a compare-and-set (`UPDATE ... WHERE status = ...`), so
+exactly one of any number of concurrent writers wins, on SQLite and on PostgreSQL alike.
+Each public method is one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, update
+from sqlalchemy.engine import Row
+
+from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from runtime.agent import Checkpoint
+from runtime.errors import Conflict, IncompatibleState
+from runtime.records import (
+    AlreadyDecided,
+    ApprovalRecord,
+    Decided,
+    Expired,
+    Missing,
+    RunRecord,
+)
+from runtime.state import call_digest, canonical_json, load_state
+
+ACTIVE = ("idle", "running", "awaiting_approval")
+STOPPED = ("budget_exhausted", "failed", "needs_reconciliation")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Saved:
+    """The result of a committed step."""
+
+    version: int
+    approval: ApprovalRecord | None
+    command: dict[str, Any] | None
+    """A command a person left for this run while the step ran; the runner applies it next."""
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """The ledger row was written; the call may run now."""
+
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Existing:
+    """The ledger already has this key: the call ran, or started and left no outcome."""
+
+    status: str
+    result: Any
+    error: str | None
+
+
+@dataclass(frozen=True)
+class NotDispatchable:
+    """The call must not run; `status` is what the run becomes."""
+
+    reason: str
+    status: str
+
+
+ExecutionStart = Fresh | Existing | NotDispatchable
+
+
+class SqlStore:
+    """Runs, approvals, events and the execution ledger in one SQL database."""
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utcnow) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
+                   model: str) -> RunRecord:
+        now = self.clock()
+        with self._tx() as conn:
+            conn.execute(insert(runs).values(
+                run_id=state["run_id"], goal=goal, requester=requester, origin=canonical_json(origin),
+                model=model, status=state["status"], state=_dump_without_history(state),
+                history_len=0, version=1, event_count=0, created_at=now, updated_at=now,
+            ))
+            _append_history(conn, state["run_id"], 0, state["history"])
+            _append_events(conn, state["run_id"], [{"type": "run_created", "goal": goal, "requester": requester,
+                                                   "origin": origin, "model": model}], now)
+        record = self.get_run(state["run_id"])
+        assert record is not None
+        return record
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
+            if row is None:
+                return None
+            history = conn.execute(
+                select(run_history.c.entry).where(run_history.c.run_id == run_id).order_by(run_history.c.seq)
+            ).scalars().all()
+        return _run_record(row, [json.loads(e) for e in history])
+
+    def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
+        """Take the run's lease if nobody holds a live one; None if somebody does or the run ended."""
+        now = self.clock()
+        with self._tx() as conn:
+            claimed = conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE + STOPPED),
+                       or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now, runs.c.lease_owner == owner))
+                .values(lease_owner=owner, lease_expires_at=now + lease)
+            ).rowcount
+        return self.get_run(run_id) if claimed == 1 else None
+
+    def renew(self, run_id: str, owner: str, lease: timedelta) -> bool:
+        with self._tx() as conn:
+            return conn.execute(
+                update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner)
+                .values(lease_expires_at=self.clock() + lease)
+            ).rowcount == 1
+
+    def release(self, run_id: str, owner: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner)
+                         .values(lease_owner=None, lease_expires_at=None))
+
+    def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, lease: timedelta,
+                  approval_ttl: timedelta, clear_command: bool = False) -> Saved:
+        """Commit one step: state, new history, its events, the ledger outcome and any new approval.
+
+        Raises `Conflict` (writing nothing) if the run changed since `version` or the lease was lost.
+        """
+        state, now = checkpoint.state, self.clock()
+        new_history = checkpoint.new_history
+        with self._tx() as conn:
+            values: dict[str, Any] = dict(
+                state=_dump_without_history(state), status=state["status"], history_len=len(state["history"]),
+                pending_key=(state.get("pending") or {}).get("key"),
+                version=version + 1, updated_at=now, lease_expires_at=now + lease,
+            )
+            if clear_command:
+                values["command"] = None
+            row = conn.execute(
+                update(runs).where(runs.c.run_id == run_id, runs.c.version == version, runs.c.lease_owner == owner)
+                .values(**values).returning(runs.c.command, runs.c.requester)
+            ).first()
+            if row is None:
+                raise Conflict(f"run {run_id} changed since version {version}; step not saved")
+            _append_history(conn, run_id, checkpoint.history_start, new_history)
+            _append_events(conn, run_id, checkpoint.events, now)
+            if checkpoint.execution is not None:
+                _finish_execution(conn, checkpoint.execution, now)
+            approval = None
+            if state["status"] == "awaiting_approval" and any(e["type"] == "approval_requested"
+                                                                 for e in checkpoint.events):
+                approval = _insert_approval(conn, run_id, state["pending"], row.requester, now, approval_ttl)
+            if state["status"] in ("cancelled", "expired", "done"):
+                conn.execute(update(approvals).where(approvals.c.run_id == run_id,
+                                                     approvals.c.status.in_(("pending", "approved")))
+                             .values(status="cancelled", decided_at=now))
+        command = json.loads(row.command) if row.command and not clear_command else None
+        return Saved(version + 1, approval, command)
+
+    def set_command(self, run_id: str, command: dict[str, Any], statuses: tuple[str, ...]) -> str | None:
+        """Leave a command for the run's worker; returns None, or why it was refused."""
+        now = self.clock()
+        with self._tx() as conn:
+            done = conn.execute(
+                update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(statuses), runs.c.command.is_(None))
+                .values(command=canonical_json(command), updated_at=now)
+            ).rowcount
+            if done != 1:
+                row = conn.execute(select(runs.c.status, runs.c.command).where(runs.c.run_id == run_id)).first()
+                if row is None:
+                    return "no such run"
+                if row.command is not None:
+                    return f"another request ({json.loads(row.command)['op']}) is already waiting for this run"
+                return f"the run is {row.status}"
+            if command["op"] == "cancel":
+                # Cancelling closes the approval at once, so a late click sees "cancelled", not a live button.
+                conn.execute(update(approvals).where(approvals.c.run_id == run_id, approvals.c.status == "pending")
+                             .values(status="cancelled", decided_at=now, decided_by=command.get("by")))
+            _append_events(conn, run_id, [{"type": "command_recorded", **command}], now)
+        return None
+
+    def update_origin(self, run_id: str, origin: dict[str, Any]) -> None:
+        with self._tx() as conn:
+            conn.execute(update(runs).where(runs.c.run_id == run_id).values(origin=canonical_json(origin)))
+
+    def append_event(self, run_id: str, event: dict[str, Any]) -> None:
+        with self._tx() as conn:
+            _append_events(conn, run_id, [event], self.clock())
+
+    # -- the execution ledger ------------------------------------------------------------
+
+    def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *,
+                        retry: bool = False) -> ExecutionStart:
+        """Consume the call's approval and write the ledger row, or say why the call must not run."""
+        now, digest = self.clock(), call_digest(tool, args, key)
+        with self._tx() as conn:
+            existing = conn.execute(select(tool_executions).where(tool_executions.c.key == key)).first()
+            if existing is not None:
+                if retry:
+                    conn.execute(update(tool_executions).where(tool_executions.c.key == key).values(
+                        status="started", attempts=existing.attempts + 1, started_at=now, finished_at=None))
+                    _append_events(conn, run_id, [{"type": "execution_retried", "key": key, "tool": tool}], now)
+                    return Fresh(existing.attempts + 1)
+                return Existing(existing.status, _loads(existing.result), existing.error)
+            approval = conn.execute(select(approvals).where(approvals.c.key == key)).first()
+            if approval is None or approval.run_id != run_id:
+                return NotDispatchable(f"no approval recorded for {key}", "failed")
+            if approval.digest != digest:
+                return NotDispatchable(f"the call no longer matches what was approved for {key}", "failed")
+            consumed = conn.execute(
+                update(approvals).where(approvals.c.key == key, approvals.c.status == "approved",
+                                        approvals.c.digest == digest, approvals.c.expires_at > now)
+                .values(status="consumed", consumed_at=now)
+            ).rowcount
+            if consumed != 1:
+                if approval.status == "approved":
+                    conn.execute(update(approvals).where(approvals.c.key == key, approvals.c.status == "approved")
+                                 .values(status="expired"))
+                    return NotDispatchable(f"the approval for {key} expired before it could run", "expired")
+                return NotDispatchable(f"the approval for {key} is {approval.status}", "failed")
+            conn.execute(insert(tool_executions).values(
+                key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
+            _append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
+                                           "approval_id": approval.approval_id}], now)
+        return Fresh(1)
+
+    def complete_execution(self, execution: dict[str, Any]) -> None:
+        """Record an outcome outside a step (its step could not be saved)."""
+        with self._tx() as conn:
+            _finish_execution(conn, execution, self.clock())
+
+    def executions(self, run_id: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(tool_executions).where(tool_executions.c.run_id == run_id)
+                                .order_by(tool_executions.c.started_at)).all()
+        return [dict(r._mapping, result=_loads(r.result)) for r in rows]
+
+    # -- approvals -----------------------------------------------------------------------
+
+    def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
+               digest: str | None = None) -> Decided | AlreadyDecided | Expired | Missing:
+        """Move a pending, unexpired approval to approved or denied; exactly one caller wins."""
+        now = self.clock()
+        conditions = [approvals.c.approval_id == approval_id, approvals.c.status == "pending",
+                      approvals.c.expires_at > now]
+        if digest is not None:
+            conditions.append(approvals.c.digest == digest)
+        with self._tx() as conn:
+            won = conn.execute(update(approvals).where(*conditions).values(
+                status="approved" if approved else "denied", decided_by=user, decided_at=now, note=note or None,
+            )).rowcount
+            row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).first()
+            if row is None:
+                return Missing("approval")
+            if won == 1:
+                _append_events(conn, row.run_id, [{"type": "approval_recorded", "approval_id": approval_id,
+                                                   "key": row.key, "approved": approved, "by": user,
+                                                   "note": note}], now)
+                return Decided(_approval_record(row))
+            if row.status == "pending" and row.expires_at <= now:
+                conn.execute(update(approvals).where(approvals.c.approval_id == approval_id,
+                                                     approvals.c.status == "pending")
+                             .values(status="expired", decided_at=now))
+                row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
+            record = _approval_record(row)
+        return Expired(record) if record.status == "expired" else AlreadyDecided(record)
+
+    def expire_due(self) -> list[ApprovalRecord]:
+        """One statement: every pending approval past its expiry becomes expired; returns them."""
+        now = self.clock()
+        with self._tx() as conn:
+            rows = conn.execute(
+                update(approvals).where(approvals.c.status == "pending", approvals.c.expires_at <= now)
+                .values(status="expired", decided_at=now).returning(*approvals.c)
+            ).all()
+            for row in rows:
+                _append_events(conn, row.run_id, [{"type": "approval_expired", "approval_id": row.approval_id,
+                                                   "key": row.key}], now)
+        return [_approval_record(r) for r in rows]
+
+    def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> None:
+        with self._tx() as conn:
+            conn.execute(update(approvals).where(approvals.c.approval_id == approval_id)
+                         .values(message=canonical_json(message)))
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self._one_approval(approvals.c.approval_id == approval_id)
+
+    def approval_for_key(self, key: str) -> ApprovalRecord | None:
+        return self._one_approval(approvals.c.key == key)
+
+    def _one_approval(self, condition: Any) -> ApprovalRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(approvals).where(condition)).first()
+        return _approval_record(row) if row else None
+
+    def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
+                       exclude_requester: str | None = None, unposted: bool = False,
+                       limit: int = 50) -> list[ApprovalRecord]:
+        query = select(approvals).order_by(approvals.c.requested_at.desc()).limit(limit)
+        if status:
+            query = query.where(approvals.c.status == status)
+        if run_id:
+            query = query.where(approvals.c.run_id == run_id)
+        if exclude_requester:
+            query = query.where(approvals.c.requester != exclude_requester)
+        if unposted:
+            query = query.where(approvals.c.message.is_(None))
+        with self.engine.connect() as conn:
+            return [_approval_record(r) for r in conn.execute(query).all()]
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def list_runs(self, *, requester: str | None = None, status: str | None = None,
+                  limit: int = 20) -> list[RunRecord]:
+        """Recent runs, newest first, without their history (use `get_run` for one run's story)."""
+        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        if requester:
+            query = query.where(runs.c.requester == requester)
+        if status:
+            query = query.where(runs.c.status == status)
+        with self.engine.connect() as conn:
+            return [_run_record(r, None) for r in conn.execute(query).all()]
+
+    def runs_needing_work(self, *, limit: int = 100) -> list[str]:
+        """Runs no live worker holds that have something to do: orphaned, decided, or with a command."""
+        now = self.clock()
+        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now)
+        decided = select(approvals.c.key).where(
+            approvals.c.key == runs.c.pending_key,
+            approvals.c.status.in_(("approved", "denied", "consumed", "expired", "cancelled")),
+        ).exists()
+        query = select(runs.c.run_id).where(free, or_(
+            runs.c.status.in_(("idle", "running")),
+            runs.c.command.is_not(None),
+            and_(runs.c.status == "awaiting_approval", decided),
+        )).order_by(runs.c.updated_at).limit(limit)
+        with self.engine.connect() as conn:
+            return list(conn.execute(query).scalars().all())
+
+    def timeline(self, run_id: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(events).where(events.c.run_id == run_id).order_by(events.c.seq)).all()
+        return [{"seq": r.seq, "type": r.type, "at": r.at.isoformat(), **json.loads(r.payload)} for r in rows]
+
+    def count_runs(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            return dict(conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all())
+
+
+# -- helpers that take a connection and never commit -------------------------------------
+
+
+def _dump_without_history(state: dict[str, Any]) -> str:
+    return canonical_json({k: v for k, v in state.items() if k != "history"})
+
+
+def _append_history(conn: Connection, run_id: str, start: int, entries: list[dict[str, Any]]) -> None:
+    if entries:
+        conn.execute(insert(run_history), [
+            {"run_id": run_id, "seq": start + i, "entry": canonical_json(e)} for i, e in enumerate(entries)
+        ])
+
+
+def _append_events(conn: Connection, run_id: str, new: list[dict[str, Any]], at: datetime) -> None:
+    if not new:
+        return
+    # Sequence numbers come from the run row, which also serialises concurrent appenders.
+    last = conn.execute(update(runs).where(runs.c.run_id == run_id)
+                        .values(event_count=runs.c.event_count + len(new))
+                        .returning(runs.c.event_count)).scalar_one()
+    first = last - len(new) + 1
+    conn.execute(insert(events), [
+        {"run_id": run_id, "seq": first + i, "type": e["type"], "at": at,
+         "payload": canonical_json({k: v for k, v in e.items() if k not in ("type", "run_id")})}
+        for i, e in enumerate(new)
+    ])
+
+
+def _finish_execution(conn: Connection, execution: dict[str, Any], now: datetime) -> None:
+    ok = execution["ok"]
+    conn.execute(update(tool_executions).where(tool_executions.c.key == execution["key"]).values(
+        status="succeeded" if ok else "failed",
+        result=canonical_json(execution.get("result")) if ok else None,
+        error=None if ok else str(execution.get("error")),
+        finished_at=now, seconds=execution.get("seconds"),
+    ))
+
+
+def _insert_approval(conn: Connection, run_id: str, pending: dict[str, Any], requester: str, now: datetime,
+                     ttl: timedelta) -> ApprovalRecord:
+    values = dict(
+        approval_id="apr_" + secrets.token_urlsafe(12), run_id=run_id, step=pending["step"], tool=pending["tool"],
+        args=canonical_json(pending["args"]), key=pending["key"],
+        digest=call_digest(pending["tool"], pending["args"], pending["key"]), status="pending",
+        requester=requester, requested_at=now, expires_at=now + ttl,
+    )
+    conn.execute(insert(approvals).values(**values))
+    return ApprovalRecord(**{**values, "args": pending["args"]})
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+def _run_record(row: Row[Any], history: list[dict[str, Any]] | None) -> RunRecord:
+    try:
+        state = json.loads(row.state)
+    except json.JSONDecodeError as exc:
+        raise IncompatibleState(f"run {row.run_id}: stored state is not valid JSON ({exc})") from None
+    state["history"] = history if history is not None else []
+    if history is not None:
+        state = load_state(state)
+    return RunRecord(
+        run_id=row.run_id, goal=row.goal, requester=row.requester, origin=json.loads(row.origin or "{}"),
+        model=row.model, status=row.status, state=state, version=row.version, created_at=row.created_at,
+        updated_at=row.updated_at, lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at,
+        command=_loads(row.command),
+    )
+
+
+def _approval_record(row: Row[Any]) -> ApprovalRecord:
+    data = dict(row._mapping)
+    data["args"] = json.loads(data["args"])
+    data["message"] = _loads(data["message"])
+    return ApprovalRecord(**data)

@@ -1,0 +1,136 @@
+"""The database schema: runs, their history, approvals, the audit log and the execution ledger.
+
+Alembic migrations (runtime/migrations) are the source of truth for existing databases; this
+module describes the same tables for queries and for the first migration.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite forgets the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: object) -> datetime | None:
+        if value is None:
+            return None
+        assert value.tzinfo is not None, "store only timezone-aware datetimes"
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: object) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("goal", Text, nullable=False),
+    Column("requester", String(64), nullable=False),
+    Column("origin", Text, nullable=False, default="{}"),
+    Column("model", String(200), nullable=False),
+    Column("status", String(32), nullable=False),
+    # The run state without its history, which lives in run_history (appended, never rewritten).
+    Column("state", Text, nullable=False),
+    Column("history_len", Integer, nullable=False, default=0),
+    Column("pending_key", String(160), nullable=True),
+    Column("version", Integer, nullable=False, default=1),
+    Column("event_count", Integer, nullable=False, default=0),
+    # A person's request (cancel, extend, retry, reconcile) waiting for the run's worker to apply it.
+    Column("command", Text, nullable=True),
+    Column("lease_owner", String(128), nullable=True),
+    Column("lease_expires_at", UTCDateTime, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index(None, "status", "lease_expires_at"),
+    Index(None, "requester", "created_at"),
+)
+
+run_history = Table(
+    "run_history",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("entry", Text, nullable=False),
+)
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("approval_id", String(64), primary_key=True),
+    Column("run_id", String(64), nullable=False, index=True),
+    Column("step", Integer, nullable=False),
+    Column("tool", String(64), nullable=False),
+    Column("args", Text, nullable=False),
+    Column("key", String(160), nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("requester", String(64), nullable=False),
+    Column("requested_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("decided_at", UTCDateTime, nullable=True),
+    Column("decided_by", String(64), nullable=True),
+    Column("note", Text, nullable=True),
+    Column("message", Text, nullable=True),
+    Column("consumed_at", UTCDateTime, nullable=True),
+    UniqueConstraint("key"),
+    Index(None, "status", "expires_at"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    UniqueConstraint("run_id", "seq"),
+)
+
+tool_executions = Table(
+    "tool_executions",
+    metadata,
+    Column("key", String(160), primary_key=True),
+    Column("run_id", String(64), nullable=False, index=True),
+    Column("tool", String(64), nullable=False),
+    Column("digest", String(64), nullable=False),
+    # started, succeeded or failed; "started" found after a crash means the outcome is unknown.
+    Column("status", String(16), nullable=False),
+    Column("result", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("attempts", Integer, nullable=False, default=1),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime, nullable=True),
+    Column("seconds", Float, nullable=True),
+)
