@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -207,6 +208,7 @@ class Agent:
             raise InvalidTransition(f"run {self.state['run_id']} has no pending approval ({self.status})")
         self._emit("approval_decided", key=pending["key"], tool=pending["tool"], approved=approved, by=by, note=note)
         self.state["status"] = "running"
+        self._clock_mark = self.clock()  # running the approved call is running time; the wait was not
         if approved:
             self._dispatch(pending)
         else:
@@ -258,6 +260,7 @@ class Agent:
             return self.cancel(f"aborted during reconciliation: {note or 'no reason given'}", by=by)
         self.state["status"] = "running"
         self.state["stop"] = None
+        self._clock_mark = self.clock()
         if action == "retry":
             self._dispatch(pending, retry=True)
         else:
@@ -334,7 +337,7 @@ class Agent:
         return decision
 
     def _finish(self, decision: dict[str, Any]) -> None:
-        answer = decision["final"]
+        answer = _jsonable(decision["final"])
         answer = answer if isinstance(answer, str) else json.dumps(answer)
         self.state["history"].append({"role": "assistant", "step": self.state["steps"], "final": answer})
         self.state["answer"] = answer
@@ -344,7 +347,8 @@ class Agent:
 
     def _propose(self, decision: dict[str, Any]) -> None:
         step = self.state["steps"]
-        name, args = decision["tool"], decision.get("args", {})
+        # JSON-only from here on: a checkpoint must be able to hold whatever the policy proposed.
+        name, args = decision["tool"], _jsonable(decision.get("args", {}))
         call = {
             "role": "assistant", "step": step, "tool": name, "args": args,
             "call_id": str(decision.get("call_id") or f"call-{step}"),
@@ -508,9 +512,9 @@ def _short(value: Any) -> str:
 def _count(value: Any, kind: type = int) -> float:
     try:
         number = kind(value or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # int(inf) overflows, int(nan) is a ValueError
         return kind(0)
-    return number if number >= 0 else kind(0)
+    return number if 0 <= number < math.inf else kind(0)
 
 
 def _jsonable(value: Any) -> Any:

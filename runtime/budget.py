@@ -25,6 +25,8 @@ class Budget:
     max_seconds: float | None = None
 
     def __post_init__(self) -> None:
+        if self.max_steps is None:
+            raise ValueError("max_steps must be a positive number, got None: a run's steps are always bounded")
         for name, value in asdict(self).items():
             if value is not None and (not isinstance(value, int | float) or value <= 0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
