@@ -388,7 +388,8 @@ class Agent:
             return
         started = self.clock()
         try:
-            value = self.executor(tool, call["args"], call["key"])
+            # A copy: a tool that consumes its arguments must not rewrite the history or the fingerprint.
+            value = self.executor(tool, copy.deepcopy(call["args"]), call["key"])
         except DispatchRefused as exc:
             self._stop(exc.status, reason=f"not executed: {exc.reason}")
             return
