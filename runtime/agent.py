@@ -400,7 +400,8 @@ class Agent:
             if tool.side_effect:
                 self._needs_reconciliation(call, f"timed out: {exc}; it may or may not have taken effect")
                 return
-            self._emit("tool_failed", tool=tool.name, key=call["key"], error=str(exc), seconds=self.clock() - started)
+            # It was called, so it counts towards max_tool_calls like any other failure.
+            self._record_execution(call, ok=False, value=f"timeout: {exc}", seconds=self.clock() - started)
             self._observe(call, error=f"timeout: {exc}", kind="timeout")
             return
         except Exception as exc:  # the tool's failure is the model's to handle, not ours
