@@ -106,15 +106,18 @@ class SqlStore:
         assert record is not None
         return record
 
-    def get_run(self, run_id: str) -> RunRecord | None:
+    def get_run(self, run_id: str, *, history: bool = True) -> RunRecord | None:
+        """One run; `history=False` skips the history for callers that only need the row."""
         with self.engine.connect() as conn:
             row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
             if row is None:
                 return None
-            history = conn.execute(
+            if not history:
+                return _run_record(row, None)
+            entries = conn.execute(
                 select(run_history.c.entry).where(run_history.c.run_id == run_id).order_by(run_history.c.seq)
             ).scalars().all()
-        return _run_record(row, [json.loads(e) for e in history])
+        return _run_record(row, [json.loads(e) for e in entries])
 
     def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
         """Take the run's lease if nobody holds a live one; None if somebody does or the run ended."""
@@ -198,6 +201,12 @@ class SqlStore:
                              .values(status="cancelled", decided_at=now, decided_by=command.get("by")))
             _append_events(conn, run_id, [{"type": "command_recorded", **command}], now)
         return None
+
+    def clear_command(self, run_id: str, event: dict[str, Any]) -> None:
+        """Drop a command that could not be applied, and say why in the audit log."""
+        with self._tx() as conn:
+            conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
+            _append_events(conn, run_id, [event], self.clock())
 
     def update_origin(self, run_id: str, origin: dict[str, Any]) -> None:
         with self._tx() as conn:
@@ -316,7 +325,7 @@ class SqlStore:
 
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
                        exclude_requester: str | None = None, unposted: bool = False,
-                       limit: int = 50) -> list[ApprovalRecord]:
+                       older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]:
         query = select(approvals).order_by(approvals.c.requested_at.desc()).limit(limit)
         if status:
             query = query.where(approvals.c.status == status)
@@ -326,6 +335,8 @@ class SqlStore:
             query = query.where(approvals.c.requester != exclude_requester)
         if unposted:
             query = query.where(approvals.c.message.is_(None))
+        if older_than is not None:
+            query = query.where(approvals.c.requested_at < self.clock() - older_than)
         with self.engine.connect() as conn:
             return [_approval_record(r) for r in conn.execute(query).all()]
 

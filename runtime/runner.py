@@ -1,0 +1,436 @@
+"""The runner: the one place that sequences I/O around the pure agent loop.
+
+load -> claim lease -> step -> save (state, history, events, ledger, approval in one transaction)
+-> notify. Side effects go through the execution ledger: the approval is consumed and a
+"started" row written before the tool runs, and the outcome is saved with the step after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from runtime.adapters.sql import Existing, Fresh, NotDispatchable, SqlStore
+from runtime.agent import Agent, Checkpoint, Policy, run_tool
+from runtime.budget import Budget
+from runtime.errors import Conflict, DispatchRefused, InvalidTransition, OutcomeUnknown
+from runtime.failpoints import Failpoints
+from runtime.ports import Notifier
+from runtime.records import (
+    ApprovalRecord,
+    Decided,
+    DecisionOutcome,
+    Done,
+    Expired,
+    Mismatch,
+    Missing,
+    NotAllowed,
+    Refused,
+    RunOutcome,
+    RunRecord,
+)
+from runtime.state import DEFAULT_REDACT_KEYS, TERMINAL, new_state
+from tools.base import Tool, ToolFailed
+
+log = logging.getLogger("signoff.runner")
+
+MAX_GOAL_CHARS = 4000
+MayApprove = Callable[[str, RunRecord], str | None]
+"""(user, run) -> None if the user may approve the run's side effects, else the reason they may not."""
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """How runs are started and kept: defaults, timings and who may approve their own runs."""
+
+    model: str = "scripted:demo"
+    budget: Budget = field(default_factory=Budget)
+    approval_ttl: timedelta = timedelta(minutes=30)
+    lease: timedelta = timedelta(seconds=60)
+    worker_id: str = field(default_factory=default_worker_id)
+    extend_steps: int = 4
+    allow_self_approval: bool = False
+    redact_keys: frozenset[str] = DEFAULT_REDACT_KEYS
+    failpoints: Failpoints = field(default_factory=Failpoints)
+
+
+class _Interrupted(Exception):
+    """A person left a command for this run while it ran; stop and apply it."""
+
+
+@dataclass
+class _Session:
+    """What one worker knows about the run it drives."""
+
+    run: RunRecord
+    version: int
+    clear_command: bool = False
+    retry_key: str | None = None
+    changed: bool = False
+
+
+class Runner:
+    """Starts, continues and settles runs; every method is safe to call from several threads and replicas."""
+
+    def __init__(self, store: SqlStore, tools: dict[str, Tool], policies: Callable[[str], Policy],
+                 config: RunnerConfig | None = None, notifier: Notifier | None = None,
+                 may_approve: MayApprove | None = None) -> None:
+        self.store = store
+        self.tools = tools
+        self.policies = policies
+        self.config = config or RunnerConfig()
+        self.notifier = notifier
+        self.may_approve = may_approve or (lambda user, run: None)
+
+    # -- starting and driving runs ---------------------------------------------------------
+
+    def start_run(self, goal: str, requester: str, origin: dict[str, Any] | None = None,
+                  model: str | None = None, budget: Budget | None = None) -> RunRecord:
+        """Record a new run (status idle); `execute` runs it."""
+        goal = (goal or "").strip()
+        if not goal:
+            raise ValueError("the goal is empty")
+        if len(goal) > MAX_GOAL_CHARS:
+            raise ValueError(f"the goal is {len(goal)} characters; the limit is {MAX_GOAL_CHARS}")
+        run_id = "run-" + secrets.token_hex(5)
+        state = new_state(run_id, (budget or self.config.budget).to_json())
+        return self.store.create_run(state, goal=goal, requester=requester, origin=origin or {},
+                                     model=model or self.config.model)
+
+    def execute(self, run_id: str) -> str | None:
+        """Run until the run pauses or ends; None if another worker holds it or it has ended."""
+        owner = self.config.worker_id
+        run = self.store.claim(run_id, owner, self.config.lease)
+        if run is None:
+            return None
+        heartbeat = _Heartbeat(self.store, run_id, owner, self.config.lease)
+        try:
+            with heartbeat:
+                return self._drive(run)
+        except Conflict as exc:
+            log.warning("run %s: %s; another worker will continue it", run_id, exc)
+            return None
+        finally:
+            self.store.release(run_id, owner)
+
+    def _drive(self, run: RunRecord) -> str:
+        session = _Session(run, run.version)
+        while True:
+            if not run.origin.get("ts"):
+                self._announce(run)
+            agent = self._agent(run, session)
+            try:
+                self._advance(agent, run, session)
+            except _Interrupted:
+                run = self.store.get_run(run.run_id) or run
+                session = _Session(run, run.version, changed=session.changed)
+                continue
+            break
+        final = self.store.get_run(run.run_id) or run
+        if session.changed:
+            self._notify_end(final)
+        return final.status
+
+    def _advance(self, agent: Agent, run: RunRecord, session: _Session) -> None:
+        command = run.command
+        if command is not None:
+            self._apply(agent, command, session)
+            return
+        match agent.status:
+            case "idle":
+                agent.start(run.goal)
+            case "running":
+                agent.run()
+            case "awaiting_approval":
+                self._continue_approval(agent)
+
+    def _apply(self, agent: Agent, command: dict[str, Any], session: _Session) -> None:
+        session.clear_command = True
+        by = command.get("by")
+        try:
+            match command["op"]:
+                case "cancel":
+                    agent.cancel(command.get("reason") or f"cancelled by {by}", by=by)
+                case "extend":
+                    agent.extend(**command["limits"])
+                case "retry":
+                    agent.retry()
+                case "reconcile":
+                    session.retry_key = (agent.state.get("pending") or {}).get("key")
+                    agent.reconcile(command["action"], command.get("result"), command.get("note", ""), by=by)
+                case other:
+                    raise InvalidTransition(f"unknown command {other!r}")
+        except InvalidTransition as exc:
+            if session.clear_command:  # nothing was saved, so the command is still there
+                self.store.clear_command(agent.state["run_id"], {"type": "command_refused", "reason": str(exc),
+                                                                 **command})
+
+    def _continue_approval(self, agent: Agent) -> None:
+        pending = agent.state["pending"]
+        approval = self.store.approval_for_key(pending["key"])
+        if approval is None:
+            return
+        match approval.status:
+            case "approved" | "consumed":
+                agent.decide(True, approval.note or "", by=approval.decided_by)
+            case "denied":
+                agent.decide(False, approval.note or "", by=approval.decided_by)
+            case "expired":
+                agent.expire("the approval expired; nothing was executed")
+
+    def _agent(self, run: RunRecord, session: _Session) -> Agent:
+        try:
+            policy = self.policies(run.model)
+        except Exception as exc:  # a bad model spec fails the run visibly instead of crashing the worker
+            policy = _failing_policy(exc)
+        return Agent.resume(
+            run.state, policy, self.tools,
+            executor=lambda tool, args, key: self._dispatch(run.run_id, session, tool, args, key),
+            on_checkpoint=lambda checkpoint: self._save(session, checkpoint),
+            redact_keys=self.config.redact_keys,
+        )
+
+    def _dispatch(self, run_id: str, session: _Session, tool: Tool, args: dict[str, Any], key: str) -> Any:
+        """The executor: read-only tools just run; side effects go through approval and ledger."""
+        if not tool.side_effect:
+            return run_tool(tool, args, key)
+        start = self.store.begin_execution(run_id, tool.name, args, key, retry=session.retry_key == key)
+        match start:
+            case NotDispatchable(reason=reason, status=status):
+                raise DispatchRefused(reason, status)
+            case Existing(status="started"):
+                if not tool.idempotent:
+                    raise OutcomeUnknown(f"{tool.name} ({key}) started earlier and recorded no outcome; "
+                                         "it may or may not have taken effect")
+                self.store.begin_execution(run_id, tool.name, args, key, retry=True)
+            case Existing(status="succeeded", result=result):
+                return result
+            case Existing(error=error):
+                raise ToolFailed(error or "failed earlier")
+            case Fresh():
+                pass
+        self.config.failpoints.hit("after_ledger_row")
+        result = run_tool(tool, args, key)
+        self.config.failpoints.hit("after_tool")
+        return result
+
+    def _save(self, session: _Session, checkpoint: Checkpoint) -> None:
+        """on_checkpoint: commit the step, then tell people about it."""
+        self.config.failpoints.hit("after_decision")
+        run = session.run
+        try:
+            saved = self.store.save_step(run.run_id, owner=self.config.worker_id, version=session.version,
+                                         checkpoint=checkpoint, lease=self.config.lease,
+                                         approval_ttl=self.config.approval_ttl,
+                                         clear_command=session.clear_command)
+        except Conflict:
+            if checkpoint.execution is not None:
+                self.store.complete_execution(checkpoint.execution)
+            raise
+        session.version, session.clear_command, session.changed = saved.version, False, True
+        self.config.failpoints.hit("after_checkpoint")
+        snapshot = dataclasses.replace(run, status=checkpoint.state["status"], state=checkpoint.state,
+                                       version=saved.version)
+        for entry in checkpoint.new_history:
+            if entry["role"] == "tool":
+                self._notify("tool_result", snapshot, entry)
+        if saved.approval is not None:
+            self._post_approval(snapshot, saved.approval)
+        if saved.command is not None and checkpoint.state["status"] not in TERMINAL:
+            raise _Interrupted()
+
+    # -- people's decisions ----------------------------------------------------------------
+
+    def decide(self, approval_id: str, digest: str, user: str, approved: bool, note: str = "") -> DecisionOutcome:
+        """Record one person's decision on one approval; the caller then runs `execute(run_id)`."""
+        approval = self.store.get_approval(approval_id)
+        if approval is None:
+            return Missing("approval")
+        if digest != approval.digest:
+            return Mismatch("this button no longer matches the request it was posted with")
+        run = self.store.get_run(approval.run_id, history=False)
+        if run is None:
+            return Missing("run")
+        reason = self.approval_refusal(user, run)
+        if reason:
+            return NotAllowed(reason)
+        outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest)
+        if isinstance(outcome, Decided):
+            self.config.failpoints.hit("after_approval_recorded")
+            self._notify("approval_decided", run, outcome.approval)
+        elif isinstance(outcome, Expired):
+            self._notify("approval_expired", run, outcome.approval)
+        return outcome
+
+    def approval_refusal(self, user: str, run: RunRecord) -> str | None:
+        """Why `user` may not approve `run`'s side effects, or None if they may."""
+        if user == run.requester and not self.config.allow_self_approval:
+            return "you started this run, so someone else has to approve its side effects"
+        return self.may_approve(user, run)
+
+    def cancel(self, run_id: str, user: str, reason: str = "") -> RunOutcome:
+        """Ask for the run to end as cancelled; its pending approval is closed at once."""
+        return self._command(run_id, user, {"op": "cancel", "reason": reason},
+                             ("idle", "running", "awaiting_approval", "budget_exhausted", "failed",
+                              "needs_reconciliation"), requester_may=True)
+
+    def extend(self, run_id: str, user: str) -> RunOutcome:
+        """Raise the budget that ran out by the configured increment and continue (approvers only)."""
+        run = self.store.get_run(run_id, history=False)
+        if run is None:
+            return Missing("run")
+        if run.status != "budget_exhausted":
+            return Refused(f"run {run_id} is {run.status}, not out of budget")
+        limit = (run.stop or {}).get("budget", "max_steps")
+        current = run.budget.get(limit) or 0
+        bump = self.config.extend_steps if limit in ("max_steps", "max_tool_calls") else current * 0.5
+        limits = {limit: type(current)(current + bump) if current else bump}
+        return self._command(run_id, user, {"op": "extend", "limits": limits}, ("budget_exhausted",))
+
+    def retry(self, run_id: str, user: str) -> RunOutcome:
+        """Continue a failed run from its last checkpoint."""
+        return self._command(run_id, user, {"op": "retry"}, ("failed",), requester_may=True)
+
+    def reconcile(self, run_id: str, user: str, action: str, result: Any = None, note: str = "") -> RunOutcome:
+        """Settle a call with an unknown outcome: `done` (it happened), `retry` (run it again) or `abort`."""
+        if action not in ("done", "retry", "abort"):
+            return Refused("choose done, retry or abort")
+        return self._command(run_id, user, {"op": "reconcile", "action": action, "result": result, "note": note},
+                             ("needs_reconciliation",))
+
+    def _command(self, run_id: str, user: str, command: dict[str, Any], statuses: tuple[str, ...],
+                 requester_may: bool = False) -> RunOutcome:
+        run = self.store.get_run(run_id, history=False)
+        if run is None:
+            return Missing("run")
+        if not (requester_may and user == run.requester):
+            reason = self.approval_refusal(user, run)
+            if reason:
+                return NotAllowed(reason)
+        refusal = self.store.set_command(run_id, {**command, "by": user}, statuses)
+        if refusal:
+            return Refused(refusal)
+        return Done(self.store.get_run(run_id, history=False) or run)
+
+    # -- the clock's jobs --------------------------------------------------------------------
+
+    def expire_due(self) -> list[ApprovalRecord]:
+        """Expire every overdue approval, tell people, and end those runs as expired."""
+        expired = self.store.expire_due()
+        for approval in expired:
+            run = self.store.get_run(approval.run_id, history=False)
+            if run is not None:
+                self._notify("approval_expired", run, approval)
+            self.execute(approval.run_id)
+        return expired
+
+    def recover(self, min_age: timedelta = timedelta(seconds=10)) -> list[str]:
+        """Runs that need a worker (orphaned, decided, or with a command); re-posts unposted approvals."""
+        for approval in self.store.list_approvals(status="pending", unposted=True, older_than=min_age):
+            run = self.store.get_run(approval.run_id, history=False)
+            if run is not None:
+                self._post_approval(run, approval)
+        return self.store.runs_needing_work()
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self.store.get_run(run_id)
+
+    def runs_for(self, requester: str, limit: int = 10) -> list[RunRecord]:
+        return self.store.list_runs(requester=requester, limit=limit)
+
+    def approvals_for(self, user: str, limit: int = 20) -> list[ApprovalRecord]:
+        """Pending approvals this user may decide."""
+        result = []
+        for approval in self.store.list_approvals(status="pending", limit=limit * 3):
+            run = self.store.get_run(approval.run_id, history=False)
+            if run is not None and self.approval_refusal(user, run) is None:
+                result.append(approval)
+        return result[:limit]
+
+    def pending_approval(self, run_id: str) -> ApprovalRecord | None:
+        found = self.store.list_approvals(status="pending", run_id=run_id, limit=1)
+        return found[0] if found else None
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self.store.get_approval(approval_id)
+
+    def timeline(self, run_id: str) -> list[dict[str, Any]]:
+        return self.store.timeline(run_id)
+
+    # -- telling people ----------------------------------------------------------------------
+
+    def _announce(self, run: RunRecord) -> None:
+        ref = self._notify("run_started", run)
+        if isinstance(ref, dict) and ref:
+            self.store.update_origin(run.run_id, {**run.origin, **ref})
+
+    def _post_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        self.config.failpoints.hit("before_approval_post")
+        ref = self._notify("approval_requested", run, approval)
+        if isinstance(ref, dict) and ref:
+            self.store.set_approval_message(approval.approval_id, ref)
+
+    def _notify_end(self, run: RunRecord) -> None:
+        if run.status == "done":
+            self._notify("run_finished", run)
+        elif run.status in ("budget_exhausted", "failed", "needs_reconciliation", "cancelled", "expired"):
+            self._notify("run_stopped", run)
+
+    def _notify(self, method: str, run: RunRecord, *args: Any) -> Any:
+        """Tell the notifier; a failure is logged and audited, never fatal (the database is the truth)."""
+        if self.notifier is None:
+            return None
+        try:
+            return getattr(self.notifier, method)(run, *args)
+        except Exception as exc:  # Slack being down must not lose or stall a run
+            log.warning("run %s: notifier.%s failed: %s", run.run_id, method, exc)
+            self.store.append_event(run.run_id, {"type": "notify_failed", "method": method,
+                                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
+            return None
+
+
+def _failing_policy(exc: Exception) -> Policy:
+    def policy(history: list[dict[str, Any]]) -> Any:
+        raise exc
+
+    return policy
+
+
+class _Heartbeat:
+    """Renews the run's lease while a worker drives it, so a long tool call is not taken for a crash."""
+
+    def __init__(self, store: SqlStore, run_id: str, owner: str, lease: timedelta) -> None:
+        self._store, self._run_id, self._owner, self._lease = store, run_id, owner, lease
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{run_id}", daemon=True)
+
+    def _beat(self) -> None:
+        interval = max(self._lease.total_seconds() / 3, 0.05)
+        while not self._stop.wait(interval):
+            try:
+                if not self._store.renew(self._run_id, self._owner, self._lease):
+                    return
+            except Exception as exc:  # a database hiccup: the next beat tries again
+                log.warning("run %s: lease renewal failed: %s", self._run_id, exc)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
