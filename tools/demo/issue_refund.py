@@ -1,0 +1,105 @@
+"""`issue_refund`: records a refund once per idempotency key in the outbox's refund ledger."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tools.base import Tool, ToolFailed
+from tools.demo.ledger import append_record, ledger_path, read_records, refunded_total
+from tools.demo.lookup_orders import find_order
+from tools.demo.outbox import args_digest, locked
+
+CENT = Decimal("0.01")
+
+
+class IssueRefundArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    order_id: str = Field(pattern=r"^[A-Za-z]-\d{4}$", description="The order to refund, e.g. A-1001.")
+    amount_usd: Decimal = Field(
+        gt=0, max_digits=9, decimal_places=2, description="Amount in US dollars, at most the refundable amount."
+    )
+    reason: str = Field(min_length=3, max_length=500, description="Why, in a sentence the customer could read.")
+
+    @field_validator("order_id")
+    @classmethod
+    def _upper(cls, value: str) -> str:
+        return value.upper()
+
+    @field_validator("amount_usd")
+    @classmethod
+    def _cents(cls, value: Decimal) -> Decimal:
+        # 12.5 and 12.50 are the same refund and must hash to the same arguments digest.
+        return value.quantize(CENT)
+
+
+def record_refund(outbox: Path, args: dict[str, Any], key: str) -> dict[str, Any]:
+    """Record the refund for `key` unless it is already recorded; either way return its record."""
+    parsed = IssueRefundArgs.model_validate(args)
+    digest = args_digest(parsed.model_dump(mode="json"))
+    # The check and the append happen under one exclusive lock, so two processes racing
+    # with the same key record it once.
+    with locked(ledger_path(outbox)) as ledger:
+        records = read_records(ledger)
+        earlier = next((r for r in records if r["key"] == key), None)
+        if earlier is not None:
+            if earlier["digest"] != digest:
+                raise ToolFailed(
+                    f"key {key!r} already recorded refund {earlier['refund_id']} with other arguments; "
+                    "nothing was refunded"
+                )
+            return _result(earlier)
+        record = _new_record(parsed, records, key, digest)
+        append_record(ledger, record)
+    return _result(record)
+
+
+def _new_record(parsed: IssueRefundArgs, records: list[dict[str, Any]], key: str, digest: str) -> dict[str, Any]:
+    order = find_order(parsed.order_id)
+    if order is None:
+        raise ToolFailed(f"unknown order {parsed.order_id!r}; nothing was refunded")
+    already = Decimal(order["refunded_usd"]) + refunded_total(records, order["order_id"])
+    refundable = Decimal(order["total_usd"]) - already
+    if parsed.amount_usd > refundable:
+        raise ToolFailed(
+            f"refused: ${parsed.amount_usd} is more than the ${refundable:.2f} still refundable on "
+            f"{order['order_id']} (total ${order['total_usd']}); nothing was refunded"
+        )
+    return {
+        "key": key,
+        "digest": digest,
+        "refund_id": "rf_" + hashlib.sha256(key.encode()).hexdigest()[:16],
+        "order_id": order["order_id"],
+        "customer_email": order["customer_email"],
+        "amount_usd": f"{parsed.amount_usd:.2f}",
+        "reason": parsed.reason,
+        "refundable_usd_after": f"{refundable - parsed.amount_usd:.2f}",
+        "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _result(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: record[k] for k in sorted(record) if k != "digest"}
+
+
+def issue_refund_tool(outbox: Path) -> Tool:
+    """The side-effecting `issue_refund` tool, recording into `outbox/refunds.jsonl`."""
+    return Tool(
+        name="issue_refund",
+        fn=partial(record_refund, outbox),
+        side_effect=True,
+        idempotent=True,
+        args_model=IssueRefundArgs,
+        description=(
+            "Refund money to a customer's original payment method for one order. Moves money: check "
+            "the order id, the amount (never more than still refundable) and the reason."
+        ),
+        timeout_s=10.0,
+    )

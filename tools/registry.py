@@ -1,0 +1,140 @@
+"""Toolsets named in `SIGNOFF_TOOLS`: `demo`, or `package.module:attribute`, comma-separated.
+
+Explicit on purpose: each entry names one module, imported with `importlib`, and one attribute
+of it, a list of `Tool` or a callable returning one. Nothing is scanned or discovered.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import ConfigError
+from tools.base import Tool
+from tools.demo import demo_tools
+
+DEMO = "demo"
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+class _BadEntry(Exception):
+    """One problem with one entry; collected and reported together as a `ConfigError`."""
+
+
+def load_toolsets(spec: str, *, outbox: str | Path) -> dict[str, Tool]:
+    """Every tool of every toolset in `spec`, by name.
+
+    Raises `ConfigError` listing each bad entry (unknown module or attribute, something other
+    than a list of `Tool`) and each tool name defined twice.
+    """
+    entries = [entry.strip() for entry in spec.split(",")]
+    if not any(entries):
+        raise ConfigError(f"no toolsets named: give {DEMO!r} or 'package.module:attribute', comma-separated")
+    problems: list[str] = []
+    tools: dict[str, Tool] = {}
+    defined_by: dict[str, str] = {}
+    for position, entry in enumerate(entries, start=1):
+        if not entry:
+            problems.append(f"toolset entry {position} of {spec!r} is empty (a stray comma?)")
+            continue
+        if entry in entries[: position - 1]:
+            problems.append(f"toolset {entry!r} is listed twice")
+            continue
+        try:
+            loaded = _load(entry, Path(outbox))
+        except _BadEntry as exc:
+            problems.append(str(exc))
+            continue
+        for tool in loaded:
+            if tool.name in defined_by:
+                where = defined_by[tool.name]
+                problems.append(
+                    f"toolset {entry!r} defines tool {tool.name!r} twice" if where == entry
+                    else f"tool {tool.name!r} is defined by both {where!r} and {entry!r}"
+                )
+                continue
+            tools[tool.name] = tool
+            defined_by[tool.name] = entry
+    if problems:
+        raise ConfigError(problems)
+    return tools
+
+
+def describe_tools(tools: Mapping[str, Tool] | Iterable[Tool]) -> str:
+    """One line per tool: name, whether it has side effects, timeout, description."""
+    listed = list(tools.values() if isinstance(tools, Mapping) else tools)
+    if not listed:
+        return "(no tools)"
+    kinds = [_kind(tool) for tool in listed]
+    name_width = max(len(tool.name) for tool in listed)
+    kind_width = max(len(kind) for kind in kinds)
+    lines = []
+    for tool, kind in zip(listed, kinds, strict=True):
+        summary = " ".join(tool.description.split()) or "(no description)"
+        lines.append(f"{tool.name:<{name_width}}  {kind:<{kind_width}}  {summary}")
+    return "\n".join(lines)
+
+
+def _kind(tool: Tool) -> str:
+    kind = "read-only"
+    if tool.side_effect:
+        kind = "side effect" if tool.idempotent else "side effect, not idempotent"
+    timeout = f"{tool.timeout_s:g}s" if tool.timeout_s is not None else "no timeout"
+    return f"{kind}, {timeout}"
+
+
+def _load(entry: str, outbox: Path) -> list[Tool]:
+    if entry == DEMO:
+        return demo_tools(outbox)
+    module_name, colon, attribute = entry.partition(":")
+    if not colon:
+        raise _BadEntry(f"toolset {entry!r}: expected {DEMO!r} or 'package.module:attribute'")
+    if not _DOTTED.match(module_name) or not _DOTTED.match(attribute):
+        raise _BadEntry(f"toolset {entry!r}: not a 'package.module:attribute' path")
+    value = _resolve(entry, _import(entry, module_name), attribute)
+    if callable(value):
+        try:
+            value = value()
+        # A factory is user code run at start-up; whatever it raises is a configuration problem.
+        except Exception as exc:
+            raise _BadEntry(f"toolset {entry!r}: calling {attribute}() raised {type(exc).__name__}: {exc}") from exc
+    return _tools_in(entry, value)
+
+
+def _import(entry: str, module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # Tell "the module named here does not exist" from "it exists but imports something missing".
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+            raise _BadEntry(
+                f"toolset {entry!r}: no module named {exc.name!r} (is it installed, or on PYTHONPATH?)"
+            ) from exc
+        raise _BadEntry(f"toolset {entry!r}: importing {module_name!r} failed: {exc}") from exc
+    # Importing runs user code; whatever it raises is a configuration problem to report, not a crash.
+    except Exception as exc:
+        raise _BadEntry(f"toolset {entry!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _resolve(entry: str, module: Any, attribute: str) -> Any:
+    value = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise _BadEntry(f"toolset {entry!r}: {module.__name__!r} has no attribute {attribute!r}") from None
+    return value
+
+
+def _tools_in(entry: str, value: Any) -> list[Tool]:
+    if not isinstance(value, list | tuple):
+        raise _BadEntry(f"toolset {entry!r}: expected a list of Tool, got {type(value).__name__}")
+    if not value:
+        raise _BadEntry(f"toolset {entry!r}: the list of tools is empty")
+    wrong = [f"item {i} is {type(item).__name__}" for i, item in enumerate(value) if not isinstance(item, Tool)]
+    if wrong:
+        raise _BadEntry(f"toolset {entry!r}: not a Tool: {', '.join(wrong)}")
+    return list(value)
