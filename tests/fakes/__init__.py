@@ -1,0 +1,1 @@
+"""Local stand-ins for remote services, speaking their real wire formats."""
