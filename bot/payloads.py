@@ -1,0 +1,237 @@
+"""Slack request bodies parsed into small frozen values. Pure: no I/O, never raises on bad input.
+
+A malformed body becomes `Malformed(reason)`, which a listener shows to the clicker instead of
+letting an exception escape into Bolt.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from bot.blocks import (
+    APPROVAL_ACTIONS,
+    DENY_MODAL,
+    DENY_REASON_BLOCK,
+    DENY_REASON_INPUT,
+    MAX_REASON,
+    RUN_ACTIONS,
+)
+
+_USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
+_CHANNEL = re.compile(r"^[CGDU][A-Z0-9]{2,30}$")
+_APPROVAL_ID = re.compile(r"^apr_[A-Za-z0-9_-]{1,64}$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_TS = re.compile(r"^\d{1,12}\.\d{1,9}$")
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A body we cannot act on, and why (shown to the person, so no echo of their input)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Where:
+    """Who acted and where the answer goes: a channel message, or the App Home tab."""
+
+    user: str
+    channel: str | None = None
+    message_ts: str | None = None
+    trigger_id: str | None = None
+    response_url: str | None = None
+    in_home: bool = False
+
+
+@dataclass(frozen=True)
+class ApprovalClick:
+    """Approve or Deny pressed on an approval request."""
+
+    action: str
+    approval_id: str
+    digest: str
+    where: Where
+
+
+@dataclass(frozen=True)
+class RunClick:
+    """Extend, Close, Retry or a reconciliation button pressed on a stopped run."""
+
+    action: str
+    run_id: str
+    where: Where
+
+
+@dataclass(frozen=True)
+class DenySubmission:
+    """The Deny modal submitted, with its optional reason."""
+
+    approval_id: str
+    digest: str
+    reason: str
+    where: Where
+
+
+@dataclass(frozen=True)
+class StartRun:
+    goal: str
+
+
+@dataclass(frozen=True)
+class ShowStatus:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class CancelRun:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ListRuns:
+    pass
+
+
+@dataclass(frozen=True)
+class ShowHelp:
+    pass
+
+
+Request = StartRun | ShowStatus | CancelRun | ListRuns | ShowHelp
+
+
+@dataclass(frozen=True)
+class Command:
+    """`/signoff ...`: what was asked, by whom, from where."""
+
+    request: Request
+    where: Where
+    team: str | None = None
+
+
+def parse_click(body: Any) -> ApprovalClick | RunClick | Malformed:
+    """A `block_actions` body with one of our buttons."""
+    if not isinstance(body, dict) or body.get("type") != "block_actions":
+        return Malformed("not a button click")
+    actions = body.get("actions")
+    if not isinstance(actions, list) or len(actions) != 1 or not isinstance(actions[0], dict):
+        return Malformed("expected exactly one action")
+    where = _where(body)
+    if isinstance(where, Malformed):
+        return where
+    action_id, value = actions[0].get("action_id"), actions[0].get("value")
+    if not isinstance(value, str) or len(value) > 2000:
+        return Malformed("the button carries no usable value")
+    if action_id in APPROVAL_ACTIONS:
+        parsed = parse_approval_value(value)
+        if isinstance(parsed, Malformed):
+            return parsed
+        return ApprovalClick(action_id, parsed[0], parsed[1], where)
+    if action_id in RUN_ACTIONS:
+        if not _RUN_ID.match(value):
+            return Malformed("the button does not name a run")
+        return RunClick(action_id, value, where)
+    return Malformed("unknown button")
+
+
+def parse_approval_value(value: str) -> tuple[str, str] | Malformed:
+    """`apr_...:digest` -> (approval id, digest)."""
+    approval_id, _, digest = value.rpartition(":")
+    if not _APPROVAL_ID.match(approval_id) or not _DIGEST.match(digest):
+        return Malformed("the button does not carry an approval id and digest")
+    return approval_id, digest
+
+
+def parse_deny_submission(body: Any) -> DenySubmission | Malformed:
+    """A `view_submission` of the Deny modal."""
+    if not isinstance(body, dict) or body.get("type") != "view_submission":
+        return Malformed("not a form submission")
+    view, user = body.get("view"), _user_id(body)
+    if not isinstance(view, dict) or view.get("callback_id") != DENY_MODAL:
+        return Malformed("not the deny form")
+    if user is None:
+        return Malformed("no user in the submission")
+    try:
+        meta = json.loads(view.get("private_metadata") or "")
+    except (TypeError, ValueError):
+        return Malformed("the form lost track of its approval")
+    if not isinstance(meta, dict):
+        return Malformed("the form lost track of its approval")
+    parsed = parse_approval_value(f"{meta.get('approval')}:{meta.get('digest')}")
+    if isinstance(parsed, Malformed):
+        return parsed
+    channel = meta.get("channel")
+    channel = channel if isinstance(channel, str) and _CHANNEL.match(channel) else None
+    return DenySubmission(parsed[0], parsed[1], _reason(view), Where(user=user, channel=channel))
+
+
+def _reason(view: dict[str, Any]) -> str:
+    values = _dict(_dict(view.get("state")).get("values"))
+    text = _dict(_dict(values.get(DENY_REASON_BLOCK)).get(DENY_REASON_INPUT)).get("value")
+    return text.strip()[:MAX_REASON] if isinstance(text, str) else ""
+
+
+def parse_command(body: Any) -> Command | Malformed:
+    """A slash command body (form fields): `help`, `list`, `status <run>`, `cancel <run>` or a goal."""
+    if not isinstance(body, dict):
+        return Malformed("not a slash command")
+    user, channel = body.get("user_id"), body.get("channel_id")
+    if not isinstance(user, str) or not _USER.match(user):
+        return Malformed("no user in the command")
+    if not isinstance(channel, str) or not _CHANNEL.match(channel):
+        return Malformed("no channel in the command")
+    where = Where(user=user, channel=channel, trigger_id=_str(body.get("trigger_id")),
+                  response_url=_str(body.get("response_url")))
+    text = body.get("text")
+    request = parse_request(text if isinstance(text, str) else "")
+    return Command(request, where, team=_str(body.get("team_id")))
+
+
+def parse_request(text: str) -> Request:
+    """What `/signoff <text>` asks for; a malformed subcommand shows help."""
+    words = text.split()
+    if not words:
+        return ShowHelp()
+    head = words[0].lower()
+    if len(words) == 1 and head in ("help", "list", "status", "cancel", "-h", "--help", "?"):
+        return ListRuns() if head == "list" else ShowHelp()
+    if len(words) == 2 and head in ("status", "cancel"):
+        if not _RUN_ID.match(words[1]):
+            return ShowHelp()
+        return ShowStatus(words[1]) if head == "status" else CancelRun(words[1])
+    return StartRun(text.strip())
+
+
+def _where(body: dict[str, Any]) -> Where | Malformed:
+    user = _user_id(body)
+    if user is None:
+        return Malformed("no user in the click")
+    container = _dict(body.get("container"))
+    channel = container.get("channel_id") or _dict(body.get("channel")).get("id")
+    ts = container.get("message_ts")
+    return Where(
+        user=user,
+        channel=channel if isinstance(channel, str) and _CHANNEL.match(channel) else None,
+        message_ts=ts if isinstance(ts, str) and _TS.match(ts) else None,
+        trigger_id=_str(body.get("trigger_id")),
+        response_url=_str(body.get("response_url")),
+        in_home=container.get("type") == "view" and _dict(body.get("view")).get("type") == "home",
+    )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _user_id(body: dict[str, Any]) -> str | None:
+    user = body.get("user")
+    uid = user.get("id") if isinstance(user, dict) else None
+    return uid if isinstance(uid, str) and _USER.match(uid) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value and len(value) <= 1000 else None
