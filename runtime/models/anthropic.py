@@ -83,6 +83,7 @@ def _text(text: str) -> list[dict[str, Any]]:
 
 
 def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
+    """Tool definitions for the Messages API; side-effecting ones say they need approval."""
     return [{"name": t.name, "description": tool_description(t), "input_schema": t.json_schema()} for t in tools]
 
 

@@ -14,6 +14,8 @@ from runtime.agent import Policy
 from runtime.errors import ConfigError
 from runtime.models import anthropic as anthropic_adapter
 from runtime.models import openai as openai_adapter
+from runtime.models.anthropic import AnthropicPolicy
+from runtime.models.openai import OpenAIPolicy
 from runtime.models.pricing import load_prices
 from runtime.models.retry import RetryPolicy
 from runtime.models.scripted import ScriptedPolicy
@@ -61,13 +63,11 @@ def policy_from_spec(
     provider, name = parse_spec(spec)
     if provider == "scripted":
         return ScriptedPolicy.from_file(name)
-    retry = RetryPolicy(max_retries=max_retries, sleep=sleep)
-    prices = load_prices(prices_path)
-    adapter: Any = openai_adapter if provider == "openai" else anthropic_adapter
-    policy_class = openai_adapter.OpenAIPolicy if provider == "openai" else anthropic_adapter.AnthropicPolicy
-    client = adapter.make_client(env, timeout_s)
-    policy: Policy = policy_class(name, list(tools), client, instructions=instructions, prices=prices, retry=retry)
-    return policy
+    options: dict[str, Any] = {"instructions": instructions, "prices": load_prices(prices_path),
+                               "retry": RetryPolicy(max_retries=max_retries, sleep=sleep)}
+    if provider == "openai":
+        return OpenAIPolicy(name, list(tools), openai_adapter.make_client(env, timeout_s), **options)
+    return AnthropicPolicy(name, list(tools), anthropic_adapter.make_client(env, timeout_s), **options)
 
 
 def describe_model(spec: str) -> str:

@@ -69,6 +69,7 @@ def to_messages(system: str, conversation: list[Turn]) -> list[dict[str, Any]]:
 
 
 def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
+    """Function tools for Chat Completions; side-effecting ones say they need approval."""
     return [{"type": "function", "function": {"name": t.name, "description": tool_description(t),
                                               "parameters": t.json_schema()}} for t in tools]
 

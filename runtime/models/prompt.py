@@ -50,6 +50,8 @@ class AssistantCall:
 
 @dataclass(frozen=True)
 class AssistantText:
+    """A final answer the model gave earlier."""
+
     text: str
 
 
@@ -76,6 +78,7 @@ def system_prompt(instructions: str, tools: list[Tool]) -> str:
 
 
 def prompt_sha256(prompt: str) -> str:
+    """The digest recorded with each run, so a run says which system prompt it saw."""
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 

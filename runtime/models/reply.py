@@ -21,6 +21,8 @@ NO_REPLY = "the model returned neither a tool call nor text"
 
 @dataclass(frozen=True)
 class ReplyCall:
+    """One tool call in a reply, with the provider's id for it."""
+
     call_id: str
     name: str
     args: dict[str, Any] | str

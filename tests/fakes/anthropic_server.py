@@ -1,6 +1,6 @@
 """FakeAnthropic: a local HTTP server speaking the Messages API wire format, for the real client.
 
-Checks `x-api-key` and `anthropic-version`, and answers 400 like the real API when user and
+Checks the key (`x-api-key` or `Authorization: Bearer`) and `anthropic-version`, and answers 400 like the real API when user and
 assistant turns do not alternate or a `tool_use` is not answered by a `tool_result` right after.
 """
 
@@ -30,7 +30,8 @@ class FakeAnthropic(FakeModelServer):
     def check_auth(self, headers: dict[str, str]) -> Scripted | None:
         if not headers.get("anthropic-version"):
             return self.error(400, "anthropic-version: header is required")
-        if headers.get("x-api-key") != self.api_key:
+        # Older clients send `x-api-key`; anthropic 2.x sends the key as `Authorization: Bearer`.
+        if self.api_key not in (headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer ")):
             return self.error(401, "invalid x-api-key", kind="authentication_error")
         return None
 
