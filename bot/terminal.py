@@ -1,0 +1,240 @@
+"""The terminal as a place where runs are shown and decided: a console and a `Notifier` for it.
+
+Plain text, ASCII only, so the output reads the same in a pipe, a log file or a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import click
+
+from runtime.budget import usage_report
+from runtime.records import ApprovalRecord, RunRecord
+from runtime.state import DEFAULT_REDACT_KEYS, redact
+from tools.base import Tool
+
+MAX_INVALID_ANSWERS = 3
+_WIDTH = 78
+_RESULT_CHARS = 300
+_ARG_CHARS = 4000
+_LIMIT_NAMES = {
+    "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",
+    "max_cost_usd": "cost", "max_seconds": "seconds",
+}
+
+
+class Console:
+    """Lines out, answers in (one a line). `quiet` keeps everything but the outcome line off the output."""
+
+    def __init__(self, out: TextIO, answers: TextIO, *, quiet: bool = False, echo_answers: bool = False) -> None:
+        self.out, self.answers, self.quiet = out, answers, quiet
+        self.echo_answers = echo_answers
+        """Repeat piped answers after their prompt, so a transcript shows what was decided."""
+
+    def say(self, text: str = "") -> None:
+        if not self.quiet:
+            click.echo(text, file=self.out)
+
+    def outcome(self, text: str) -> None:
+        click.echo(text, file=self.out)
+
+    def read(self, prompt: str) -> str | None:
+        """One answer line, stripped; None at end of input."""
+        if not self.quiet:
+            click.echo(prompt, file=self.out, nl=False)
+        line = self.answers.readline()
+        if not line:
+            self.say("")
+            return None
+        answer = line.strip()
+        if self.echo_answers and not self.quiet:
+            click.echo(answer, file=self.out)
+        return answer
+
+    def choose(self, prompt: str, choices: Mapping[str, str]) -> str | None:
+        """One of `choices` (answer letter -> meaning) by its letter or its word; None at end of input.
+
+        Only a few unusable answers are tolerated, so `yes | signoff ...` cannot loop forever.
+        """
+        accepted = {**{k: v for k, v in choices.items()}, **{v: v for v in choices.values()}}
+        for _ in range(MAX_INVALID_ANSWERS):
+            answer = self.read(prompt)
+            if answer is None:
+                return None
+            if answer.lower() in accepted:
+                return accepted[answer.lower()]
+            self.say(f"  please answer {', '.join(choices)}")
+        self.say(f"  no usable answer after {MAX_INVALID_ANSWERS} tries; stopping here")
+        return None
+
+
+class TerminalNotifier:
+    """`runtime.ports.Notifier` for a person at a terminal: progress per step, proposals as Slack shows them."""
+
+    def __init__(self, console: Console, tools: Mapping[str, Tool], *,
+                 redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.console = console
+        self.tools = tools
+        self.redact_keys = frozenset(redact_keys)
+        self.clock = clock
+        self.announced: set[str] = set()
+        self.shown: set[str] = set()
+        """Approvals whose card this process has printed."""
+
+    def run_started(self, run: RunRecord) -> dict[str, Any] | None:
+        # The runner announces a run on every `execute` until a Slack thread exists; say it once.
+        if run.run_id not in self.announced:
+            self.announced.add(run.run_id)
+            self.console.say(f"run {run.run_id} by {run.requester}: {one_line(run.goal, 200)}")
+            self.console.say(f"  budget: {budget_line(run.state)}")
+        return None
+
+    def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
+        self.show_approval(run, approval)
+        # Recorded as the approval's message, so no Slack process re-posts it as "never shown".
+        return {"shown_in": "terminal", "to": run.requester}
+
+    def show_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        """Print the approval card once per process."""
+        if approval.approval_id in self.shown:
+            return
+        self.shown.add(approval.approval_id)
+        tool = self.tools.get(approval.tool)
+        self.console.say(approval_card(run, approval, tool, self.secret_keys(approval.tool), self.clock()))
+
+    def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        verb = "approved" if approval.status in ("approved", "consumed") else approval.status
+        note = f": {approval.note}" if approval.note else ""
+        self.console.say(f"  {verb} by {approval.decided_by}{note}")
+
+    def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        self.console.say(f"  the approval for {approval.tool} ({approval.key}) expired; nothing was executed")
+
+    def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+        call = find_call(run.state.get("history", []), entry)
+        for line in step_lines(call, entry, self.secret_keys(entry.get("tool", ""))):
+            self.console.say(line)
+
+    def run_finished(self, run: RunRecord) -> None:
+        self.console.say(f"  finished after {run.state.get('steps', 0)} step(s); {budget_line(run.state)}")
+
+    def run_stopped(self, run: RunRecord) -> None:
+        reason = (run.stop or {}).get("reason", "")
+        self.console.say(f"  stopped: {run.status}{': ' + reason if reason else ''}")
+
+    def secret_keys(self, tool_name: str) -> frozenset[str]:
+        tool = self.tools.get(tool_name)
+        return self.redact_keys | frozenset(tool.redact if tool else ())
+
+
+# -- rendering, pure ----------------------------------------------------------------------------
+
+
+def one_line(text: Any, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def budget_line(state: Mapping[str, Any]) -> str:
+    """Usage against each limit, plus tool calls and cost when they are not limited."""
+    report = usage_report(dict(state))
+    parts = []
+    for limit, figures in report.items():
+        used, cap = figures["used"], figures["limit"]
+        if limit == "max_cost_usd":
+            parts.append(f"cost ${used:.4f}/${cap:.2f}")
+        else:
+            parts.append(f"{_LIMIT_NAMES[limit]} {used:g}/{cap:g}")
+    usage = state.get("usage", {})
+    if "max_tool_calls" not in report:
+        parts.append(f"tool calls {usage.get('tool_calls', 0)}")
+    if "max_cost_usd" not in report and usage.get("cost_usd"):
+        parts.append(f"cost ${usage['cost_usd']:.4f}")
+    return ", ".join(parts)
+
+
+def find_call(history: Iterable[Mapping[str, Any]], result: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The assistant entry that asked for the call a tool entry answers."""
+    for entry in history:
+        if (entry.get("role") == "assistant" and "tool" in entry and entry.get("step") == result.get("step")
+                and entry.get("call_id") == result.get("call_id")):
+            return entry
+    return None
+
+
+def step_lines(call: Mapping[str, Any] | None, entry: Mapping[str, Any], secret_keys: frozenset[str]) -> list[str]:
+    """`step 2  lookup_orders {...}` then `-> result` or `x error`, secrets redacted."""
+    lines = []
+    if call is not None and call.get("text"):
+        lines.append(f"  step {entry.get('step')}  model: {one_line(call['text'], 200)}")
+    args = as_text(redact(call.get("args", {}), secret_keys)) if call is not None else ""
+    lines.append(f"  step {entry.get('step')}  {entry.get('tool')} {one_line(args, 200)}")
+    if "error" in entry:
+        lines.append(f"          x {one_line(entry['error'], _RESULT_CHARS)}")
+    else:
+        lines.append(f"          -> {one_line(as_text(redact(entry.get('result'), secret_keys)), _RESULT_CHARS)}")
+    return lines
+
+
+def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, secret_keys: frozenset[str],
+                  now: datetime) -> str:
+    """The approval request as Slack shows it: goal, requester, tool, arguments, key, budget, expiry."""
+    description = one_line(tool.description, 300) if tool is not None else "(tool not loaded here)"
+    rows = [
+        ("Goal", one_line(run.goal, 300)),
+        ("Requested by", run.requester),
+        ("Tool", f"{approval.tool}: {description}"),
+        ("Key", approval.key),
+        ("Budget used", budget_line(run.state)),
+        ("Expires", f"{approval.expires_at:%Y-%m-%d %H:%M:%S} UTC ({until(approval.expires_at, now)})"),
+    ]
+    call = next((e for e in run.state.get("history", []) if e.get("role") == "assistant"
+                 and e.get("step") == approval.step and "tool" in e), None)
+    if call is not None and call.get("text"):
+        rows.insert(2, ("Model says", one_line(call["text"], 300)))
+    lines = [f"+-- Approval needed: {approval.tool} ".ljust(_WIDTH, "-")]
+    lines += [f"| {name + ':':<14}{value}" for name, value in rows[:-3]]
+    lines.append("| Arguments:")
+    lines += ["|   " + line for line in args_lines(redact(approval.args, secret_keys))]
+    lines += [f"| {name + ':':<14}{value}" for name, value in rows[-3:]]
+    lines.append("+" + "-" * (_WIDTH - 1))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def args_lines(args: Any) -> list[str]:
+    """One `name: value` per argument; multi-line text indented under its name, never cut short."""
+    if not isinstance(args, dict):
+        return [as_text(args)]
+    if not args:
+        return ["(no arguments)"]
+    lines = []
+    for name, value in args.items():
+        text = as_text(value)
+        if len(text) > _ARG_CHARS:
+            text = text[:_ARG_CHARS] + f"... ({len(text) - _ARG_CHARS} more characters)"
+        if "\n" in text:
+            lines.append(f"{name}: |")
+            lines += ["    " + line for line in text.splitlines()]
+        else:
+            lines.append(f"{name}: {text}")
+    return lines
+
+
+def until(moment: datetime, now: datetime) -> str:
+    seconds = int((moment - now).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    hours, rest = divmod(seconds, 3600)
+    minutes = rest // 60
+    if hours:
+        return f"in {hours}h{minutes:02d}m"
+    return f"in {minutes}m" if minutes else f"in {seconds}s"

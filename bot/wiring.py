@@ -1,0 +1,115 @@
+"""Composition helpers shared by the CLI and `signoff serve`: settings in, store and runner out."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from bot.settings import Settings
+from runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine
+from runtime.adapters.sql import SqlStore
+from runtime.agent import Policy
+from runtime.models import policy_from_spec
+from runtime.ports import Notifier
+from runtime.runner import MayApprove, Runner, RunnerConfig
+from tools.base import Tool
+from tools.registry import load_toolsets
+
+DEMO_MODEL = "scripted:demo"
+"""The built-in scripted demo: looks up an order, searches the handbook, proposes an email and a refund."""
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+"""Where the package data (demo script, Slack manifest) lives, in a checkout and in an installation."""
+
+MODEL_ENV_PREFIXES = ("OPENAI_", "ANTHROPIC_")
+"""Variables the model adapters read (API keys, base URLs); everything else stays out of their reach."""
+
+
+def demo_script_path() -> Path:
+    """The packaged script behind `scripted:demo`."""
+    return PACKAGE_DIR / "demo_script.json"
+
+
+def resolve_model_spec(spec: str) -> str:
+    """`scripted:demo` names the packaged demo script; every other spec is used as given.
+
+    Runs store the short name, so a run started by one installation resumes in another.
+    """
+    return f"scripted:{demo_script_path()}" if spec.strip() == DEMO_MODEL else spec
+
+
+def is_scripted(spec: str) -> bool:
+    return spec.strip().lower().startswith("scripted:")
+
+
+def model_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of `environ` a model adapter may read."""
+    return {k: v for k, v in environ.items() if k.startswith(MODEL_ENV_PREFIXES)}
+
+
+def open_store(database_url: str, auto_upgrade: bool = False) -> SqlStore:
+    """A store on a reachable database whose schema is current.
+
+    Raises `ConfigError` when the database cannot be reached or its schema is behind; with
+    `auto_upgrade` the schema is created or upgraded instead.
+    """
+    engine = make_engine(database_url)
+    ensure_schema(engine, auto_upgrade=auto_upgrade)
+    return SqlStore(engine)
+
+
+def runner_config(settings: Settings, **overrides: Any) -> RunnerConfig:
+    """Runner settings from `settings`; `overrides` replace single fields (e.g. `allow_self_approval`)."""
+    values: dict[str, Any] = dict(
+        model=settings.model, budget=settings.budget, approval_ttl=settings.approval_ttl,
+        lease=timedelta(seconds=settings.lease_seconds), extend_steps=settings.extend_steps,
+        allow_self_approval=settings.allow_self_approval,
+    )
+    values.update(overrides)
+    return RunnerConfig(**values)
+
+
+def policy_factory(settings: Settings, tools: dict[str, Tool], env: Mapping[str, str]) -> Callable[[str], Policy]:
+    """`spec -> Policy` for the runner, building each spec's policy once (clients are reusable)."""
+    built: dict[str, Policy] = {}
+    lock = threading.Lock()
+    tool_list = list(tools.values())
+
+    def policies(spec: str) -> Policy:
+        with lock:
+            if spec not in built:
+                built[spec] = policy_from_spec(
+                    resolve_model_spec(spec), tool_list, instructions=settings.instructions or "",
+                    prices_path=settings.prices, env=env,
+                )
+            return built[spec]
+
+    return policies
+
+
+def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[str, str],
+                 store: SqlStore | None = None, auto_upgrade: bool | None = None,
+                 may_approve: MayApprove | None = None, **config: Any) -> Runner:
+    """The runner `settings` describe: store, tools, model policies and timings.
+
+    Args:
+        env: where model adapters find their keys and base URLs (see `model_env`).
+        store: an open store; by default one on `settings.database_url`.
+        auto_upgrade: create or upgrade that database's schema; by default only for the
+            zero-configuration SQLite file.
+        config: `RunnerConfig` fields that replace what `settings` say.
+
+    Raises `ConfigError` for bad toolsets, a bad model spec, or an unusable database.
+    """
+    tools = load_toolsets(settings.tools, outbox=settings.outbox)
+    policies = policy_factory(settings, tools, env)
+    # Build the default model's policy now, so a bad spec is a start-up error, not a failed run.
+    policies(settings.model)
+    if store is None:
+        if auto_upgrade is None:
+            auto_upgrade = is_default_sqlite(settings.database_url)
+        store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
+    return Runner(store, tools, policies, runner_config(settings, **config), notifier, may_approve=may_approve)
