@@ -109,6 +109,16 @@ def test_time_waiting_for_a_human_is_not_charged():
     assert agent.state["usage"]["seconds"] == 4
 
 
+@pytest.mark.parametrize("settle", ["cancel", "expire"])
+def test_ending_a_paused_run_does_not_charge_the_wait(settle):
+    clock = ManualClock()
+    agent = Agent(Script(call("send_email", to="a@x", subject="hi")), standard_tools(Outbox()), clock=clock)
+    agent.start("go")
+    clock.advance(86400)
+    getattr(agent, settle)()
+    assert agent.state["usage"]["seconds"] == 0
+
+
 def test_running_the_approved_call_is_charged():
     clock = ManualClock()
 
