@@ -1,0 +1,228 @@
+"""Approvals as a compare-and-set state machine, expiry where it matters, and dispatch through the ledger."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, insert
+from sqlalchemy.exc import IntegrityError
+from store_harness import APPROVER, LEASE, REQUESTER, TTL, ManualClock, create, raw_run, save, snapshot, step
+
+from runtime.adapters.sql import Existing, Fresh, NotDispatchable, SqlStore
+from runtime.adapters.tables import tool_executions
+from runtime.records import AlreadyDecided, ApprovalRecord, Decided, Expired
+from runtime.state import call_digest
+
+ARGS = {"body": "refund approved", "to": "ana@example.com"}
+
+
+def pending_call(run_id: str, step_no: int, args: dict[str, Any] = ARGS) -> dict[str, Any]:
+    return {"tool": "send_email", "args": args, "key": f"{run_id}:{step_no}", "step": step_no, "call_id": "c1"}
+
+
+def await_approval(store: SqlStore, run_id: str = "run-a") -> ApprovalRecord:
+    """A run whose first step proposes `send_email` and waits for a person."""
+    create(store, run_id)
+    store.claim(run_id, "w1", LEASE)
+    pending = pending_call(run_id, 1)
+    checkpoint = step(store.get_run(run_id).state,
+                      {"role": "assistant", "step": 1, "tool": "send_email", "args": ARGS, "call_id": "c1"},
+                      events=[{"type": "approval_requested", "key": pending["key"]}],
+                      status="awaiting_approval", pending=pending)
+    saved = store.save_step(run_id, owner="w1", version=1, checkpoint=checkpoint, lease=LEASE, approval_ttl=TTL)
+    store.release(run_id, "w1")
+    assert saved.approval is not None
+    return saved.approval
+
+
+def approve(store: SqlStore, approval: ApprovalRecord, user: str = APPROVER) -> None:
+    assert isinstance(store.decide(approval.approval_id, approved=True, user=user), Decided)
+
+
+def test_the_approval_is_written_with_the_awaiting_checkpoint(store: SqlStore, clock: ManualClock) -> None:
+    approval = await_approval(store)
+    stored = store.approval_for_key("run-a:1")
+    assert stored == store.get_approval(approval.approval_id)
+    assert (stored.run_id, stored.step, stored.tool, stored.args, stored.status) == (
+        "run-a", 1, "send_email", ARGS, "pending")
+    assert stored.digest == call_digest("send_email", ARGS, "run-a:1")
+    assert (stored.requester, stored.requested_at, stored.expires_at) == (REQUESTER, clock.now, clock.now + TTL)
+    assert store.get_run("run-a").status == "awaiting_approval"
+
+
+def test_a_step_whose_approval_cannot_be_written_is_not_saved(store: SqlStore, engine: Engine) -> None:
+    """The approval shares the step's transaction: when its insert fails, state, history and events roll back."""
+    await_approval(store)
+    store.claim("run-a", "w1", LEASE)
+    run = store.get_run("run-a")
+    before = snapshot(store, engine, "run-a")
+    same_key_again = step(run.state, {"role": "runtime", "step": 2, "error": "x"},
+                          events=[{"type": "approval_requested", "key": "run-a:1"}],
+                          status="awaiting_approval", pending=pending_call("run-a", 1))
+    with pytest.raises(IntegrityError):
+        save(store, "run-a", run.version, same_key_again)
+    assert snapshot(store, engine, "run-a") == before
+
+
+def test_exactly_one_of_several_deciders_wins_and_the_rest_learn_who(store: SqlStore) -> None:
+    approval = await_approval(store)
+    outcomes = [store.decide(approval.approval_id, approved=i % 2 == 0, user=f"U{i}", note=f"n{i}")
+                for i in range(5)]
+    assert isinstance(outcomes[0], Decided)
+    assert outcomes[0].approval.status == "approved"
+    for outcome in outcomes[1:]:
+        assert isinstance(outcome, AlreadyDecided)
+        assert (outcome.approval.status, outcome.approval.decided_by, outcome.approval.note) == (
+            "approved", "U0", "n0")
+    recorded = [e for e in store.timeline("run-a") if e["type"] == "approval_recorded"]
+    assert [(e["by"], e["approved"]) for e in recorded] == [("U0", True)]
+
+
+@pytest.mark.parametrize("late", [timedelta(0), timedelta(seconds=1)], ids=["at_expiry", "after_expiry"])
+def test_deciding_once_expired_is_refused_before_any_sweep(store: SqlStore, clock: ManualClock,
+                                                           late: timedelta) -> None:
+    approval = await_approval(store)
+    clock.advance(seconds=(TTL + late).total_seconds())
+    outcome = store.decide(approval.approval_id, approved=True, user=APPROVER)
+    assert isinstance(outcome, Expired)
+    assert outcome.approval.status == "expired" and outcome.approval.decided_by is None
+    assert store.get_approval(approval.approval_id).status == "expired"
+    assert store.expire_due() == []
+
+
+def test_expire_due_marks_every_overdue_pending_approval_once(store: SqlStore, clock: ManualClock,
+                                                              engine: Engine) -> None:
+    overdue = [await_approval(store, f"run-{i}") for i in range(3)]
+    decided = await_approval(store, "run-decided")
+    approve(store, decided)
+    clock.advance(minutes=20)
+    fresh = await_approval(store, "run-fresh")
+    clock.advance(minutes=11)
+
+    approval_updates: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE APPROVALS"):
+            approval_updates.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        expired = store.expire_due()
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert len(approval_updates) == 1, "expiry is one statement"
+    assert sorted(a.approval_id for a in expired) == sorted(a.approval_id for a in overdue)
+    assert {a.status for a in expired} == {"expired"}
+    assert store.expire_due() == []
+    assert store.get_approval(fresh.approval_id).status == "pending"
+    assert store.get_approval(decided.approval_id).status == "approved"
+    assert [e["type"] for e in store.timeline("run-0")][-1] == "approval_expired"
+
+
+def test_concurrent_expiry_sweeps_never_return_an_approval_twice(store: SqlStore, clock: ManualClock) -> None:
+    overdue = {await_approval(store, f"run-{i}").approval_id for i in range(12)}
+    clock.advance(seconds=TTL.total_seconds() + 1)
+    barrier, results, errors = threading.Barrier(4), [], []
+
+    def sweep() -> None:
+        try:
+            barrier.wait(timeout=10)
+            results.append([a.approval_id for a in store.expire_due()])
+        except Exception as exc:  # surfaced below; a thread cannot fail the test itself
+            errors.append(exc)
+
+    threads = [threading.Thread(target=sweep) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    returned = [a for r in results for a in r]
+    assert len(results) == 4 and sorted(returned) == sorted(overdue)
+
+
+def test_dispatch_consumes_the_approval_exactly_once(store: SqlStore) -> None:
+    approval = await_approval(store)
+    approve(store, approval)
+    assert store.begin_execution("run-a", "send_email", ARGS, "run-a:1") == Fresh(1)
+    consumed = store.get_approval(approval.approval_id)
+    assert consumed.status == "consumed" and consumed.consumed_at is not None
+    again = store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
+    assert again == Existing("started", None, None)
+    [row] = store.executions("run-a")
+    assert (row["key"], row["status"], row["attempts"]) == ("run-a:1", "started", 1)
+    started = [e for e in store.timeline("run-a") if e["type"] == "execution_started"]
+    assert [(e["key"], e["approval_id"]) for e in started] == [("run-a:1", approval.approval_id)]
+
+
+@pytest.mark.parametrize("decision", ["pending", "denied"])
+def test_dispatch_refuses_a_call_that_was_not_approved(store: SqlStore, decision: str) -> None:
+    approval = await_approval(store)
+    if decision == "denied":
+        store.decide(approval.approval_id, approved=False, user=APPROVER, note="no")
+    start = store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
+    assert isinstance(start, NotDispatchable) and decision in start.reason
+    assert store.executions("run-a") == []
+    assert store.get_approval(approval.approval_id).status == decision
+
+
+def test_dispatch_refuses_an_approval_that_expired_after_it_was_given(store: SqlStore, clock: ManualClock) -> None:
+    approval = await_approval(store)
+    approve(store, approval)
+    clock.advance(seconds=TTL.total_seconds())
+    start = store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
+    assert isinstance(start, NotDispatchable) and start.status == "expired"
+    assert store.get_approval(approval.approval_id).status == "expired"
+    assert store.executions("run-a") == []
+
+
+def test_dispatch_refuses_arguments_that_differ_from_the_approved_ones(store: SqlStore) -> None:
+    approval = await_approval(store)
+    approve(store, approval)
+    tampered = {**ARGS, "to": "mallory@example.com"}
+    start = store.begin_execution("run-a", "send_email", tampered, "run-a:1")
+    assert isinstance(start, NotDispatchable) and "no longer matches" in start.reason
+    assert store.begin_execution("run-a", "send_email", ARGS, "run-a:2") == NotDispatchable(
+        "no approval recorded for run-a:2", "failed")
+    assert store.get_approval(approval.approval_id).status == "approved"
+    assert store.executions("run-a") == []
+
+
+def test_the_ledger_holds_one_row_per_key(store: SqlStore, engine: Engine, clock: ManualClock) -> None:
+    approval = await_approval(store)
+    approve(store, approval)
+    store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(insert(tool_executions).values(key="run-a:1", run_id="run-a", tool="send_email", digest="d",
+                                                    status="started", attempts=1, started_at=clock.now))
+    assert len(store.executions("run-a")) == 1
+
+
+def test_the_execution_outcome_commits_with_the_step_that_reports_it(store: SqlStore, engine: Engine) -> None:
+    approval = await_approval(store)
+    approve(store, approval)
+    store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
+    store.claim("run-a", "w1", LEASE)
+    run = store.get_run("run-a")
+    outcome = {"key": "run-a:1", "tool": "send_email", "ok": True, "result": {"id": 7}, "seconds": 0.1}
+    done = step(run.state, {"role": "tool", "step": 1, "tool": "send_email", "call_id": "c1", "result": {"id": 7}},
+                execution=outcome)
+    with pytest.raises(Exception, match="changed since version"):
+        save(store, "run-a", run.version - 1, done)
+    assert store.executions("run-a")[0]["status"] == "started"
+    save(store, "run-a", run.version, done)
+    [row] = store.executions("run-a")
+    assert (row["status"], row["result"]) == ("succeeded", {"id": 7})
+    assert raw_run(engine, "run-a")["pending_key"] is None
+
+
+def test_pending_approvals_and_who_may_decide_them(store: SqlStore) -> None:
+    first = await_approval(store, "run-a")
+    second = await_approval(store, "run-b")
+    approve(store, second)
+    assert [a.approval_id for a in store.list_approvals(status="pending")] == [first.approval_id]
+    assert store.list_approvals(status="pending", exclude_requester=REQUESTER) == []
+    assert [a.approval_id for a in store.list_approvals(run_id="run-b")] == [second.approval_id]
