@@ -6,7 +6,7 @@ Nothing here reads `os.environ`: keys and base URLs come from the `env` mapping 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 def policy_from_spec(
     spec: str,
-    tools: list[Tool],
+    tools: Iterable[Tool] | Mapping[str, Tool],
     *,
     instructions: str = "",
     prices_path: str | Path | None = None,
@@ -55,6 +55,7 @@ def policy_from_spec(
     """Build the policy a spec names.
 
     Args:
+        tools: the tools the model may call (a list, or the registry's name -> tool mapping).
         instructions: the operator's instructions, placed before the tool catalogue in the system prompt.
         prices_path: a price table to use instead of the built-in sample prices.
         env: where API keys and base URLs are read (`OPENAI_*`, `ANTHROPIC_*`).
@@ -63,11 +64,12 @@ def policy_from_spec(
     provider, name = parse_spec(spec)
     if provider == "scripted":
         return ScriptedPolicy.from_file(name)
+    tool_list = list(tools.values()) if isinstance(tools, Mapping) else list(tools)
     options: dict[str, Any] = {"instructions": instructions, "prices": load_prices(prices_path),
                                "retry": RetryPolicy(max_retries=max_retries, sleep=sleep)}
     if provider == "openai":
-        return OpenAIPolicy(name, list(tools), openai_adapter.make_client(env, timeout_s), **options)
-    return AnthropicPolicy(name, list(tools), anthropic_adapter.make_client(env, timeout_s), **options)
+        return OpenAIPolicy(name, tool_list, openai_adapter.make_client(env, timeout_s), **options)
+    return AnthropicPolicy(name, tool_list, anthropic_adapter.make_client(env, timeout_s), **options)
 
 
 def describe_model(spec: str) -> str:

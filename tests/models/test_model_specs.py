@@ -88,3 +88,13 @@ def test_bad_script_files_are_config_errors(tmp_path, tools):
         policy_from_spec(f"scripted:{tmp_path / 'items.json'}", tools, env={})
     with pytest.raises(ConfigError, match="cannot read script"):
         policy_from_spec(f"scripted:{tmp_path / 'nope.json'}", tools, env={})
+
+
+def test_a_registry_mapping_of_tools_is_accepted(openai_server, openai_env, tools):
+    from tests.fakes.openai_server import completion
+
+    openai_server.script(completion("hi"))
+    policy = policy_from_spec("openai:gpt-4o", {t.name: t for t in tools}, env=openai_env)
+
+    assert policy([{"role": "user", "content": "hello"}])["final"] == "hi"
+    assert [t["function"]["name"] for t in openai_server.bodies[0]["tools"]] == [t.name for t in tools]
