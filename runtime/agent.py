@@ -384,14 +384,14 @@ class Agent:
         """Run one call through the executor and record what came of it."""
         tool = self.tools.get(call["tool"])
         if tool is None:
-            self._stop("failed", reason=f"tool {call['tool']} is no longer registered; nothing was executed")
+            self._refuse(call, "failed", f"tool {call['tool']} is no longer registered; nothing was executed")
             return
         started = self.clock()
         try:
             # A copy: a tool that consumes its arguments must not rewrite the history or the fingerprint.
             value = self.executor(tool, copy.deepcopy(call["args"]), call["key"])
         except DispatchRefused as exc:
-            self._stop(exc.status, reason=f"not executed: {exc.reason}")
+            self._refuse(call, exc.status, f"not executed: {exc.reason}")
             return
         except OutcomeUnknown as exc:
             self._needs_reconciliation(call, str(exc))
@@ -427,6 +427,13 @@ class Agent:
             self.state["pending"] = None
             self._step.execution = {"key": call["key"], "tool": call["tool"], "ok": ok,
                                     "result" if ok else "error": value, "seconds": round(seconds, 6)}
+
+    def _refuse(self, call: dict[str, Any], status: str, reason: str) -> None:
+        """Stop without running `call`: it is settled (nothing stays pending) and the model is told why."""
+        self._observe(call, error=reason, kind="refused")
+        if self.state["pending"] is call:
+            self.state["pending"] = None
+        self._stop(status, reason=reason)
 
     def _needs_reconciliation(self, call: dict[str, Any], reason: str) -> None:
         self.state["pending"] = {k: call[k] for k in ("tool", "args", "key", "step", "call_id") if k in call}
