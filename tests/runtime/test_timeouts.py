@@ -187,3 +187,31 @@ def test_outcome_unknown_needs_reconciliation():
     assert "left no outcome" in agent.state["stop"]["reason"]
     assert recorder.types()[-1] == "needs_reconciliation"
     assert outbox.of("send_email") == []
+
+
+def test_refused_call_leaves_nothing_pending_and_the_model_learns_why_on_retry():
+    outbox = Outbox()
+    gate = Gatekeeper(DispatchRefused("the approval for run-1:2 is denied"))
+    script = Script(call("search", query="a"), call("send_email", to="a@x", subject="s"), final("ok"))
+    agent = Agent(script, standard_tools(outbox), executor=gate)
+    agent.start("go")
+    assert agent.decide(True) == "failed"
+    assert agent.state["pending"] is None
+    gate.refuse = None
+    assert agent.retry() == "done"
+    told = script.seen[-1][-1]
+    assert (told["call_id"], told["error_kind"]) == ("call-2", "refused")
+    assert told["error"] == "not executed: the approval for run-1:2 is denied"
+    assert outbox.of("send_email") == [] and agent.state["pending"] is None
+
+
+def test_approved_tool_missing_after_a_resume_fails_the_run_without_running_it():
+    script = Script(call("send_email", to="a@x", subject="s"), final("ok"))
+    agent = Agent(script, standard_tools(Outbox()))
+    agent.start("go")
+    resumed = Agent.resume(agent.checkpoint(), script, [])
+    assert resumed.decide(True) == "failed"
+    assert "no longer registered" in resumed.state["stop"]["reason"]
+    assert resumed.retry() == "done"
+    assert "no longer registered" in script.seen[-1][-1]["error"]
+    assert resumed.state["pending"] is None
