@@ -19,8 +19,12 @@ POINTS = (
 )
 
 
-class FailpointHit(Exception):
-    """Raised at an enabled failpoint in `raise` mode."""
+class FailpointHit(BaseException):
+    """Raised at an enabled failpoint in `raise` mode.
+
+    A `BaseException`, like `KeyboardInterrupt`: it must pass through every `except Exception`
+    (the agent's handler for tool errors above all) so that it acts as a crash, not a tool failure.
+    """
 
 
 class Failpoints:
