@@ -173,11 +173,18 @@ class SqlStore:
             if state["status"] == "awaiting_approval" and any(e["type"] == "approval_requested"
                                                                  for e in checkpoint.events):
                 approval = _insert_approval(conn, run_id, state["pending"], row.requester, now, approval_ttl)
+            command = json.loads(row.command) if row.command and not clear_command else None
             if state["status"] in ("cancelled", "expired", "done"):
                 conn.execute(update(approvals).where(approvals.c.run_id == run_id,
                                                      approvals.c.status.in_(("pending", "approved")))
                              .values(status="cancelled", decided_at=now))
-        command = json.loads(row.command) if row.command and not clear_command else None
+                if command is not None:
+                    # A request that arrived while the last step ran can no longer apply; left in place,
+                    # it would make the ended run look like work for every recovering worker.
+                    conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
+                    _append_events(conn, run_id, [{"type": "command_refused", **command,
+                                                   "reason": f"the run already ended ({state['status']})"}], now)
+                    command = None
         return Saved(version + 1, approval, command)
 
     def set_command(self, run_id: str, command: dict[str, Any], statuses: tuple[str, ...]) -> str | None:
