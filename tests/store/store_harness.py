@@ -44,6 +44,7 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "scripted:lookup-then-send": [{"tool": LOOKUP, "args": {"q": "orders"}},
                                   {"tool": SEND, "args": {"to": "cy@example.com"}},
                                   {"final": "sent"}],
+    "scripted:lookups": [{"tool": LOOKUP, "args": {"q": f"page {i}"}} for i in range(3)] + [{"final": "found"}],
 }
 
 

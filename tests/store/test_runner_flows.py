@@ -1,0 +1,263 @@
+"""The runner end to end on a real database: approve, deny, cancel, extend, retry and reconcile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from store_harness import (
+    APPROVER,
+    REQUESTER,
+    SCRIPTS,
+    SEND,
+    SEND_ONCE,
+    ManualClock,
+    build_runner,
+    edit_state,
+    scripted_policies,
+    side_effects,
+)
+
+from runtime.adapters.sql import SqlStore
+from runtime.budget import Budget
+from runtime.errors import ModelUnavailable
+from runtime.failpoints import FailpointHit
+from runtime.records import AlreadyDecided, Decided, Done, Expired, Mismatch, NotAllowed, RunRecord
+from runtime.runner import Runner
+
+
+def paused(runner: Runner, model: str = "scripted:send") -> tuple[RunRecord, Any]:
+    """A started run waiting for approval of its first call, and that approval."""
+    run = runner.start_run("tell Ana her refund is approved", REQUESTER, model=model)
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    approval = runner.pending_approval(run.run_id)
+    assert approval is not None
+    return run, approval
+
+
+def approved(runner: Runner, model: str = "scripted:send") -> tuple[RunRecord, Any]:
+    run, approval = paused(runner, model)
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, True, "fine"), Decided)
+    return run, approval
+
+
+def types(runner: Runner, run_id: str) -> list[str]:
+    return [e["type"] for e in runner.timeline(run_id)]
+
+
+def observations(runner: Runner, run_id: str) -> list[dict[str, Any]]:
+    return [e for e in runner.get_run(run_id).state["history"] if e["role"] == "tool"]
+
+
+class Recording:
+    """Policies that remember every history they were shown: what the model saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def __call__(self, model: str) -> Any:
+        scripted = scripted_policies(model)
+
+        def policy(history: list[dict[str, Any]]) -> Any:
+            self.seen.append(history)
+            return scripted(history)
+        return policy
+
+
+def test_approve_then_execute_runs_the_call_once(runner: Runner, effects: Path) -> None:
+    run, approval = paused(runner)
+    assert side_effects(effects) == []
+    assert approval.args == SCRIPTS["scripted:send"][0]["args"] and approval.key == f"{run.run_id}:1"
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, True), Decided)
+    assert runner.execute(run.run_id) == "done"
+    assert runner.execute(run.run_id) is None
+    assert side_effects(effects) == [(SEND, approval.key)]
+    assert runner.get_approval(approval.approval_id).status == "consumed"
+    late = runner.decide(approval.approval_id, approval.digest, "U_OTHER", True)
+    assert isinstance(late, AlreadyDecided) and late.approval.decided_by == APPROVER
+    assert types(runner, run.run_id) == [
+        "run_created", "run_started", "decision", "approval_requested", "approval_recorded",
+        "execution_started", "approval_decided", "tool_executed", "decision", "finished",
+    ]
+
+
+def test_a_denial_reaches_the_model_with_the_note(store: SqlStore, effects: Path) -> None:
+    seen = Recording()
+    runner = build_runner(store, effects, policies=seen)
+    run, approval = paused(runner)
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, False, "wrong customer"),
+                      Decided)
+    assert runner.execute(run.run_id) == "done"
+    assert side_effects(effects) == []
+    told = [e for e in seen.seen[-1] if e["role"] == "tool"]
+    assert told == [{"role": "tool", "step": 1, "tool": SEND, "call_id": "call-1",
+                     "error": "denied by human: wrong customer", "error_kind": "denied"}]
+    assert runner.get_approval(approval.approval_id).status == "denied"
+
+
+def test_the_requester_cannot_approve_their_own_run(runner: Runner, effects: Path) -> None:
+    run, approval = paused(runner)
+    outcome = runner.decide(approval.approval_id, approval.digest, REQUESTER, True)
+    assert isinstance(outcome, NotAllowed) and "someone else" in outcome.reason
+    assert runner.get_approval(approval.approval_id).status == "pending"
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    assert side_effects(effects) == []
+
+
+def test_a_click_for_different_arguments_is_refused(runner: Runner) -> None:
+    run, approval = paused(runner)
+    outcome = runner.decide(approval.approval_id, "0" * 64, APPROVER, True)
+    assert isinstance(outcome, Mismatch)
+    assert runner.get_approval(approval.approval_id).status == "pending"
+
+
+def test_tampered_arguments_are_not_executed(runner: Runner, store: SqlStore, effects: Path) -> None:
+    run, approval = approved(runner)
+    pending = {**runner.get_run(run.run_id).state["pending"], "args": {"to": "mallory@example.com"}}
+    edit_state(store.engine, run.run_id, pending=pending)
+    assert runner.execute(run.run_id) == "failed"
+    assert side_effects(effects) == []
+    stop = runner.get_run(run.run_id).stop
+    assert "no longer matches what was approved" in stop["reason"]
+    assert runner.get_approval(approval.approval_id).status == "approved"
+
+
+def test_cancel_while_awaiting_approval_closes_the_approval(runner: Runner, effects: Path) -> None:
+    run, approval = paused(runner)
+    assert isinstance(runner.cancel(run.run_id, REQUESTER, "not needed"), Done)
+    assert runner.get_approval(approval.approval_id).status == "cancelled"
+    late = runner.decide(approval.approval_id, approval.digest, APPROVER, True)
+    assert isinstance(late, AlreadyDecided) and late.approval.status == "cancelled"
+    assert runner.execute(run.run_id) == "cancelled"
+    assert side_effects(effects) == []
+    assert runner.get_run(run.run_id).command is None
+    assert "cancelled" in types(runner, run.run_id)
+    assert run.run_id not in runner.recover()
+
+
+def test_an_approval_that_expires_ends_the_run_unexecuted(runner: Runner, clock: ManualClock, effects: Path) -> None:
+    run, approval = paused(runner)
+    clock.advance(minutes=31)
+    assert [a.approval_id for a in runner.expire_due()] == [approval.approval_id]
+    assert runner.get_run(run.run_id).status == "expired"
+    outcome = runner.decide(approval.approval_id, approval.digest, APPROVER, True)
+    assert isinstance(outcome, Expired) and outcome.approval.status == "expired"
+    assert side_effects(effects) == []
+
+
+def test_an_approval_that_expires_between_click_and_dispatch_is_not_executed(
+        runner: Runner, clock: ManualClock, effects: Path) -> None:
+    run, approval = approved(runner)
+    clock.advance(minutes=31)
+    assert runner.execute(run.run_id) == "expired"
+    assert side_effects(effects) == []
+    outcome = runner.decide(approval.approval_id, approval.digest, APPROVER, True)
+    assert isinstance(outcome, Expired | AlreadyDecided) and outcome.approval.status == "expired"
+
+
+def test_extend_after_the_budget_ran_out_continues(runner: Runner) -> None:
+    run = runner.start_run("find the orders", REQUESTER, model="scripted:lookups", budget=Budget(max_steps=2))
+    assert runner.execute(run.run_id) == "budget_exhausted"
+    assert isinstance(runner.extend(run.run_id, REQUESTER), NotAllowed)
+    assert isinstance(runner.extend(run.run_id, APPROVER), Done)
+    assert runner.execute(run.run_id) == "done"
+    final = runner.get_run(run.run_id)
+    assert (final.answer, final.budget["max_steps"], final.state["steps"]) == ("found", 6, 4)
+    assert "budget_extended" in types(runner, run.run_id)
+
+
+def test_retry_after_a_failure_continues_from_the_checkpoint(store: SqlStore, effects: Path) -> None:
+    failures = [ModelUnavailable("503 from the model endpoint")]
+
+    def flaky(model: str) -> Any:
+        scripted = scripted_policies(model)
+
+        def policy(history: list[dict[str, Any]]) -> Any:
+            if len(history) > 2 and failures:
+                raise failures.pop()
+            return scripted(history)
+        return policy
+
+    runner = build_runner(store, effects, policies=flaky)
+    run = runner.start_run("find the orders", REQUESTER, model="scripted:lookups")
+    assert runner.execute(run.run_id) == "failed"
+    assert runner.get_run(run.run_id).stop["reason"] == "model unavailable"
+    assert isinstance(runner.retry(run.run_id, REQUESTER), Done)
+    assert runner.execute(run.run_id) == "done"
+    assert [e["result"]["q"] for e in observations(runner, run.run_id)] == ["page 0", "page 1", "page 2"]
+
+
+def crash_after_tool(store: SqlStore, effects: Path, model: str) -> tuple[Runner, RunRecord]:
+    """Approve a call, then let the worker die after the tool ran and before its outcome was saved."""
+    crashing = build_runner(store, effects, failpoints="after_tool=raise", lease=30.0)
+    run, _ = approved(crashing, model)
+    with pytest.raises(FailpointHit):
+        crashing.execute(run.run_id)
+    assert len(side_effects(effects)) == 1
+    return build_runner(store, effects, lease=30.0), run
+
+
+def test_an_unknown_outcome_of_a_non_idempotent_call_waits_for_a_person(store: SqlStore, effects: Path) -> None:
+    runner, run = crash_after_tool(store, effects, "scripted:send")
+    assert runner.execute(run.run_id) == "needs_reconciliation"
+    assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]
+    stopped = runner.get_run(run.run_id)
+    assert stopped.stop["key"] == f"{run.run_id}:1" and stopped.state["pending"]["tool"] == SEND
+    assert [x["status"] for x in store.executions(run.run_id)] == ["started"]
+    assert types(runner, run.run_id)[-1] == "needs_reconciliation"
+
+
+def test_an_unknown_outcome_of_an_idempotent_call_reruns_it_with_the_same_key(store: SqlStore,
+                                                                              effects: Path) -> None:
+    runner, run = crash_after_tool(store, effects, "scripted:send-once")
+    assert runner.execute(run.run_id) == "done"
+    key = f"{run.run_id}:1"
+    assert side_effects(effects) == [(SEND_ONCE, key), (SEND_ONCE, key)]
+    [row] = store.executions(run.run_id)
+    assert (row["status"], row["attempts"]) == ("succeeded", 2)
+    assert "execution_retried" in types(runner, run.run_id)
+
+
+@pytest.mark.parametrize("action", ["done", "retry", "abort"])
+def test_reconcile_settles_an_unknown_outcome(store: SqlStore, effects: Path, action: str) -> None:
+    runner, run = crash_after_tool(store, effects, "scripted:send")
+    assert runner.execute(run.run_id) == "needs_reconciliation"
+    assert isinstance(runner.reconcile(run.run_id, REQUESTER, action), NotAllowed)
+    result = {"sent_to": "ana@example.com", "checked": "in the mail log"}
+    assert isinstance(runner.reconcile(run.run_id, APPROVER, action, result=result, note="checked"), Done)
+    status = runner.execute(run.run_id)
+    key = f"{run.run_id}:1"
+    [row] = store.executions(run.run_id)
+    reconciled = [e for e in runner.timeline(run.run_id) if e["type"] == "reconciled"]
+    assert [(e["action"], e["by"]) for e in reconciled] == [(action, APPROVER)]
+    match action:
+        case "done":
+            assert status == "done" and side_effects(effects) == [(SEND, key)]
+            assert (row["status"], row["result"]) == ("succeeded", result)
+            assert observations(runner, run.run_id)[-1]["result"] == result
+        case "retry":
+            assert status == "done" and side_effects(effects) == [(SEND, key), (SEND, key)]
+            assert (row["status"], row["attempts"]) == ("succeeded", 2)
+        case "abort":
+            assert status == "cancelled" and side_effects(effects) == [(SEND, key)]
+
+
+def test_a_cancel_that_arrives_as_the_run_finishes_is_settled(store: SqlStore, effects: Path) -> None:
+    """A person cancels while the model writes its final answer: the run ends done, and no command lingers."""
+    runs: list[RunRecord] = []
+
+    def cancelling(model: str) -> Any:
+        def policy(history: list[dict[str, Any]]) -> Any:
+            assert isinstance(runner.cancel(runs[0].run_id, REQUESTER, "too slow"), Done)
+            return {"final": "all done"}
+        return policy
+
+    runner = build_runner(store, effects, policies=cancelling)
+    run = runner.start_run("say hi", REQUESTER, model="scripted:lookups")
+    runs.append(run)
+    assert runner.execute(run.run_id) == "done"
+    assert runner.get_run(run.run_id).command is None
+    assert run.run_id not in runner.recover()
+    assert "command_refused" in types(runner, run.run_id)
+
