@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, Engine, Select, and_, func, insert, or_, select, update
 from sqlalchemy.engine import Row
 
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
@@ -282,6 +282,10 @@ class SqlStore:
         if digest is not None:
             conditions.append(approvals.c.digest == digest)
         with self._tx() as conn:
+            run_id = conn.execute(select(approvals.c.run_id).where(approvals.c.approval_id == approval_id)).scalar()
+            if run_id is None:
+                return Missing("approval")
+            _lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id == run_id))
             won = conn.execute(update(approvals).where(*conditions).values(
                 status="approved" if approved else "denied", decided_by=user, decided_at=now, note=note or None,
             )).rowcount
@@ -304,10 +308,11 @@ class SqlStore:
     def expire_due(self) -> list[ApprovalRecord]:
         """One statement: every pending approval past its expiry becomes expired; returns them."""
         now = self.clock()
+        due = and_(approvals.c.status == "pending", approvals.c.expires_at <= now)
         with self._tx() as conn:
+            _lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
             rows = conn.execute(
-                update(approvals).where(approvals.c.status == "pending", approvals.c.expires_at <= now)
-                .values(status="expired", decided_at=now).returning(*approvals.c)
+                update(approvals).where(due).values(status="expired", decided_at=now).returning(*approvals.c)
             ).all()
             for row in rows:
                 _append_events(conn, row.run_id, [{"type": "approval_expired", "approval_id": row.approval_id,
@@ -391,6 +396,13 @@ class SqlStore:
 
 def _dump_without_history(state: dict[str, Any]) -> str:
     return canonical_json({k: v for k, v in state.items() if k != "history"})
+
+
+def _lock_runs(conn: Connection, query: Select[Any]) -> None:
+    # Every writer takes a run's row before its approvals' rows (save_step and set_command update the
+    # run first). Taking the approval first, as a click or a sweep would, deadlocks against a cancel
+    # on PostgreSQL. SQLite has no row locks: its BEGIN IMMEDIATE already serialises writers.
+    conn.execute(query.order_by(runs.c.run_id).with_for_update())
 
 
 def _append_history(conn: Connection, run_id: str, start: int, entries: list[dict[str, Any]]) -> None:
