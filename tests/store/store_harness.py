@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, text
 
@@ -35,6 +36,10 @@ SEND = "send_email"
 SEND_ONCE = "send_email_once"
 """The same email tool, declared idempotent: it may be re-run with the same key."""
 LOOKUP = "lookup"
+
+ONLY_POSTGRES = pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
+"""For tests of PostgreSQL behaviour: `database_url` without its SQLite case."""
 
 SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "scripted:send": [{"tool": SEND, "args": {"to": "ana@example.com", "body": "refund approved"}},
