@@ -7,6 +7,7 @@ back, and can be told to fail (500, 429 with Retry-After) or to be slow.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import threading
@@ -61,7 +62,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-slack", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-slack", daemon=True)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -120,13 +121,15 @@ class FakeSlack:
         return found[-1]
 
     def message(self, channel: str, ts: str) -> dict[str, Any]:
+        """A snapshot of the message as it is now."""
         with self._lock:
-            return self.messages[(channel, ts)]
+            return copy.deepcopy(self.messages[(channel, ts)])
 
     def thread(self, channel: str, ts: str) -> list[dict[str, Any]]:
         """Messages posted in the thread under (channel, ts), oldest first, as they are now."""
         with self._lock:
-            return [m for m in self.messages.values() if m["channel"] == channel and m.get("thread_ts") == ts]
+            return [copy.deepcopy(m) for m in self.messages.values()
+                    if m["channel"] == channel and m.get("thread_ts") == ts]
 
     def dm_channel(self, user: str) -> str:
         return "D" + user[1:]

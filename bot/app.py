@@ -1,0 +1,118 @@
+"""The Bolt app and the worker pool: `build_app(...)` wires the listeners to a runner.
+
+Runs execute in `Workers`, never inside a Slack request, so every request is acknowledged well
+inside Slack's 3-second limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from slack_bolt import App
+from slack_sdk import WebClient
+
+from bot.listeners import Listeners
+from bot.notifier import SlackNotifier
+from runtime.runner import Runner
+
+log = logging.getLogger("signoff.bot")
+
+
+class Workers:
+    """Submits `runner.execute(run_id)` to a pool; at most one queued execution per run.
+
+    A submit for a run that is executing right now schedules one more pass after it, so a
+    command left while the run was finishing is not missed.
+    """
+
+    def __init__(self, runner: Runner, pool: Executor) -> None:
+        self.runner, self.pool = runner, pool
+        self._state: dict[str, str] = {}
+        self._changed = threading.Condition()
+
+    def submit(self, run_id: str) -> None:
+        with self._changed:
+            state = self._state.get(run_id)
+            if state in ("queued", "again"):
+                return
+            if state == "running":
+                self._state[run_id] = "again"
+                return
+            self._state[run_id] = "queued"
+        self.pool.submit(self._execute, run_id)
+
+    def _execute(self, run_id: str) -> None:
+        with self._changed:
+            self._state[run_id] = "running"
+        try:
+            status = self.runner.execute(run_id)
+            log.debug("run %s: worker pass ended with %s", run_id, status)
+        except Exception:  # one broken run must not take the pool down; recovery retries it
+            log.exception("run %s: execution failed", run_id)
+        finally:
+            with self._changed:
+                again = self._state.pop(run_id, None) == "again"
+                if again:
+                    self._state[run_id] = "queued"
+                self._changed.notify_all()
+        if again:
+            self.pool.submit(self._execute, run_id)
+
+    def busy(self) -> bool:
+        with self._changed:
+            return bool(self._state)
+
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Wait until nothing is queued or running; False if `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._state:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+        return True
+
+
+@dataclass(frozen=True)
+class AppOptions:
+    """How the Bolt app is built; the defaults are production's."""
+
+    signing_secret: str | None = None
+    """Required in HTTP mode; None in Socket Mode, where Slack does not sign requests."""
+    process_before_response: bool = False
+    token_verification: bool = True
+    """Call `auth.test` at start-up, so a bad token stops start-up instead of the first request."""
+    replay_window_s: float = 300.0
+    listener_executor: Executor | None = None
+    """Where Bolt runs listeners after the ack; tests pass one they can wait on."""
+
+
+def build_app(
+    runner: Runner, *, client: WebClient, workers: Workers, notifier: SlackNotifier,
+    options: AppOptions | None = None, clock: Callable[[], float] = time.time,
+) -> App:
+    """The Bolt app with every Signoff listener registered."""
+    options = options or AppOptions()
+    app = App(
+        name="signoff",
+        client=client,
+        signing_secret=options.signing_secret or "",
+        request_verification_enabled=options.signing_secret is not None,
+        token_verification_enabled=options.token_verification,
+        process_before_response=options.process_before_response,
+        listener_executor=options.listener_executor,
+    )
+    Listeners(runner, workers, notifier, clock=clock, replay_window_s=options.replay_window_s).register(app)
+
+    @app.error
+    def on_error(error: Exception, body: dict) -> None:
+        log.error("slack request failed: %s: %s (type=%s)", type(error).__name__, error,
+                  body.get("type") if isinstance(body, dict) else None, exc_info=error)
+
+    return app

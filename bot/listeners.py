@@ -1,0 +1,344 @@
+"""Bolt listeners. Thin: ack() first, parse, one runner call, render the outcome.
+
+Every handler is idempotent: Slack retries, and a signed request replayed inside its 5-minute
+window verifies. Decisions are compare-and-set in the store; slash commands dedupe on trigger_id.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, assert_never
+
+from slack_bolt import Ack, App
+from slack_sdk.errors import SlackApiError
+from slack_sdk.webhook import WebhookClient
+
+from bot import blocks
+from bot.blocks import Message, notice, safe, slack_date, user
+from bot.payloads import (
+    ApprovalClick,
+    CancelRun,
+    Command,
+    ListRuns,
+    Malformed,
+    RunClick,
+    ShowHelp,
+    ShowStatus,
+    StartRun,
+    Where,
+    parse_click,
+    parse_command,
+    parse_deny_submission,
+)
+from runtime.records import (
+    AlreadyDecided,
+    ApprovalRecord,
+    Decided,
+    DecisionOutcome,
+    Done,
+    Expired,
+    Mismatch,
+    Missing,
+    NotAllowed,
+    Refused,
+    RunOutcome,
+)
+
+if TYPE_CHECKING:
+    from bot.app import Workers
+    from bot.notifier import SlackNotifier
+    from runtime.runner import Runner
+
+log = logging.getLogger("signoff.bot.listeners")
+
+_RUN_BUTTON_DONE = {
+    blocks.EXTEND_ACTION: "Extended by {who}; the run continues.",
+    blocks.CLOSE_ACTION: "Closed by {who}.",
+    blocks.RETRY_ACTION: "Retry requested by {who}; the run continues.",
+    blocks.RECONCILE_DONE_ACTION: "Marked done by {who}; the run continues.",
+    blocks.RECONCILE_RETRY_ACTION: "Retry of the call requested by {who}.",
+    blocks.RECONCILE_ABORT_ACTION: "Aborted by {who}.",
+}
+
+
+class Listeners:
+    """Every listener, sharing the runner, the worker pool and the notifier."""
+
+    def __init__(self, runner: Runner, workers: Workers, notifier: SlackNotifier, *,
+                 clock: Callable[[], float] = time.time, replay_window_s: float = 300.0) -> None:
+        self.runner, self.workers, self.notifier, self.clock = runner, workers, notifier, clock
+        self._seen = _Seen(replay_window_s, clock)
+
+    def register(self, app: App) -> None:
+        app.command(blocks.COMMAND)(self.on_command)
+        app.action(blocks.APPROVE_ACTION)(self.on_approve)
+        app.action(blocks.DENY_ACTION)(self.on_deny)
+        app.view_submission(blocks.DENY_MODAL)(self.on_deny_submitted)
+        for action in blocks.RUN_ACTIONS:
+            app.action(action)(self.on_run_button)
+        app.event("app_home_opened")(self.on_home_opened)
+
+    # -- /signoff ------------------------------------------------------------------------------
+
+    def on_command(self, ack: Ack, body: dict[str, Any]) -> None:
+        command = parse_command(body)
+        if isinstance(command, Malformed):
+            ack(text=f"Sorry, Slack sent a command I could not read: {command.reason}.")
+            return
+        ack(**self._answer(command).as_kwargs())
+
+    def _answer(self, command: Command) -> Message:
+        who = command.where.user
+        match command.request:
+            case StartRun(goal=goal):
+                return self._start(command, goal)
+            case ShowStatus(run_id=run_id):
+                run = self.runner.get_run(run_id)
+                if run is None:
+                    return notice(f"There is no run `{safe(run_id, 80)}`.")
+                return blocks.status_message(run, self.runner.pending_approval(run_id))
+            case ListRuns():
+                return blocks.list_message(self.runner.runs_for(who), self._waiting_on(who))
+            case CancelRun(run_id=run_id):
+                outcome = self.runner.cancel(run_id, who, reason=f"cancelled by {who} with /signoff cancel")
+                return notice(self._run_outcome(outcome, run_id, f"Cancelling run `{safe(run_id, 80)}`; "
+                                                                 "nothing pending will be executed."))
+            case ShowHelp():
+                return blocks.help_message()
+            case _:
+                assert_never(command.request)
+
+    def _start(self, command: Command, goal: str) -> Message:
+        where = command.where
+        earlier = self._seen.claim(where.trigger_id)
+        if earlier is not None:  # a replay of a command we already took
+            return notice(f"Already started as run `{safe(earlier, 80)}`." if earlier else "Already starting.")
+        try:
+            run = self.runner.start_run(goal, where.user, origin={"channel": where.channel, "team": command.team})
+        except ValueError as exc:
+            self._seen.forget(where.trigger_id)
+            return notice(f"Could not start a run: {safe(exc, 300)}")
+        self._seen.settle(where.trigger_id, run.run_id)
+        self.workers.submit(run.run_id)
+        return blocks.started_message(run)
+
+    # -- approval buttons and the deny modal -------------------------------------------------------
+
+    def on_approve(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        click = parse_click(body)
+        if not isinstance(click, ApprovalClick):
+            self._refuse_malformed(body, click)
+            return
+        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True)
+        self._after_decision(outcome, click.where)
+
+    def on_deny(self, ack: Ack, body: dict[str, Any], client: Any) -> None:
+        ack()
+        click = parse_click(body)
+        if not isinstance(click, ApprovalClick):
+            self._refuse_malformed(body, click)
+            return
+        refusal = self._deny_refusal(click)
+        if refusal:
+            self._tell(click.where, refusal)
+            return
+        approval = self.runner.get_approval(click.approval_id)
+        assert approval is not None
+        # The trigger_id is good once, for 3 seconds: open the modal before anything slow.
+        client.views_open(trigger_id=click.where.trigger_id,
+                          view=blocks.deny_modal(approval, channel=click.where.channel))
+
+    def _deny_refusal(self, click: ApprovalClick) -> str | None:
+        """Why the Deny modal should not open; the decision itself is checked again on submit."""
+        approval = self.runner.get_approval(click.approval_id)
+        if approval is None:
+            return "This approval request no longer exists."
+        if approval.digest != click.digest:
+            return "This button no longer matches the request it was posted with."
+        if approval.status != "pending":
+            return _decided_text(approval)
+        if approval.expires_at.timestamp() <= self.clock():
+            return f"This request expired {slack_date(approval.expires_at)}; nothing was executed."
+        run = self.runner.get_run(approval.run_id)
+        if run is None:
+            return "The run behind this request no longer exists."
+        if not click.where.trigger_id:
+            return "Slack did not send what is needed to open the form; please click again."
+        return self.runner.approval_refusal(click.where.user, run)
+
+    def on_deny_submitted(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        submission = parse_deny_submission(body)
+        if isinstance(submission, Malformed):
+            log.warning("deny form not understood: %s", submission.reason)
+            return
+        outcome = self.runner.decide(submission.approval_id, submission.digest, submission.where.user,
+                                     approved=False, note=submission.reason)
+        self._after_decision(outcome, submission.where)
+
+    def _after_decision(self, outcome: DecisionOutcome, where: Where) -> None:
+        match outcome:
+            case Decided(approval=approval):
+                self.workers.submit(approval.run_id)
+            case AlreadyDecided(approval=approval):
+                self._tell(where, _decided_text(approval))
+                self._refresh(approval)
+            case Expired(approval=approval):
+                self._tell(where, f"This request expired {slack_date(approval.expires_at)}; nothing was executed.")
+                self.workers.submit(approval.run_id)  # ends the run now rather than at the next sweep
+            case NotAllowed(reason=reason) | Mismatch(reason=reason):
+                self._tell(where, f"Not done: {safe(reason, 500)}")
+            case Missing(what=what):
+                self._tell(where, f"This {what} no longer exists.")
+            case _:
+                assert_never(outcome)
+        if where.in_home:
+            self.publish_home(where.user)
+
+    def _refresh(self, approval: ApprovalRecord) -> None:
+        """A lost race may find the message still showing buttons (its winner crashed): fix it."""
+        run = self.runner.get_run(approval.run_id)
+        if run is not None:
+            try:
+                self.notifier.show_approval(run, approval)
+            except SlackApiError as exc:
+                log.warning("approval %s: could not refresh its message: %s", approval.approval_id, exc)
+
+    # -- stopped-run buttons --------------------------------------------------------------------------
+
+    def on_run_button(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        click = parse_click(body)
+        if not isinstance(click, RunClick):
+            self._refuse_malformed(body, click)
+            return
+        outcome = self._run_command(click)
+        text = self._run_outcome(outcome, click.run_id, _RUN_BUTTON_DONE[click.action].format(
+            who=user(click.where.user)))
+        if not isinstance(outcome, Done):
+            self._tell(click.where, text)
+        elif click.where.channel and click.where.message_ts:  # the buttons make way for what was done
+            self.notifier.update(click.where.channel, click.where.message_ts,
+                                 blocks.run_closed_message(outcome.run, text))
+
+    def _run_command(self, click: RunClick) -> RunOutcome:
+        who, run_id = click.where.user, click.run_id
+        match click.action:
+            case blocks.EXTEND_ACTION:
+                return self.runner.extend(run_id, who)
+            case blocks.CLOSE_ACTION:
+                return self.runner.cancel(run_id, who, reason=f"closed by {who}")
+            case blocks.RETRY_ACTION:
+                return self.runner.retry(run_id, who)
+            case blocks.RECONCILE_DONE_ACTION | blocks.RECONCILE_RETRY_ACTION | blocks.RECONCILE_ABORT_ACTION:
+                return self.runner.reconcile(run_id, who, click.action.rsplit(".", 1)[1])
+            case _:
+                return Refused("unknown button")
+
+    def _run_outcome(self, outcome: RunOutcome, run_id: str, done_text: str) -> str:
+        """What to say about a run command; on `Done` the run goes to the workers to apply it."""
+        match outcome:
+            case Done():
+                self.workers.submit(run_id)
+                return done_text
+            case Refused(reason=reason) | NotAllowed(reason=reason):
+                return f"Not done: {safe(reason, 500)}"
+            case Missing():
+                return f"There is no run `{safe(run_id, 80)}`."
+            case _:
+                assert_never(outcome)
+
+    # -- App Home -----------------------------------------------------------------------------------
+
+    def on_home_opened(self, event: dict[str, Any]) -> None:
+        viewer = event.get("user")
+        if event.get("tab", "home") == "home" and isinstance(viewer, str):
+            self.publish_home(viewer)
+
+    def publish_home(self, viewer: str) -> None:
+        view = blocks.home_view(viewer, self._waiting_on(viewer), self.runner.runs_for(viewer),
+                                descriptions={name: t.description for name, t in self.notifier.tools.items()})
+        self.notifier.client.views_publish(user_id=viewer, view=view)
+
+    def _waiting_on(self, viewer: str) -> list[tuple[Any, ApprovalRecord]]:
+        pairs = []
+        for approval in self.runner.approvals_for(viewer):
+            run = self.runner.get_run(approval.run_id)
+            if run is not None:
+                pairs.append((run, approval))
+        return pairs
+
+    # -- telling the person who clicked --------------------------------------------------------------
+
+    def _refuse_malformed(self, body: Any, problem: Any) -> None:
+        reason = problem.reason if isinstance(problem, Malformed) else "this button does not fit here"
+        clicker = (body.get("user") or {}).get("id") if isinstance(body, dict) else None
+        log.warning("click not understood: %s", reason)
+        if isinstance(clicker, str) and clicker[:1] in ("U", "W") and clicker.isalnum():
+            self._tell(Where(user=clicker), f"Sorry, I could not read that click: {safe(reason, 200)}.")
+
+    def _tell(self, where: Where, text: str) -> None:
+        """An ephemeral answer: via response_url, else ephemeral in the channel, else a DM."""
+        message = notice(text)
+        try:
+            if where.response_url:
+                WebhookClient(where.response_url).send(
+                    text=message.text, blocks=message.blocks, response_type="ephemeral", replace_original=False)
+            elif where.channel:
+                self.notifier.client.chat_postEphemeral(channel=where.channel, user=where.user, **message.as_kwargs())
+            else:
+                self.notifier.client.chat_postMessage(channel=where.user, **message.as_kwargs())
+        except SlackApiError as exc:
+            log.warning("could not tell %s: %s", where.user, exc.response.get("error"))
+
+
+def _decided_text(approval: ApprovalRecord) -> str:
+    when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
+    match approval.status:
+        case "approved" | "consumed":
+            return f"Already approved by {user(approval.decided_by)}{when}."
+        case "denied":
+            return f"Already denied by {user(approval.decided_by)}{when}."
+        case "expired":
+            return f"This request expired {slack_date(approval.expires_at)}; nothing was executed."
+        case "cancelled":
+            return "This request was cancelled with its run; nothing was executed."
+        case _:
+            return "This request is still waiting for a decision."
+
+
+class _Seen:
+    """Slash-command trigger ids taken inside the signature window, with the run each started."""
+
+    def __init__(self, window_s: float, clock: Callable[[], float]) -> None:
+        self._window, self._clock = window_s, clock
+        self._items: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def claim(self, key: str | None) -> str | None:
+        """None if `key` is new (and now taken); else the run it started ("" while starting)."""
+        if not key:
+            return None
+        with self._lock:
+            limit = self._clock() - self._window
+            while self._items and next(iter(self._items.values()))[0] < limit:
+                self._items.popitem(last=False)
+            if key in self._items:
+                return self._items[key][1]
+            self._items[key] = (self._clock(), "")
+        return None
+
+    def settle(self, key: str | None, run_id: str) -> None:
+        if key:
+            with self._lock:
+                self._items[key] = (self._clock(), run_id)
+
+    def forget(self, key: str | None) -> None:
+        if key:
+            with self._lock:
+                self._items.pop(key, None)

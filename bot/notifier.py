@@ -1,0 +1,192 @@
+"""SlackNotifier: `runtime.ports.Notifier` over the Slack Web API.
+
+Only `chat.update` is retried (it is idempotent); a failed `chat.postMessage` propagates, the
+runner logs it, and the database keeps what is needed to post again (see `Runner.recover`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot import blocks
+from bot.blocks import Message, slack_date
+from runtime.records import ApprovalRecord, RunRecord
+from tools.base import Tool
+
+log = logging.getLogger("signoff.bot.notifier")
+
+# Slack answers these when the bot may not post in a channel; the requester's DM is the fallback.
+UNPOSTABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
+TELL_REQUESTER = frozenset({"budget_exhausted", "failed", "needs_reconciliation"})
+
+
+class SlackNotifier:
+    """Posts runs, approval requests and outcomes to Slack, threading progress under the run message."""
+
+    def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,
+                 approval_channel: str | None = None, redact_keys: Iterable[str] = (),
+                 update_attempts: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.client = client
+        self.tools = dict(tools or {})
+        self.approval_channel = approval_channel
+        self.redact_keys = frozenset(redact_keys)
+        self.update_attempts = update_attempts
+        self.sleep = sleep
+        self._threads: dict[str, tuple[str, str]] = {}
+        self._dms: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # -- runtime.ports.Notifier ---------------------------------------------------------------
+
+    def run_started(self, run: RunRecord) -> dict[str, Any] | None:
+        channel = run.origin.get("channel")
+        if not channel:
+            return None  # a run started outside Slack (the CLI): nothing to announce here
+        response = self._post_or_dm(channel, run.requester, blocks.run_message(run))
+        ref = {"channel": response["channel"], "ts": response["ts"]}
+        with self._lock:
+            self._threads[run.run_id] = (ref["channel"], ref["ts"])
+        return ref
+
+    def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
+        channel = self.approval_channel or run.origin.get("channel")
+        if not channel:
+            return None
+        tool = self.tools.get(approval.tool)
+        message = blocks.approval_message(run, approval, description=tool.description if tool else "",
+                                          redact_keys=self._redact_keys(approval.tool))
+        response = self._post(channel, message)
+        return {"channel": response["channel"], "ts": response["ts"]}
+
+    def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        self._show_outcome(run, approval)
+
+    def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        self._show_outcome(run, approval)
+        if _is_slack_user(run.requester):
+            self._dm(run.requester, blocks.notice(
+                f"Your run `{blocks.safe(run.run_id, 80)}` waited too long: the approval for "
+                f"`{blocks.safe(approval.tool, 64)}` expired {slack_date(approval.expires_at)}. "
+                "Nothing was executed and the run ended as expired."))
+
+    def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+        thread = self._thread(run)
+        if thread is not None:
+            message = blocks.tool_result_message(run, entry, redact_keys=self._redact_keys(entry.get("tool")))
+            self._post(thread[0], message, thread_ts=thread[1])
+
+    def run_finished(self, run: RunRecord) -> None:
+        thread = self._thread(run)
+        if thread is not None:
+            self._post(thread[0], blocks.answer_message(run), thread_ts=thread[1])
+            self._update(thread[0], thread[1], blocks.run_message(run))
+
+    def run_stopped(self, run: RunRecord) -> None:
+        message = blocks.stopped_message(run)
+        thread = self._thread(run)
+        if thread is not None:
+            self._post(thread[0], message, thread_ts=thread[1])
+            self._update(thread[0], thread[1], blocks.run_message(run))
+        if run.status in TELL_REQUESTER and _is_slack_user(run.requester):
+            self._dm(run.requester, message)
+
+    # -- also used by the listeners --------------------------------------------------------
+
+    def show_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        """Bring an approval message in line with the stored approval (e.g. after a lost race)."""
+        self._show_outcome(run, approval)
+
+    def update(self, channel: str, ts: str, message: Message) -> None:
+        self._update(channel, ts, message)
+
+    # -- Slack calls ---------------------------------------------------------------------------
+
+    def _show_outcome(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        where = approval.message or {}
+        if not where.get("channel") or not where.get("ts"):
+            return
+        tool = self.tools.get(approval.tool)
+        if approval.status == "pending":
+            message = blocks.approval_message(run, approval, description=tool.description if tool else "",
+                                              redact_keys=self._redact_keys(approval.tool))
+        else:
+            message = blocks.decided_message(run, approval, description=tool.description if tool else "",
+                                             redact_keys=self._redact_keys(approval.tool))
+        self._update(where["channel"], where["ts"], message)
+
+    def _thread(self, run: RunRecord) -> tuple[str, str] | None:
+        if run.origin.get("channel") and run.origin.get("ts"):
+            return run.origin["channel"], run.origin["ts"]
+        with self._lock:
+            return self._threads.get(run.run_id)
+
+    def _post(self, channel: str, message: Message, thread_ts: str | None = None) -> Any:
+        extra = {"thread_ts": thread_ts} if thread_ts else {}
+        return self.client.chat_postMessage(channel=channel, unfurl_links=False, unfurl_media=False,
+                                            **message.as_kwargs(), **extra)
+
+    def _post_or_dm(self, channel: str, user: str, message: Message) -> Any:
+        try:
+            return self._post(channel, message)
+        except SlackApiError as exc:
+            if exc.response.get("error") not in UNPOSTABLE or not _is_slack_user(user):
+                raise
+            log.warning("cannot post in %s (%s); using %s's DM", channel, exc.response.get("error"), user)
+            return self._post(self._dm_channel(user), message)
+
+    def _dm(self, user: str, message: Message) -> None:
+        self._post(self._dm_channel(user), message)
+
+    def _dm_channel(self, user: str) -> str:
+        with self._lock:
+            known = self._dms.get(user)
+        if known:
+            return known
+        channel = self.client.conversations_open(users=user)["channel"]["id"]
+        with self._lock:
+            self._dms[user] = channel
+        return channel
+
+    def _update(self, channel: str, ts: str, message: Message) -> None:
+        """chat.update with backoff on 429 (honouring Retry-After) and 5xx; safe because idempotent."""
+        for attempt in range(1, self.update_attempts + 1):
+            try:
+                self.client.chat_update(channel=channel, ts=ts, **message.as_kwargs())
+                return
+            except SlackApiError as exc:
+                status = exc.response.status_code
+                if attempt == self.update_attempts or not (status == 429 or status >= 500):
+                    raise
+                delay = _retry_after(exc.response.headers) if status == 429 else 0.25 * 2 ** (attempt - 1)
+            except OSError:
+                if attempt == self.update_attempts:
+                    raise
+                delay = 0.25 * 2 ** (attempt - 1)
+            log.info("chat.update %s/%s: retrying in %.2fs (attempt %d)", channel, ts, delay, attempt)
+            self.sleep(delay)
+
+    def _redact_keys(self, tool_name: Any) -> frozenset[str]:
+        tool = self.tools.get(tool_name) if isinstance(tool_name, str) else None
+        return self.redact_keys | frozenset(tool.redact if tool else ())
+
+
+def _retry_after(headers: Mapping[str, Any]) -> float:
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            raw = value[0] if isinstance(value, list) else value
+            try:
+                return min(max(float(raw), 0.0), 30.0)
+            except (TypeError, ValueError):
+                break
+    return 1.0
+
+
+def _is_slack_user(user: str) -> bool:
+    return bool(user) and user[0] in "UW" and user[1:].isalnum() and user.isupper()

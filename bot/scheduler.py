@@ -1,0 +1,64 @@
+"""The clock: APScheduler interval jobs that expire stale approvals and recover orphaned runs.
+
+The deadlines live in the approvals table, so there is no job store and nothing to pickle; both
+jobs are idempotent, so several replicas may run them at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+if TYPE_CHECKING:
+    from bot.app import Workers
+    from runtime.runner import Runner
+
+log = logging.getLogger("signoff.bot.scheduler")
+
+EXPIRE_JOB = "expire-approvals"
+RECOVER_JOB = "recover-runs"
+
+
+def expire_approvals(runner: Runner) -> int:
+    """One sweep: expire overdue approvals (the runner updates their messages and ends their runs)."""
+    try:
+        expired = runner.expire_due()
+    except Exception:  # the next sweep tries again; one bad sweep must not stop the clock
+        log.exception("%s failed", EXPIRE_JOB)
+        return 0
+    if expired:
+        log.info("expired %d approval(s): %s", len(expired), ", ".join(a.approval_id for a in expired))
+    return len(expired)
+
+
+def recover_runs(runner: Runner, workers: Workers) -> list[str]:
+    """One pass: hand every run that needs a worker (orphaned, decided, commanded) to the pool."""
+    try:
+        run_ids = runner.recover()
+    except Exception:  # as above: log, and let the next pass retry
+        log.exception("%s failed", RECOVER_JOB)
+        return []
+    for run_id in run_ids:
+        workers.submit(run_id)
+    if run_ids:
+        log.info("recovering %d run(s): %s", len(run_ids), ", ".join(run_ids))
+    return run_ids
+
+
+def start_scheduler(runner: Runner, workers: Workers, interval: timedelta) -> BackgroundScheduler:
+    """Start both jobs every `interval`, first run now; missed runs coalesce into one."""
+    scheduler = BackgroundScheduler(
+        timezone=UTC,
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": int(interval.total_seconds()) + 1},
+    )
+    seconds = interval.total_seconds()
+    now = datetime.now(UTC)
+    scheduler.add_job(expire_approvals, "interval", seconds=seconds, id=EXPIRE_JOB, args=(runner,),
+                      next_run_time=now)
+    scheduler.add_job(recover_runs, "interval", seconds=seconds, id=RECOVER_JOB, args=(runner, workers),
+                      next_run_time=now)
+    scheduler.start()
+    return scheduler

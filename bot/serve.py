@@ -1,0 +1,285 @@
+"""`signoff serve`: compose store, runner, workers, scheduler and the Bolt app, then serve Slack.
+
+HTTP mode runs the WSGI app on gunicorn (`gunicorn 'bot.serve:wsgi_app()'` works too), with
+slash commands, interactivity and events on `POST /slack/events` and `GET /healthz`. With
+`SLACK_APP_TOKEN` set it uses Socket Mode instead and needs no public URL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from slack_bolt import App
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.app import AppOptions, Workers, build_app
+from bot.approvers import Approvers
+from bot.notifier import SlackNotifier
+from bot.scheduler import start_scheduler
+from bot.settings import Settings
+from bot.wiring import build_runner, model_env, policy_factory, runner_config
+from runtime.adapters.sql import SqlStore
+from runtime.agent import Policy
+from runtime.errors import ConfigError
+from runtime.runner import Runner
+from tools.base import Tool
+
+log = logging.getLogger("signoff.bot.serve")
+
+EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
+MAX_BODY_BYTES = 1_000_000
+"""Slack's payloads are a few kilobytes; anything near this is not Slack."""
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+@dataclass
+class Service:
+    """Everything `signoff serve` runs, composed once per process."""
+
+    settings: Settings
+    runner: Runner
+    client: WebClient
+    notifier: SlackNotifier
+    workers: Workers
+    app: App
+    pool: ThreadPoolExecutor
+    scheduler: BackgroundScheduler | None = None
+    wsgi: WsgiApp = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.wsgi = make_wsgi(self.app, self.healthy)
+
+    def healthy(self) -> bool:
+        """The database answers and the clock runs."""
+        try:
+            self.runner.get_run("healthz-probe")
+        except Exception as exc:  # whatever the database says, the answer is "not ready"
+            log.warning("health check: database unavailable: %s", exc)
+            return False
+        return self.scheduler is None or self.scheduler.running
+
+    def socket_mode_handler(self) -> SocketModeHandler:
+        """The Socket Mode connection, built but not yet connected."""
+        token = self.settings.slack_app_token
+        if token is None:
+            raise ConfigError("SLACK_APP_TOKEN: required for Socket Mode")
+        return SocketModeHandler(self.app, app_token=token.get_secret_value(), web_client=self.client)
+
+    def close(self, wait: bool = True) -> None:
+        if self.scheduler is not None and self.scheduler.running:
+            self.scheduler.shutdown(wait=wait)
+        self.workers.drain(timeout=30 if wait else 0)
+        self.pool.shutdown(wait=wait)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Pieces a caller (tests, an embedding program) supplies instead of building them from settings."""
+
+    client: WebClient | None = None
+    store: SqlStore | None = None
+    tools: dict[str, Tool] | None = None
+    policies: Callable[[str], Policy] | None = None
+    app_options: AppOptions | None = None
+    scheduler: bool = True
+
+
+def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | None = None) -> Service:
+    """Build the bot `settings` describe; raises `ConfigError` for anything unusable."""
+    parts = parts or Parts()
+    client = parts.client or web_client(settings)
+    approvers = Approvers(settings.approvers, client)
+    if parts.tools is not None or parts.policies is not None or parts.store is not None:
+        runner = _runner_from_parts(settings, parts, environ, approvers)
+    else:
+        runner = build_runner(settings, None, env=model_env(environ), may_approve=approvers.may_approve)
+    notifier = SlackNotifier(client, tools=runner.tools, approval_channel=settings.approval_channel,
+                             redact_keys=runner.config.redact_keys)
+    runner.notifier = notifier
+    pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="signoff-run")
+    workers = Workers(runner, pool)
+    options = parts.app_options or AppOptions(
+        signing_secret=None if settings.socket_mode else _secret(settings.slack_signing_secret))
+    app = build_app(runner, client=client, workers=workers, notifier=notifier, options=options)
+    scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
+    return Service(settings, runner, client, notifier, workers, app, pool, scheduler)
+
+
+def _runner_from_parts(settings: Settings, parts: Parts, environ: Mapping[str, str],
+                       approvers: Approvers) -> Runner:
+    if parts.store is None or parts.tools is None:
+        raise ConfigError("give both a store and tools, or neither")
+    policies = parts.policies or policy_factory(settings, parts.tools, model_env(environ))
+    return Runner(parts.store, parts.tools, policies, runner_config(settings), None,
+                  may_approve=approvers.may_approve)
+
+
+def web_client(settings: Settings) -> WebClient:
+    """The Web API client: bot token, `SLACK_API_URL`."""
+    return WebClient(token=_secret(settings.slack_bot_token), base_url=settings.slack_api_url)
+
+
+def _secret(value: Any) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+# -- HTTP -----------------------------------------------------------------------------------------
+
+
+def make_wsgi(app: App, healthy: Callable[[], bool]) -> WsgiApp:
+    """The WSGI app: Bolt on `POST /slack/events`, the health check on `GET /healthz`."""
+    bolt = SlackRequestHandler(app, path=EVENTS_PATH)
+
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
+        if path == HEALTH_PATH and method in ("GET", "HEAD"):
+            ok = healthy()
+            body = json.dumps({"ok": ok}).encode()
+            start_response("200 OK" if ok else "503 Service Unavailable",
+                           [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        try:
+            size = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            size = MAX_BODY_BYTES + 1
+        if size > MAX_BODY_BYTES:
+            start_response("413 Payload Too Large", [("Content-Type", "text/plain")])
+            return [b"request body too large"]
+        return bolt(environ, start_response)
+
+    return application
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s - %s", self.address_string(), format % args)
+
+
+def http_server(wsgi: WsgiApp, host: str = "127.0.0.1", port: int = 0) -> WSGIServer:
+    """A threaded wsgiref server: for tests and local development, not for production."""
+    return make_server(host, port, wsgi, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
+
+
+# -- entry points -----------------------------------------------------------------------------------
+
+
+def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> None:
+    """Run the bot until interrupted: Socket Mode with an app token, otherwise HTTP on gunicorn."""
+    environ = os.environ if environ is None else environ
+    settings.for_serve()
+    configure_logging(settings)
+    if settings.socket_mode:
+        service = compose(settings, environ=environ)
+        log.info("Socket Mode: connecting to Slack")
+        try:
+            service.socket_mode_handler().start()
+        finally:
+            service.close()
+        return
+    check(settings, environ)  # fail here, with one clear message, rather than in a forked worker
+    log.info("HTTP mode: listening on port %d (%s, %s)", settings.port, EVENTS_PATH, HEALTH_PATH)
+    _Gunicorn(lambda: compose(settings, environ=environ), gunicorn_options(settings)).run()
+
+
+def check(settings: Settings, environ: Mapping[str, str]) -> None:
+    """What would stop the bot from working: tools, model, database, and Slack accepting the token."""
+    build_runner(settings, None, env=model_env(environ))
+    try:
+        web_client(settings).auth_test()
+    except SlackApiError as exc:
+        raise ConfigError(f"SLACK_BOT_TOKEN: Slack refused it ({exc.response.get('error')})") from None
+    except OSError as exc:
+        raise ConfigError(f"SLACK_API_URL: cannot reach {settings.slack_api_url} ({exc})") from None
+
+
+def gunicorn_options(settings: Settings) -> dict[str, Any]:
+    # One process with threads: the worker pool and scheduler live in it. More processes (or
+    # replicas) are safe, because the store decides every race; see the README.
+    return {"bind": f"0.0.0.0:{settings.port}", "workers": 1, "worker_class": "gthread", "threads": 8,
+            "timeout": 30, "graceful_timeout": 30, "accesslog": None, "loglevel": settings.log_level.lower()}
+
+
+def wsgi_app() -> WsgiApp:
+    """App factory for an external WSGI server: `gunicorn 'bot.serve:wsgi_app()'`."""
+    settings = Settings.from_env(os.environ).for_serve()
+    configure_logging(settings)
+    return compose(settings, environ=os.environ).wsgi
+
+
+class _Gunicorn:
+    """gunicorn with our app built in the worker process, after the fork (threads do not survive one)."""
+
+    def __init__(self, factory: Callable[[], Service], options: dict[str, Any]) -> None:
+        from gunicorn.app.base import BaseApplication
+
+        services: list[Service] = []
+
+        class Application(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type hints
+            def load_config(self) -> None:
+                for key, value in options.items():
+                    self.cfg.set(key, value)
+                self.cfg.set("worker_exit", lambda server, worker: [s.close(wait=True) for s in services])
+
+            def load(self) -> WsgiApp:
+                service = factory()
+                services.append(service)
+                return service.wsgi
+
+        self._application = Application()
+
+    def run(self) -> None:
+        self._application.run()
+
+
+# -- logging ------------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"xox[a-z]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+")
+
+
+class SecretFilter(logging.Filter):
+    """Masks Slack tokens and our configured secrets in every log record."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.secrets = [s for s in secrets if s and len(s) >= 6]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        masked = _TOKEN.sub("[secret]", text)
+        for secret in self.secrets:
+            masked = masked.replace(secret, "[secret]")
+        if masked != text:
+            record.msg, record.args = masked, None
+        return True
+
+
+def configure_logging(settings: Settings) -> None:
+    """Log at `SIGNOFF_LOG_LEVEL` to stderr, with every secret masked."""
+    secrets = [_secret(s) or "" for s in (settings.slack_bot_token, settings.slack_signing_secret,
+                                           settings.slack_app_token)]
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    secret_filter = SecretFilter(secrets)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, SecretFilter) for f in handler.filters):
+            handler.addFilter(secret_filter)
+    # slack_sdk logs request headers (the bearer token) at DEBUG; keep it quieter than ours.
+    logging.getLogger("slack_sdk").setLevel(max(logging.INFO, logging.getLevelName(settings.log_level)))
