@@ -91,11 +91,12 @@ class AppOptions:
     replay_window_s: float = 300.0
     listener_executor: Executor | None = None
     """Where Bolt runs listeners after the ack; tests pass one they can wait on."""
+    clock: Callable[[], float] = time.time
+    """Seconds since the epoch, for expiry checks made before the store is asked."""
 
 
 def build_app(
-    runner: Runner, *, client: WebClient, workers: Workers, notifier: SlackNotifier,
-    options: AppOptions | None = None, clock: Callable[[], float] = time.time,
+    runner: Runner, *, client: WebClient, workers: Workers, notifier: SlackNotifier, options: AppOptions | None = None,
 ) -> App:
     """The Bolt app with every Signoff listener registered."""
     options = options or AppOptions()
@@ -108,7 +109,7 @@ def build_app(
         process_before_response=options.process_before_response,
         listener_executor=options.listener_executor,
     )
-    Listeners(runner, workers, notifier, clock=clock, replay_window_s=options.replay_window_s).register(app)
+    Listeners(runner, workers, notifier, clock=options.clock, replay_window_s=options.replay_window_s).register(app)
 
     @app.error
     def on_error(error: Exception, body: dict) -> None:

@@ -90,6 +90,8 @@ class Listeners:
             ack(text=f"Sorry, Slack sent a command I could not read: {command.reason}.")
             return
         ack(**self._answer(command).as_kwargs())
+        if isinstance(command.request, CancelRun):
+            self._show_cancelled(command.request.run_id)
 
     def _answer(self, command: Command) -> Message:
         who = command.where.user
@@ -199,6 +201,12 @@ class Listeners:
                 assert_never(outcome)
         if where.in_home:
             self.publish_home(where.user)
+
+    def _show_cancelled(self, run_id: str) -> None:
+        """Cancelling closes the run's pending approval at once; take its buttons away too."""
+        for approval in self.runner.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
+            if approval.message:
+                self._refresh(approval)
 
     def _refresh(self, approval: ApprovalRecord) -> None:
         """A lost race may find the message still showing buttons (its winner crashed): fix it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -98,6 +99,13 @@ class Ledger:
             raise ToolFailed("refunds over $1000 need finance")
         return {"refunded": args["amount_usd"], "order_id": args["order_id"], "key": key}
 
+    def slow_refund(self, args: dict[str, Any], key: str) -> dict[str, Any]:
+        """Outlives its timeout: its outcome is unknown to the runner."""
+        with self._lock:
+            self.calls[key] += 1
+        time.sleep(0.5)
+        return {"refunded": args["amount_usd"]}
+
     @property
     def total(self) -> int:
         return sum(self.calls.values())
@@ -107,7 +115,9 @@ class Ledger:
                       description="Refund part or all of an order to the customer's card.")
         lookup = Tool("lookup_order", lambda args, key: {"order_id": args["order_id"], "total": 19.99},
                       args_model=LookupArgs, description="Read one order.")
-        return {t.name: t for t in (refund, lookup)}
+        slow = Tool("slow_refund", self.slow_refund, side_effect=True, args_model=RefundArgs, timeout_s=0.1,
+                    description="A refund through a slow gateway.")
+        return {t.name: t for t in (refund, lookup, slow)}
 
 
 def tool_call(tool: str, **args: Any) -> dict[str, Any]:

@@ -125,6 +125,11 @@ class FakeSlack:
         with self._lock:
             return copy.deepcopy(self.messages[(channel, ts)])
 
+    def messages_in(self, channel: str) -> list[dict[str, Any]]:
+        """Snapshots of every message in `channel`, oldest first."""
+        with self._lock:
+            return [copy.deepcopy(m) for m in self.messages.values() if m["channel"] == channel]
+
     def thread(self, channel: str, ts: str) -> list[dict[str, Any]]:
         """Messages posted in the thread under (channel, ts), oldest first, as they are now."""
         with self._lock:
