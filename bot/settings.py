@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, V
 
 from runtime.budget import Budget
 from runtime.errors import ConfigError
+from runtime.failpoints import Failpoints
 
 # name, default as documented ("" for none), one-line description
 _TABLE: tuple[tuple[str, str, str], ...] = (
@@ -43,6 +44,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_LEASE_SECONDS", "60", "Lease a worker holds on a run; an expired lease lets another worker recover it."),
     ("SIGNOFF_OUTBOX", "./outbox", "Directory where the demo send_email tool writes its .eml files."),
     ("SIGNOFF_LOG_LEVEL", "INFO", "Log level: DEBUG, INFO, WARNING or ERROR."),
+    ("SIGNOFF_FAILPOINTS", "", "Fault testing only: crash at named points, e.g. after_tool=exit. Never set in production."),
 )
 
 ENV_VARS: dict[str, str] = {name: default for name, default, _ in _TABLE}
@@ -114,6 +116,15 @@ def _field(name: str, **kwargs: Any) -> Any:
     return Field(default if default != "" else None, alias=name, **kwargs)
 
 
+def _check_failpoints(value: Any) -> Any:
+    if value:
+        Failpoints(str(value))  # raises ValueError naming the bad point
+    return value
+
+
+Failpoint = Annotated[str | None, BeforeValidator(_check_failpoints)]
+
+
 class Settings(BaseModel):
     """Everything `signoff` can be configured with, parsed and checked."""
 
@@ -144,6 +155,7 @@ class Settings(BaseModel):
     lease_seconds: int = _field("SIGNOFF_LEASE_SECONDS", gt=0)
     outbox: str = _field("SIGNOFF_OUTBOX", min_length=1)
     log_level: LogLevel = _field("SIGNOFF_LOG_LEVEL")
+    failpoints: Failpoint = _field("SIGNOFF_FAILPOINTS")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:

@@ -12,6 +12,7 @@ from bot.settings import Settings
 from runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine
 from runtime.adapters.sql import SqlStore
 from runtime.agent import Policy
+from runtime.failpoints import Failpoints
 from runtime.models import policy_from_spec
 from runtime.ports import Notifier
 from runtime.runner import MayApprove, Runner, RunnerConfig
@@ -67,6 +68,7 @@ def runner_config(settings: Settings, **overrides: Any) -> RunnerConfig:
         model=settings.model, budget=settings.budget, approval_ttl=settings.approval_ttl,
         lease=timedelta(seconds=settings.lease_seconds), extend_steps=settings.extend_steps,
         allow_self_approval=settings.allow_self_approval,
+        failpoints=Failpoints(settings.failpoints or ""),
     )
     values.update(overrides)
     return RunnerConfig(**values)
