@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime import Agent, Budget, ModelAuthError
+from runtime import Agent, Budget, ModelAuthError, ModelUnavailable
 from runtime.models import check_model, policy_from_spec
 from tests.fakes.openai_server import FakeOpenAI, completion, error, tool_call
 
@@ -271,3 +271,14 @@ def test_reply_with_neither_call_nor_text_gets_feedback(openai_server, openai_en
     assert feedback["role"] == "user"
     assert "could not be used (malformed decision: the model returned neither a tool call nor text)" in (
         feedback["content"])
+
+
+def test_check_model_reports_an_unreachable_server(sleeps):
+    with FakeOpenAI() as server:
+        env = {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-test"}
+    # The server is closed now: nothing listens on its port.
+
+    with pytest.raises(ModelUnavailable, match=r"failed 2 time\(s\); last error: could not connect"):
+        check_model("openai:gpt-4o", env, sleep=sleeps.append)
+
+    assert len(sleeps) == 1
