@@ -57,7 +57,7 @@ from runtime.records import (
     RunRecord,
 )
 from runtime.runner import Runner
-from runtime.state import DEFAULT_REDACT_KEYS, TERMINAL, redact
+from runtime.state import DEFAULT_REDACT_KEYS, REDACTED, TERMINAL, redact
 from tools.registry import load_toolsets
 
 EXIT_OK, EXIT_ERROR, EXIT_PAUSED, EXIT_STOPPED = 0, 1, 3, 4
@@ -449,8 +449,8 @@ def runs() -> None:
     """List, show, export and resume stored runs."""
 
 
-def runs_store(database_url: str | None, demo: bool) -> tuple[Settings, SqlStore]:
-    settings = load_settings({"database_url": database_url}, demo=demo)
+def runs_store(database_url: str | None, demo: bool, tools: str | None = None) -> tuple[Settings, SqlStore]:
+    settings = load_settings({"database_url": database_url, "tools": tools}, demo=demo)
     return settings, open_store(settings.database_url, auto_upgrade=may_create(settings.database_url, demo))
 
 
@@ -487,13 +487,14 @@ def runs_list(limit: int, status: str | None, requester: str | None, database_ur
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: run, history, events, approvals, executions.")
 @click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
+@click.option("--tools", help="Toolsets whose extra secret argument names to redact (overrides SIGNOFF_TOOLS).")
 @demo_option
-def runs_show(run_id: str, as_json: bool, database_url: str | None, demo: bool) -> int:
+def runs_show(run_id: str, as_json: bool, database_url: str | None, tools: str | None, demo: bool) -> int:
     """A run's story: what the model saw and did, the audit events, approvals and executions.
 
     Secret-looking arguments (password, token, ...) are redacted.
     """
-    settings, store = runs_store(database_url, demo)
+    settings, store = runs_store(database_url, demo, tools)
     record = run_records(store, the_run(store, run_id, settings.database_url), secret_keys(settings))
     if as_json:
         click.echo(json.dumps(record, indent=2, ensure_ascii=False, default=_json_default))
@@ -505,11 +506,12 @@ def runs_show(run_id: str, as_json: bool, database_url: str | None, demo: bool) 
 @runs.command("export")
 @click.argument("run_id")
 @click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
+@click.option("--tools", help="Toolsets whose extra secret argument names to redact (overrides SIGNOFF_TOOLS).")
 @demo_option
-def runs_export(run_id: str, database_url: str | None, demo: bool) -> int:
+def runs_export(run_id: str, database_url: str | None, tools: str | None, demo: bool) -> int:
     """JSON lines, each {"record": kind, "data": {...}}: the run, then each history entry, event,
     approval and execution. Secret-looking values are redacted."""
-    settings, store = runs_store(database_url, demo)
+    settings, store = runs_store(database_url, demo, tools)
     record = run_records(store, the_run(store, run_id, settings.database_url), secret_keys(settings))
     click.echo(json.dumps({"record": "run", "data": record["run"]}, ensure_ascii=False, default=_json_default))
     for kind, key in (("history", "history"), ("event", "events"), ("approval", "approvals"),
@@ -571,15 +573,29 @@ def run_records(store: SqlStore, run: RunRecord, keys: frozenset[str]) -> dict[s
     """Everything stored about a run, secrets redacted, as JSON-ready data."""
     row = dataclasses.asdict(run)
     state = {k: v for k, v in row.pop("state").items() if k != "history"}
+    events = store.timeline(run.run_id)
+    # Events carry arguments as the runner redacted them with the tool loaded, so the names it
+    # hid stay hidden here even when this process cannot load that tool.
+    keys = keys | redacted_names(events)
     record = {
         "run": {**row, **{k: state.get(k) for k in ("steps", "usage", "budget", "answer", "stop", "pending")}},
         "history": run.state.get("history", []),
-        "events": store.timeline(run.run_id),
+        "events": events,
         "approvals": [dataclasses.asdict(a) for a in store.list_approvals(run_id=run.run_id, limit=1000)][::-1],
         "executions": store.executions(run.run_id),
     }
     redacted: dict[str, Any] = redact(record, keys)
     return redacted
+
+
+def redacted_names(value: Any) -> frozenset[str]:
+    """Every dict key in `value` whose value is the redaction marker."""
+    if isinstance(value, dict):
+        found = {k for k, v in value.items() if v == REDACTED and isinstance(k, str)}
+        return frozenset(found).union(*(redacted_names(v) for v in value.values()))
+    if isinstance(value, list):
+        return frozenset().union(*(redacted_names(v) for v in value))
+    return frozenset()
 
 
 def _json_default(value: Any) -> Any:
@@ -774,7 +790,7 @@ def serve() -> int:
     settings = load_settings({})
     from bot.serve import serve as serve_slack  # imported here: only this command needs the Slack app
 
-    serve_slack(settings)
+    serve_slack(settings, environ=os.environ)
     return EXIT_OK
 
 
