@@ -392,8 +392,9 @@ def reconcile_here(runner: Runner, run: RunRecord, console: Console, notifier: T
     args = redact(pending.get("args", {}), notifier.secret_keys(pending.get("tool", "")))
     console.say(f"  the call: {pending.get('tool')} {one_line(as_text(args), 300)} (key {pending.get('key')})")
     console.say("  it may or may not have taken effect; check, then say what happened")
-    choice = console.choose("It happened: done [d], run it again: retry [r], abort the run [a], or quit [q]? ",
-                            {"d": "done", "r": "retry", "a": "abort", "q": "quit"})
+    # Whole words: claiming a side effect happened, or running it again, must not be one stray letter.
+    choice = console.choose("Type done (it happened), retry (run it again) or abort (end the run), or q to quit: ",
+                            {"done": "done", "retry": "retry", "abort": "abort", "q": "quit"})
     if choice in (None, "quit"):
         return None
     result: Any = None

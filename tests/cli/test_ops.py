@@ -169,3 +169,11 @@ def test_help_documents_exit_codes_and_piped_answers(signoff):
     assert "may approve their own run's side effects here" in run_help
     assert "printf 'a\\na\\n' | signoff demo" in demo_help
     assert "scripted model (not a real one)" in " ".join(demo_help.split())
+
+
+def test_serve_without_slack_settings_says_what_is_missing(signoff):
+    result = signoff.here("serve")
+
+    assert result.code == 1
+    assert result.err == ("error: SLACK_BOT_TOKEN: required by `signoff serve` (a bot token, xoxb-...); "
+                          "SLACK_SIGNING_SECRET: required in HTTP mode (or set SLACK_APP_TOKEN to use Socket Mode)\n")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from datetime import timedelta
 
 import pytest
 
+from bot.settings import Settings
+from bot.wiring import build_runner
 from tests.fakes.openai_server import FakeOpenAI, completion
 
 PASSWORD, TOKEN, PIN = "pw-Sup3rSecret-1", "tk-Sup3rSecret-2", "pin-Sup3rSecret-3"
@@ -147,12 +150,13 @@ def test_resume_settles_a_side_effect_with_an_unknown_outcome(signoff, tmp_path,
     stopped = signoff.here("run", "deploy version 7", *options, "--quiet", answers="a\n")
     run_id = run_id_of(stopped)
     settled = signoff.here("runs", "resume", run_id, "--tools", "slow_tools:TOOLS",
-                           answers='d\n{"deployed": 7, "checked": "by hand"}\n')
+                           answers='d\ndone\n{"deployed": 7, "checked": "by hand"}\n')
 
     assert stopped.code == 4
     assert stopped.lines[-1].startswith(f"{run_id} needs_reconciliation: timed out")
     assert settled.code == 0, settled.err
     assert "the call: deploy {\"version\": 7}" in settled.out
+    assert "please answer done, retry, abort, q" in settled.out  # a lone "d" is not enough
     assert settled.lines[-1] == f"{run_id} done: Version 7 is out."
     assert (tmp_path / "deploy-calls.txt").read_text() == f"{run_id}:1\n"  # settled, not run again
     story = json.loads(signoff.here("runs", "show", run_id, "--json").out)
@@ -184,3 +188,39 @@ def test_empty_runs_list(signoff):
     result = signoff.here("runs", "list")
 
     assert (result.code, result.out) == (0, "no runs\n")
+
+
+def lease_of(tmp_path, run_id):
+    with sqlite3.connect(tmp_path / "signoff.db") as db:
+        return db.execute("select status, lease_owner, lease_expires_at from runs where run_id = ?",
+                          (run_id,)).fetchone()
+
+
+@pytest.mark.slow
+def test_resume_continues_a_run_whose_process_died(signoff, tmp_path):
+    crashed = signoff("run", "handle the damaged order", env={
+        "SIGNOFF_FAILPOINTS": "after_checkpoint=exit", "SIGNOFF_LEASE_SECONDS": "1"})
+    assert crashed.code == 137  # died right after saving its first step, holding the lease
+    with sqlite3.connect(tmp_path / "signoff.db") as db:
+        [(run_id, status, owner)] = db.execute("select run_id, status, lease_owner from runs").fetchall()
+    assert status == "running" and owner is not None
+    time.sleep(1.0)  # the dead worker's one-second lease runs out
+
+    resumed = signoff.here("runs", "resume", run_id, answers="a\na\n")
+
+    assert resumed.code == 0, resumed.err
+    assert resumed.lines[-1].startswith(f"{run_id} done: ")
+    assert len(list(signoff.outbox.glob("*.eml"))) == 1
+
+
+def test_resume_refuses_a_run_another_worker_holds(signoff, tmp_path):
+    settings = Settings.from_env({"SIGNOFF_DATABASE_URL": f"sqlite:///{tmp_path / 'signoff.db'}"})
+    runner = build_runner(settings, None, env={}, auto_upgrade=True)
+    run = runner.start_run("handle the damaged order", requester="U123")
+    assert runner.store.claim(run.run_id, "worker-elsewhere", timedelta(minutes=5)) is not None
+
+    result = signoff.here("runs", "resume", run.run_id, answers="a\na\n")
+
+    assert result.code == 1
+    assert result.err.startswith(f"error: run {run.run_id} is being run by worker-elsewhere until ")
+    assert lease_of(tmp_path, run.run_id)[:2] == ("idle", "worker-elsewhere")
