@@ -488,3 +488,116 @@ def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
     return Handler
+
+
+# -- Socket Mode ------------------------------------------------------------------------------------
+
+
+class FakeSocketMode:
+    """A Socket Mode endpoint on 127.0.0.1:0: says hello, sends envelopes, collects the app's acks.
+
+    Point `FakeSlack(socket_url=fake.url)` at it; `apps.connections.open` then hands this URL out.
+    """
+
+    GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+    def __init__(self) -> None:
+        import socket
+
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(10)
+        self.acks: list[dict[str, Any]] = []
+        self._conn: Any = None
+        self._acked = threading.Condition()
+        self._connected = threading.Event()
+        threading.Thread(target=self._accept, daemon=True, name="fake-socket-mode-accept").start()
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self._listener.getsockname()[1]}/link/?ticket=test"
+
+    def wait_connected(self, timeout: float = 10.0) -> None:
+        """Wait until the app has connected and been greeted."""
+        assert self._connected.wait(timeout), "the app never connected"
+
+    def _accept(self) -> None:
+        """Take the app's connection, complete the WebSocket handshake and say hello."""
+        import base64
+        import hashlib
+
+        try:
+            conn, _ = self._listener.accept()
+        except OSError:
+            return
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += conn.recv(1024)
+        key = next(line.split(":", 1)[1].strip() for line in request.decode().split("\r\n")
+                   if line.lower().startswith("sec-websocket-key:"))
+        accept = base64.b64encode(hashlib.sha1((key + self.GUID).encode()).digest()).decode()
+        conn.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      f"Sec-WebSocket-Accept: {accept}\r\n\r\n").encode())
+        self._conn = conn
+        threading.Thread(target=self._read, daemon=True, name="fake-socket-mode").start()
+        self.send({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0SIGNOFF"},
+                   "debug_info": {"host": "fake", "approximate_connection_time": 3600}})
+        self._connected.set()
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message).encode()
+        if len(data) < 126:
+            size = bytes([len(data)])
+        elif len(data) < 65536:
+            size = bytes([126]) + len(data).to_bytes(2, "big")
+        else:
+            size = bytes([127]) + len(data).to_bytes(8, "big")
+        self._conn.sendall(bytes([0x81]) + size + data)  # FIN + text frame; servers do not mask
+
+    def envelope(self, kind: str, payload: dict[str, Any], envelope_id: str) -> dict[str, Any]:
+        """Send one envelope (e.g. `slash_commands`) and wait for the app's ack of it."""
+        self.send({"envelope_id": envelope_id, "type": kind, "payload": payload, "accepts_response_payload": True})
+        with self._acked:
+            assert self._acked.wait_for(lambda: any(a.get("envelope_id") == envelope_id for a in self.acks), 10)
+            return next(a for a in self.acks if a.get("envelope_id") == envelope_id)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._listener.close()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                opcode, payload = self._frame()
+            except OSError:
+                return
+            if opcode == 0x8 or opcode is None:
+                return
+            if opcode == 0x9:  # ping: answer pong
+                self._conn.sendall(bytes([0x8A, len(payload)]) + payload)
+            elif opcode == 0x1:
+                with self._acked:
+                    self.acks.append(json.loads(payload))
+                    self._acked.notify_all()
+
+    def _frame(self) -> tuple[int | None, bytes]:
+        head = self._recv(2)
+        if not head:
+            return None, b""
+        opcode, size = head[0] & 0x0F, head[1] & 0x7F
+        if size == 126:
+            size = int.from_bytes(self._recv(2), "big")
+        elif size == 127:
+            size = int.from_bytes(self._recv(8), "big")
+        mask = self._recv(4) if head[1] & 0x80 else b"\0\0\0\0"
+        data = self._recv(size)
+        return opcode, bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+
+    def _recv(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self._conn.recv(n - len(data))
+            if not chunk:
+                return b""
+            data += chunk
+        return data
