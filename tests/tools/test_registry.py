@@ -32,7 +32,7 @@ def user_module(tmp_path, monkeypatch):
 
 
 TOOLS_SOURCE = """
-    from tools.base import Tool
+    from tools import Tool
 
     def restart(args, key):
         return {"restarted": args["service"], "key": key}
@@ -124,7 +124,7 @@ def test_a_malformed_entry_is_named(entry, tmp_path):
         ("TOOLS = 'ping'", "expected a list of Tool, got str"),
         ("TOOLS = []", "the list of tools is empty"),
         (
-            "from tools.base import Tool\nTOOLS = [Tool('ok', print), {'name': 'x'}, print]",
+            "from tools import Tool\nTOOLS = [Tool('ok', print), {'name': 'x'}, print]",
             "not a Tool: item 1 is dict, item 2 is builtin_function_or_method",
         ),
         ("def TOOLS():\n    raise KeyError('OPS_TOKEN')", "calling TOOLS() raised KeyError: 'OPS_TOKEN'"),
@@ -138,7 +138,7 @@ def test_something_other_than_a_list_of_tools_is_named(user_module, tmp_path, so
 
 def test_a_tool_defined_in_two_sets_is_named_with_both(user_module, tmp_path):
     name = user_module("""
-        from tools.base import Tool
+        from tools import Tool
         TOOLS = [Tool("send_email", lambda args, key: None, side_effect=True)]
     """)
     assert problems_of(f"demo,{name}:TOOLS", tmp_path) == [
@@ -148,7 +148,7 @@ def test_a_tool_defined_in_two_sets_is_named_with_both(user_module, tmp_path):
 
 def test_a_tool_defined_twice_in_one_set_and_a_set_listed_twice_are_named(user_module, tmp_path):
     name = user_module("""
-        from tools.base import Tool
+        from tools import Tool
         TOOLS = [Tool("ping", lambda a, k: 1), Tool("ping", lambda a, k: 2)]
     """)
     assert problems_of(f"demo,{name}:TOOLS,demo", tmp_path) == [
