@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from typing import Any, Literal
 
 from runtime.errors import IncompatibleState
@@ -133,7 +134,7 @@ def idempotency_key(run_id: str, step: int) -> str:
 
 def redact(value: Any, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS) -> Any:
     """A copy of `value` with every dict entry whose key names a secret replaced by `[redacted]`."""
-    lowered = {k.lower() for k in keys}
+    lowered = {_normalise_key(k) for k in keys}
     if isinstance(value, dict):
         return {
             k: (REDACTED if isinstance(k, str) and _is_secret_key(k, lowered) else redact(v, keys))
@@ -145,5 +146,13 @@ def redact(value: Any, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS) ->
 
 
 def _is_secret_key(key: str, secret_keys: set[str]) -> bool:
-    k = key.lower().replace("-", "_")
+    k = _normalise_key(key)
     return k in secret_keys or any(k.endswith("_" + s) for s in secret_keys)
+
+
+def _normalise_key(key: str) -> str:
+    """`accessToken`, `Access-Token` and `access_token` all become `access_token`."""
+    return _CAMEL_HUMP.sub("_", key).lower().replace("-", "_")
+
+
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
