@@ -264,6 +264,7 @@ class Agent:
         if action == "retry":
             self._dispatch(pending, retry=True)
         else:
+            result = _jsonable(result)
             self._record_execution(pending, ok=True, value=result, seconds=0.0, reconciled=True)
             self._observe(pending, result=result)
             self.state["pending"] = None
