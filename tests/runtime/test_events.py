@@ -162,3 +162,19 @@ def test_checkpoints_continue_seamlessly_after_a_resume():
     delivered = [event for snap in before.snapshots + after.snapshots for event in snap.events]
     assert delivered == before.events + after.events
     assert [e["type"] for e in after.events] == ["approval_decided", "tool_executed", "decision", "finished"]
+
+
+def test_secret_keys_are_recognised_in_any_common_spelling():
+    from runtime import redact
+
+    args = {"accessToken": "a", "clientSecret": "b", "userPassword": "c", "X-Auth-Token": "d", "API_KEY": "e",
+            "author": "Ann", "tokens_used": 5, "secretary": "Bob"}
+    assert redact(args) == {**{k: "[redacted]" for k in list(args)[:5]},
+                            "author": "Ann", "tokens_used": 5, "secretary": "Bob"}
+
+
+def test_configured_secret_keys_match_in_any_spelling_too():
+    from runtime import redact
+
+    assert redact({"x_pin": 1, "X-Pin": 2, "xPin": 3, "pin": 4}, {"X-Pin"}) == {
+        "x_pin": "[redacted]", "X-Pin": "[redacted]", "xPin": "[redacted]", "pin": 4}

@@ -215,3 +215,10 @@ def test_approved_tool_missing_after_a_resume_fails_the_run_without_running_it()
     assert resumed.retry() == "done"
     assert "no longer registered" in script.seen[-1][-1]["error"]
     assert resumed.state["pending"] is None
+
+
+def test_reconciled_result_that_is_not_json_still_checkpoints(hang):
+    agent = side_effect_timeout(hang, final("deployed"))
+    agent.decide(True)
+    assert agent.reconcile("done", {"hosts": {"web-1"}}) == "done"
+    assert Agent.resume(agent.checkpoint(), Script(), []).checkpoint() == agent.checkpoint()
