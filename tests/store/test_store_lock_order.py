@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, text
-from store_harness import APPROVER, ONLY_POSTGRES, REQUESTER, ManualClock, build_runner, side_effects
+from store_harness import APPROVER, REQUESTER, ManualClock, build_runner, side_effects
 
 from runtime.adapters.db import make_engine
 from runtime.adapters.sql import SqlStore
 from runtime.records import Decided, Done
 
-pytestmark = ONLY_POSTGRES
+pytestmark = pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 
 
 def lock_waiters(admin: Any, app: str) -> int:
