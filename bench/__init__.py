@@ -1,0 +1,1 @@
+"""Benchmarks: per-step cost, peers, Slack acknowledgement latency and scale (`python -m bench`)."""

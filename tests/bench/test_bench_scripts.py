@@ -1,0 +1,146 @@
+"""Smoke tests for the benchmark scripts: each runs at tiny sizes and reports well-formed figures.
+
+They check the scripts, not the speed: the sizes are far too small for the numbers to mean anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import machine, peer_loop, peers, pg, report, scale, slack_ack, steps  # noqa: E402
+
+
+def postgres_url() -> str:
+    url = pg.postgres_url()
+    if not pg.reachable(url):
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI but {url} is unreachable")
+        pytest.skip("PostgreSQL is not reachable")
+    return url
+
+
+def assert_timing(stats: dict) -> None:
+    assert stats["n"] >= 1
+    assert 0 < stats["min_ms"] <= stats["median_ms"] <= stats["max_ms"]
+    assert stats["median_ms"] <= stats["p99_ms"] <= stats["max_ms"]
+
+
+def test_step_benchmark_reports_every_size_the_floor_and_the_goals():
+    result = steps.run(quick=True, only=("sqlite", "sqlite_pooled"))
+
+    assert set(result["backends"]) == {"sqlite", "sqlite_pooled"}
+    sqlite = result["backends"]["sqlite"]
+    assert set(sqlite["sizes"]) == {"5", "20"}
+    for size in sqlite["sizes"].values():
+        assert_timing(size["step"])
+    assert sqlite["sizes"]["20"]["step"]["n"] == 19  # intervals between 20 policy calls
+    assert_timing(sqlite["floor_driver"])
+    assert_timing(sqlite["floor_engine"])
+    assert sqlite["payload_bytes"]["state"] > 100
+    assert sqlite["longest"]["history_entries"] == 1 + 2 * 20
+    goal = result["goals"]["sqlite"]
+    assert goal["flat"] == (goal["last_over_first"] <= 1.2)
+    text = steps.markdown(result)
+    assert "| SQLite file (Signoff's engine) | 20 | 1 |" in text and "≤ 3x floor" in text
+    json.dumps(result)
+
+
+@pytest.mark.postgres
+def test_step_benchmark_on_postgres_uses_and_drops_its_own_schema():
+    url = postgres_url()
+    result = steps.run(quick=True, postgres_url=url, only=("postgresql",))
+
+    assert_timing(result["backends"]["postgresql"]["sizes"]["20"]["step"])
+    assert_timing(result["backends"]["postgresql"]["floor_driver"])
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        left = conn.execute(text("select count(*) from information_schema.schemata "
+                                 "where schema_name like 'bench_steps_%'")).scalar_one()
+    engine.dispose()
+    assert left == 0
+
+
+def test_peer_loop_runs_the_installed_systems_to_the_approval_and_back():
+    names = peer_loop.available()
+    assert "signoff" in names
+    result = peers.with_goals(peer_loop.measure([3], [1], names))
+
+    mine = result["systems"]["signoff"]["sizes"]["3"]
+    assert_timing({**mine["step"], "p99_ms": mine["step"]["max_ms"]})
+    assert mine["round_trip"]["median_ms"] > 0
+    assert set(result["speedup"]) == set(names) - {"signoff"}
+    assert "| signoff |" in peers.markdown(result)
+
+
+def test_speedup_goal_needs_five_times_at_every_size_and_growth():
+    def system(*step_ms: float) -> dict:
+        return {"version": "1", "durability": "x", "sizes": {
+            str(n): {"step": {"median_ms": v}, "round_trip": {"median_ms": 1.0}}
+            for n, v in zip((10, 100), step_ms, strict=True)}}
+
+    result = peers.with_goals({"sizes": [10, 100], "repeats": [1, 1], "systems": {
+        "signoff": system(1.0, 1.0), "fast": system(6.0, 8.0), "flat": system(6.0, 6.0), "slow": system(2.0, 9.0)}})
+
+    assert result["speedup"]["fast"] == {"10": 6.0, "100": 8.0}
+    assert result["goals"]["fast"] == {"at_least_5x": True, "growing": True}
+    assert result["goals"]["flat"] == {"at_least_5x": True, "growing": False}
+    assert result["goals"]["slow"]["at_least_5x"] is False
+
+
+@pytest.mark.slow
+def test_slack_benchmark_drives_a_real_signoff_serve_process():
+    result = slack_ack.run(quick=True)
+
+    data = result["backends"]["sqlite"]
+    for key in ("start_command", "approve_click", "list_command"):
+        assert data[key]["statuses"] == {"200": 5}, data[key]
+        assert_timing(data[key])
+    assert data["click_to_tool"]["n"] == 5
+    assert data["rss_after"]["rss_mib"] > 20
+    assert "Approve click" in slack_ack.markdown(result)
+
+
+@pytest.mark.postgres
+def test_scale_benchmark_seeds_paused_runs_sweeps_them_and_explains_the_queries():
+    result = scale.run(quick=True, postgres_url=postgres_url(), serve=False)
+
+    assert result["rows"]["runs"] == result["rows"]["approvals"] == 50 + 5 + 1
+    assert result["live"]["approvals_for"]["rows"] == 20
+    assert result["live"]["runs_for"]["rows"] == 6  # copies 1, 11, ..., 51 of 55 belong to UREQ0001
+    assert "Update on approvals" in result["live"]["plans"]["sweep"]
+    assert result["stale"]["store_expire_due"]["approvals"] == 51
+    assert result["stale"]["runner_expire_due"]["runs_ended"] == 5
+    assert "Plan of the expiry sweep" in scale.markdown(result)
+
+
+def test_write_block_replaces_its_own_block_and_keeps_the_prose(tmp_path):
+    page = tmp_path / "BENCHMARKS.md"
+    page.write_text("# Benchmarks\n\nProse before.\n", encoding="utf-8")
+
+    report.write_block("steps", "first figures", page)
+    report.write_block("peers", "peer figures", page)
+    report.write_block("steps", "second figures", page)
+
+    text = page.read_text(encoding="utf-8")
+    assert "Prose before." in text and "peer figures" in text
+    assert "second figures" in text and "first figures" not in text
+    assert text.count("<!-- bench:steps -->") == 1
+
+
+def test_machine_description_names_the_hardware_and_the_versions():
+    info = machine.describe("15.0")
+
+    assert info["cores"] >= 1 and info["ram_gib"] > 0 and info["sqlite"]
+    assert info["fdatasync_ms"]["min"] <= info["fdatasync_ms"]["median"] <= info["fdatasync_ms"]["max"]
+    assert "PostgreSQL 15.0" in machine.markdown(info)
