@@ -8,22 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
-import json
 import logging
 import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import click
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from bot.checks import check_lines
 from bot.settings import Settings
-from bot.terminal import Console, TerminalNotifier, as_text, budget_line, find_call, one_line, step_lines
+from bot.story import dumps, run_records, story_lines
+from bot.terminal import EXIT_ERROR, EXIT_OK, Console, TerminalNotifier, drive, finish, one_line
 from bot.wiring import (
     DEMO_MODEL,
     PACKAGE_DIR,
@@ -31,11 +29,9 @@ from bot.wiring import (
     is_scripted,
     model_env,
     open_store,
-    resolve_model_spec,
 )
 from runtime.adapters.db import (
     DEFAULT_DATABASE_URL,
-    ensure_schema,
     is_default_sqlite,
     make_engine,
     masked,
@@ -43,24 +39,11 @@ from runtime.adapters.db import (
 )
 from runtime.adapters.sql import SqlStore
 from runtime.errors import ConfigError, SignoffError
-from runtime.models import check_model, describe_model
-from runtime.records import (
-    AlreadyDecided,
-    ApprovalRecord,
-    Decided,
-    Done,
-    Expired,
-    Mismatch,
-    Missing,
-    NotAllowed,
-    Refused,
-    RunRecord,
-)
-from runtime.runner import Runner
-from runtime.state import DEFAULT_REDACT_KEYS, REDACTED, TERMINAL, redact
+from runtime.models import describe_model
+from runtime.records import RunRecord
+from runtime.state import DEFAULT_REDACT_KEYS, TERMINAL
 from tools.registry import load_toolsets
 
-EXIT_OK, EXIT_ERROR, EXIT_PAUSED, EXIT_STOPPED = 0, 1, 3, 4
 DEMO_DATABASE_URL = "sqlite:///signoff-demo.db"
 DEMO_GOAL = "Ada Lovelace says order A-1001 arrived damaged. Refund her and let her know."
 DEMO_ENV = {"SIGNOFF_DATABASE_URL": DEMO_DATABASE_URL, "SIGNOFF_MODEL": DEMO_MODEL, "SIGNOFF_TOOLS": "demo"}
@@ -86,10 +69,6 @@ TERMINAL_APPROVER_HELP = (
 @dataclasses.dataclass
 class Options:
     debug: bool = False
-
-
-class RunBusy(click.ClickException):
-    """Another worker holds the run's lease."""
 
 
 # -- entry point -------------------------------------------------------------------------------
@@ -159,43 +138,37 @@ def default_user() -> str:
         return "cli:unknown"
 
 
-def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The flags `run` and `demo` share; each overrides its SIGNOFF_* variable."""
-    positive_int = click.IntRange(min=1)
-    positive = click.FloatRange(min=0, min_open=True)
-    decorators = [
-        click.option("--model", help="Model spec: openai:<model>, anthropic:<model> or scripted:<path>."),
-        click.option("--tools", help="Toolsets: demo or package.module:attribute, comma-separated."),
-        click.option("--max-steps", type=positive_int, help="Budget: model calls."),
-        click.option("--max-tool-calls", type=positive_int, help="Budget: tool executions."),
-        click.option("--max-tokens", type=positive_int, help="Budget: input plus output tokens."),
-        click.option("--max-cost-usd", type=positive, help="Budget: model cost in US dollars."),
-        click.option("--max-seconds", type=positive, help="Budget: seconds spent running."),
-        *store_options(),
-        click.option("--outbox", help="Directory for the demo send_email .eml files and refund ledger."),
-        *terminal_options(),
-    ]
-    for decorator in reversed(decorators):
-        command = decorator(command)
-    return command
+def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
+    """Several `click.option`s as one decorator, in the order given."""
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return apply
 
 
-def store_options() -> list[Callable[..., Any]]:
-    return [click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")]
-
-
-def terminal_options() -> list[Callable[..., Any]]:
-    return [
-        click.option("--quiet", "-q", is_flag=True, help="Print only the outcome line."),
-        click.option("--user", default=default_user, show_default="cli:$USER",
-                     help="Who starts and decides, as recorded in the audit log."),
-    ]
-
-
-def demo_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--demo", is_flag=True,
-                        help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, demo tools), as `signoff demo` does.")(
-        command)
+_POSITIVE_INT, _POSITIVE = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
+DATABASE_URL = click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
+TOOLS = click.option("--tools", help="Toolsets: demo or package.module:attribute, comma-separated "
+                                     "(overrides SIGNOFF_TOOLS).")
+OUTBOX = click.option("--outbox", help="Directory for the demo send_email .eml files and refund ledger.")
+QUIET = click.option("--quiet", "-q", is_flag=True, help="Print only the outcome line.")
+USER = click.option("--user", default=default_user, show_default="cli:$USER",
+                    help="Who starts and decides, as recorded in the audit log.")
+DEMO = click.option("--demo", is_flag=True,
+                    help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, demo tools), as `signoff demo` does.")
+RUN_OPTIONS = options(
+    click.option("--model", help="Model spec: openai:<model>, anthropic:<model> or scripted:<path>."),
+    TOOLS,
+    click.option("--max-steps", type=_POSITIVE_INT, help="Budget: model calls."),
+    click.option("--max-tool-calls", type=_POSITIVE_INT, help="Budget: tool executions."),
+    click.option("--max-tokens", type=_POSITIVE_INT, help="Budget: input plus output tokens."),
+    click.option("--max-cost-usd", type=_POSITIVE, help="Budget: model cost in US dollars."),
+    click.option("--max-seconds", type=_POSITIVE, help="Budget: seconds spent running."),
+    DATABASE_URL, OUTBOX, QUIET, USER,
+)
+"""The flags `run` and `demo` share; each overrides its SIGNOFF_* variable."""
 
 
 def load_settings(flags: Mapping[str, Any], *, demo: bool = False) -> Settings:
@@ -220,7 +193,7 @@ def make_console(quiet: bool) -> Console:
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("goal")
-@run_options
+@RUN_OPTIONS
 def run(goal: str, quiet: bool, user: str, **flags: Any) -> int:
     """Run GOAL in the terminal with the configured model and tools.
 
@@ -239,7 +212,7 @@ run.help = (run.help or "") + TERMINAL_APPROVER_HELP
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("goal", default=DEMO_GOAL)
-@run_options
+@RUN_OPTIONS
 def demo(goal: str, quiet: bool, user: str, **flags: Any) -> int:
     """A run with zero configuration: a scripted model (not a real one), the built-in demo tools
     and a SQLite file (./signoff-demo.db) created on first use.
@@ -296,152 +269,6 @@ def resume_hint(run_id: str, settings: Settings, demo: bool) -> str:
     return command
 
 
-# -- driving a run in the terminal ---------------------------------------------------------------
-
-
-def drive(runner: Runner, run_id: str, console: Console, notifier: TerminalNotifier, user: str, *,
-          settle: bool) -> RunRecord:
-    """Execute the run, deciding what it waits for here, until it ends or the person quits.
-
-    With `settle`, a run that stopped (budget, failure, unknown outcome) is offered extend, retry
-    or reconcile; otherwise only approvals are asked.
-    """
-    stalled_at: int | None = None
-    while True:
-        runner.execute(run_id)
-        run = runner.get_run(run_id)
-        assert run is not None, "runs are never deleted"
-        if run.status in ("idle", "running"):
-            until = f" until {run.lease_expires_at:%H:%M:%S} UTC" if run.lease_expires_at else ""
-            raise RunBusy(f"run {run_id} is being run by {run.lease_owner or 'another worker'}{until}; "
-                          "try again later")
-        if run.version == stalled_at:
-            return run  # nothing moved since the last round: stop rather than spin
-        stalled_at = run.version
-        match run.status:
-            case "awaiting_approval":
-                approval = runner.pending_approval(run_id)
-                if approval is not None and not decide_here(runner, run, approval, console, notifier, user):
-                    return run
-            case "budget_exhausted" | "failed" | "needs_reconciliation" if settle:
-                if not settle_here(runner, run, console, notifier, user):
-                    return run
-            case _:
-                return run
-
-
-def decide_here(runner: Runner, run: RunRecord, approval: ApprovalRecord, console: Console,
-                notifier: TerminalNotifier, user: str) -> bool:
-    """Ask for a decision on `approval` and record it; False if the person quit."""
-    notifier.show_approval(run, approval)
-    if approval.expires_at <= datetime.now(UTC):
-        # Deciding cannot win any more; the store marks it expired and the run ends as expired.
-        runner.decide(approval.approval_id, approval.digest, user, approved=False)
-        return True
-    choice = console.choose("Approve [a], deny [d] or quit [q]? ", {"a": "approve", "d": "deny", "q": "quit"})
-    if choice in (None, "quit"):
-        return False
-    note = ""
-    if choice == "deny":
-        note = console.read("Reason (the model is told): ") or ""
-    match runner.decide(approval.approval_id, approval.digest, user, approved=choice == "approve", note=note):
-        case Decided() | Expired():
-            pass  # the notifier has said so
-        case AlreadyDecided(approval=earlier):
-            console.say(f"  already {earlier.status} by {earlier.decided_by}")
-        case NotAllowed(reason=reason) | Mismatch(reason=reason):
-            raise click.ClickException(reason)
-        case Missing(what=what):
-            raise click.ClickException(f"the {what} disappeared while you were deciding")
-    return True
-
-
-def settle_here(runner: Runner, run: RunRecord, console: Console, notifier: TerminalNotifier, user: str) -> bool:
-    """Offer what fits a stopped run (extend, retry, reconcile); False if the person quit."""
-    stop = run.stop or {}
-    console.say(f"run {run.run_id} is {run.status}: {stop.get('reason', '')}")
-    if stop.get("detail"):
-        console.say(f"  {one_line(stop['detail'], 300)}")
-    console.say(f"  budget: {budget_line(run.state)}")
-    match run.status:
-        case "budget_exhausted":
-            limit = stop.get("budget", "max_steps")
-            choice = console.choose(f"Extend {limit} [e] or quit [q]? ", {"e": "extend", "q": "quit"})
-            outcome = runner.extend(run.run_id, user) if choice == "extend" else None
-        case "failed":
-            choice = console.choose("Retry from the last checkpoint [r] or quit [q]? ", {"r": "retry", "q": "quit"})
-            outcome = runner.retry(run.run_id, user) if choice == "retry" else None
-        case _:
-            outcome = reconcile_here(runner, run, console, notifier, user)
-    match outcome:
-        case None:
-            return False
-        case Done():
-            return True
-        case Refused(reason=reason) | NotAllowed(reason=reason):
-            console.say(f"  not possible: {reason}")
-            return False
-        case Missing(what=what):
-            raise click.ClickException(f"the {what} disappeared")
-    return False
-
-
-def reconcile_here(runner: Runner, run: RunRecord, console: Console, notifier: TerminalNotifier,
-                   user: str) -> Done | Refused | NotAllowed | Missing | None:
-    pending = run.state.get("pending") or {}
-    args = redact(pending.get("args", {}), notifier.secret_keys(pending.get("tool", "")))
-    console.say(f"  the call: {pending.get('tool')} {one_line(as_text(args), 300)} (key {pending.get('key')})")
-    console.say("  it may or may not have taken effect; check, then say what happened")
-    # Whole words: claiming a side effect happened, or running it again, must not be one stray letter.
-    choice = console.choose("Type done (it happened), retry (run it again) or abort (end the run), or q to quit: ",
-                            {"done": "done", "retry": "retry", "abort": "abort", "q": "quit"})
-    if choice in (None, "quit"):
-        return None
-    result: Any = None
-    if choice == "done":
-        text = console.read("Its result, for the model (JSON or text, empty for none): ") or ""
-        result = _json_or_text(text)
-    return runner.reconcile(run.run_id, user, choice, result, note="settled in the terminal")
-
-
-def _json_or_text(text: str) -> Any:
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def finish(console: Console, run: RunRecord, hint: str) -> int:
-    """Print the outcome line; return the exit code for the run's status."""
-    console.outcome(outcome_line(run, hint))
-    return exit_code(run.status)
-
-
-def outcome_line(run: RunRecord, hint: str) -> str:
-    reason = (run.stop or {}).get("reason", "")
-    match run.status:
-        case "done":
-            return f"{run.run_id} done: {run.answer}"
-        case "awaiting_approval":
-            return f"{run.run_id} awaiting_approval (resume with: {hint})"
-        case "budget_exhausted":
-            return f"{run.run_id} budget_exhausted: {reason} (extend with: {hint})"
-        case "failed":
-            return f"{run.run_id} failed: {reason} (retry with: {hint})"
-        case "needs_reconciliation":
-            return f"{run.run_id} needs_reconciliation: {reason} (settle with: {hint})"
-        case status:
-            return f"{run.run_id} {status}: {reason}" if reason else f"{run.run_id} {status}"
-
-
-def exit_code(status: str) -> int:
-    if status == "done":
-        return EXIT_OK
-    return EXIT_PAUSED if status == "awaiting_approval" else EXIT_STOPPED
-
-
 # -- runs ----------------------------------------------------------------------------------------
 
 
@@ -466,8 +293,8 @@ def the_run(store: SqlStore, run_id: str, database_url: str) -> RunRecord:
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--status", help="Only runs with this status, e.g. awaiting_approval.")
 @click.option("--requester", help="Only runs started by this user.")
-@click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
-@demo_option
+@DATABASE_URL
+@DEMO
 def runs_list(limit: int, status: str | None, requester: str | None, database_url: str | None, demo: bool) -> int:
     """The most recent runs, newest first."""
     _, store = runs_store(database_url, demo)
@@ -487,9 +314,7 @@ def runs_list(limit: int, status: str | None, requester: str | None, database_ur
 @runs.command("show")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: run, history, events, approvals, executions.")
-@click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
-@click.option("--tools", help="Toolsets whose extra secret argument names to redact (overrides SIGNOFF_TOOLS).")
-@demo_option
+@options(DATABASE_URL, TOOLS, DEMO)
 def runs_show(run_id: str, as_json: bool, database_url: str | None, tools: str | None, demo: bool) -> int:
     """A run's story: what the model saw and did, the audit events, approvals and executions.
 
@@ -498,7 +323,7 @@ def runs_show(run_id: str, as_json: bool, database_url: str | None, tools: str |
     settings, store = runs_store(database_url, demo, tools)
     record = run_records(store, the_run(store, run_id, settings.database_url), secret_keys(settings))
     if as_json:
-        click.echo(json.dumps(record, indent=2, ensure_ascii=False, default=_json_default))
+        click.echo(dumps(record, indent=2))
     else:
         click.echo("\n".join(story_lines(record)))
     return EXIT_OK
@@ -506,31 +331,23 @@ def runs_show(run_id: str, as_json: bool, database_url: str | None, tools: str |
 
 @runs.command("export")
 @click.argument("run_id")
-@click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
-@click.option("--tools", help="Toolsets whose extra secret argument names to redact (overrides SIGNOFF_TOOLS).")
-@demo_option
+@options(DATABASE_URL, TOOLS, DEMO)
 def runs_export(run_id: str, database_url: str | None, tools: str | None, demo: bool) -> int:
     """JSON lines, each {"record": kind, "data": {...}}: the run, then each history entry, event,
     approval and execution. Secret-looking values are redacted."""
     settings, store = runs_store(database_url, demo, tools)
     record = run_records(store, the_run(store, run_id, settings.database_url), secret_keys(settings))
-    click.echo(json.dumps({"record": "run", "data": record["run"]}, ensure_ascii=False, default=_json_default))
+    click.echo(dumps({"record": "run", "data": record["run"]}))
     for kind, key in (("history", "history"), ("event", "events"), ("approval", "approvals"),
                       ("execution", "executions")):
         for item in record[key]:
-            click.echo(json.dumps({"record": kind, "data": item}, ensure_ascii=False, default=_json_default))
+            click.echo(dumps({"record": kind, "data": item}))
     return EXIT_OK
 
 
 @runs.command("resume", epilog=EXIT_CODES_HELP)
 @click.argument("run_id")
-@click.option("--tools", help="Toolsets: demo or package.module:attribute (overrides SIGNOFF_TOOLS).")
-@click.option("--outbox", help="Directory for the demo send_email .eml files and refund ledger.")
-@click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
-@demo_option
-@click.option("--quiet", "-q", is_flag=True, help="Print only the outcome line.")
-@click.option("--user", default=default_user, show_default="cli:$USER",
-              help="Who decides, as recorded in the audit log.")
+@options(TOOLS, OUTBOX, DATABASE_URL, DEMO, QUIET, USER)
 def runs_resume(run_id: str, tools: str | None, outbox: str | None, database_url: str | None, demo: bool,
                 quiet: bool, user: str) -> int:
     """Continue a paused, failed, out-of-budget or orphaned run here.
@@ -570,99 +387,6 @@ def secret_keys(settings: Settings) -> frozenset[str]:
     return DEFAULT_REDACT_KEYS.union(*(tool.redact for tool in tools.values()))
 
 
-def run_records(store: SqlStore, run: RunRecord, keys: frozenset[str]) -> dict[str, Any]:
-    """Everything stored about a run, secrets redacted, as JSON-ready data."""
-    row = dataclasses.asdict(run)
-    state = {k: v for k, v in row.pop("state").items() if k != "history"}
-    events = store.timeline(run.run_id)
-    # Events carry arguments as the runner redacted them with the tool loaded, so the names it
-    # hid stay hidden here even when this process cannot load that tool.
-    keys = keys | redacted_names(events)
-    record = {
-        "run": {**row, **{k: state.get(k) for k in ("steps", "usage", "budget", "answer", "stop", "pending")}},
-        "history": run.state.get("history", []),
-        "events": events,
-        "approvals": [dataclasses.asdict(a) for a in store.list_approvals(run_id=run.run_id, limit=1000)][::-1],
-        "executions": store.executions(run.run_id),
-    }
-    redacted: dict[str, Any] = redact(record, keys)
-    return redacted
-
-
-def redacted_names(value: Any) -> frozenset[str]:
-    """Every dict key in `value` whose value is the redaction marker."""
-    if isinstance(value, dict):
-        found = {k for k, v in value.items() if v == REDACTED and isinstance(k, str)}
-        return frozenset(found).union(*(redacted_names(v) for v in value.values()))
-    if isinstance(value, list):
-        return frozenset().union(*(redacted_names(v) for v in value))
-    return frozenset()
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def story_lines(record: Mapping[str, Any]) -> list[str]:
-    """`runs show` as text."""
-    run = record["run"]
-    lines = [f"run {run['run_id']}  {run['status']}",
-             f"  goal:       {run['goal']}",
-             f"  requester:  {run['requester']}",
-             f"  model:      {run['model']}",
-             f"  created:    {run['created_at']:%Y-%m-%d %H:%M:%S} UTC   updated: {run['updated_at']:%Y-%m-%d %H:%M:%S} UTC",
-             f"  budget:     {budget_line({'budget': run['budget'], 'usage': run['usage'], 'steps': run['steps']})}"]
-    if run.get("answer") is not None:
-        lines.append(f"  answer:     {run['answer']}")
-    if run.get("stop"):
-        lines.append(f"  stopped:    {run['stop'].get('reason', '')}")
-    lines += ["", "history (what the model saw and did):"]
-    lines += history_lines(record["history"])
-    lines += ["", "audit events:"]
-    lines += [f"  #{e['seq']:<3} {e['at'][11:19]}  {e['type']:<20} {event_summary(e)}" for e in record["events"]]
-    lines += ["", "approvals:"]
-    lines += [approval_line(a) for a in record["approvals"]] or ["  (none)"]
-    lines += ["", "executions:"]
-    lines += [f"  {x['key']}  {x['tool']}  {x['status']}  attempts {x['attempts']}"
-              + (f"  {x['seconds']:.3f}s" if x.get("seconds") is not None else "")
-              + (f"  error: {one_line(x['error'], 200)}" if x.get("error") else "")
-              for x in record["executions"]] or ["  (none)"]
-    return lines
-
-
-def history_lines(history: list[Mapping[str, Any]]) -> list[str]:
-    lines = []
-    for entry in history:
-        match entry.get("role"):
-            case "user":
-                lines.append(f"  goal: {one_line(entry.get('content', ''), 300)}")
-            case "assistant" if "final" in entry:
-                lines.append(f"  step {entry.get('step')}  final: {one_line(entry['final'], 500)}")
-            case "assistant" if "malformed" in entry:
-                lines.append(f"  step {entry.get('step')}  malformed reply: {one_line(entry['malformed'], 200)}")
-            case "tool":
-                lines += step_lines(find_call(history, entry), entry, frozenset())
-            case "runtime":
-                lines.append(f"  step {entry.get('step')}  runtime: {one_line(entry.get('error', ''), 300)}")
-    return lines
-
-
-def event_summary(event: Mapping[str, Any]) -> str:
-    skip = {"seq", "type", "at", "run_id", "step", "usage"}
-    return one_line(" ".join(f"{k}={as_text(v)}" for k, v in event.items() if k not in skip and v not in (None, "")),
-                    160)
-
-
-def approval_line(approval: Mapping[str, Any]) -> str:
-    status = "approved and executed" if approval["status"] == "consumed" else approval["status"]
-    decided = f" by {approval['decided_by']}" if approval.get("decided_by") else ""
-    note = f": {one_line(approval['note'], 200)}" if approval.get("note") else ""
-    return (f"  {approval['key']}  {approval['tool']}  {status}{decided}{note}  "
-            f"(requested {approval['requested_at']:%H:%M:%S}, expires {approval['expires_at']:%H:%M:%S} UTC)")
-
-
 # -- operations ----------------------------------------------------------------------------------
 
 
@@ -672,7 +396,7 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
+@DATABASE_URL
 def db_upgrade(database_url: str | None) -> int:
     """Create or upgrade the schema to the newest revision; prints `before -> after`."""
     settings = load_settings({"database_url": database_url})
@@ -702,77 +426,15 @@ def check() -> int:
         click.echo(f"FAIL config: {exc}")
         return EXIT_ERROR
     click.echo("ok config: SIGNOFF_* and SLACK_* settings are valid")
-    results = [check_tools(settings), check_database(settings), check_slack(settings), check_model_line(settings)]
+    results = check_lines(settings, os.environ)
     for line in results:
         click.echo(line)
     return EXIT_ERROR if any(line.startswith("FAIL") for line in results) else EXIT_OK
 
 
-def check_tools(settings: Settings) -> str:
-    try:
-        tools = load_toolsets(settings.tools, outbox=settings.outbox)
-    except ConfigError as exc:
-        return f"FAIL tools: {exc}"
-    return f"ok tools: {settings.tools} -> {', '.join(tools)}"
-
-
-def check_database(settings: Settings) -> str:
-    url = settings.database_url
-    try:
-        backend = make_url(url).get_backend_name()
-    except ArgumentError:
-        return "FAIL database: SIGNOFF_DATABASE_URL is not a database URL"
-    if is_default_sqlite(url) and not Path(make_url(url).database or "").exists():
-        return f"ok database: {url} does not exist yet; `signoff run` creates it on first use"
-    options = {"connect_args": {"connect_timeout": 5}} if backend == "postgresql" else {}
-    try:
-        engine = make_engine(url, **options)
-        try:
-            ensure_schema(engine)
-        finally:
-            engine.dispose()
-    except ConfigError as exc:
-        return f"FAIL database: {_scrub(str(exc), url)}"
-    return f"ok database: {masked(url)} is reachable and its schema is current"
-
-
-def check_slack(settings: Settings) -> str:
-    if settings.slack_bot_token is None:
-        return "skip slack: SLACK_BOT_TOKEN is not set (only `signoff serve` needs it)"
-    from slack_sdk import WebClient
-    from slack_sdk.errors import SlackApiError, SlackClientError
-
-    client = WebClient(token=settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url,
-                       timeout=10)
-    try:
-        reply = client.auth_test()
-    except SlackApiError as exc:
-        return f"FAIL slack: auth.test at {settings.slack_api_url} answered {exc.response.get('error', 'an error')}"
-    except (SlackClientError, OSError) as exc:
-        return f"FAIL slack: cannot reach {settings.slack_api_url}: {one_line(exc, 200)}"
-    return f"ok slack: auth.test accepted the bot token ({reply.get('user')} in {reply.get('team')})"
-
-
-def check_model_line(settings: Settings) -> str:
-    try:
-        text = check_model(resolve_model_spec(settings.model), model_env(os.environ))
-    except SignoffError as exc:
-        return f"FAIL model {settings.model}: {one_line(exc, 300)}"
-    return f"ok model {settings.model}: {text.removeprefix('ok').lstrip(': ')}"
-
-
 def _first_line(exc: OperationalError) -> str:
     text = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def _scrub(text: str, url: str) -> str:
-    """`text` without the URL's password, even where a driver quoted it."""
-    try:
-        password = make_url(url).password
-    except ArgumentError:
-        return text
-    return text.replace(str(password), "***") if password else text
 
 
 @cli.command()

@@ -1,4 +1,5 @@
-"""The terminal as a place where runs are shown and decided: a console and a `Notifier` for it.
+"""The terminal as a place where runs are shown and decided: a console, a `Notifier` for it, and
+the loop that executes a run and asks the person at the keyboard whatever it waits for.
 
 Plain text, ASCII only, so the output reads the same in a pipe, a log file or a terminal.
 """
@@ -13,7 +14,19 @@ from typing import Any, TextIO
 import click
 
 from runtime.budget import usage_report
-from runtime.records import ApprovalRecord, RunRecord
+from runtime.records import (
+    AlreadyDecided,
+    ApprovalRecord,
+    Decided,
+    Done,
+    Expired,
+    Mismatch,
+    Missing,
+    NotAllowed,
+    Refused,
+    RunRecord,
+)
+from runtime.runner import Runner
 from runtime.state import DEFAULT_REDACT_KEYS, redact
 from tools.base import Tool
 
@@ -25,6 +38,13 @@ _LIMIT_NAMES = {
     "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",
     "max_cost_usd": "cost", "max_seconds": "seconds",
 }
+
+
+EXIT_OK, EXIT_ERROR, EXIT_PAUSED, EXIT_STOPPED = 0, 1, 3, 4
+
+
+class RunBusy(click.ClickException):
+    """Another worker holds the run's lease."""
 
 
 class Console:
@@ -130,6 +150,151 @@ class TerminalNotifier:
     def secret_keys(self, tool_name: str) -> frozenset[str]:
         tool = self.tools.get(tool_name)
         return self.redact_keys | frozenset(tool.redact if tool else ())
+
+
+# -- driving a run in the terminal ------------------------------------------------------------
+
+def drive(runner: Runner, run_id: str, console: Console, notifier: TerminalNotifier, user: str, *,
+          settle: bool) -> RunRecord:
+    """Execute the run, deciding what it waits for here, until it ends or the person quits.
+
+    With `settle`, a run that stopped (budget, failure, unknown outcome) is offered extend, retry
+    or reconcile; otherwise only approvals are asked.
+    """
+    stalled_at: int | None = None
+    while True:
+        runner.execute(run_id)
+        run = runner.get_run(run_id)
+        assert run is not None, "runs are never deleted"
+        if run.status in ("idle", "running"):
+            until = f" until {run.lease_expires_at:%H:%M:%S} UTC" if run.lease_expires_at else ""
+            raise RunBusy(f"run {run_id} is being run by {run.lease_owner or 'another worker'}{until}; "
+                          "try again later")
+        if run.version == stalled_at:
+            return run  # nothing moved since the last round: stop rather than spin
+        stalled_at = run.version
+        match run.status:
+            case "awaiting_approval":
+                approval = runner.pending_approval(run_id)
+                if approval is not None and not decide_here(runner, run, approval, console, notifier, user):
+                    return run
+            case "budget_exhausted" | "failed" | "needs_reconciliation" if settle:
+                if not settle_here(runner, run, console, notifier, user):
+                    return run
+            case _:
+                return run
+
+
+def decide_here(runner: Runner, run: RunRecord, approval: ApprovalRecord, console: Console,
+                notifier: TerminalNotifier, user: str) -> bool:
+    """Ask for a decision on `approval` and record it; False if the person quit."""
+    notifier.show_approval(run, approval)
+    if approval.expires_at <= datetime.now(UTC):
+        # Deciding cannot win any more; the store marks it expired and the run ends as expired.
+        runner.decide(approval.approval_id, approval.digest, user, approved=False)
+        return True
+    choice = console.choose("Approve [a], deny [d] or quit [q]? ", {"a": "approve", "d": "deny", "q": "quit"})
+    if choice in (None, "quit"):
+        return False
+    note = ""
+    if choice == "deny":
+        note = console.read("Reason (the model is told): ") or ""
+    match runner.decide(approval.approval_id, approval.digest, user, approved=choice == "approve", note=note):
+        case Decided() | Expired():
+            pass  # the notifier has said so
+        case AlreadyDecided(approval=earlier):
+            console.say(f"  already {earlier.status} by {earlier.decided_by}")
+        case NotAllowed(reason=reason) | Mismatch(reason=reason):
+            raise click.ClickException(reason)
+        case Missing(what=what):
+            raise click.ClickException(f"the {what} disappeared while you were deciding")
+    return True
+
+
+def settle_here(runner: Runner, run: RunRecord, console: Console, notifier: TerminalNotifier, user: str) -> bool:
+    """Offer what fits a stopped run (extend, retry, reconcile); False if the person quit."""
+    stop = run.stop or {}
+    console.say(f"run {run.run_id} is {run.status}: {stop.get('reason', '')}")
+    if stop.get("detail"):
+        console.say(f"  {one_line(stop['detail'], 300)}")
+    console.say(f"  budget: {budget_line(run.state)}")
+    match run.status:
+        case "budget_exhausted":
+            limit = stop.get("budget", "max_steps")
+            choice = console.choose(f"Extend {limit} [e] or quit [q]? ", {"e": "extend", "q": "quit"})
+            outcome = runner.extend(run.run_id, user) if choice == "extend" else None
+        case "failed":
+            choice = console.choose("Retry from the last checkpoint [r] or quit [q]? ", {"r": "retry", "q": "quit"})
+            outcome = runner.retry(run.run_id, user) if choice == "retry" else None
+        case _:
+            outcome = reconcile_here(runner, run, console, notifier, user)
+    match outcome:
+        case None:
+            return False
+        case Done():
+            return True
+        case Refused(reason=reason) | NotAllowed(reason=reason):
+            console.say(f"  not possible: {reason}")
+            return False
+        case Missing(what=what):
+            raise click.ClickException(f"the {what} disappeared")
+    return False
+
+
+def reconcile_here(runner: Runner, run: RunRecord, console: Console, notifier: TerminalNotifier,
+                   user: str) -> Done | Refused | NotAllowed | Missing | None:
+    pending = run.state.get("pending") or {}
+    args = redact(pending.get("args", {}), notifier.secret_keys(pending.get("tool", "")))
+    console.say(f"  the call: {pending.get('tool')} {one_line(as_text(args), 300)} (key {pending.get('key')})")
+    console.say("  it may or may not have taken effect; check, then say what happened")
+    # Whole words: claiming a side effect happened, or running it again, must not be one stray letter.
+    choice = console.choose("Type done (it happened), retry (run it again) or abort (end the run), or q to quit: ",
+                            {"done": "done", "retry": "retry", "abort": "abort", "q": "quit"})
+    if choice in (None, "quit"):
+        return None
+    result: Any = None
+    if choice == "done":
+        text = console.read("Its result, for the model (JSON or text, empty for none): ") or ""
+        result = _json_or_text(text)
+    return runner.reconcile(run.run_id, user, choice, result, note="settled in the terminal")
+
+
+def _json_or_text(text: str) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def finish(console: Console, run: RunRecord, hint: str) -> int:
+    """Print the outcome line; return the exit code for the run's status."""
+    console.outcome(outcome_line(run, hint))
+    return exit_code(run.status)
+
+
+def outcome_line(run: RunRecord, hint: str) -> str:
+    reason = (run.stop or {}).get("reason", "")
+    match run.status:
+        case "done":
+            return f"{run.run_id} done: {run.answer}"
+        case "awaiting_approval":
+            return f"{run.run_id} awaiting_approval (resume with: {hint})"
+        case "budget_exhausted":
+            return f"{run.run_id} budget_exhausted: {reason} (extend with: {hint})"
+        case "failed":
+            return f"{run.run_id} failed: {reason} (retry with: {hint})"
+        case "needs_reconciliation":
+            return f"{run.run_id} needs_reconciliation: {reason} (settle with: {hint})"
+        case status:
+            return f"{run.run_id} {status}: {reason}" if reason else f"{run.run_id} {status}"
+
+
+def exit_code(status: str) -> int:
+    if status == "done":
+        return EXIT_OK
+    return EXIT_PAUSED if status == "awaiting_approval" else EXIT_STOPPED
 
 
 # -- rendering, pure ----------------------------------------------------------------------------

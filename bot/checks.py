@@ -1,0 +1,85 @@
+"""`signoff check`: is this installation able to work? One line per part, "ok", "FAIL" or "skip"."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from bot.settings import Settings
+from bot.terminal import one_line
+from bot.wiring import model_env, resolve_model_spec
+from runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
+from runtime.errors import ConfigError, SignoffError
+from runtime.models import check_model
+from tools.registry import load_toolsets
+
+
+def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """Tools, database, Slack and model, each checked for real (a query, `auth.test`, a model call)."""
+    return [check_tools(settings), check_database(settings), check_slack(settings),
+            check_model_line(settings, environ)]
+
+
+def check_tools(settings: Settings) -> str:
+    try:
+        tools = load_toolsets(settings.tools, outbox=settings.outbox)
+    except ConfigError as exc:
+        return f"FAIL tools: {exc}"
+    return f"ok tools: {settings.tools} -> {', '.join(tools)}"
+
+
+def check_database(settings: Settings) -> str:
+    url = settings.database_url
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        return "FAIL database: SIGNOFF_DATABASE_URL is not a database URL"
+    if is_default_sqlite(url) and not Path(make_url(url).database or "").exists():
+        return f"ok database: {url} does not exist yet; `signoff run` creates it on first use"
+    options = {"connect_args": {"connect_timeout": 5}} if backend == "postgresql" else {}
+    try:
+        engine = make_engine(url, **options)
+        try:
+            ensure_schema(engine)
+        finally:
+            engine.dispose()
+    except ConfigError as exc:
+        return f"FAIL database: {_scrub(str(exc), url)}"
+    return f"ok database: {masked(url)} is reachable and its schema is current"
+
+
+def check_slack(settings: Settings) -> str:
+    if settings.slack_bot_token is None:
+        return "skip slack: SLACK_BOT_TOKEN is not set (only `signoff serve` needs it)"
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError, SlackClientError
+
+    client = WebClient(token=settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url,
+                       timeout=10)
+    try:
+        reply = client.auth_test()
+    except SlackApiError as exc:
+        return f"FAIL slack: auth.test at {settings.slack_api_url} answered {exc.response.get('error', 'an error')}"
+    except (SlackClientError, OSError) as exc:
+        return f"FAIL slack: cannot reach {settings.slack_api_url}: {one_line(exc, 200)}"
+    return f"ok slack: auth.test accepted the bot token ({reply.get('user')} in {reply.get('team')})"
+
+
+def check_model_line(settings: Settings, environ: Mapping[str, str]) -> str:
+    try:
+        text = check_model(resolve_model_spec(settings.model), model_env(environ))
+    except SignoffError as exc:
+        return f"FAIL model {settings.model}: {one_line(exc, 300)}"
+    return f"ok model {settings.model}: {text.removeprefix('ok').lstrip(': ')}"
+
+
+def _scrub(text: str, url: str) -> str:
+    """`text` without the URL's password, even where a driver quoted it."""
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        return text
+    return text.replace(str(password), "***") if password else text
