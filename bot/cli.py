@@ -19,7 +19,7 @@ import click
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from bot.checks import check_lines
-from bot.settings import Settings
+from bot.settings import ENV_VARS, Settings
 from bot.story import dumps, run_records, story_lines
 from bot.terminal import EXIT_ERROR, EXIT_OK, Console, TerminalNotifier, drive, finish, one_line
 from bot.wiring import (
@@ -31,7 +31,6 @@ from bot.wiring import (
     open_store,
 )
 from runtime.adapters.db import (
-    DEFAULT_DATABASE_URL,
     is_default_sqlite,
     make_engine,
     masked,
@@ -88,6 +87,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("aborted", err=True)
         code = EXIT_ERROR
+    except BrokenPipeError:
+        # The reader went away (`signoff runs export ... | head`); say nothing more to it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_ERROR
     except KeyboardInterrupt:
         click.echo("interrupted; a run in progress continues with `signoff runs resume`", err=True)
         code = 130
@@ -112,7 +115,7 @@ def _report(exc: BaseException, debug: bool, bug: bool = False) -> None:
     else:
         message = str(exc) or type(exc).__name__
     hint = "" if debug else " (--debug shows the traceback)" if bug else ""
-    click.echo(f"error: {message}{hint}", err=True)
+    click.echo(f"error: {one_line(message, 2000)}{hint}", err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -260,12 +263,14 @@ def model_label(spec: str) -> str:
 
 
 def resume_hint(run_id: str, settings: Settings, demo: bool) -> str:
-    command = f"signoff runs resume {run_id}"
-    if demo:
-        command += " --demo"
-    default = DEMO_DATABASE_URL if demo else DEFAULT_DATABASE_URL
-    if settings.database_url != default:
-        command += f" --database-url {masked(settings.database_url)}"
+    """The `runs resume` command line, with the flags that differ from what it would read by itself."""
+    base: Mapping[str, str] = DEMO_ENV if demo else os.environ
+    command = f"signoff runs resume {run_id}" + (" --demo" if demo else "")
+    for flag, name, value in (("--tools", "SIGNOFF_TOOLS", settings.tools),
+                              ("--outbox", "SIGNOFF_OUTBOX", settings.outbox),
+                              ("--database-url", "SIGNOFF_DATABASE_URL", settings.database_url)):
+        if value != (base.get(name, "").strip() or ENV_VARS[name]):
+            command += f" {flag} {masked(value) if name == 'SIGNOFF_DATABASE_URL' else value}"
     return command
 
 

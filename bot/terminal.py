@@ -80,7 +80,7 @@ class Console:
 
         Only a few unusable answers are tolerated, so `yes | signoff ...` cannot loop forever.
         """
-        accepted = {**{k: v for k, v in choices.items()}, **{v: v for v in choices.values()}}
+        accepted = {**choices, **{v: v for v in choices.values()}}
         for _ in range(MAX_INVALID_ANSWERS):
             answer = self.read(prompt)
             if answer is None:

@@ -154,6 +154,7 @@ def test_resume_settles_a_side_effect_with_an_unknown_outcome(signoff, tmp_path,
 
     assert stopped.code == 4
     assert stopped.lines[-1].startswith(f"{run_id} needs_reconciliation: timed out")
+    assert stopped.lines[-1].endswith(f"(settle with: signoff runs resume {run_id} --tools slow_tools:TOOLS)")
     assert settled.code == 0, settled.err
     assert "the call: deploy {\"version\": 7}" in settled.out
     assert "please answer done, retry, abort, q" in settled.out  # a lone "d" is not enough
