@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import inspect
 import logging
 import os
 import sys
@@ -63,6 +64,12 @@ TERMINAL_APPROVER_HELP = (
     "In the terminal the person at the keyboard is the approver: decisions are recorded as --user, "
     "who may approve their own run's side effects here (unlike in Slack)."
 )
+
+
+
+def with_approver_note(help_text: str | None) -> str:
+    # Dedent first: click dedents a docstring as a whole, and the note has no indentation of its own.
+    return inspect.cleandoc(help_text or "") + "\n\n" + TERMINAL_APPROVER_HELP
 
 
 @dataclasses.dataclass
@@ -210,7 +217,7 @@ def run(goal: str, quiet: bool, user: str, **flags: Any) -> int:
     return run_in_terminal(settings, goal, user=user, quiet=quiet, demo=False)
 
 
-run.help = (run.help or "") + TERMINAL_APPROVER_HELP
+run.help = with_approver_note(run.help)
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -234,7 +241,7 @@ def demo(goal: str, quiet: bool, user: str, **flags: Any) -> int:
     return run_in_terminal(settings, goal, user=user, quiet=quiet, demo=True)
 
 
-demo.help = (demo.help or "") + TERMINAL_APPROVER_HELP
+demo.help = with_approver_note(demo.help)
 
 
 def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, demo: bool) -> int:
@@ -379,7 +386,7 @@ def runs_resume(run_id: str, tools: str | None, outbox: str | None, database_url
     return finish(console, final, hint)
 
 
-runs_resume.help = (runs_resume.help or "") + "\n\n" + TERMINAL_APPROVER_HELP
+runs_resume.help = with_approver_note(runs_resume.help)
 
 
 def secret_keys(settings: Settings) -> frozenset[str]:
