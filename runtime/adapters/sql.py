@@ -129,7 +129,14 @@ class SqlStore:
                        or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now, runs.c.lease_owner == owner))
                 .values(lease_owner=owner, lease_expires_at=now + lease)
             ).rowcount
-        return self.get_run(run_id) if claimed == 1 else None
+        if claimed != 1:
+            return None
+        try:
+            return self.get_run(run_id)
+        except IncompatibleState:
+            # Unreadable here (corrupted, or written by a newer Signoff): don't keep it from other workers.
+            self.release(run_id, owner)
+            raise
 
     def renew(self, run_id: str, owner: str, lease: timedelta) -> bool:
         with self._tx() as conn:
