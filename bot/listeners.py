@@ -139,7 +139,7 @@ class Listeners:
         outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True)
         self._after_decision(outcome, click.where)
 
-    def on_deny(self, ack: Ack, body: dict[str, Any], client: Any) -> None:
+    def on_deny(self, ack: Ack, body: dict[str, Any]) -> None:
         ack()
         click = parse_click(body)
         if not isinstance(click, ApprovalClick):
@@ -152,7 +152,7 @@ class Listeners:
         approval = self.runner.get_approval(click.approval_id)
         assert approval is not None
         # The trigger_id is good once, for 3 seconds: open the modal before anything slow.
-        client.views_open(trigger_id=click.where.trigger_id,
+        self.notifier.client.views_open(trigger_id=click.where.trigger_id,
                           view=blocks.deny_modal(approval, channel=click.where.channel))
 
     def _deny_refusal(self, click: ApprovalClick) -> str | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import threading
 
-from bot_fakes import final, tool_call
-from conftest import buttons
+from bot_fakes import HOSTILE, final, tool_call
+from slack_harness import buttons
 
 from bot.blocks import APPROVE_ACTION, DENY_ACTION
 
@@ -256,12 +256,35 @@ def test_click_on_unknown_approval_is_refused(signoff, slack, ledger):
 
 def test_ack_is_fast_when_slack_is_slow(signoff, slack, ledger):
     refund_script(signoff)
-    slack.slow("chat.postMessage", 2.0, times=1)  # the run message, posted by a worker
+    slack.slow("chat.postMessage", 1.5, times=1)  # the run message, posted by a worker
     response = signoff.command("Refund order 42", settle=False)
     assert response.status == 200 and response.elapsed < 1.0
     signoff.settle()
-    slack.slow("chat.update", 2.0, times=1)  # the decided approval message, updated after the ack
+    slack.slow("chat.update", 1.5, times=1)  # the decided approval message, updated after the ack
     response = signoff.click(signoff.approval_message(), APPROVE_ACTION, user="U0LEAD", settle=False)
     assert response.status == 200 and response.elapsed < 1.0
     signoff.settle()
     assert ledger.total == 1
+
+
+def test_hostile_huge_goal_and_arguments_reach_slack_within_block_kit_limits(signoff, slack, ledger):
+    goal = (HOSTILE * 40)[:3990]
+    signoff.script.decisions = [tool_call("issue_refund", order_id=HOSTILE * 300, amount_usd=1.0,
+                                          api_key="sk-live-secret"),
+                                final(HOSTILE * 100)]
+    signoff.command(goal)
+    signoff.click(signoff.approval_message(), APPROVE_ACTION, user="U0LEAD")
+    run = signoff.only_run()
+    assert run.status == "done" and ledger.total == 1
+    chat = [c for c in slack.calls if c.method.startswith(("chat.", "views."))]
+    assert chat and all(c.ok for c in chat), [c.response for c in chat if not c.ok]
+    sent = json.dumps([c.body for c in chat])
+    assert "<!channel>" not in sent and "<!here>" not in sent and "<@U0BOSS>" not in sent
+    assert "<https://evil.example" not in sent
+    assert "sk-live-secret" not in sent
+
+
+def test_goal_over_the_limit_is_refused_in_the_ack(signoff):
+    reply = signoff.command("x" * 5000).json()
+    assert "Could not start a run" in reply["text"] and "4000" in reply["text"]
+    assert signoff.runner.store.list_runs() == []

@@ -70,7 +70,7 @@ def test_safe_never_splits_an_entity_or_exceeds_its_limit(limit):
 
 
 @given(st.text(max_size=3000), st.integers(min_value=1, max_value=4000))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_safe_fuzz(text, limit):
     out = safe(text, limit)
     assert len(out) <= limit

@@ -162,7 +162,7 @@ bodies = st.dictionaries(known_keys, json_values, max_size=8)
 
 @given(st.one_of(json_values, bodies, bodies.map(lambda b: {**b, "type": "block_actions"}),
                  bodies.map(lambda b: {**b, "type": "view_submission"})))
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_parsers_never_raise(body):
     for parse in (parse_click, parse_deny_submission, parse_command):
         result = parse(body)
@@ -170,7 +170,7 @@ def test_parsers_never_raise(body):
 
 
 @given(st.text(max_size=200))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_parse_request_never_raises_and_keeps_goals(text):
     request = parse_request(text)
     if isinstance(request, StartRun):
@@ -178,7 +178,7 @@ def test_parse_request_never_raises_and_keeps_goals(text):
 
 
 @given(st.text(max_size=300), st.text(max_size=100))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_fuzzed_button_values_never_parse_into_wrong_ids(value, action_id):
     parsed = parse_click(click(action_id=action_id, value=value))
     if isinstance(parsed, ApprovalClick):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bot_fakes import final, tool_call
-from conftest import buttons, find_button
+from slack_harness import buttons, find_button
 
 from bot import blocks
 from bot.blocks import APPROVE_ACTION, CLOSE_ACTION, DENY_ACTION, EXTEND_ACTION, RETRY_ACTION

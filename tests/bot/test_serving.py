@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 from bot_fakes import Ledger, final, tool_call
-from conftest import SIGNING_SECRET, TrackingExecutor
+from slack_harness import SIGNING_SECRET, TrackingExecutor
 from slack_sdk.signature import SignatureVerifier
 
 from bot.app import AppOptions
