@@ -11,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, assert_never
 
 from slack_bolt import Ack, App
@@ -164,7 +165,7 @@ class Listeners:
             return "This button no longer matches the request it was posted with."
         if approval.status != "pending":
             return _decided_text(approval)
-        if approval.expires_at.timestamp() <= self.clock():
+        if _epoch(approval.expires_at) <= self.clock():
             return f"This request expired {slack_date(approval.expires_at)}; nothing was executed."
         run = self.runner.get_run(approval.run_id)
         if run is None:
@@ -303,6 +304,10 @@ class Listeners:
                 self.notifier.client.chat_postMessage(channel=where.user, **message.as_kwargs())
         except SlackApiError as exc:
             log.warning("could not tell %s: %s", where.user, exc.response.get("error"))
+
+
+def _epoch(moment: datetime) -> float:
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _decided_text(approval: ApprovalRecord) -> str:

@@ -41,6 +41,7 @@ class SlackNotifier:
         self.sleep = sleep
         self._threads: dict[str, tuple[str, str]] = {}
         self._dms: dict[str, str] = {}
+        self._told_expired: set[str] = set()
         self._lock = threading.Lock()
 
     # -- runtime.ports.Notifier ---------------------------------------------------------------
@@ -70,7 +71,11 @@ class SlackNotifier:
 
     def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self._show_outcome(run, approval)
-        if _is_slack_user(run.requester):
+        with self._lock:
+            # Every late click on an expired approval reports it expired again; tell the requester once.
+            first = approval.approval_id not in self._told_expired
+            self._told_expired.add(approval.approval_id)
+        if first and _is_slack_user(run.requester):
             self._dm(run.requester, blocks.notice(
                 f"Your run `{blocks.safe(run.run_id, 80)}` waited too long: the approval for "
                 f"`{blocks.safe(approval.tool, 64)}` expired {slack_date(approval.expires_at)}. "

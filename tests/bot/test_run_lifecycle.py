@@ -48,6 +48,16 @@ def test_click_on_expired_approval_before_the_sweep_is_refused(signoff, slack, l
     assert any("expired" in t and "nothing was executed" in t for t in signoff.ephemerals())
     assert signoff.run(run.run_id).status == "expired"
     assert buttons(signoff.approval_message()) == []
+    signoff.click(signoff.approval_messages()[-1] | {"blocks": card_with_buttons(signoff)}, APPROVE_ACTION,
+                  user="U0OPS")  # a stale copy of the buttons, clicked again
+    assert ledger.total == 0
+    assert len([m for m in dms_to(slack, "U0ASKER") if "expired" in m["text"]]) == 1
+
+
+def card_with_buttons(signoff):
+    approval = signoff.runner.store.list_approvals()[0]
+    run = signoff.run(approval.run_id)
+    return blocks.approval_message(run, approval).blocks
 
 
 def test_deny_on_expired_approval_opens_no_form(signoff, slack, ledger):
