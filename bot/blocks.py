@@ -433,18 +433,22 @@ def deny_modal(approval: ApprovalRecord, *, channel: str | None = None) -> dict[
 
 def home_view(
     viewer: str, waiting: Sequence[tuple[RunRecord, ApprovalRecord]], runs: Sequence[RunRecord],
-    *, descriptions: Mapping[str, str] | None = None,
+    *, descriptions: Mapping[str, str] | None = None, redactions: Mapping[str, Iterable[str]] | None = None,
 ) -> dict[str, Any]:
-    """The Home tab: approvals waiting on the viewer, with working buttons, and their recent runs."""
-    descriptions = descriptions or {}
+    """The Home tab: approvals waiting on the viewer, with working buttons, and their recent runs.
+
+    `descriptions` and `redactions` give, per tool name, its description and extra secret argument names.
+    """
+    descriptions, redactions = descriptions or {}, redactions or {}
     blocks: list[dict[str, Any]] = [header("Waiting on you")]
     if not waiting:
         blocks.append(section("Nothing is waiting for your approval."))
     for run, approval in waiting[:_HOME_APPROVALS]:
-        args, _ = args_text(approval.args)
+        args, _ = args_text(approval.args, redact_keys=redactions.get(approval.tool, ()))
+        about = f" ({safe(descriptions[approval.tool], 150)})" if descriptions.get(approval.tool) else ""
         blocks += [
             {"type": "divider"},
-            section(f"*{safe(approval.tool, 64)}* for {user(run.requester)}: {safe(run.goal, 200)}\n"
+            section(f"*{safe(approval.tool, 64)}*{about} for {user(run.requester)}: {safe(run.goal, 200)}\n"
                     f"{code(clip(args, 600), 900)}"),
             context(f"key `{safe(approval.key, 120)}` · expires {slack_date(approval.expires_at)}"),
             {"type": "actions", "block_id": f"signoff.home.{clip(approval.approval_id, 200)}",

@@ -270,8 +270,12 @@ class Listeners:
             self.publish_home(viewer)
 
     def publish_home(self, viewer: str) -> None:
-        view = blocks.home_view(viewer, self._waiting_on(viewer), self.runner.runs_for(viewer),
-                                descriptions={name: t.description for name, t in self.notifier.tools.items()})
+        tools = self.notifier.tools
+        view = blocks.home_view(
+            viewer, self._waiting_on(viewer), self.runner.runs_for(viewer),
+            descriptions={name: t.description for name, t in tools.items()},
+            redactions={name: self.notifier.redact_keys | set(t.redact) for name, t in tools.items()},
+        )
         self.notifier.client.views_publish(user_id=viewer, view=view)
 
     def _waiting_on(self, viewer: str) -> list[tuple[Any, ApprovalRecord]]:

@@ -235,3 +235,12 @@ def test_action_ids_are_distinct_and_within_limits():
 def test_help_and_notice_have_fallback_text():
     for message in (blocks.help_message(), blocks.notice("Already approved by <@U0LEAD>")):
         assert message.text and block_kit_problems(message.blocks) == []
+
+
+def test_home_view_redacts_tool_specific_secrets_and_describes_the_tool():
+    waiting = [(make_run(), make_approval(args={"order_id": "42", "pin": "4321", "password": "pw"}))]
+    view = home_view("U0LEAD", waiting, [], descriptions={"issue_refund": "Refund an order."},
+                     redactions={"issue_refund": {"pin"}})
+    text = all_text(view)
+    assert "4321" not in text and "pw" not in text and "[redacted]" in text
+    assert "Refund an order." in text
