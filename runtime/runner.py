@@ -76,6 +76,8 @@ class _Session:
 
     run: RunRecord
     version: int
+    owner: str
+    """The lease holder: this worker and this pass, so two threads of one worker exclude each other too."""
     clear_command: bool = False
     retry_key: str | None = None
     changed: bool = False
@@ -111,22 +113,22 @@ class Runner:
 
     def execute(self, run_id: str) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended."""
-        owner = self.config.worker_id
+        owner = f"{self.config.worker_id}/{secrets.token_hex(3)}"
         run = self.store.claim(run_id, owner, self.config.lease)
         if run is None:
             return None
         heartbeat = _Heartbeat(self.store, run_id, owner, self.config.lease)
         try:
             with heartbeat:
-                return self._drive(run)
+                return self._drive(run, owner)
         except Conflict as exc:
             log.warning("run %s: %s; another worker will continue it", run_id, exc)
             return None
         finally:
             self.store.release(run_id, owner)
 
-    def _drive(self, run: RunRecord) -> str:
-        session = _Session(run, run.version)
+    def _drive(self, run: RunRecord, owner: str) -> str:
+        session = _Session(run, run.version, owner)
         while True:
             if not run.origin.get("ts"):
                 self._announce(run)
@@ -135,7 +137,7 @@ class Runner:
                 self._advance(agent, run, session)
             except _Interrupted:
                 run = self.store.get_run(run.run_id) or run
-                session = _Session(run, run.version, changed=session.changed)
+                session = _Session(run, run.version, owner, changed=session.changed)
                 continue
             break
         final = self.store.get_run(run.run_id) or run
@@ -231,7 +233,7 @@ class Runner:
         self.config.failpoints.hit("after_decision")
         run = session.run
         try:
-            saved = self.store.save_step(run.run_id, owner=self.config.worker_id, version=session.version,
+            saved = self.store.save_step(run.run_id, owner=session.owner, version=session.version,
                                          checkpoint=checkpoint, lease=self.config.lease,
                                          approval_ttl=self.config.approval_ttl,
                                          clear_command=session.clear_command)
