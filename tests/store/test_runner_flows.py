@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from store_harness import (
     SEND,
     SEND_ONCE,
     ManualClock,
+    SendArgs,
     build_runner,
     edit_state,
     scripted_policies,
@@ -24,7 +27,8 @@ from runtime.budget import Budget
 from runtime.errors import ModelUnavailable
 from runtime.failpoints import FailpointHit
 from runtime.records import AlreadyDecided, Decided, Done, Expired, Mismatch, NotAllowed, RunRecord
-from runtime.runner import Runner
+from runtime.runner import Runner, RunnerConfig
+from tools.base import Tool
 
 
 def paused(runner: Runner, model: str = "scripted:send") -> tuple[RunRecord, Any]:
@@ -261,3 +265,30 @@ def test_a_cancel_that_arrives_as_the_run_finishes_is_settled(store: SqlStore, e
     assert run.run_id not in runner.recover()
     assert "command_refused" in types(runner, run.run_id)
 
+
+
+def test_two_threads_of_one_worker_never_drive_the_same_run_at_once(store: SqlStore, effects: Path) -> None:
+    """The bot's pool and its scheduler share one runner: the lease must exclude threads, not only processes."""
+    started, finish = threading.Event(), threading.Event()
+
+    def slow_send(args: dict[str, Any], key: str) -> dict[str, Any]:
+        started.set()
+        finish.wait(10)
+        with effects.open("a") as f:
+            f.write(f"{SEND} {key}\n")
+        return {"sent_to": args["to"]}
+
+    tools = {SEND: Tool(SEND, slow_send, side_effect=True, args_model=SendArgs, timeout_s=None)}
+    runner = Runner(store, tools, scripted_policies, RunnerConfig(model="scripted:send", lease=timedelta(seconds=30)))
+    run, approval = approved(runner)
+    first: list[str | None] = []
+    worker = threading.Thread(target=lambda: first.append(runner.execute(run.run_id)))
+    worker.start()
+    try:
+        assert started.wait(10)
+        assert runner.execute(run.run_id) is None, "the run is leased to the pass that is running its tool"
+    finally:
+        finish.set()
+        worker.join(10)
+    assert first == ["done"]
+    assert side_effects(effects) == [(SEND, approval.key)]
