@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -267,28 +268,64 @@ def test_a_cancel_that_arrives_as_the_run_finishes_is_settled(store: SqlStore, e
 
 
 
-def test_two_threads_of_one_worker_never_drive_the_same_run_at_once(store: SqlStore, effects: Path) -> None:
-    """The bot's pool and its scheduler share one runner: the lease must exclude threads, not only processes."""
-    started, finish = threading.Event(), threading.Event()
+class SlowSend:
+    """A send that blocks mid-call until told to finish, so a test can act while the tool runs."""
 
-    def slow_send(args: dict[str, Any], key: str) -> dict[str, Any]:
-        started.set()
-        finish.wait(10)
-        with effects.open("a") as f:
+    def __init__(self, effects: Path) -> None:
+        self.effects, self.started, self.finish = effects, threading.Event(), threading.Event()
+
+    def __call__(self, args: dict[str, Any], key: str) -> dict[str, Any]:
+        self.started.set()
+        self.finish.wait(10)
+        with self.effects.open("a") as f:
             f.write(f"{SEND} {key}\n")
         return {"sent_to": args["to"]}
 
-    tools = {SEND: Tool(SEND, slow_send, side_effect=True, args_model=SendArgs, timeout_s=None)}
-    runner = Runner(store, tools, scripted_policies, RunnerConfig(model="scripted:send", lease=timedelta(seconds=30)))
-    run, approval = approved(runner)
-    first: list[str | None] = []
-    worker = threading.Thread(target=lambda: first.append(runner.execute(run.run_id)))
+    def runner(self, store: SqlStore, lease: float, worker_id: str = "w1") -> Runner:
+        tools = {SEND: Tool(SEND, self, side_effect=True, args_model=SendArgs, timeout_s=None)}
+        return Runner(store, tools, scripted_policies, RunnerConfig(
+            model="scripted:send", lease=timedelta(seconds=lease), worker_id=worker_id))
+
+
+def while_the_tool_runs(slow: SlowSend, first: Runner, run_id: str, meanwhile: Any) -> str | None:
+    """Execute with `first` in a thread, call `meanwhile()` while its tool runs, and return its status."""
+    status: list[str | None] = []
+    worker = threading.Thread(target=lambda: status.append(first.execute(run_id)))
     worker.start()
     try:
-        assert started.wait(10)
-        assert runner.execute(run.run_id) is None, "the run is leased to the pass that is running its tool"
+        assert slow.started.wait(10)
+        meanwhile()
     finally:
-        finish.set()
+        slow.finish.set()
         worker.join(10)
-    assert first == ["done"]
+    [result] = status
+    return result
+
+
+def test_two_threads_of_one_worker_never_drive_the_same_run_at_once(store: SqlStore, effects: Path) -> None:
+    """The bot's pool and its scheduler share one runner: the lease must exclude threads, not only processes."""
+    slow = SlowSend(effects)
+    runner = slow.runner(store, lease=30.0)
+    run, approval = approved(runner)
+
+    def second_pass() -> None:
+        assert runner.execute(run.run_id) is None, "the run is leased to the pass that is running its tool"
+
+    assert while_the_tool_runs(slow, runner, run.run_id, second_pass) == "done"
+    assert side_effects(effects) == [(SEND, approval.key)]
+
+
+def test_a_worker_renews_its_lease_through_a_long_tool_call(engine: Any, effects: Path) -> None:
+    """Real clock: the call outlives the lease three times over, and another worker still cannot take the run."""
+    slow = SlowSend(effects)
+    store = SqlStore(engine)
+    first, other = slow.runner(store, lease=0.3, worker_id="w1"), slow.runner(store, lease=0.3, worker_id="w2")
+    run, approval = approved(first)
+
+    def try_to_take_over() -> None:
+        for _ in range(3):
+            time.sleep(0.3)
+            assert other.execute(run.run_id) is None
+
+    assert while_the_tool_runs(slow, first, run.run_id, try_to_take_over) == "done"
     assert side_effects(effects) == [(SEND, approval.key)]
