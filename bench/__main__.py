@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, Callable[[], dict[str, Any]]] = {
         "steps": lambda: steps.run(args.quick, postgres),
         "peers": lambda: peers.run(args.quick),
-        "slack": lambda: slack_ack.run(args.quick),
+        "slack": lambda: slack_ack.run(args.quick, postgres),
         "scale": lambda: scale.run(args.quick, postgres),
     }
     writers = {"steps": steps.markdown, "peers": peers.markdown, "slack": slack_ack.markdown,

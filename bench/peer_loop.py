@@ -35,13 +35,18 @@ class SignoffLoop:
     durability = "WAL, synchronous=FULL; one transaction per step (state row, history rows, events)"
 
     def __init__(self, tmp: Path) -> None:
-        from runtime.adapters.db import make_engine, upgrade
+        from runtime.adapters.db import upgrade
         from runtime.adapters.sql import SqlStore
 
-        engine = make_engine(f"sqlite:///{tmp / 'signoff.db'}")
+        engine = self.engine(f"sqlite:///{tmp / (self.name + '.db')}")
         upgrade(engine)
         self.store = SqlStore(engine)
         self.sent: list[dict[str, Any]] = []
+
+    def engine(self, url: str) -> Any:
+        from runtime.adapters.db import make_engine
+
+        return make_engine(url)
 
     def segment(self, steps: int) -> tuple[Any, float]:
         from bench.workload import SignoffPolicy, signoff_tools
@@ -69,6 +74,18 @@ class SignoffLoop:
         assert type(outcome).__name__ == "Decided" and status == "done", (outcome, status)
         assert len(self.sent) == sent + 1
         return elapsed
+
+
+class PooledSignoffLoop(SignoffLoop):
+    """An experiment, not the product: the same Runner on an engine that keeps its connections open."""
+
+    name = "signoff-pooled"
+    durability = SignoffLoop.durability + "; connections pooled (experiment: `bench.steps.pooled_sqlite_engine`)"
+
+    def engine(self, url: str) -> Any:
+        from bench.steps import pooled_sqlite_engine
+
+        return pooled_sqlite_engine(url)
 
 
 class RunloopLoop:
@@ -226,8 +243,10 @@ class LangGraphLoop:
         return elapsed
 
 
-SYSTEMS = {"signoff": SignoffLoop, "agent-runloop": RunloopLoop, "langgraph": LangGraphLoop}
-MODULES = {"signoff": "runtime", "agent-runloop": "agent_loop", "langgraph": "langgraph.checkpoint.sqlite"}
+SYSTEMS = {"signoff": SignoffLoop, "signoff-pooled": PooledSignoffLoop, "agent-runloop": RunloopLoop,
+           "langgraph": LangGraphLoop}
+MODULES = {"signoff": "runtime", "signoff-pooled": "runtime", "agent-runloop": "agent_loop",
+           "langgraph": "langgraph.checkpoint.sqlite"}
 
 
 def available() -> list[str]:
@@ -259,7 +278,7 @@ def measure(sizes: list[int], repeats: list[int], names: list[str] | None = None
                     samples[system.name][steps]["round_trip"].append(system.approve(handle))
         return {
             "systems": {
-                s.name: {"version": version(s.name), "durability": s.durability,
+                s.name: {"version": version(s.name.removesuffix("-pooled")), "durability": s.durability,
                          "sizes": {str(n): _medians(samples[s.name][n]) for n in sizes}}
                 for s in systems
             },

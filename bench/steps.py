@@ -12,6 +12,7 @@ import copy
 import statistics
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +27,34 @@ from runtime.adapters.tables import run_history, runs
 from runtime.budget import Budget
 from runtime.runner import Runner, RunnerConfig
 
-FULL = {"sizes": (10, 100, 1000), "repeats": {10: 10, 100: 3, 1000: 1}, "floor_samples": 200, "edge": 50,
+FULL = {"sizes": (10, 100, 1000), "repeats": {10: 5, 100: 3, 1000: 1}, "floor_samples": 100, "edge": 50,
         "experiment_sizes": (10, 100)}
 QUICK = {"sizes": (5, 20), "repeats": {5: 2, 20: 1}, "floor_samples": 10, "edge": 5, "experiment_sizes": (5,)}
 
 
 def run(quick: bool = False, postgres_url: str | None = None,
         only: tuple[str, ...] = ("sqlite", "sqlite_pooled", "postgresql")) -> dict[str, Any]:
-    """Measure each backend in `only` (PostgreSQL when a URL is given) and judge the goals."""
+    """Measure each backend in `only` (PostgreSQL when a URL is given) and judge the goals.
+
+    The backends take turns, run by run and floor block by floor block, so the disk's changing
+    sync latency falls on all of them alike.
+    """
     plan = QUICK if quick else FULL
-    backends: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="signoff-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="signoff-bench-") as tmp, ExitStack() as stack:
+        engines: dict[str, tuple[Engine, tuple[int, ...]]] = {}
         if "sqlite" in only:
-            backends["sqlite"] = measure(make_engine(f"sqlite:///{Path(tmp) / 'steps.db'}"), plan)
+            engines["sqlite"] = (make_engine(f"sqlite:///{Path(tmp) / 'steps.db'}"), plan["sizes"])
         if "sqlite_pooled" in only:
-            experiment = {**plan, "sizes": plan["experiment_sizes"]}
             engine = pooled_sqlite_engine(f"sqlite:///{Path(tmp) / 'steps-pooled.db'}")
-            backends["sqlite_pooled"] = measure(engine, experiment)
-    if postgres_url and "postgresql" in only:
-        with pg.dedicated_schema(postgres_url, "bench_steps") as url:
-            backends["postgresql"] = measure(make_engine(url), plan)
+            engines["sqlite_pooled"] = (engine, plan["experiment_sizes"])
+        if postgres_url and "postgresql" in only:
+            url = stack.enter_context(pg.dedicated_schema(postgres_url, "bench_steps"))
+            engines["postgresql"] = (make_engine(url), plan["sizes"])
+        try:
+            backends = measure(engines, plan)
+        finally:
+            for engine, _ in engines.values():
+                engine.dispose()
     return {"plan": dict(plan), "backends": backends, "goals": goals(backends)}
 
 
@@ -73,41 +82,70 @@ def pooled_sqlite_engine(url: str) -> Engine:
     return engine
 
 
-def measure(engine: Engine, plan: dict[str, Any]) -> dict[str, Any]:
-    upgrade(engine)
-    store = SqlStore(engine)
-    one_run(store, 10)  # warm-up: imports, statement caches, the first WAL frames
-    sizes: dict[str, Any] = {}
-    last_run = None
+def measure(engines: dict[str, tuple[Engine, tuple[int, ...]]], plan: dict[str, Any]) -> dict[str, Any]:
+    stores = {}
+    for name, (engine, _) in engines.items():
+        upgrade(engine)
+        stores[name] = SqlStore(engine)
+        one_run(stores[name], 10)  # warm-up: imports, statement caches, the first WAL frames
+    samples: dict[str, dict[int, dict[str, list[float]]]] = {name: {} for name in engines}
+    last_run: dict[str, tuple[str, list[float]]] = {}
     for steps in plan["sizes"]:
-        step_times: list[float] = []
-        per_run: list[float] = []
-        for _ in range(plan["repeats"][steps]):
-            run_id, total, gaps = one_run(store, steps)
-            step_times += gaps
-            per_run.append(total / steps)
-            last_run = (run_id, gaps)
-        sizes[str(steps)] = {"step": summary(step_times), "run_mean_per_step": summary(per_run)}
-    assert last_run is not None
+        for repeat in range(plan["repeats"][steps]):
+            for name in _turns(list(engines), repeat):
+                if steps not in engines[name][1]:
+                    continue
+                run_id, total, gaps = one_run(stores[name], steps)
+                sample = samples[name].setdefault(steps, {"step": [], "run": []})
+                sample["step"] += gaps
+                sample["run"].append(total / steps)
+                last_run[name] = (run_id, gaps)
+    floors = measure_floors({name: engine for name, (engine, _) in engines.items()},
+                            {name: last_run[name][0] for name in engines}, plan["floor_samples"])
+    return {name: describe(stores[name], samples[name], last_run[name], floors[name], plan["edge"])
+            for name in engines}
+
+
+def _turns(names: list[str], repeat: int) -> list[str]:
+    shift = repeat % len(names)
+    return names[shift:] + names[:shift]
+
+
+def describe(store: SqlStore, samples: dict[int, dict[str, list[float]]], last_run: tuple[str, list[float]],
+             floors: dict[str, Any], edge: int) -> dict[str, Any]:
     run_id, gaps = last_run
-    edge = plan["edge"]
     first, last = statistics.median(gaps[:edge]), statistics.median(gaps[-edge:])
-    payload = step_payload(engine, run_id)
     history = (store.get_run(run_id) or _missing(run_id)).state["history"]
     start = time.perf_counter()
     copy.deepcopy(history)
     copy_ms = (time.perf_counter() - start) * 1000
-    result = {
-        "sizes": sizes,
-        "longest": {"steps": plan["sizes"][-1], "first_median_ms": round(first * 1000, 4),
+    return {
+        "sizes": {str(n): {"step": summary(s["step"]), "run_mean_per_step": summary(s["run"])}
+                  for n, s in samples.items()},
+        "longest": {"steps": max(samples), "first_median_ms": round(first * 1000, 4),
                     "last_median_ms": round(last * 1000, 4), "last_over_first": round(last / first, 3),
                     "history_entries": len(history), "history_deepcopy_ms": round(copy_ms, 3)},
-        "payload_bytes": {"state": len(payload["state"]), "history": len(payload["entry"])},
-        "floor_engine": summary(floor_engine(engine, payload, plan["floor_samples"])),
-        "floor_driver": summary(floor_driver(engine, payload, plan["floor_samples"])),
+        **floors,
     }
-    engine.dispose()
-    return result
+
+
+def measure_floors(engines: dict[str, Engine], run_ids: dict[str, str], samples: int,
+                   block: int = 10) -> dict[str, dict[str, Any]]:
+    """Both floors for every engine, in alternating blocks of `block` commits."""
+    payloads = {name: step_payload(engine, run_ids[name]) for name, engine in engines.items()}
+    timings: dict[str, dict[str, list[float]]] = {name: {"engine": [], "driver": []} for name in engines}
+    for engine in engines.values():
+        _floor_tables(engine)
+    seq = 0
+    for turn in range(max(1, samples // block)):
+        for name in _turns(list(engines), turn):
+            engine, payload = engines[name], payloads[name]
+            timings[name]["engine"] += floor_engine(engine, payload, range(seq, seq + block))
+            timings[name]["driver"] += floor_driver(engine, payload, range(seq + block, seq + 2 * block))
+        seq += 2 * block
+    return {name: {"payload_bytes": {"state": len(payloads[name]["state"]), "history": len(payloads[name]["entry"])},
+                   "floor_engine": summary(t["engine"]), "floor_driver": summary(t["driver"])}
+            for name, t in timings.items()}
 
 
 def one_run(store: SqlStore, steps: int) -> tuple[str, float, list[float]]:
@@ -136,8 +174,8 @@ FLOOR_TABLES = (
     "CREATE TABLE IF NOT EXISTS bench_floor_history (id INTEGER NOT NULL, seq INTEGER NOT NULL, "
     "entry TEXT NOT NULL, PRIMARY KEY (id, seq))",
 )
-UPDATE = "UPDATE bench_floor_state SET state = {p} WHERE id = 1"
-INSERT = "INSERT INTO bench_floor_history (id, seq, entry) VALUES (1, {p}, {p})"
+UPDATE = "UPDATE bench_floor_state SET state = {state} WHERE id = 1"
+INSERT = "INSERT INTO bench_floor_history (id, seq, entry) VALUES (1, {seq}, {entry})"
 
 
 def _floor_tables(engine: Engine) -> None:
@@ -149,35 +187,32 @@ def _floor_tables(engine: Engine) -> None:
         conn.execute(text("INSERT INTO bench_floor_state (id, state) VALUES (1, '')"))
 
 
-def floor_engine(engine: Engine, payload: dict[str, str], samples: int) -> list[float]:
+def floor_engine(engine: Engine, payload: dict[str, str], seqs: range) -> list[float]:
     """One UPDATE + one INSERT per transaction through the same engine (pool, events, BEGIN)."""
-    _floor_tables(engine)
     timings = []
-    for seq in range(samples):
+    for seq in seqs:
         start = time.perf_counter()
         with engine.begin() as conn:
-            conn.execute(text(UPDATE.format(p=":state")), {"state": payload["state"]})
-            conn.execute(text(INSERT.format(p=":seq").replace(":seq, :seq", ":seq, :entry")),
-                         {"seq": seq, "entry": payload["entry"]})
+            conn.execute(text(UPDATE.format(state=":state")), {"state": payload["state"]})
+            conn.execute(text(INSERT.format(seq=":seq", entry=":entry")), {"seq": seq, "entry": payload["entry"]})
         timings.append(time.perf_counter() - start)
     return timings
 
 
-def floor_driver(engine: Engine, payload: dict[str, str], samples: int) -> list[float]:
+def floor_driver(engine: Engine, payload: dict[str, str], seqs: range) -> list[float]:
     """The same two statements on one DBAPI connection held open: the cost of durability itself."""
-    _floor_tables(engine)
     sqlite = engine.dialect.name == "sqlite"
     mark = "?" if sqlite else "%s"
     conn = engine.raw_connection()  # the driver's connection, configured by the engine's connect events
     timings = []
     try:
         cursor = conn.cursor()
-        for seq in range(samples):
+        for seq in seqs:
             start = time.perf_counter()
             if sqlite:
                 cursor.execute("BEGIN IMMEDIATE")
-            cursor.execute(UPDATE.format(p=mark), (payload["state"],))
-            cursor.execute(INSERT.format(p=mark), (seq + samples, payload["entry"]))
+            cursor.execute(UPDATE.format(state=mark), (payload["state"],))
+            cursor.execute(INSERT.format(seq=mark, entry=mark), (seq, payload["entry"]))
             if sqlite:
                 cursor.execute("COMMIT")
             else:
