@@ -94,11 +94,43 @@ def scripted_policies(model: str) -> Policy:
 
 
 def build_runner(store: SqlStore, effects: Path, *, failpoints: str = "", lease: float = 1.0,
-                 policies: Any = scripted_policies, **config: Any) -> Runner:
+                 policies: Any = scripted_policies, notifier: Any = None, **config: Any) -> Runner:
     """A runner over `store` with the test tools; `failpoints` like "after_tool=exit"."""
     config = {"model": "scripted:send", "lease": timedelta(seconds=lease),
               "failpoints": Failpoints(failpoints), **config}
-    return Runner(store, make_tools(effects), policies, RunnerConfig(**config))
+    return Runner(store, make_tools(effects), policies, RunnerConfig(**config), notifier=notifier)
+
+
+class Told:
+    """A notifier that records what people were told, and answers where it "posted" approvals."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def of(self, method: str) -> list[str]:
+        return [subject for m, subject in self.calls if m == method]
+
+    def run_started(self, run: RunRecord) -> None:
+        self.calls.append(("run_started", run.run_id))
+
+    def approval_requested(self, run: RunRecord, approval: Any) -> dict[str, Any]:
+        self.calls.append(("approval_requested", approval.approval_id))
+        return {"channel": "C1", "ts": f"{len(self.calls)}.0"}
+
+    def approval_decided(self, run: RunRecord, approval: Any) -> None:
+        self.calls.append(("approval_decided", approval.approval_id))
+
+    def approval_expired(self, run: RunRecord, approval: Any) -> None:
+        self.calls.append(("approval_expired", approval.approval_id))
+
+    def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+        self.calls.append(("tool_result", run.run_id))
+
+    def run_finished(self, run: RunRecord) -> None:
+        self.calls.append(("run_finished", run.run_id))
+
+    def run_stopped(self, run: RunRecord) -> None:
+        self.calls.append(("run_stopped", run.run_id))
 
 
 class ManualClock:

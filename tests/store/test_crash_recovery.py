@@ -17,7 +17,16 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
-from store_harness import APPROVER, REQUESTER, SEND, build_runner, crash_child, side_effects, worker_context
+from store_harness import (
+    APPROVER,
+    REQUESTER,
+    SEND,
+    Told,
+    build_runner,
+    crash_child,
+    side_effects,
+    worker_context,
+)
 
 from runtime.adapters.sql import SqlStore
 from runtime.failpoints import FailpointHit
@@ -58,6 +67,8 @@ SCENARIOS = [
              ("approval_recorded", "execution_started", "tool_executed", "finished")),
     Scenario("after_checkpoint", "scripted:send", "approved", "done", 1,
              ("execution_started", "tool_executed", "finished")),
+    Scenario("before_approval_post", "scripted:send", "running", "awaiting_approval", 0,
+             ("approval_requested",)),
 ]
 
 
@@ -111,7 +122,7 @@ def problems_of(runner: Runner, run_id: str, scenario: Scenario, effects: Path) 
         problems.append(f"audit log lacks {missing}: {[e['type'] for e in timeline]}")
     if [e["seq"] for e in timeline] != list(range(1, len(timeline) + 1)):
         problems.append("audit log sequence has gaps")
-    if run.lease_owner is not None:
+    if run.lease_expires_at is not None and run.lease_expires_at > datetime.now(UTC):
         problems.append(f"lease still held by {run.lease_owner}")
     return problems
 
@@ -119,8 +130,10 @@ def problems_of(runner: Runner, run_id: str, scenario: Scenario, effects: Path) 
 def test_every_crash_point_recovers_without_a_double_or_unapproved_side_effect(
         database_url: str, engine: Engine, effects: Path) -> None:
     store = SqlStore(engine)
-    runner = build_runner(store, effects, lease=1.0, worker_id="restarted-worker")
+    told = Told()
+    runner = build_runner(store, effects, lease=1.0, worker_id="restarted-worker", notifier=told)
     runs = [(scenario, *prepare(runner, scenario)) for scenario in SCENARIOS]
+    told.calls.clear()
 
     context = worker_context()
     children = [context.Process(target=crash_child, args=(database_url, str(effects), scenario.point, action))
@@ -133,13 +146,19 @@ def test_every_crash_point_recovers_without_a_double_or_unapproved_side_effect(
 
     wait_for_leases(store)
     recovered = runner.recover(min_age=timedelta(0))
-    assert sorted(recovered) == sorted(run_id for _, run_id, _ in runs)
+    # The run that died before posting its approval needs no worker: recover() posts the approval itself.
+    [(_, unposted, _)] = [r for r in runs if r[0].point == "before_approval_post"]
+    assert sorted(recovered) == sorted(run_id for _, run_id, _ in runs if run_id != unposted)
+    [approval] = store.list_approvals(run_id=unposted)
+    assert told.of("approval_requested") == [approval.approval_id]
+    assert store.get_approval(approval.approval_id).message is not None
     for run_id in recovered:
         runner.execute(run_id)
 
     problems = {f"{s.point} ({s.model})": p for s, run_id, _ in runs if (p := problems_of(runner, run_id, s, effects))}
     assert problems == {}
     assert runner.recover(min_age=timedelta(0)) == []
+    assert told.of("approval_requested").count(approval.approval_id) == 1, "posted once, not on every pass"
 
     # The run that died before its proposal was saved asks again, once, and completes when approved.
     [(_, waiting, _)] = [r for r in runs if r[0].point == "after_decision"]
