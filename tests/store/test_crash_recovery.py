@@ -118,6 +118,8 @@ def problems_of(runner: Runner, run_id: str, scenario: Scenario, effects: Path) 
         problems.append(f"the tool ran without a consumed approval: {approval}")
     if not (run.status in TERMINAL or run.status in ("awaiting_approval", "needs_reconciliation")):
         problems.append(f"left {run.status}: neither settled nor waiting for a person")
+    if run.status == "awaiting_approval" and (approval is None or approval.status != "pending"):
+        problems.append(f"awaiting approval, but nobody can give it: {approval}")
     if missing := [t for t in scenario.audit if t not in found]:
         problems.append(f"audit log lacks {missing}: {[e['type'] for e in timeline]}")
     if [e["seq"] for e in timeline] != list(range(1, len(timeline) + 1)):

@@ -85,6 +85,12 @@ def test_a_url_we_cannot_use_is_a_config_error(url: str) -> None:
     assert "pw" not in message
 
 
+def test_a_sqlite_file_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'missing-dir' / 'signoff.db'}"
+    message = one_line_config_error(lambda: ensure_schema(make_engine(url)))
+    assert message.startswith(f"cannot reach the database at {url}: ")
+
+
 @pytest.mark.parametrize("corrupt", [
     pytest.param(lambda engine, run_id: set_state(engine, run_id, '{"schema_version": 1, "status": "runn'),
                  id="invalid_json"),
