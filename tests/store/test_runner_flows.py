@@ -19,6 +19,7 @@ from store_harness import (
     SendArgs,
     build_runner,
     edit_state,
+    make_tools,
     scripted_policies,
     side_effects,
 )
@@ -108,6 +109,17 @@ def test_the_requester_cannot_approve_their_own_run(runner: Runner, effects: Pat
     assert runner.get_approval(approval.approval_id).status == "pending"
     assert runner.execute(run.run_id) == "awaiting_approval"
     assert side_effects(effects) == []
+
+
+def test_only_approvers_see_and_decide_pending_approvals(store: SqlStore, effects: Path) -> None:
+    runner = Runner(store, make_tools(effects), scripted_policies, RunnerConfig(model="scripted:send"),
+                    may_approve=lambda user, run: None if user == APPROVER else "only the on-call lead approves")
+    run, approval = paused(runner)
+    assert [a.approval_id for a in runner.approvals_for(APPROVER)] == [approval.approval_id]
+    assert runner.approvals_for("U_RANDOM") == [] and runner.approvals_for(REQUESTER) == []
+    outcome = runner.decide(approval.approval_id, approval.digest, "U_RANDOM", True)
+    assert outcome == NotAllowed("only the on-call lead approves")
+    assert runner.get_approval(approval.approval_id).status == "pending"
 
 
 def test_a_click_for_different_arguments_is_refused(runner: Runner) -> None:
