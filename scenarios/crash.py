@@ -1,0 +1,125 @@
+"""Process death: a `signoff serve` killed at every failpoint of a step and of an approval, on SQLite
+and PostgreSQL, then restarted without the failpoint; and one plain SIGKILL in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.failpoints import POINTS
+from scenarios.drive import Driver
+from scenarios.outcome import Outcome, observed
+from scenarios.serve import Serve
+from scenarios.world import World, wait_until
+
+NOTE = {"tool": "send_note", "args": {"to": "ada@example.com", "text": "Your refund is on its way."}}
+CREDIT = {"tool": "apply_credit", "args": {"account": "A-1001", "amount": 42}}
+LOOKUP = {"tool": "lookup", "args": {"query": "order A-1001"}}
+FINAL = {"final": "Noted and credited."}
+
+TOOL_POINTS = ("after_ledger_row", "after_tool")
+"""Points inside a side effect's execution: crashed once with each kind of tool."""
+
+
+def script(first: str) -> list[dict[str, Any]]:
+    """Look up, then both side effects, the one named `first` first."""
+    effects = [NOTE, CREDIT] if first == "send_note" else [CREDIT, NOTE]
+    return [LOOKUP, *effects, FINAL]
+
+
+@dataclass(frozen=True)
+class CrashCase:
+    point: str
+    kind: str
+    first: str = "send_note"
+
+    @property
+    def name(self) -> str:
+        tool = "" if self.point not in TOOL_POINTS else f"/{'once' if self.first == 'send_note' else 'idem'}"
+        return f"crash/{self.point}{tool}/{self.kind}"
+
+
+def cases(kinds: tuple[str, ...], both_tools: bool = True) -> list[CrashCase]:
+    found = []
+    for kind in kinds:
+        for point in POINTS:
+            found.append(CrashCase(point, kind))
+            if both_tools and point in TOOL_POINTS:
+                found.append(CrashCase(point, kind, first="apply_credit"))
+    return found
+
+
+class Lives:
+    """The serve processes of one scenario, one after another; a dead one is replaced by a clean one."""
+
+    def __init__(self, world: World, failpoint: str | None) -> None:
+        self.world = world
+        env = {"SIGNOFF_FAILPOINTS": f"{failpoint}=exit"} if failpoint else {}
+        self.current: Serve = world.start(**env)
+        self.current.watch_for_death()
+        self.deaths = 0
+
+    def pick(self) -> Serve:
+        return self.current
+
+    def tick(self) -> None:
+        if self.current.died.is_set():
+            self.deaths += 1
+            self.current = self.world.start()
+            self.current.watch_for_death()
+
+
+def run_crash(case: CrashCase, timeout: float = 60.0) -> Outcome:
+    outcome = Outcome(case.name, "crash", runs=1)
+    with observed(outcome, lambda: World(case.kind, script(case.first))) as world:
+        lives = Lives(world, case.point)
+        driver = Driver(world, pick=lives.pick)
+        run_id = driver.start(f"crash test at {case.point}: note Ada and credit her account")
+        settled = driver.settle([run_id], timeout, on_tick=lives.tick)
+        outcome.faults = lives.deaths
+        outcome.expect(lives.deaths == 1, f"the failpoint {case.point} should kill serve once; it did {lives.deaths}")
+        outcome.expect(settled, f"the run did not settle within {timeout:g}s")
+        _expect_story(outcome, world, run_id, case)
+    return outcome
+
+
+def _expect_story(outcome: Outcome, world: World, run_id: str, case: CrashCase) -> None:
+    run = world.db.store.get_run(run_id, history=False)
+    outcome.expect(run is not None and run.status == "done", f"the run ended {run.status if run else None}, not done")
+    types = [e["type"] for e in world.db.store.timeline(run_id)]
+    if case.point in TOOL_POINTS:
+        reconciled = "needs_reconciliation" in types
+        if case.first == "send_note":
+            outcome.expect(reconciled, "a non-idempotent call left without an outcome must go to reconciliation")
+        else:
+            outcome.expect(not reconciled and "execution_retried" in types,
+                           "an idempotent call left without an outcome must be retried with its key")
+        outcome.notes.append(f"story: {', '.join(t for t in types if t not in ('decision',))}")
+
+
+def run_sigkill(kind: str, timeout: float = 60.0) -> Outcome:
+    """SIGKILL a replica while a run is inside a slow tool call, restart, and let recovery finish it."""
+    outcome = Outcome(f"crash/sigkill-mid-run/{kind}", "crash", runs=1)
+    slow = {"tool": "lookup", "args": {"query": "slow archive", "delay_s": 3.0}}
+    with observed(outcome, lambda: World(kind, [slow, NOTE, CREDIT, FINAL])) as world:
+        lives = Lives(world, None)
+        driver = Driver(world, pick=lives.pick)
+        run_id = driver.start("read the slow archive, then note Ada and credit her")
+        wait_until(lambda: _running(world, run_id), 20, what="the run running its slow tool")
+        time.sleep(0.5)
+        run = world.db.store.get_run(run_id, history=False)
+        outcome.expect(run is not None and run.status == "running" and run.lease_owner,
+                       "the run should be running under a lease when the replica is killed")
+        lives.current.kill()
+        outcome.faults = 1
+        settled = driver.settle([run_id], timeout, on_tick=lives.tick)
+        outcome.expect(settled, f"the run did not settle within {timeout:g}s")
+        _expect_story(outcome, world, run_id, CrashCase("sigkill", kind))
+    return outcome
+
+
+def _running(world: World, run_id: str) -> bool:
+    run = world.db.store.get_run(run_id, history=False)
+    return run is not None and run.status == "running"

@@ -1,0 +1,237 @@
+"""The six invariants, checked after every scenario over the real database, FakeSlack's messages and
+the tools' own effects log. Each check returns human-readable violations; none means it held.
+
+I1 effect_approved   no side effect ran without an approval approved by an allowed person before it expired
+I2 effect_once       no non-idempotent side effect ran twice (an idempotent one took effect at most once)
+I3 approval_settled  every approval ended in exactly one state; consumed ones have exactly one ledger row
+I4 run_settled       every run is terminal, waiting for a human, or needs_reconciliation; none stuck
+I5 audit_complete    the audit log accounts for every step, decision and execution
+I6 slack_matches_db  no live Approve/Deny buttons on a decided, expired or cancelled approval; pending
+                     approvals and runs waiting for a person show their buttons
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+
+from bot.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
+from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from runtime.state import TERMINAL
+from scenarios.serve import buttons
+from scenarios.toolset import NON_IDEMPOTENT
+
+INVARIANTS = {
+    "I1": "effect_approved",
+    "I2": "effect_once",
+    "I3": "approval_settled",
+    "I4": "run_settled",
+    "I5": "audit_complete",
+    "I6": "slack_matches_db",
+}
+WAITING = frozenset({"budget_exhausted", "failed", "needs_reconciliation"})
+
+
+@dataclass
+class Evidence:
+    """Everything the invariants look at, read once after the scenario settled."""
+
+    runs: dict[str, dict[str, Any]]
+    approvals: dict[str, dict[str, Any]]
+    ledger: dict[str, dict[str, Any]]
+    events: dict[str, list[dict[str, Any]]]
+    steps: dict[str, set[int]]
+    """Run id -> the steps at which the model decided something (from the history)."""
+    effects: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    grace: timedelta = timedelta(seconds=5)
+    """How long a pending approval may sit past its expiry before the sweep must have taken it."""
+
+
+def gather(world: Any) -> Evidence:
+    """Read the database, FakeSlack and the effects log of a world."""
+    with world.db.engine.connect() as conn:
+        run_rows = {r.run_id: dict(r._mapping) for r in conn.execute(select(runs))}
+        approval_rows = {r.approval_id: dict(r._mapping) for r in conn.execute(select(approvals))}
+        ledger = {r.key: dict(r._mapping) for r in conn.execute(select(tool_executions))}
+        timeline: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in conn.execute(select(events).order_by(events.c.run_id, events.c.seq)):
+            timeline[r.run_id].append({"seq": r.seq, "type": r.type, **json.loads(r.payload)})
+        steps: dict[str, set[int]] = defaultdict(set)
+        for r in conn.execute(select(run_history.c.run_id, run_history.c.entry)):
+            entry = json.loads(r.entry)
+            if entry.get("role") == "assistant":
+                steps[r.run_id].add(int(entry.get("step", -1)))
+    with world.slack._lock:
+        messages = [json.loads(json.dumps(m)) for m in world.slack.messages.values()]
+    return Evidence(run_rows, approval_rows, ledger, dict(timeline), dict(steps), world.effect_lines(), messages)
+
+
+def check(evidence: Evidence, policy: Any) -> dict[str, list[str]]:
+    """Every invariant's violations (empty lists when all hold)."""
+    return {
+        "I1": effect_approved(evidence, policy),
+        "I2": effect_once(evidence),
+        "I3": approval_settled(evidence),
+        "I4": run_settled(evidence),
+        "I5": audit_complete(evidence),
+        "I6": slack_matches_db(evidence),
+    }
+
+
+def _by_key(evidence: Evidence) -> dict[str, dict[str, Any]]:
+    return {a["key"]: a for a in evidence.approvals.values()}
+
+
+def effect_approved(evidence: Evidence, policy: Any) -> list[str]:
+    found = []
+    by_key = _by_key(evidence)
+    for line in evidence.effects:
+        key, tool = line.get("key"), line.get("tool")
+        approval = by_key.get(key)
+        if approval is None:
+            found.append(f"{tool} ran with key {key} but no approval exists for that key")
+            continue
+        run = evidence.runs.get(approval["run_id"], {})
+        problems = []
+        if approval["digest"] != line.get("digest"):
+            problems.append("it ran with other arguments than were approved")
+        if approval["status"] != "consumed":
+            problems.append(f"its approval is {approval['status']}, not consumed")
+        refusal = policy.refusal(approval["decided_by"], run.get("requester", ""))
+        if refusal:
+            problems.append(f"not approved by an allowed person ({refusal})")
+        decided, expires = approval["decided_at"], approval["expires_at"]
+        if decided is None or decided >= expires:
+            problems.append(f"decided at {decided} but the approval expired at {expires}")
+        consumed = approval["consumed_at"]
+        if consumed is None or consumed >= expires:
+            problems.append(f"executed (consumed {consumed}) after the approval expired at {expires}")
+        if problems:
+            found.append(f"{tool} ({key}): " + "; ".join(problems))
+    return found
+
+
+def effect_once(evidence: Evidence) -> list[str]:
+    calls = Counter(line["key"] for line in evidence.effects if line.get("tool") in NON_IDEMPOTENT)
+    applied = Counter(line["key"] for line in evidence.effects if line.get("effect"))
+    found = [f"non-idempotent call {key} ran {n} times" for key, n in sorted(calls.items()) if n > 1]
+    found += [f"call {key} took effect {n} times" for key, n in sorted(applied.items())
+              if n > 1 and key not in calls]
+    return found
+
+
+def approval_settled(evidence: Evidence) -> list[str]:
+    found = []
+    recorded = Counter(e["approval_id"] for timeline in evidence.events.values() for e in timeline
+                       if e["type"] == "approval_recorded")
+    for approval_id, n in recorded.items():
+        if n > 1:
+            found.append(f"{approval_id} was decided {n} times")
+    for a in evidence.approvals.values():
+        label, status = f"{a['approval_id']} ({a['key']})", a["status"]
+        run = evidence.runs.get(a["run_id"], {})
+        in_ledger = a["key"] in evidence.ledger
+        if status == "consumed" and not in_ledger:
+            found.append(f"{label} is consumed but the ledger has no row for its key")
+        elif status in ("denied", "expired", "cancelled", "pending") and in_ledger:
+            found.append(f"{label} is {status} but its call is in the ledger")
+        elif status == "approved":
+            found.append(f"{label} was approved but never executed, expired or cancelled (run {run.get('status')})")
+        elif status == "pending":
+            if run.get("status") != "awaiting_approval" or run.get("pending_key") != a["key"]:
+                found.append(f"{label} is still pending but its run is {run.get('status')}")
+            elif a["expires_at"] + evidence.grace < evidence.now:
+                found.append(f"{label} is pending {evidence.now - a['expires_at']} past its expiry")
+        elif status not in ("consumed", "denied", "expired", "cancelled"):
+            found.append(f"{label} has unknown status {status!r}")
+    return found
+
+
+def run_settled(evidence: Evidence) -> list[str]:
+    found = []
+    pending = {a["key"] for a in evidence.approvals.values() if a["status"] == "pending"}
+    for run in evidence.runs.values():
+        status, label = run["status"], run["run_id"]
+        if status in TERMINAL or status in WAITING:
+            pass
+        elif status == "awaiting_approval":
+            if run["pending_key"] not in pending:
+                found.append(f"{label} is awaiting approval of {run['pending_key']} but no approval is pending")
+        else:
+            live = run["lease_expires_at"] is not None and run["lease_expires_at"] > evidence.now
+            found.append(f"{label} is stuck {status} ({'leased' if live else 'no live lease'})")
+        if run["command"] is not None:
+            found.append(f"{label} ({status}) still holds an unapplied command {run['command']}")
+    return found
+
+
+def audit_complete(evidence: Evidence) -> list[str]:
+    found = []
+    for run_id, run in evidence.runs.items():
+        timeline = evidence.events.get(run_id, [])
+        kinds = Counter(e["type"] for e in timeline)
+        decided = {e.get("step") for e in timeline if e["type"] == "decision"}
+        for step in sorted(evidence.steps.get(run_id, set()) - decided):
+            found.append(f"{run_id}: step {step} has no decision event")
+        started = [e for e in timeline if e["type"] == "execution_started"]
+        for event in started:
+            later = [e for e in timeline if e["seq"] > event["seq"] and e.get("key") == event["key"]
+                     and e["type"] in ("tool_executed", "tool_failed", "needs_reconciliation")]
+            if not later:
+                found.append(f"{run_id}: execution {event['key']} started but no outcome or reconciliation "
+                             f"was recorded (run {run['status']})")
+        if run["status"] in TERMINAL and not kinds[run["status"] if run["status"] != "done" else "finished"]:
+            found.append(f"{run_id} ended {run['status']} without an event saying so")
+    started_keys = {e["key"] for timeline in evidence.events.values() for e in timeline
+                    if e["type"] == "execution_started"}
+    for line in evidence.effects:
+        if line.get("key") not in started_keys:
+            found.append(f"{line.get('tool')} ran with key {line.get('key')} but the audit log never says it started")
+    for a in evidence.approvals.values():
+        timeline = evidence.events.get(a["run_id"], [])
+        mine = [e for e in timeline if e.get("approval_id") == a["approval_id"]]
+        recorded = [e for e in mine if e["type"] == "approval_recorded"]
+        if a["decided_by"] and a["status"] in ("approved", "denied", "consumed") and len(recorded) != 1:
+            found.append(f"{a['approval_id']} was decided by {a['decided_by']} but has {len(recorded)} "
+                         "approval_recorded events")
+        if a["status"] == "expired" and not any(e["type"] == "approval_expired" for e in mine) \
+                and not any(e["type"] in ("expired", "failed") for e in timeline):
+            found.append(f"{a['approval_id']} expired without an approval_expired event or a run stop")
+        if a["status"] == "cancelled" and not any(e["type"] in ("command_recorded", "cancelled", "finished",
+                                                                "expired") for e in timeline):
+            found.append(f"{a['approval_id']} was cancelled but nothing in its run's log says why")
+    return found
+
+
+def slack_matches_db(evidence: Evidence) -> list[str]:
+    found = []
+    shown: set[str] = set()
+    for message in evidence.messages:
+        for action_id, value in buttons(message):
+            if action_id not in (APPROVE_ACTION, DENY_ACTION):
+                continue
+            approval_id = value.rpartition(":")[0]
+            shown.add(approval_id)
+            approval = evidence.approvals.get(approval_id)
+            if approval is None:
+                found.append(f"message {message['ts']} has live buttons for an approval that does not exist")
+            elif approval["status"] != "pending":
+                found.append(f"message {message['ts']} still shows {action_id} for {approval_id}, which is "
+                             f"{approval['status']}")
+            break
+    for a in evidence.approvals.values():
+        if a["status"] == "pending" and a["approval_id"] not in shown:
+            found.append(f"{a['approval_id']} is pending but no Slack message shows its buttons")
+    offered = {value for message in evidence.messages for action_id, value in buttons(message)
+               if action_id in RUN_ACTIONS}
+    for run in evidence.runs.values():
+        if run["status"] in WAITING and run["run_id"] not in offered:
+            found.append(f"{run['run_id']} is {run['status']} but no Slack message offers its buttons")
+    return found

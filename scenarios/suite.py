@@ -1,0 +1,90 @@
+"""The scenario list and how it runs: light scenarios side by side in lanes, heavy ones alone."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from scenarios import crash, dbdrop, hostile, model, replicas, slackfaults
+from scenarios.outcome import Outcome
+from scenarios.world import postgres_reachable
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each scenario is; `quick()` is the smaller run."""
+
+    kinds: tuple[str, ...] = ("sqlite", "postgres")
+    both_tools: bool = True
+    sigkill_kinds: tuple[str, ...] = ("sqlite", "postgres")
+    replica_runs: int = 200
+    expiry_runs: int = 24
+    drop_runs: int = 16
+    drop_seconds: float = 12.0
+    slack_timeout: bool = True
+    lanes: int = 3
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(both_tools=False, sigkill_kinds=("sqlite",), replica_runs=40, expiry_runs=8, drop_runs=6,
+                   drop_seconds=6.0, slack_timeout=False)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    run: Callable[[], Outcome]
+    postgres: bool
+    alone: bool = False
+    """Run with nothing beside it (it measures races across replicas and needs the machine)."""
+
+
+def scenarios(sizes: Sizes) -> list[Scenario]:
+    found = [Scenario(c.name, functools.partial(crash.run_crash, c), c.kind == "postgres")
+             for c in crash.cases(sizes.kinds, sizes.both_tools)]
+    found += [Scenario(f"crash/sigkill-mid-run/{k}", functools.partial(crash.run_sigkill, k), k == "postgres")
+              for k in sizes.sigkill_kinds]
+    found += [
+        Scenario("replicas/3x-races/postgres", functools.partial(replicas.run_replicas, sizes.replica_runs), True,
+                 alone=True),
+        Scenario("replicas/3x-approve-vs-expiry/postgres",
+                 functools.partial(replicas.run_expiry_races, sizes.expiry_runs), True, alone=True),
+        Scenario("database/connection-drops/2x/postgres",
+                 functools.partial(dbdrop.run_connection_drops, sizes.drop_runs, chaos_s=sizes.drop_seconds), True),
+        Scenario("slack/post-outage/sqlite", slackfaults.run_post_outage, False),
+        Scenario("slack/update-outage/sqlite", slackfaults.run_update_outage, False),
+        Scenario("model/outage-then-retry/sqlite", model.run_model_outage, False),
+        Scenario("hostile/slack-edge/sqlite", hostile.run_hostile, False),
+    ]
+    if sizes.slack_timeout:
+        found.append(Scenario("slack/post-timeout/sqlite", slackfaults.run_post_timeout, False))
+    return found
+
+
+def run_all(chosen: Iterable[Scenario], lanes: int = 3,
+            on_done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Run the heavy scenarios one by one, then the rest `lanes` at a time; outcomes in list order."""
+    chosen = list(chosen)
+    have_postgres = any(s.postgres for s in chosen) and postgres_reachable()
+    results: dict[str, Outcome] = {}
+    lock = threading.Lock()
+
+    def one(scenario: Scenario) -> None:
+        if scenario.postgres and not have_postgres:
+            outcome = Outcome(scenario.name, scenario.name.split("/")[0], skipped="PostgreSQL is not reachable")
+        else:
+            outcome = scenario.run()
+            assert outcome.name == scenario.name, (outcome.name, scenario.name)
+        with lock:
+            results[scenario.name] = outcome
+            if on_done is not None:
+                on_done(outcome)
+
+    for scenario in (s for s in chosen if s.alone):
+        one(scenario)
+    with ThreadPoolExecutor(max(lanes, 1), thread_name_prefix="lane") as pool:
+        list(pool.map(one, [s for s in chosen if not s.alone]))
+    return [results[s.name] for s in chosen]

@@ -1,0 +1,190 @@
+"""A scenario's world: one database (SQLite file or PostgreSQL schema), FakeSlack, the effects log,
+and the `signoff serve` processes started against them. `close()` tears everything down.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, text
+
+from runtime.adapters.db import make_engine, upgrade
+from runtime.adapters.sql import SqlStore
+from scenarios.serve import Serve
+from scenarios.toolset import LOG_ENV, read_effects
+from tests.fakes.slack import FakeSlack
+
+ROOT = Path(__file__).resolve().parents[1]
+POSTGRES_URL = os.environ.get("SIGNOFF_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+SIGNING_SECRET = "scenario-signing-secret-0123456789abcdef"
+USERGROUPS = {"S0ONCALL": ["U0ONCALL1", "U0ONCALL2"]}
+
+
+def postgres_reachable() -> bool:
+    try:
+        engine = create_engine(POSTGRES_URL, connect_args={"connect_timeout": 3})
+        with engine.connect() as conn:
+            conn.execute(text("select 1"))
+        engine.dispose()
+        return True
+    except Exception:  # any failure to connect means "no PostgreSQL here"
+        return False
+
+
+class Database:
+    """A fresh, migrated database; PostgreSQL connections carry an `application_name` per role."""
+
+    def __init__(self, kind: str, workdir: Path) -> None:
+        self.kind = kind
+        if kind == "sqlite":
+            self._url = f"sqlite:///{workdir / 'signoff.db'}"
+            self.schema = None
+        else:
+            self.schema = "scn_" + secrets.token_hex(5)
+            admin = self.admin()
+            with admin.connect() as conn:
+                conn.execute(text(f"CREATE SCHEMA {self.schema}"))
+            admin.dispose()
+            self._url = f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}options=-csearch_path%3D{self.schema}"
+        engine = make_engine(self.url("migrate"))
+        upgrade(engine)
+        engine.dispose()
+        # The checker's own small pool: the serve processes need PostgreSQL's connections more.
+        self.engine = make_engine(self.url("checker")) if kind == "sqlite" else create_engine(
+            self.url("checker"), pool_pre_ping=True, pool_size=4, max_overflow=12)
+        self.store = SqlStore(self.engine)
+
+    def url(self, role: str = "serve") -> str:
+        """The URL a given party uses; on PostgreSQL its connections are tagged `<schema>_<role>`."""
+        if self.kind == "sqlite":
+            return self._url
+        return f"{self._url}&application_name={self.schema}_{role}"
+
+    @staticmethod
+    def admin() -> Engine:
+        return create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+
+    def terminate(self, role: str = "serve") -> int:
+        """Drop every PostgreSQL connection of `role` (as an operator or a failover would); returns how many."""
+        assert self.kind == "postgres"
+        admin = self.admin()
+        with admin.connect() as conn:
+            killed = conn.execute(text(
+                "select count(*) filter (where pg_terminate_backend(pid)) from pg_stat_activity "
+                "where application_name = :name"), {"name": f"{self.schema}_{role}"}).scalar_one()
+        admin.dispose()
+        return int(killed or 0)
+
+    def close(self) -> None:
+        self.engine.dispose()
+        if self.kind == "postgres":
+            admin = self.admin()
+            with admin.connect() as conn:
+                conn.execute(text(
+                    "select pg_terminate_backend(pid) from pg_stat_activity where application_name like :p"),
+                    {"p": f"{self.schema}_%"})
+                conn.execute(text(f"DROP SCHEMA {self.schema} CASCADE"))
+            admin.dispose()
+
+
+@dataclass
+class Policy:
+    """Who may approve in this world, as the serve processes are configured."""
+
+    approvers: frozenset[str] = frozenset()
+    allow_self: bool = False
+
+    def refusal(self, user: str | None, requester: str) -> str | None:
+        if not user:
+            return "nobody decided"
+        if user == requester and not self.allow_self:
+            return f"{user} approved their own run"
+        if self.approvers:
+            members = set(self.approvers)
+            for group, users in USERGROUPS.items():
+                if group in self.approvers:
+                    members |= set(users)
+            if user not in members:
+                return f"{user} is not an approver"
+        return None
+
+
+@dataclass
+class World:
+    kind: str
+    script: list[dict[str, Any]]
+    policy: Policy = field(default_factory=Policy)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="signoff-scenario-")
+        self.dir = Path(self._tmp.name)
+        self.effects = self.dir / "effects.jsonl"
+        self.slack = FakeSlack(usergroups=USERGROUPS).start()
+        self.db = Database(self.kind, self.dir)
+        self.serves: list[Serve] = []
+        self.untold: list[str] = []
+        """Buttons a run waiting on a person needed but Slack never showed (see `Driver`)."""
+        self._lives = itertools.count()
+        self.write_script(self.script)
+
+    def write_script(self, script: list[dict[str, Any]], name: str = "script.json") -> Path:
+        path = self.dir / name
+        path.write_text(json.dumps(script), encoding="utf-8")
+        return path
+
+    def serve_env(self, **overrides: str) -> dict[str, str]:
+        env = {
+            "SLACK_BOT_TOKEN": self.slack.token, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": self.slack.url,
+            "SIGNOFF_DATABASE_URL": self.db.url("serve"), "SIGNOFF_TOOLS": "scenarios.toolset:TOOLS",
+            "SIGNOFF_MODEL": f"scripted:{self.dir / 'script.json'}", "SIGNOFF_SWEEP_INTERVAL": "1s",
+            "SIGNOFF_LEASE_SECONDS": "2", "SIGNOFF_WORKERS": "4", "SIGNOFF_LOG_LEVEL": "INFO",
+            "SIGNOFF_OUTBOX": str(self.dir / "outbox"), LOG_ENV: str(self.effects),
+        }
+        if self.policy.approvers:
+            env["SIGNOFF_APPROVERS"] = ",".join(sorted(self.policy.approvers))
+        if self.policy.allow_self:
+            env["SIGNOFF_ALLOW_SELF_APPROVAL"] = "true"
+        env.update(self.env)
+        env.update(overrides)
+        return env
+
+    def start(self, **overrides: str) -> Serve:
+        """Start one `signoff serve` (HTTP mode) and wait until it is healthy."""
+        serve = Serve(self.serve_env(**overrides), log=self.dir / f"serve-{next(self._lives)}.log", root=ROOT)
+        self.serves.append(serve)
+        serve.start()
+        return serve
+
+    def effect_lines(self) -> list[dict[str, Any]]:
+        return read_effects(self.effects)
+
+    def logs(self) -> str:
+        return "".join(s.log_text() for s in self.serves)
+
+    def close(self) -> None:
+        for serve in self.serves:
+            serve.stop()
+        self.slack.stop()
+        self.db.close()
+        self._tmp.cleanup()
+
+
+def wait_until(predicate: Any, timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll `predicate` until it returns something truthy; raise `TimeoutError` naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout:g}s")
+        time.sleep(interval)
