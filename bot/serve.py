@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -189,10 +190,14 @@ def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> No
     configure_logging(settings)
     if settings.socket_mode:
         service = compose(settings, environ=environ)
-        log.info("Socket Mode: connecting to Slack")
+        # Slack reaches us over the socket; the port still answers /healthz for container probes.
+        health = http_server(service.wsgi, "0.0.0.0", settings.port)
+        threading.Thread(target=health.serve_forever, name="healthz", daemon=True).start()
+        log.info("Socket Mode: connecting to Slack (health checks on port %d%s)", settings.port, HEALTH_PATH)
         try:
             service.socket_mode_handler().start()
         finally:
+            health.shutdown()
             service.close()
         return
     check(settings, environ)  # fail here, with one clear message, rather than in a forked worker

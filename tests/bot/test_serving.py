@@ -209,3 +209,27 @@ def test_http_mode_on_gunicorn_serves_signed_commands(how, slack: FakeSlack, sql
             _, stderr = process.communicate()
     assert SIGNING_SECRET not in stderr.decode() and slack.token not in stderr.decode()
     assert json.loads(json.dumps(slack.calls_to("auth.test")))  # the token was checked at start-up
+
+
+@pytest.mark.slow
+def test_socket_mode_process_connects_and_still_answers_health_checks(slack: FakeSlack, sqlite_url, tmp_path):
+    ws = FakeSocketMode()
+    slack.socket_url = ws.url
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "SIGNOFF_"))}
+    env.update(SLACK_BOT_TOKEN=slack.token, SLACK_APP_TOKEN=slack.app_token, SLACK_API_URL=slack.url,
+               SIGNOFF_DATABASE_URL=sqlite_url, SIGNOFF_PORT=str(port), SIGNOFF_OUTBOX=str(tmp_path / "outbox"),
+               SIGNOFF_LOG_LEVEL="WARNING")
+    process = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", process)
+        ws.wait_connected()
+        assert slack.calls_to("apps.connections.open") == [{}]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        ws.close()
