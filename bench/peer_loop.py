@@ -23,7 +23,22 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from bench.workload import GOAL, LookupArgs, NotifyArgs, decision, lookup_result, notify_result
+from bench.steps import pooled_sqlite_engine
+from bench.workload import (
+    GOAL,
+    LookupArgs,
+    NotifyArgs,
+    SignoffPolicy,
+    decision,
+    lookup_result,
+    notify_result,
+    signoff_tools,
+)
+from runtime.adapters.db import make_engine, upgrade
+from runtime.adapters.sql import SqlStore
+from runtime.budget import Budget
+from runtime.records import Decided
+from runtime.runner import Runner, RunnerConfig
 
 APPROVER, REQUESTER = "U_APPROVER", "U_REQUESTER"
 
@@ -35,24 +50,15 @@ class SignoffLoop:
     durability = "WAL, synchronous=FULL; one transaction per step (state row, history rows, events)"
 
     def __init__(self, tmp: Path) -> None:
-        from runtime.adapters.db import upgrade
-        from runtime.adapters.sql import SqlStore
-
         engine = self.engine(f"sqlite:///{tmp / (self.name + '.db')}")
         upgrade(engine)
         self.store = SqlStore(engine)
         self.sent: list[dict[str, Any]] = []
 
     def engine(self, url: str) -> Any:
-        from runtime.adapters.db import make_engine
-
         return make_engine(url)
 
     def segment(self, steps: int) -> tuple[Any, float]:
-        from bench.workload import SignoffPolicy, signoff_tools
-        from runtime.budget import Budget
-        from runtime.runner import Runner, RunnerConfig
-
         policy = SignoffPolicy(steps, pause=True)
         runner = Runner(self.store, signoff_tools(self.sent), lambda spec: policy,
                         RunnerConfig(budget=Budget(max_steps=steps + 2)))
@@ -71,7 +77,7 @@ class SignoffLoop:
         outcome = runner.decide(approval.approval_id, approval.digest, APPROVER, True)
         status = runner.execute(run_id)
         elapsed = time.perf_counter() - start
-        assert type(outcome).__name__ == "Decided" and status == "done", (outcome, status)
+        assert isinstance(outcome, Decided) and status == "done", (outcome, status)
         assert len(self.sent) == sent + 1
         return elapsed
 
@@ -83,8 +89,6 @@ class PooledSignoffLoop(SignoffLoop):
     durability = SignoffLoop.durability + "; connections pooled (experiment: `bench.steps.pooled_sqlite_engine`)"
 
     def engine(self, url: str) -> Any:
-        from bench.steps import pooled_sqlite_engine
-
         return pooled_sqlite_engine(url)
 
 
