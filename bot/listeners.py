@@ -91,8 +91,6 @@ class Listeners:
             ack(text=f"Sorry, Slack sent a command I could not read: {command.reason}.")
             return
         ack(**self._answer(command).as_kwargs())
-        if isinstance(command.request, CancelRun):
-            self._show_cancelled(command.request.run_id)
 
     def _answer(self, command: Command) -> Message:
         who = command.where.user
@@ -121,7 +119,9 @@ class Listeners:
         if earlier is not None:  # a replay of a command we already took
             return notice(f"Already started as run `{safe(earlier, 80)}`." if earlier else "Already starting.")
         try:
-            run = self.runner.start_run(goal, where.user, origin={"channel": where.channel, "team": command.team})
+            # The trigger_id makes a replay that lands on another replica return the same run.
+            run = self.runner.start_run(goal, where.user, origin={"channel": where.channel, "team": command.team},
+                                        request_id=where.trigger_id or None)
         except ValueError as exc:
             self._seen.forget(where.trigger_id)
             return notice(f"Could not start a run: {safe(exc, 300)}")
@@ -202,12 +202,6 @@ class Listeners:
                 assert_never(outcome)
         if where.in_home:
             self.publish_home(where.user)
-
-    def _show_cancelled(self, run_id: str) -> None:
-        """Cancelling closes the run's pending approval at once; take its buttons away too."""
-        for approval in self.runner.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
-            if approval.message:
-                self._refresh(approval)
 
     def _refresh(self, approval: ApprovalRecord) -> None:
         """A lost race may find the message still showing buttons (its winner crashed): fix it."""

@@ -28,6 +28,8 @@ class RunRecord:
     lease_expires_at: datetime | None = None
     command: dict[str, Any] | None = None
     """A request (cancel, extend, retry, reconcile) waiting for the run's worker."""
+    request_id: str | None = None
+    """The request that started the run (e.g. Slack's trigger_id); a replay of it starts nothing new."""
 
     @property
     def usage(self) -> dict[str, Any]:
@@ -88,6 +90,8 @@ class Expired:
     """The approval expired before this decision; nothing was executed."""
 
     approval: ApprovalRecord
+    just_now: bool = False
+    """This decision is what noticed the expiry (the sweep had not run yet): tell people once."""
 
 
 @dataclass(frozen=True)

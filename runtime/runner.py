@@ -99,8 +99,13 @@ class Runner:
     # -- starting and driving runs ---------------------------------------------------------
 
     def start_run(self, goal: str, requester: str, origin: dict[str, Any] | None = None,
-                  model: str | None = None, budget: Budget | None = None) -> RunRecord:
-        """Record a new run (status idle); `execute` runs it."""
+                  model: str | None = None, budget: Budget | None = None,
+                  request_id: str | None = None) -> RunRecord:
+        """Record a new run (status idle); `execute` runs it.
+
+        With a `request_id` (e.g. Slack's trigger_id) a replayed request returns the run it
+        started the first time, on whichever replica it lands.
+        """
         goal = (goal or "").strip()
         if not goal:
             raise ValueError("the goal is empty")
@@ -109,7 +114,7 @@ class Runner:
         run_id = "run-" + secrets.token_hex(5)
         state = new_state(run_id, (budget or self.config.budget).to_json())
         return self.store.create_run(state, goal=goal, requester=requester, origin=origin or {},
-                                     model=model or self.config.model)
+                                     model=model or self.config.model, request_id=request_id)
 
     def execute(self, run_id: str) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended."""
@@ -131,7 +136,8 @@ class Runner:
         session = _Session(run, run.version, owner)
         while True:
             if not run.origin.get("ts"):
-                self._announce(run)
+                run = self._announce(run)
+                session.run = run
             agent = self._agent(run, session)
             try:
                 self._advance(agent, run, session)
@@ -250,6 +256,8 @@ class Runner:
                 self._notify("tool_result", snapshot, entry)
         if saved.approval is not None:
             self._post_approval(snapshot, saved.approval)
+        for approval in saved.cancelled:
+            self._notify("approval_decided", snapshot, approval)
         if saved.command is not None and checkpoint.state["status"] not in TERMINAL:
             raise _Interrupted()
 
@@ -272,7 +280,7 @@ class Runner:
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
             self._notify("approval_decided", run, outcome.approval)
-        elif isinstance(outcome, Expired):
+        elif isinstance(outcome, Expired) and outcome.just_now:
             self._notify("approval_expired", run, outcome.approval)
         return outcome
 
@@ -284,9 +292,14 @@ class Runner:
 
     def cancel(self, run_id: str, user: str, reason: str = "") -> RunOutcome:
         """Ask for the run to end as cancelled; its pending approval is closed at once."""
-        return self._command(run_id, user, {"op": "cancel", "reason": reason},
-                             ("idle", "running", "awaiting_approval", "budget_exhausted", "failed",
-                              "needs_reconciliation"), requester_may=True)
+        outcome = self._command(run_id, user, {"op": "cancel", "reason": reason},
+                                ("idle", "running", "awaiting_approval", "budget_exhausted", "failed",
+                                 "needs_reconciliation"), requester_may=True)
+        if isinstance(outcome, Done):
+            for approval in self.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
+                if approval.message:
+                    self._notify("approval_decided", outcome.run, approval)
+        return outcome
 
     def extend(self, run_id: str, user: str) -> RunOutcome:
         """Raise the budget that ran out by the configured increment and continue (approvers only)."""
@@ -375,10 +388,14 @@ class Runner:
 
     # -- telling people ----------------------------------------------------------------------
 
-    def _announce(self, run: RunRecord) -> None:
+    def _announce(self, run: RunRecord) -> RunRecord:
+        """Post the run message; progress threads under it, so the run carries where it is."""
         ref = self._notify("run_started", run)
-        if isinstance(ref, dict) and ref:
-            self.store.update_origin(run.run_id, {**run.origin, **ref})
+        if not (isinstance(ref, dict) and ref):
+            return run
+        origin = {**run.origin, **ref}
+        self.store.update_origin(run.run_id, origin)
+        return dataclasses.replace(run, origin=origin)
 
     def _post_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self.config.failpoints.hit("before_approval_post")

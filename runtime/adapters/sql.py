@@ -11,12 +11,13 @@ import json
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, and_, func, insert, or_, select, update
 from sqlalchemy.engine import Row
+from sqlalchemy.exc import IntegrityError
 
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from runtime.agent import Checkpoint
@@ -47,6 +48,8 @@ class Saved:
     approval: ApprovalRecord | None
     command: dict[str, Any] | None
     """A command a person left for this run while the step ran; the runner applies it next."""
+    cancelled: list[ApprovalRecord] = field(default_factory=list)
+    """Approvals this step closed because the run ended; their messages need their buttons removed."""
 
 
 @dataclass(frozen=True)
@@ -91,20 +94,36 @@ class SqlStore:
     # -- runs ----------------------------------------------------------------------------
 
     def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
-                   model: str) -> RunRecord:
+                   model: str, request_id: str | None = None) -> RunRecord:
+        """Insert a new run; with a `request_id` already used, return that request's run instead."""
         now = self.clock()
-        with self._tx() as conn:
-            conn.execute(insert(runs).values(
-                run_id=state["run_id"], goal=goal, requester=requester, origin=canonical_json(origin),
-                model=model, status=state["status"], state=_dump_without_history(state),
-                history_len=0, version=1, event_count=0, created_at=now, updated_at=now,
-            ))
-            _append_history(conn, state["run_id"], 0, state["history"])
-            _append_events(conn, state["run_id"], [{"type": "run_created", "goal": goal, "requester": requester,
-                                                   "origin": origin, "model": model}], now)
+        try:
+            with self._tx() as conn:
+                conn.execute(insert(runs).values(
+                    run_id=state["run_id"], goal=goal, requester=requester, origin=canonical_json(origin),
+                    model=model, status=state["status"], state=_dump_without_history(state),
+                    history_len=0, version=1, event_count=0, created_at=now, updated_at=now,
+                    request_id=request_id,
+                ))
+                _append_history(conn, state["run_id"], 0, state["history"])
+                _append_events(conn, state["run_id"], [{"type": "run_created", "goal": goal,
+                                                       "requester": requester, "origin": origin,
+                                                       "model": model}], now)
+        except IntegrityError:
+            earlier = self._run_for_request(request_id)
+            if earlier is None:
+                raise
+            return earlier
         record = self.get_run(state["run_id"])
         assert record is not None
         return record
+
+    def _run_for_request(self, request_id: str | None) -> RunRecord | None:
+        if request_id is None:
+            return None
+        with self.engine.connect() as conn:
+            run_id = conn.execute(select(runs.c.run_id).where(runs.c.request_id == request_id)).scalar()
+        return self.get_run(run_id, history=False) if run_id else None
 
     def get_run(self, run_id: str, *, history: bool = True) -> RunRecord | None:
         """One run; `history=False` skips the history for callers that only need the row."""
@@ -181,10 +200,12 @@ class SqlStore:
                                                                  for e in checkpoint.events):
                 approval = _insert_approval(conn, run_id, state["pending"], row.requester, now, approval_ttl)
             command = json.loads(row.command) if row.command and not clear_command else None
+            cancelled: list[Row[Any]] = []
             if state["status"] in ("cancelled", "expired", "done"):
-                conn.execute(update(approvals).where(approvals.c.run_id == run_id,
-                                                     approvals.c.status.in_(("pending", "approved")))
-                             .values(status="cancelled", decided_at=now))
+                cancelled = conn.execute(update(approvals).where(approvals.c.run_id == run_id,
+                                                                 approvals.c.status.in_(("pending", "approved")))
+                                         .values(status="cancelled", decided_at=now)
+                                         .returning(*approvals.c)).all()
                 if command is not None:
                     # A request that arrived while the last step ran can no longer apply; left in place,
                     # it would make the ended run look like work for every recovering worker.
@@ -192,7 +213,7 @@ class SqlStore:
                     _append_events(conn, run_id, [{"type": "command_refused", **command,
                                                    "reason": f"the run already ended ({state['status']})"}], now)
                     command = None
-        return Saved(version + 1, approval, command)
+        return Saved(version + 1, approval, command, [_approval_record(r) for r in cancelled])
 
     def set_command(self, run_id: str, command: dict[str, Any], statuses: tuple[str, ...]) -> str | None:
         """Leave a command for the run's worker; returns None, or why it was refused."""
@@ -304,13 +325,17 @@ class SqlStore:
                                                    "key": row.key, "approved": approved, "by": user,
                                                    "note": note}], now)
                 return Decided(_approval_record(row))
+            just_expired = False
             if row.status == "pending" and row.expires_at <= now:
-                conn.execute(update(approvals).where(approvals.c.approval_id == approval_id,
-                                                     approvals.c.status == "pending")
-                             .values(status="expired", decided_at=now))
+                just_expired = conn.execute(update(approvals).where(approvals.c.approval_id == approval_id,
+                                                                    approvals.c.status == "pending")
+                                            .values(status="expired", decided_at=now)).rowcount == 1
+                if just_expired:
+                    _append_events(conn, row.run_id, [{"type": "approval_expired", "approval_id": approval_id,
+                                                       "key": row.key, "noticed_by": user}], now)
                 row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
             record = _approval_record(row)
-        return Expired(record) if record.status == "expired" else AlreadyDecided(record)
+        return Expired(record, just_expired) if record.status == "expired" else AlreadyDecided(record)
 
     def expire_due(self) -> list[ApprovalRecord]:
         """One statement: every pending approval past its expiry becomes expired; returns them."""
@@ -472,7 +497,7 @@ def _run_record(row: Row[Any], history: list[dict[str, Any]] | None) -> RunRecor
         run_id=row.run_id, goal=row.goal, requester=row.requester, origin=json.loads(row.origin or "{}"),
         model=row.model, status=row.status, state=state, version=row.version, created_at=row.created_at,
         updated_at=row.updated_at, lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at,
-        command=_loads(row.command),
+        command=_loads(row.command), request_id=row.request_id,
     )
 
 

@@ -69,8 +69,10 @@ runs = Table(
     Column("command", Text, nullable=True),
     Column("lease_owner", String(128), nullable=True),
     Column("lease_expires_at", UTCDateTime, nullable=True),
+    Column("request_id", String(200), nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("request_id"),
     Index(None, "status", "lease_expires_at"),
     Index(None, "requester", "created_at"),
 )

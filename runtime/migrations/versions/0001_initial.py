@@ -32,9 +32,11 @@ def upgrade() -> None:
         sa.Column("command", sa.Text, nullable=True),
         sa.Column("lease_owner", sa.String(128), nullable=True),
         sa.Column("lease_expires_at", UTCDateTime, nullable=True),
+        sa.Column("request_id", sa.String(200), nullable=True),
         sa.Column("created_at", UTCDateTime, nullable=False),
         sa.Column("updated_at", UTCDateTime, nullable=False),
         sa.PrimaryKeyConstraint("run_id", name="pk_runs"),
+        sa.UniqueConstraint("request_id", name="uq_runs_request_id"),
     )
     op.create_index("ix_runs_status_lease_expires_at", "runs", ["status", "lease_expires_at"])
     op.create_index("ix_runs_requester_created_at", "runs", ["requester", "created_at"])
