@@ -35,7 +35,7 @@ def run_connection_drops(runs: int = 16, replicas: int = 2, chaos_s: float = 12.
         def chaos() -> None:
             end = time.monotonic() + chaos_s
             while time.monotonic() < end and not stop.is_set():
-                time.sleep(rng.uniform(0.2, 0.6))
+                time.sleep(rng.uniform(0.1, 0.4))
                 killed = world.db.terminate("serve")
                 if killed:
                     drops.append(killed)

@@ -134,9 +134,14 @@ def approval_settled(evidence: Evidence) -> list[str]:
     for approval_id, n in recorded.items():
         if n > 1:
             found.append(f"{approval_id} was decided {n} times")
+    approved = {e["approval_id"] for timeline in evidence.events.values() for e in timeline
+                if e["type"] == "approval_recorded" and e.get("approved")}
     for a in evidence.approvals.values():
         label, status = f"{a['approval_id']} ({a['key']})", a["status"]
         run = evidence.runs.get(a["run_id"], {})
+        if a["approval_id"] in approved and status == "cancelled" and run.get("status") != "cancelled":
+            found.append(f"{label} was approved, never executed, and dropped while its run went on to "
+                         f"{run.get('status')}: a lost decision")
         in_ledger = a["key"] in evidence.ledger
         if status == "consumed" and not in_ledger:
             found.append(f"{label} is consumed but the ledger has no row for its key")

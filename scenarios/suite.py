@@ -28,6 +28,11 @@ class Sizes:
     lanes: int = 3
 
     @classmethod
+    def named(cls, name: str) -> Sizes:
+        """`quick` or `full` (anything else)."""
+        return cls.quick() if name.strip().lower() == "quick" else cls()
+
+    @classmethod
     def quick(cls) -> Sizes:
         return cls(both_tools=False, sigkill_kinds=("sqlite",), replica_runs=40, expiry_runs=8, drop_runs=6,
                    drop_seconds=6.0, slack_timeout=False)
@@ -76,7 +81,11 @@ def run_all(chosen: Iterable[Scenario], lanes: int = 3,
         if scenario.postgres and not have_postgres:
             outcome = Outcome(scenario.name, scenario.name.split("/")[0], skipped="PostgreSQL is not reachable")
         else:
-            outcome = scenario.run()
+            try:
+                outcome = scenario.run()
+            except Exception as exc:  # the world could not even be built: report it as this scenario's failure
+                outcome = Outcome(scenario.name, scenario.name.split("/")[0])
+                outcome.expectations.append(f"the scenario could not run: {type(exc).__name__}: {exc}")
             assert outcome.name == scenario.name, (outcome.name, scenario.name)
         with lock:
             results[scenario.name] = outcome

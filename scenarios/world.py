@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 POSTGRES_URL = os.environ.get("SIGNOFF_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 SIGNING_SECRET = "scenario-signing-secret-0123456789abcdef"
 USERGROUPS = {"S0ONCALL": ["U0ONCALL1", "U0ONCALL2"]}
+_MIGRATING = threading.Lock()
+"""Alembic keeps its running context in module globals: one migration at a time per process."""
 
 
 def postgres_reachable() -> bool:
@@ -55,7 +58,8 @@ class Database:
             admin.dispose()
             self._url = f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}options=-csearch_path%3D{self.schema}"
         engine = make_engine(self.url("migrate"))
-        upgrade(engine)
+        with _MIGRATING:
+            upgrade(engine)
         engine.dispose()
         # The checker's own small pool: the serve processes need PostgreSQL's connections more.
         self.engine = make_engine(self.url("checker")) if kind == "sqlite" else create_engine(

@@ -1,0 +1,50 @@
+"""The scenario suite inside pytest: every selected scenario runs once per session, side by side in
+lanes as `python -m scenarios` runs them, and each test reads its scenario's outcome.
+
+`SIGNOFF_SCENARIOS=quick` runs the smaller sizes. The report is written where `python -m scenarios`
+writes it, and the table is printed at the end of the session (CI keeps it in its output).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `scenarios/` is a directory of the repository, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from scenarios import report  # noqa: E402
+from scenarios.__main__ import DEFAULT_REPORT  # noqa: E402
+from scenarios.outcome import Outcome  # noqa: E402
+from scenarios.suite import Scenario, Sizes, run_all, scenarios  # noqa: E402
+
+SIZES = Sizes.named(os.environ.get("SIGNOFF_SCENARIOS", "full"))
+SCENARIOS = {s.name: s for s in scenarios(SIZES)}
+_ran: list[Outcome] = []
+_wall: list[float] = []
+
+
+@pytest.fixture(scope="session")
+def suite_outcomes(request: pytest.FixtureRequest) -> dict[str, Outcome]:
+    """Run the scenarios this session selected, all at once; name -> outcome."""
+    wanted = [item.callspec.params["name"] for item in request.session.items
+              if hasattr(item, "callspec") and item.callspec.params.get("name") in SCENARIOS]
+    chosen: list[Scenario] = [SCENARIOS[name] for name in dict.fromkeys(wanted)]
+    started = time.monotonic()
+    outcomes = run_all(chosen, lanes=SIZES.lanes)
+    _wall.append(time.monotonic() - started)
+    _ran.extend(outcomes)
+    DEFAULT_REPORT.write_text(report.markdown(outcomes, _wall[0]), encoding="utf-8")
+    return {o.name: o for o in outcomes}
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _ran:
+        terminalreporter.section("scenario suite")
+        terminalreporter.write(report.text(_ran, _wall[0]))
+        terminalreporter.write_line(f"report: {DEFAULT_REPORT}")

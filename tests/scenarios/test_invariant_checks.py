@@ -1,0 +1,140 @@
+"""The invariant checker itself: silent on a clean world, and each invariant catches its own breach.
+
+Pure: evidence is built by hand, no processes, no database.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.blocks import APPROVE_ACTION, DENY_ACTION, RETRY_ACTION
+from runtime.state import call_digest
+from scenarios.invariants import Evidence, check
+from scenarios.world import Policy
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+RUN = "run-0123456789"
+KEY = f"{RUN}:2"
+ARGS = {"to": "ada@example.com", "text": "hello"}
+DIGEST = call_digest("send_note", ARGS, KEY)
+POLICY = Policy()
+
+
+def clean() -> Evidence:
+    """One run that asked once, was approved by someone else in time, ran once and finished."""
+    run = {"run_id": RUN, "status": "done", "requester": "U0ASKER", "pending_key": None, "command": None,
+           "lease_owner": None, "lease_expires_at": None}
+    approval = {"approval_id": "apr_one", "run_id": RUN, "key": KEY, "digest": DIGEST, "status": "consumed",
+                "decided_by": "U0LEAD", "decided_at": T0 + timedelta(seconds=5), "expires_at": T0 + timedelta(minutes=30),
+                "consumed_at": T0 + timedelta(seconds=6), "message": {"channel": "C0RUNS", "ts": "1.2"}}
+    events = [
+        {"seq": 1, "type": "run_created"}, {"seq": 2, "type": "run_started", "step": 0},
+        {"seq": 3, "type": "decision", "step": 1}, {"seq": 4, "type": "tool_executed", "key": f"{RUN}:1"},
+        {"seq": 5, "type": "decision", "step": 2}, {"seq": 6, "type": "approval_requested", "key": KEY},
+        {"seq": 7, "type": "approval_recorded", "approval_id": "apr_one", "key": KEY, "approved": True},
+        {"seq": 8, "type": "execution_started", "key": KEY, "approval_id": "apr_one"},
+        {"seq": 9, "type": "tool_executed", "key": KEY}, {"seq": 10, "type": "decision", "step": 3},
+        {"seq": 11, "type": "finished"},
+    ]
+    decided = {"ts": "1.2", "channel": "C0RUNS", "blocks": [{"type": "section", "text": {"text": "Approved"}}]}
+    return Evidence(
+        runs={RUN: run}, approvals={"apr_one": approval}, ledger={KEY: {"key": KEY, "status": "succeeded"}},
+        events={RUN: events}, steps={RUN: {1, 2, 3}},
+        effects=[{"tool": "send_note", "key": KEY, "digest": DIGEST, "effect": True}],
+        messages=[decided], now=T0 + timedelta(minutes=1),
+    )
+
+
+def broken(evidence: Evidence) -> dict[str, list[str]]:
+    return {name: found for name, found in check(evidence, POLICY).items() if found}
+
+
+def live_buttons(approval_id: str, digest: str = DIGEST) -> dict:
+    return {"ts": "1.9", "channel": "C0RUNS", "blocks": [{"type": "actions", "elements": [
+        {"action_id": APPROVE_ACTION, "value": f"{approval_id}:{digest}"},
+        {"action_id": DENY_ACTION, "value": f"{approval_id}:{digest}"}]}]}
+
+
+def test_a_clean_world_breaks_nothing():
+    assert broken(clean()) == {}
+
+
+def mutate(change) -> Evidence:
+    evidence = copy.deepcopy(clean())
+    change(evidence)
+    return evidence
+
+
+BREACHES = {
+    "an effect nobody approved": ("I1", lambda e: e.effects.append(
+        {"tool": "send_note", "key": f"{RUN}:7", "digest": "x", "effect": True})),
+    "an effect the requester approved": ("I1", lambda e: e.approvals["apr_one"].update(decided_by="U0ASKER")),
+    "an effect approved after expiry": ("I1", lambda e: e.approvals["apr_one"].update(
+        decided_at=T0 + timedelta(hours=1))),
+    "an effect with other arguments than approved": ("I1", lambda e: e.effects[0].update(digest="0" * 64)),
+    "a non-idempotent effect twice": ("I2", lambda e: e.effects.append(dict(e.effects[0]))),
+    "an idempotent effect applied twice": ("I2", lambda e: e.effects.extend(
+        [{"tool": "apply_credit", "key": "k9", "effect": True}, {"tool": "apply_credit", "key": "k9", "effect": True}])),
+    "an approval decided twice": ("I3", lambda e: e.events[RUN].insert(7, {
+        "seq": 7, "type": "approval_recorded", "approval_id": "apr_one", "approved": False})),
+    "a consumed approval without a ledger row": ("I3", lambda e: e.ledger.clear()),
+    "an approved call dropped while its run finished": ("I3", lambda e: e.approvals["apr_one"].update(
+        status="cancelled")),
+    "an approval left approved": ("I3", lambda e: e.approvals["apr_one"].update(status="approved")),
+    "a run stuck running": ("I4", lambda e: e.runs[RUN].update(status="running")),
+    "a run awaiting an approval that is not pending": ("I4", lambda e: e.runs[RUN].update(
+        status="awaiting_approval", pending_key=KEY)),
+    "a run holding an unapplied command": ("I4", lambda e: e.runs[RUN].update(command='{"op": "cancel"}')),
+    "an execution without an outcome": ("I5", lambda e: e.events[RUN].pop(8)),
+    "an effect the audit log never saw start": ("I5", lambda e: e.events[RUN].pop(7)),
+    "a step without a decision event": ("I5", lambda e: e.steps[RUN].add(4)),
+    "live buttons on a consumed approval": ("I6", lambda e: e.messages.append(live_buttons("apr_one"))),
+    "a failed run whose buttons Slack never showed": ("I6", lambda e: e.runs[RUN].update(status="failed")),
+}
+
+
+@pytest.mark.parametrize("breach", list(BREACHES))
+def test_each_breach_is_caught_by_its_invariant(breach):
+    invariant, change = BREACHES[breach]
+    assert invariant in broken(mutate(change)), breach
+
+
+def test_a_pending_approval_with_live_buttons_and_its_waiting_run_are_fine():
+    def waiting(e: Evidence) -> None:
+        e.runs[RUN].update(status="awaiting_approval", pending_key=f"{RUN}:4")
+        e.approvals["apr_two"] = {**e.approvals["apr_one"], "approval_id": "apr_two", "key": f"{RUN}:4",
+                                  "status": "pending", "decided_by": None, "decided_at": None, "consumed_at": None}
+        e.messages.append(live_buttons("apr_two"))
+        e.events[RUN] = [ev for ev in e.events[RUN] if ev["type"] != "finished"]
+
+    assert broken(mutate(waiting)) == {}
+
+
+def test_a_pending_approval_long_past_its_expiry_is_caught():
+    def stale(e: Evidence) -> None:
+        e.runs[RUN].update(status="awaiting_approval", pending_key=f"{RUN}:4")
+        e.approvals["apr_two"] = {**e.approvals["apr_one"], "approval_id": "apr_two", "key": f"{RUN}:4",
+                                  "status": "pending", "decided_by": None, "expires_at": T0}
+        e.messages.append(live_buttons("apr_two"))
+
+    assert "I3" in broken(mutate(stale))
+
+
+def test_a_failed_run_offering_retry_is_fine():
+    def offered(e: Evidence) -> None:
+        e.runs[RUN].update(status="failed")
+        e.messages.append({"ts": "1.5", "channel": "C0RUNS", "blocks": [{"type": "actions", "elements": [
+            {"action_id": RETRY_ACTION, "value": RUN}]}]})
+
+    assert "I6" not in broken(mutate(offered))
+
+
+def test_approvers_and_groups_decide_who_is_allowed():
+    policy = Policy(approvers=frozenset({"U0LEAD", "S0ONCALL"}))
+    assert policy.refusal("U0ONCALL2", "U0ASKER") is None
+    assert policy.refusal("U0STRANGER", "U0ASKER") == "U0STRANGER is not an approver"
+    assert policy.refusal("U0LEAD", "U0LEAD") == "U0LEAD approved their own run"
+    assert Policy(allow_self=True).refusal("U0LEAD", "U0LEAD") is None
