@@ -12,11 +12,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import QueuePool
 
 from runtime.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///signoff.db"
+WRITE_OPTION = "signoff_write"
+"""Execution option marking a connection whose transaction will write (see `SqlStore`)."""
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
 
@@ -48,8 +50,10 @@ def make_engine(url: str = DEFAULT_DATABASE_URL, **options: Any) -> Engine:
 
 
 def _sqlite_engine(url: str, **options: Any) -> Engine:
-    # A file database shared by threads and processes: one connection per checkout, no pool to go stale.
-    engine = create_engine(url, poolclass=NullPool, connect_args={"check_same_thread": False}, **options)
+    # Pooled: opening the file and setting the pragmas costs more than a commit, and closing the last
+    # connection of a WAL database checkpoints it (more fsyncs). Threads share the pool.
+    engine = create_engine(url, poolclass=QueuePool, pool_size=8, max_overflow=16,
+                           connect_args={"check_same_thread": False}, **options)
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_conn: Any, _record: Any) -> None:
@@ -63,9 +67,10 @@ def _sqlite_engine(url: str, **options: Any) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
-        # IMMEDIATE takes the write lock up front, so a read-then-write transaction waits its turn
-        # instead of failing with SQLITE_BUSY when another process committed in between.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # A write transaction takes the lock up front (IMMEDIATE), so read-then-write waits its turn
+        # instead of failing with SQLITE_BUSY when another process committed in between. Reads stay
+        # deferred: in WAL mode they never wait for a writer.
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "BEGIN")
 
     return engine
 

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, Select, and_, func, insert, or_, sele
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 
+from runtime.adapters.db import WRITE_OPTION
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from runtime.agent import Checkpoint
 from runtime.errors import Conflict, IncompatibleState
@@ -88,8 +89,11 @@ class SqlStore:
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
-        with self.engine.begin() as conn:
-            yield conn
+        """One write transaction (on SQLite it takes the write lock at BEGIN)."""
+        with self.engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                yield conn
 
     # -- runs ----------------------------------------------------------------------------
 

@@ -173,6 +173,8 @@ def interrupt_and_resume(store: SqlStore, effects: Path, fault: str) -> None:
     assert cut.fired
     if fault == "full":
         assert "full" in str(failure.value)
+        # Space is freed: the cap lives on the pooled connection that hit it, so drop the pool.
+        store.engine.dispose()
     # Saved: the start (version 2) and step 1 (version 3). Step 2 left no trace.
     stopped = runner.get_run(run.run_id)
     assert (stopped.version, stopped.status, stopped.state["steps"], stopped.lease_owner) == (3, "running", 1, None)
