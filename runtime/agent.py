@@ -127,6 +127,7 @@ class Agent:
         self._step = _Step()
         self._mark = 0
         self._clock_mark: float | None = None
+        self._policy_copies: list[dict[str, Any]] = []
 
     # -- construction from a checkpoint ---------------------------------------------------
 
@@ -295,7 +296,7 @@ class Agent:
             self._stop("budget_exhausted", reason=f"{limit} reached", budget=limit, limits=usage_report(self.state))
             return
         try:
-            raw = self.policy(copy.deepcopy(self.state["history"]))
+            raw = self.policy(self._history_for_policy())
         except ModelAuthError as exc:
             self._stop("failed", reason="model rejected credentials", detail=str(exc))
             return
@@ -319,6 +320,16 @@ class Agent:
             self._propose(decision)
         if self.status in ("running", "awaiting_approval", "done"):
             self._commit()
+
+    def _history_for_policy(self) -> list[dict[str, Any]]:
+        """A copy of the history for the policy, so nothing it does can touch the run.
+
+        Entries are copied once, when first shown, and kept: copying the whole history before
+        every call would make a run's cost grow with the square of its length.
+        """
+        history, copies = self.state["history"], self._policy_copies
+        copies.extend(copy.deepcopy(entry) for entry in history[len(copies):])
+        return list(copies)
 
     def _account(self, raw: Any) -> Any:
         """Take usage and model metadata off a decision and add them to the run's usage."""
