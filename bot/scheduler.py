@@ -22,10 +22,10 @@ EXPIRE_JOB = "expire-approvals"
 RECOVER_JOB = "recover-runs"
 
 
-def expire_approvals(runner: Runner) -> int:
-    """One sweep: expire overdue approvals (the runner updates their messages and ends their runs)."""
+def expire_approvals(runner: Runner, workers: Workers) -> int:
+    """One sweep: expire overdue approvals; the runner updates their messages, the pool ends their runs."""
     try:
-        expired = runner.expire_due()
+        expired = runner.expire_due(end_run=workers.submit)
     except Exception:  # the next sweep tries again; one bad sweep must not stop the clock
         log.exception("%s failed", EXPIRE_JOB)
         return 0
@@ -56,7 +56,7 @@ def start_scheduler(runner: Runner, workers: Workers, interval: timedelta) -> Ba
     )
     seconds = interval.total_seconds()
     now = datetime.now(UTC)
-    scheduler.add_job(expire_approvals, "interval", seconds=seconds, id=EXPIRE_JOB, args=(runner,),
+    scheduler.add_job(expire_approvals, "interval", seconds=seconds, id=EXPIRE_JOB, args=(runner, workers),
                       next_run_time=now)
     scheduler.add_job(recover_runs, "interval", seconds=seconds, id=RECOVER_JOB, args=(runner, workers),
                       next_run_time=now)

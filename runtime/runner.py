@@ -341,14 +341,18 @@ class Runner:
 
     # -- the clock's jobs --------------------------------------------------------------------
 
-    def expire_due(self) -> list[ApprovalRecord]:
-        """Expire every overdue approval, tell people, and end those runs as expired."""
+    def expire_due(self, end_run: Callable[[str], Any] | None = None) -> list[ApprovalRecord]:
+        """Expire every overdue approval, tell people, and end those runs as expired.
+
+        `end_run(run_id)` ends each run; by default here and now (`execute`), while a server
+        hands them to its worker pool so one sweep of thousands does not hold the clock.
+        """
         expired = self.store.expire_due()
         for approval in expired:
             run = self.store.get_run(approval.run_id, history=False)
             if run is not None:
                 self._notify("approval_expired", run, approval)
-            self.execute(approval.run_id)
+            (end_run or self.execute)(approval.run_id)
         return expired
 
     def recover(self, min_age: timedelta = timedelta(seconds=10)) -> list[str]:

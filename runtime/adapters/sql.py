@@ -350,9 +350,14 @@ class SqlStore:
             rows = conn.execute(
                 update(approvals).where(due).values(status="expired", decided_at=now).returning(*approvals.c)
             ).all()
+            first: dict[str, dict[str, Any]] = {}
             for row in rows:
-                _append_events(conn, row.run_id, [{"type": "approval_expired", "approval_id": row.approval_id,
-                                                   "key": row.key}], now)
+                event = {"type": "approval_expired", "approval_id": row.approval_id, "key": row.key}
+                if row.run_id in first:  # a run has one open approval at a time; never lose an event anyway
+                    _append_events(conn, row.run_id, [event], now)
+                else:
+                    first[row.run_id] = event
+            _append_one_event_each(conn, first, now)
         return [_approval_record(r) for r in rows]
 
     def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> None:
@@ -460,6 +465,20 @@ def _append_events(conn: Connection, run_id: str, new: list[dict[str, Any]], at:
         {"run_id": run_id, "seq": first + i, "type": e["type"], "at": at,
          "payload": canonical_json({k: v for k, v in e.items() if k not in ("type", "run_id")})}
         for i, e in enumerate(new)
+    ])
+
+
+def _append_one_event_each(conn: Connection, new: dict[str, dict[str, Any]], at: datetime) -> None:
+    """One event for each of many runs, in two statements whatever their number (the expiry sweep)."""
+    if not new:
+        return
+    numbered = conn.execute(update(runs).where(runs.c.run_id.in_(list(new)))
+                            .values(event_count=runs.c.event_count + 1)
+                            .returning(runs.c.run_id, runs.c.event_count)).all()
+    conn.execute(insert(events), [
+        {"run_id": run_id, "seq": seq, "type": new[run_id]["type"], "at": at,
+         "payload": canonical_json({k: v for k, v in new[run_id].items() if k != "type"})}
+        for run_id, seq in numbered
     ])
 
 

@@ -25,9 +25,9 @@ def dms_to(slack, user):
 
 def test_sweep_expires_approval_updates_message_ends_run_and_tells_requester(signoff, slack, ledger):
     run = propose_refund(signoff)
-    assert expire_approvals(signoff.runner) == 0
+    assert expire_approvals(signoff.runner, signoff.service.workers) == 0
     signoff.clock.advance(minutes=31)
-    assert expire_approvals(signoff.runner) == 1
+    assert expire_approvals(signoff.runner, signoff.service.workers) == 1
     signoff.settle()
 
     card = signoff.approval_message()
@@ -37,7 +37,7 @@ def test_sweep_expires_approval_updates_message_ends_run_and_tells_requester(sig
     thread = slack.thread("C0RUNS", run.origin["ts"])
     assert any("stopped (expired)" in m["text"] for m in thread)
     assert ledger.total == 0
-    assert expire_approvals(signoff.runner) == 0  # a second replica's sweep finds nothing left
+    assert expire_approvals(signoff.runner, signoff.service.workers) == 0  # a second replica's sweep finds nothing left
 
 
 def test_click_on_expired_approval_before_the_sweep_is_refused(signoff, slack, ledger):
