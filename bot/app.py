@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from slack_bolt import App
@@ -21,6 +21,8 @@ from bot.notifier import SlackNotifier
 from runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot")
+
+LISTENER_THREADS = 32
 
 
 class Workers:
@@ -107,7 +109,10 @@ def build_app(
         request_verification_enabled=options.signing_secret is not None,
         token_verification_enabled=options.token_verification,
         process_before_response=options.process_before_response,
-        listener_executor=options.listener_executor,
+        # Bolt's default is 5 threads; a listener that has acked still holds its thread while it
+        # decides and updates Slack, so a burst of clicks would queue behind them before acking.
+        listener_executor=options.listener_executor or ThreadPoolExecutor(
+            max_workers=LISTENER_THREADS, thread_name_prefix="signoff-listener"),
     )
     Listeners(runner, workers, notifier, clock=options.clock, replay_window_s=options.replay_window_s).register(app)
 

@@ -373,12 +373,10 @@ class Runner:
 
     def approvals_for(self, user: str, limit: int = 20) -> list[ApprovalRecord]:
         """Pending approvals this user may decide."""
-        result = []
-        for approval in self.store.list_approvals(status="pending", limit=limit * 3):
-            run = self.store.get_run(approval.run_id, history=False)
-            if run is not None and self.approval_refusal(user, run) is None:
-                result.append(approval)
-        return result[:limit]
+        pending = self.store.list_approvals(status="pending", limit=limit * 3)
+        runs = self.store.runs_by_id([a.run_id for a in pending])
+        return [a for a in pending
+                if a.run_id in runs and self.approval_refusal(user, runs[a.run_id]) is None][:limit]
 
     def pending_approval(self, run_id: str) -> ApprovalRecord | None:
         found = self.store.list_approvals(status="pending", run_id=run_id, limit=1)

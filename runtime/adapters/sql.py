@@ -406,6 +406,14 @@ class SqlStore:
         with self.engine.connect() as conn:
             return [_run_record(r, None) for r in conn.execute(query).all()]
 
+    def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
+        """Several runs without their history, in one query."""
+        if not run_ids:
+            return {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(runs).where(runs.c.run_id.in_(set(run_ids)))).all()
+        return {row.run_id: _run_record(row, None) for row in rows}
+
     def runs_needing_work(self, *, limit: int = 100) -> list[str]:
         """Runs no live worker holds that have something to do: orphaned, decided, or with a command."""
         now = self.clock()
