@@ -186,17 +186,19 @@ class SqlStore:
                 state=_dump_without_history(state), status=state["status"], history_len=len(state["history"]),
                 pending_key=(state.get("pending") or {}).get("key"),
                 version=version + 1, updated_at=now, lease_expires_at=now + lease,
+                # The step's events are numbered by the same statement that saves it: one round trip less.
+                event_count=runs.c.event_count + len(checkpoint.events),
             )
             if clear_command:
                 values["command"] = None
             row = conn.execute(
                 update(runs).where(runs.c.run_id == run_id, runs.c.version == version, runs.c.lease_owner == owner)
-                .values(**values).returning(runs.c.command, runs.c.requester)
+                .values(**values).returning(runs.c.command, runs.c.requester, runs.c.event_count)
             ).first()
             if row is None:
                 raise Conflict(f"run {run_id} changed since version {version}; step not saved")
             _append_history(conn, run_id, checkpoint.history_start, new_history)
-            _append_events(conn, run_id, checkpoint.events, now)
+            _insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now)
             if checkpoint.execution is not None:
                 _finish_execution(conn, checkpoint.execution, now)
             approval = None
@@ -468,7 +470,13 @@ def _append_events(conn: Connection, run_id: str, new: list[dict[str, Any]], at:
     last = conn.execute(update(runs).where(runs.c.run_id == run_id)
                         .values(event_count=runs.c.event_count + len(new))
                         .returning(runs.c.event_count)).scalar_one()
-    first = last - len(new) + 1
+    _insert_events(conn, run_id, new, last - len(new) + 1, at)
+
+
+def _insert_events(conn: Connection, run_id: str, new: list[dict[str, Any]], first: int, at: datetime) -> None:
+    """Insert `new` numbered from `first`; the caller has reserved those numbers on the run row."""
+    if not new:
+        return
     conn.execute(insert(events), [
         {"run_id": run_id, "seq": first + i, "type": e["type"], "at": at,
          "payload": canonical_json({k: v for k, v in e.items() if k not in ("type", "run_id")})}
