@@ -207,7 +207,10 @@ def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> No
 
 def check(settings: Settings, environ: Mapping[str, str]) -> None:
     """What would stop the bot from working: tools, model, database, and Slack accepting the token."""
-    build_runner(settings, None, env=model_env(environ))
+    runner = build_runner(settings, None, env=model_env(environ))
+    # gunicorn forks after this check: a pooled connection carried into the worker and closed there
+    # drops the worker's own SQLite locks ("disk I/O error"), so none may cross the fork.
+    runner.store.engine.dispose()
     try:
         web_client(settings).auth_test()
     except SlackApiError as exc:
