@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from runtime.adapters.sql import Existing, Fresh, NotDispatchable, SqlStore
+from runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, SqlStore
 from runtime.agent import Agent, Checkpoint, Policy, run_tool
 from runtime.budget import Budget
 from runtime.errors import Conflict, DispatchRefused, InvalidTransition, OutcomeUnknown
@@ -64,6 +64,14 @@ class RunnerConfig:
     allow_self_approval: bool = False
     redact_keys: frozenset[str] = DEFAULT_REDACT_KEYS
     failpoints: Failpoints = field(default_factory=Failpoints)
+
+
+class _StoreFailed(BaseException):
+    """The database failed while a call was being started.
+
+    A `BaseException`, like `FailpointHit`, so the agent's handler for tool errors lets it pass:
+    the call did not run, and the tool must not be blamed. The worker stops; recovery continues.
+    """
 
 
 class _Interrupted(Exception):
@@ -128,6 +136,9 @@ class Runner:
                 return self._drive(run, owner)
         except Conflict as exc:
             log.warning("run %s: %s; another worker will continue it", run_id, exc)
+            return None
+        except _StoreFailed as exc:
+            log.warning("run %s: the database failed while starting a call (%s); recovery continues it", run_id, exc)
             return None
         finally:
             self.store.release(run_id, owner)
@@ -214,7 +225,7 @@ class Runner:
         """The executor: read-only tools just run; side effects go through approval and ledger."""
         if not tool.side_effect:
             return run_tool(tool, args, key)
-        start = self.store.begin_execution(run_id, tool.name, args, key, retry=session.retry_key == key)
+        start = self._begin(run_id, tool, args, key, retry=session.retry_key == key)
         match start:
             case NotDispatchable(reason=reason, status=status):
                 raise DispatchRefused(reason, status)
@@ -222,7 +233,7 @@ class Runner:
                 if not tool.idempotent:
                     raise OutcomeUnknown(f"{tool.name} ({key}) started earlier and recorded no outcome; "
                                          "it may or may not have taken effect")
-                self.store.begin_execution(run_id, tool.name, args, key, retry=True)
+                self._begin(run_id, tool, args, key, retry=True)
             case Existing(status="succeeded", result=result):
                 return result
             case Existing(error=error):
@@ -233,6 +244,12 @@ class Runner:
         result = run_tool(tool, args, key)
         self.config.failpoints.hit("after_tool")
         return result
+
+    def _begin(self, run_id: str, tool: Tool, args: dict[str, Any], key: str, *, retry: bool) -> ExecutionStart:
+        try:
+            return self.store.begin_execution(run_id, tool.name, args, key, retry=retry)
+        except Exception as exc:  # the database failed, not the tool: the agent must not record a tool failure
+            raise _StoreFailed(f"{type(exc).__name__}: {exc}") from exc
 
     def _save(self, session: _Session, checkpoint: Checkpoint) -> None:
         """on_checkpoint: commit the step, then tell people about it."""
