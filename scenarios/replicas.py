@@ -8,7 +8,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -55,19 +55,19 @@ class Fleet:
             self.problems.append(text)
 
 
-def at_once(*actions: Callable[[], Any], spread: float = 0.0, rng: random.Random | None = None) -> list[Any]:
-    """Fire `actions` from threads released by one barrier; each waits up to `spread` s more, at random.
+def at_once(*actions: Callable[[], Any], delays: Sequence[float] = ()) -> list[Any]:
+    """Fire `actions` from threads released by one barrier; action i first waits `delays[i]` seconds.
 
-    The spread lets either side of a race win: without it the side whose request is handled
-    inline (a slash command) nearly always beats the one handled after its ack (a click).
+    Small random delays let either side of a race win: without them the side handled inline
+    (a slash command) nearly always beats the one handled after its ack (a click).
     """
     barrier = threading.Barrier(len(actions))
     results: list[Any] = [None] * len(actions)
-    delays = [(rng or random).uniform(0, spread) for _ in actions]
+    waits = list(delays) + [0.0] * (len(actions) - len(delays))
 
     def fire(i: int) -> None:
         barrier.wait()
-        time.sleep(delays[i])
+        time.sleep(waits[i])
         results[i] = actions[i]()
 
     threads = [threading.Thread(target=fire, args=(i,)) for i in range(len(actions))]
@@ -101,13 +101,14 @@ def drive_one(world: World, fleet: Fleet, index: int, race: str, timeout: float 
             at_once(*[lambda s=s: s.post(approve) for s in copies])
         case "approve_approve":
             other = click_body(message, APPROVE_ACTION, SECOND_APPROVER)
-            at_once(lambda: a.post(approve), lambda: b.post(other), spread=0.05, rng=rng)
+            at_once(lambda: a.post(approve), lambda: b.post(other), delays=(rng.uniform(0, 0.05),))
         case "approve_deny":
             at_once(lambda: a.post(approve),
                     lambda: b.deny(approval.approval_id, approval.digest, SECOND_APPROVER, "not today"),
-                    spread=0.05, rng=rng)
+                    delays=(0.0, rng.uniform(0, 0.05)))
         case "approve_cancel":
-            at_once(lambda: a.post(approve), lambda: b.command(f"cancel {run_id}", REQUESTER), spread=0.15, rng=rng)
+            at_once(lambda: a.post(approve), lambda: b.command(f"cancel {run_id}", REQUESTER),
+                    delays=(0.0, rng.uniform(0, 0.3)))
     try:
         wait_until(lambda: _ended(world, run_id), timeout, interval=0.1, what=f"{run_id} to end")
     except TimeoutError as exc:
@@ -155,7 +156,7 @@ def run_expiry_races(runs: int = 24, replicas: int = 3, seed: int = 11) -> Outco
             approval = wait_until(lambda: _posted(world, run_id), 30, interval=0.05, what="the approval")
             message = world.slack.message(approval.message["channel"], approval.message["ts"])
             body = click_body(message, APPROVE_ACTION, APPROVER)
-            offset = fleet.rng.uniform(-0.5, 0.2)
+            offset = fleet.rng.uniform(-1.0, 0.3)
             wait = (approval.expires_at - datetime.now(UTC)).total_seconds() + offset
             time.sleep(max(wait, 0))
             at_once(lambda: fleet.pick().post(body), lambda: fleet.pick().post(body))
