@@ -34,6 +34,11 @@ def failed_calls(slack: FakeSlack) -> int:
         return sum(1 for c in slack.calls if c.status != 200)
 
 
+def _updates_of(slack: FakeSlack, ts: str) -> int:
+    with slack._lock:
+        return sum(1 for c in slack.calls if c.method == "chat.update" and c.body.get("ts") == ts)
+
+
 def _pending(world: World, run_id: str) -> Any:
     found = world.db.store.list_approvals(run_id=run_id, status="pending", limit=1)
     return found[0] if found else None
@@ -93,7 +98,8 @@ def run_update_outage(kind: str = "sqlite") -> Outcome:
         world.slack.fail("chat.update", OUTAGE, status=500)
         serve.click(message, APPROVE_ACTION, APPROVER)
         outcome.expect(driver.settle([run_id], 30), "the run did not finish")
-        wait_until(lambda: world.slack.attempts("chat.update") >= 8, 20, what="the notifier giving up on updates")
+        wait_until(lambda: _updates_of(world.slack, message["ts"]) >= 4, 20,
+                   what="the notifier giving up on updating the approval message")
         slack_is_back(world.slack, "chat.update")
         time.sleep(4)  # a few sweeps: time for anything that re-syncs Slack to do so
         outcome.faults = failed_calls(world.slack)
