@@ -10,6 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from bot.blocks import (
     APPROVAL_ACTIONS,
@@ -235,3 +236,61 @@ def _user_id(body: dict[str, Any]) -> str | None:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value and len(value) <= 1000 else None
+
+
+def screen_body(body: bytes, content_type: str) -> str | None:
+    """Why a request body is not something Slack sends, or None if Bolt may have it.
+
+    Bolt parses a body before it verifies the signature and assumes Slack's shapes, so a body
+    that is not JSON where JSON is due, or whose payload has the wrong shape, would crash inside
+    it: a 500 and a traceback for anyone who can reach the port. These are refused first (400).
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the body is not UTF-8"
+    if "json" in content_type.lower() or text.lstrip().startswith("{"):
+        parsed = _json_object(text)
+        if parsed is None:
+            return "the body is not a JSON object"
+        return _screen_payload(parsed)
+    form = parse_qs(text, keep_blank_values=True)
+    if "payload" not in form:
+        return None  # a slash command: plain form fields, which Bolt reads as strings
+    payload = _json_object(form["payload"][0])
+    if payload is None:
+        return "the payload is not a JSON object"
+    return _screen_payload(payload)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# Fields Bolt reads without checking their type, whatever the payload's type says.
+_FIELD_TYPES: dict[str, type] = {
+    "actions": list, "user": dict, "view": dict, "event": dict, "challenge": str, "team": dict,
+    "channel": dict, "container": dict, "message": dict, "enterprise": dict, "authorizations": list,
+}
+
+_NEVER_NULL = frozenset({"actions", "user", "view", "event"})
+
+
+def _screen_payload(payload: dict[str, Any]) -> str | None:
+    kind = payload.get("type")
+    if kind is not None and not isinstance(kind, str):
+        return "the payload type is not a string"
+    for field, expected in _FIELD_TYPES.items():
+        # Slack sends `null` for some fields (enterprise, channel), never for these four.
+        present = field in payload if field in _NEVER_NULL else payload.get(field) is not None
+        if present and not isinstance(payload[field], expected):
+            return f"{field} is not a {'list' if expected is list else 'string' if expected is str else 'object'}"
+    if not all(isinstance(a, dict) for a in payload.get("actions") or []):
+        return "an action is not an object"
+    if not all(isinstance(a, dict) for a in payload.get("authorizations") or []):
+        return "an authorization is not an object"
+    return None

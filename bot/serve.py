@@ -7,6 +7,7 @@ slash commands, interactivity and events on `POST /slack/events` and `GET /healt
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ from slack_sdk.errors import SlackApiError
 from bot.app import AppOptions, Workers, build_app
 from bot.approvers import Approvers
 from bot.notifier import SlackNotifier
+from bot.payloads import screen_body
 from bot.scheduler import start_scheduler
 from bot.settings import Settings
 from bot.wiring import build_runner, model_env, policy_factory, runner_config
@@ -161,6 +163,14 @@ def make_wsgi(app: App, healthy: Callable[[], bool]) -> WsgiApp:
         if size > MAX_BODY_BYTES:
             start_response("413 Payload Too Large", [("Content-Type", "text/plain")])
             return [b"request body too large"]
+        if method == "POST":
+            body = environ["wsgi.input"].read(size) if size else b""
+            problem = screen_body(body, environ.get("CONTENT_TYPE", ""))
+            if problem:
+                log.info("refused a request to %s: %s", path, problem)
+                start_response("400 Bad Request", [("Content-Type", "text/plain")])
+                return [f"not a Slack request: {problem}".encode()]
+            environ["wsgi.input"] = io.BytesIO(body)
         return bolt(environ, start_response)
 
     return application

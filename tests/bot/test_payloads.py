@@ -183,3 +183,41 @@ def test_fuzzed_button_values_never_parse_into_wrong_ids(value, action_id):
     parsed = parse_click(click(action_id=action_id, value=value))
     if isinstance(parsed, ApprovalClick):
         assert value == f"{parsed.approval_id}:{parsed.digest}"
+
+
+# -- screening bodies before Bolt parses them ------------------------------------------------------
+
+from urllib.parse import urlencode  # noqa: E402
+
+from bot.payloads import screen_body  # noqa: E402
+
+
+def _form(payload: object) -> bytes:
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+@pytest.mark.parametrize("body, content_type", [
+    (b"0", "application/json"),
+    (b":", "application/json"),
+    (b"[1, 2]", "application/json"),
+    (b'{"type": "event_callback", "event": null}', "application/json"),
+    (b'{"type": 7}', "application/json"),
+    (_form([1]), "application/x-www-form-urlencoded"),
+    (_form({"type": "block_actions", "actions": "approve", "user": {"id": "U1"}}), "application/x-www-form-urlencoded"),
+    (_form({"type": "block_actions", "actions": [1], "user": {"id": "U1"}}), "application/x-www-form-urlencoded"),
+    (urlencode({"payload": "{not json"}).encode(), "application/x-www-form-urlencoded"),
+    (b"\xff\xfe", "application/x-www-form-urlencoded"),
+])
+def test_bodies_slack_never_sends_are_refused_before_bolt(body, content_type):
+    assert screen_body(body, content_type)
+
+
+@pytest.mark.parametrize("body, content_type", [
+    (urlencode({"command": "/signoff", "text": "help", "user_id": "U1"}).encode(), "application/x-www-form-urlencoded"),
+    (_form({"type": "block_actions", "actions": [{"action_id": "signoff.approve"}], "user": {"id": "U1"},
+            "enterprise": None, "channel": None}), "application/x-www-form-urlencoded"),
+    (b'{"type": "event_callback", "event": {"type": "app_home_opened"}}', "application/json"),
+    (b'{"type": "url_verification", "challenge": "abc"}', "application/json"),
+])
+def test_slack_shaped_bodies_pass_the_screen(body, content_type):
+    assert screen_body(body, content_type) is None
