@@ -6,6 +6,7 @@ window verifies. Decisions are compare-and-set in the store; slash commands dedu
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -185,6 +186,8 @@ class Listeners:
         self._after_decision(outcome, submission.where)
 
     def _after_decision(self, outcome: DecisionOutcome, where: Where) -> None:
+        if isinstance(outcome, Decided | AlreadyDecided | Expired):
+            self._refresh_clicked(outcome.approval, where)
         match outcome:
             case Decided(approval=approval):
                 self.workers.submit(approval.run_id)
@@ -202,6 +205,16 @@ class Listeners:
                 assert_never(outcome)
         if where.in_home:
             self.publish_home(where.user)
+
+    def _refresh_clicked(self, approval: ApprovalRecord, where: Where) -> None:
+        """The clicked message may be a copy of the request (a post that timed out but arrived, then
+        was posted again): take its buttons away too, not only those of the copy we recorded."""
+        recorded = approval.message or {}
+        if where.in_home or not (where.channel and where.message_ts):
+            return
+        if (recorded.get("channel"), recorded.get("ts")) == (where.channel, where.message_ts):
+            return
+        self._refresh(dataclasses.replace(approval, message={"channel": where.channel, "ts": where.message_ts}))
 
     def _refresh(self, approval: ApprovalRecord) -> None:
         """A lost race may find the message still showing buttons (its winner crashed): fix it."""

@@ -30,6 +30,8 @@ class RunRecord:
     """A request (cancel, extend, retry, reconcile) waiting for the run's worker."""
     request_id: str | None = None
     """The request that started the run (e.g. Slack's trigger_id); a replay of it starts nothing new."""
+    shown_status: str | None = None
+    """The ending people were last told about; recovery tells them of any other."""
 
     @property
     def usage(self) -> dict[str, Any]:
@@ -69,6 +71,8 @@ class ApprovalRecord:
     message: dict[str, Any] | None = None
     """Where the request is shown, e.g. {"channel": "C1", "ts": "171.3"}; None until posted."""
     consumed_at: datetime | None = None
+    shown_status: str | None = None
+    """The status its message shows; differs from `status` until the message is brought in line."""
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,10 @@ from tools.base import Tool, ToolFailed
 log = logging.getLogger("signoff.runner")
 
 MAX_GOAL_CHARS = 4000
+ENDINGS = ("done", "budget_exhausted", "failed", "needs_reconciliation", "cancelled", "expired")
+"""Statuses people are told about when a run reaches them."""
+FAILED = object()
+"""What `_notify` returns when the notifier raised."""
 MayApprove = Callable[[str, RunRecord], str | None]
 """(user, run) -> None if the user may approve the run's side effects, else the reason they may not."""
 
@@ -274,7 +278,7 @@ class Runner:
         if saved.approval is not None:
             self._post_approval(snapshot, saved.approval)
         for approval in saved.cancelled:
-            self._notify("approval_decided", snapshot, approval)
+            self._show_approval(snapshot, approval)
         if saved.command is not None and checkpoint.state["status"] not in TERMINAL:
             raise _Interrupted()
 
@@ -296,9 +300,9 @@ class Runner:
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest)
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
-            self._notify("approval_decided", run, outcome.approval)
+            self._show_approval(run, outcome.approval)
         elif isinstance(outcome, Expired) and outcome.just_now:
-            self._notify("approval_expired", run, outcome.approval)
+            self._show_approval(run, outcome.approval, method="approval_expired")
         return outcome
 
     def approval_refusal(self, user: str, run: RunRecord) -> str | None:
@@ -314,8 +318,8 @@ class Runner:
                                  "needs_reconciliation"), requester_may=True)
         if isinstance(outcome, Done):
             for approval in self.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
-                if approval.message:
-                    self._notify("approval_decided", outcome.run, approval)
+                if approval.message and approval.shown_status != approval.status:
+                    self._show_approval(outcome.run, approval)
         return outcome
 
     def extend(self, run_id: str, user: str) -> RunOutcome:
@@ -368,17 +372,33 @@ class Runner:
         for approval in expired:
             run = self.store.get_run(approval.run_id, history=False)
             if run is not None:
-                self._notify("approval_expired", run, approval)
+                self._show_approval(run, approval, method="approval_expired")
             (end_run or self.execute)(approval.run_id)
         return expired
 
     def recover(self, min_age: timedelta = timedelta(seconds=10)) -> list[str]:
-        """Runs that need a worker (orphaned, decided, or with a command); re-posts unposted approvals."""
+        """Runs that need a worker (orphaned, decided, or with a command), after bringing Slack in line.
+
+        Re-posts approvals whose post failed, updates messages that still show an outcome other
+        than the stored one (live buttons on a decided approval), and re-tells run endings nobody
+        heard of: a crash or an outage between the database and Slack loses no message.
+        """
+        if self.notifier is not None:
+            self._resync(min_age)
+        return self.store.runs_needing_work()
+
+    def _resync(self, min_age: timedelta) -> None:
         for approval in self.store.list_approvals(status="pending", unposted=True, older_than=min_age):
             run = self.store.get_run(approval.run_id, history=False)
             if run is not None:
                 self._post_approval(run, approval)
-        return self.store.runs_needing_work()
+        stale = self.store.approvals_out_of_sync()
+        runs = self.store.runs_by_id([a.run_id for a in stale])
+        for approval in stale:
+            if approval.run_id in runs:
+                self._show_approval(runs[approval.run_id], approval)
+        for run in self.store.runs_out_of_sync(ENDINGS):
+            self._notify_end(run)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -420,16 +440,26 @@ class Runner:
         self.config.failpoints.hit("before_approval_post")
         ref = self._notify("approval_requested", run, approval)
         if isinstance(ref, dict) and ref:
-            self.store.set_approval_message(approval.approval_id, ref)
+            now = self.store.set_approval_message(approval.approval_id, ref)
+            # A click can land between the post and recording where it went: show what it decided.
+            if now is not None and now.status != "pending":
+                self._show_approval(run, now)
+
+    def _show_approval(self, run: RunRecord, approval: ApprovalRecord, method: str = "approval_decided") -> None:
+        """Bring the approval's message in line with its status, and remember that it is."""
+        if self._notify(method, run, approval) is not FAILED:
+            self.store.mark_approval_shown(approval.approval_id, approval.status)
 
     def _notify_end(self, run: RunRecord) -> None:
-        if run.status == "done":
-            self._notify("run_finished", run)
-        elif run.status in ("budget_exhausted", "failed", "needs_reconciliation", "cancelled", "expired"):
-            self._notify("run_stopped", run)
+        method = "run_finished" if run.status == "done" else "run_stopped"
+        if run.status in ENDINGS and self._notify(method, run) is not FAILED:
+            self.store.mark_run_shown(run.run_id, run.status)
 
     def _notify(self, method: str, run: RunRecord, *args: Any) -> Any:
-        """Tell the notifier; a failure is logged and audited, never fatal (the database is the truth)."""
+        """Tell the notifier; a failure is logged and audited, never fatal (the database is the truth).
+
+        Returns what the notifier returned, or `FAILED`; recovery retries what failed.
+        """
         if self.notifier is None:
             return None
         try:
@@ -438,7 +468,7 @@ class Runner:
             log.warning("run %s: notifier.%s failed: %s", run.run_id, method, exc)
             self.store.append_event(run.run_id, {"type": "notify_failed", "method": method,
                                                  "error": f"{type(exc).__name__}: {exc}"[:500]})
-            return None
+            return FAILED
 
 
 def _failing_policy(exc: Exception) -> Policy:

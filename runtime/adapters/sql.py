@@ -362,10 +362,43 @@ class SqlStore:
             _append_one_event_each(conn, first, now)
         return [_approval_record(r) for r in rows]
 
-    def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> None:
+    def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
+        """Record where the request was posted (showing it pending); returns the approval as it is now."""
         with self._tx() as conn:
             conn.execute(update(approvals).where(approvals.c.approval_id == approval_id)
-                         .values(message=canonical_json(message)))
+                         .values(message=canonical_json(message), shown_status="pending"))
+            row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).first()
+        return _approval_record(row) if row else None
+
+    def mark_approval_shown(self, approval_id: str, status: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(approvals).where(approvals.c.approval_id == approval_id)
+                         .values(shown_status=status))
+
+    def approvals_out_of_sync(self, limit: int = 50) -> list[ApprovalRecord]:
+        """Posted approvals whose message does not show their status (a crash or Slack outage in between)."""
+        shown_as_approved = and_(approvals.c.shown_status == "approved", approvals.c.status == "consumed")
+        query = (select(approvals).where(
+            approvals.c.message.is_not(None),
+            or_(approvals.c.shown_status.is_(None), approvals.c.shown_status != approvals.c.status),
+            ~shown_as_approved,
+        ).order_by(approvals.c.requested_at).limit(limit))
+        with self.engine.connect() as conn:
+            return [_approval_record(r) for r in conn.execute(query).all()]
+
+    def mark_run_shown(self, run_id: str, status: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(runs).where(runs.c.run_id == run_id).values(shown_status=status))
+
+    def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
+        """Runs that ended (in `statuses`) without people being told, and that no live worker holds
+        (a worker tells before it lets go, so a held run may be being told right now)."""
+        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < self.clock())
+        query = (select(runs).where(runs.c.status.in_(statuses), free,
+                                    or_(runs.c.shown_status.is_(None), runs.c.shown_status != runs.c.status))
+                 .order_by(runs.c.updated_at).limit(limit))
+        with self.engine.connect() as conn:
+            return [_run_record(r, None) for r in conn.execute(query).all()]
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         return self._one_approval(approvals.c.approval_id == approval_id)
@@ -536,7 +569,7 @@ def _run_record(row: Row[Any], history: list[dict[str, Any]] | None) -> RunRecor
         run_id=row.run_id, goal=row.goal, requester=row.requester, origin=json.loads(row.origin or "{}"),
         model=row.model, status=row.status, state=state, version=row.version, created_at=row.created_at,
         updated_at=row.updated_at, lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at,
-        command=_loads(row.command), request_id=row.request_id,
+        command=_loads(row.command), request_id=row.request_id, shown_status=row.shown_status,
     )
 
 

@@ -70,6 +70,8 @@ runs = Table(
     Column("lease_owner", String(128), nullable=True),
     Column("lease_expires_at", UTCDateTime, nullable=True),
     Column("request_id", String(200), nullable=True),
+    # The status people were last told about (run_finished / run_stopped); recovery re-tells the rest.
+    Column("shown_status", String(32), nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     UniqueConstraint("request_id"),
@@ -103,6 +105,8 @@ approvals = Table(
     Column("decided_by", String(64), nullable=True),
     Column("note", Text, nullable=True),
     Column("message", Text, nullable=True),
+    # The status the message shows now; recovery brings every message in line with `status`.
+    Column("shown_status", String(16), nullable=True),
     Column("consumed_at", UTCDateTime, nullable=True),
     UniqueConstraint("key"),
     Index(None, "status", "expires_at"),

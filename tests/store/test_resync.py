@@ -1,0 +1,90 @@
+"""Slack in line with the database: what a failed message left wrong, recovery puts right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from store_harness import APPROVER, REQUESTER, Told, build_runner
+
+from runtime.adapters.sql import SqlStore
+from runtime.records import Decided, RunRecord
+
+
+class Flaky(Told):
+    """A notifier whose named methods fail while `down` holds them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down: set[str] = set()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in object.__getattribute__(self, "down"):
+            raise ConnectionError(f"slack is down ({name})")
+        return object.__getattribute__(self, name)
+
+
+def paused_run(runner, told) -> tuple[RunRecord, Any]:
+    run = runner.start_run("tell Ana her refund is approved", REQUESTER)
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    return run, runner.pending_approval(run.run_id)
+
+
+def test_a_decision_whose_message_update_failed_is_shown_by_recovery(store: SqlStore, effects: Path) -> None:
+    told = Flaky()
+    runner = build_runner(store, effects, notifier=told, lease=30.0)
+    run, approval = paused_run(runner, told)
+    told.down.add("approval_decided")
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, True), Decided)
+    assert store.get_approval(approval.approval_id).shown_status == "pending"  # the buttons are still live
+
+    told.down.clear()
+    runner.recover()
+    assert told.of("approval_decided") == [approval.approval_id]
+    assert store.get_approval(approval.approval_id).shown_status == "approved"
+    runner.recover()
+    assert told.of("approval_decided") == [approval.approval_id], "in line now: nothing more to update"
+
+
+def test_an_ending_nobody_heard_of_is_told_once_by_recovery(store: SqlStore, effects: Path) -> None:
+    told = Flaky()
+    runner = build_runner(store, effects, notifier=told, lease=30.0)
+    run, approval = paused_run(runner, told)
+    runner.decide(approval.approval_id, approval.digest, APPROVER, True)
+    told.down.add("run_finished")
+    assert runner.execute(run.run_id) == "done"
+    assert told.of("run_finished") == []
+
+    told.down.clear()
+    runner.recover()
+    runner.recover()
+    assert told.of("run_finished") == [run.run_id]
+    assert store.get_run(run.run_id, history=False).shown_status == "done"
+
+
+def test_a_click_between_posting_and_recording_the_message_is_shown(store: SqlStore, effects: Path) -> None:
+    told = Told()
+    runner = build_runner(store, effects, notifier=told, lease=30.0)
+    clicked: list[Any] = []
+
+    def post_then_someone_clicks(run: RunRecord, approval: Any) -> dict[str, Any]:
+        clicked.append(runner.decide(approval.approval_id, approval.digest, APPROVER, False, "not now"))
+        return {"channel": "C1", "ts": "9.0"}
+
+    told.approval_requested = post_then_someone_clicks  # type: ignore[method-assign]  # a slow Slack
+    run, _ = paused_run(runner, told)
+    assert isinstance(clicked[0], Decided)
+    approval = clicked[0].approval
+    assert store.get_approval(approval.approval_id).shown_status == "denied"
+    assert told.of("approval_decided")[-1] == approval.approval_id
+
+
+def test_an_ending_without_any_approval_is_told_by_recovery(store: SqlStore, effects: Path) -> None:
+    told = Flaky()
+    runner = build_runner(store, effects, notifier=told, lease=30.0)
+    run = runner.start_run("look it up", REQUESTER, model="scripted:lookups")
+    told.down.add("run_finished")
+    assert runner.execute(run.run_id) == "done"
+    told.down.clear()
+    runner.recover()
+    assert told.of("run_finished") == [run.run_id]
