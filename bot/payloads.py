@@ -291,6 +291,8 @@ def _screen_payload(payload: dict[str, Any]) -> str | None:
             return f"{field} is not a {'list' if expected is list else 'string' if expected is str else 'object'}"
     if not all(isinstance(a, dict) for a in payload.get("actions") or []):
         return "an action is not an object"
+    if kind == "block_actions" and not payload.get("actions"):
+        return "a click without any action"  # Slack always sends the action that was clicked
     if not all(isinstance(a, dict) for a in payload.get("authorizations") or []):
         return "an authorization is not an object"
     return None

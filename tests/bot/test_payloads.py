@@ -205,6 +205,7 @@ def _form(payload: object) -> bytes:
     (_form([1]), "application/x-www-form-urlencoded"),
     (_form({"type": "block_actions", "actions": "approve", "user": {"id": "U1"}}), "application/x-www-form-urlencoded"),
     (_form({"type": "block_actions", "actions": [1], "user": {"id": "U1"}}), "application/x-www-form-urlencoded"),
+    (_form({"type": "block_actions", "actions": [], "user": {"id": "U1"}}), "application/x-www-form-urlencoded"),
     (urlencode({"payload": "{not json"}).encode(), "application/x-www-form-urlencoded"),
     (b"\xff\xfe", "application/x-www-form-urlencoded"),
 ])
