@@ -293,6 +293,8 @@ def _screen_payload(payload: dict[str, Any]) -> str | None:
         return "an action is not an object"
     if kind == "block_actions" and not payload.get("actions"):
         return "a click without any action"  # Slack always sends the action that was clicked
+    if "view" in payload and not isinstance(payload["view"].get("type"), str):
+        return "a view without a type"  # Slack's views are always "modal" or "home"
     if not all(isinstance(a, dict) for a in payload.get("authorizations") or []):
         return "an authorization is not an object"
     return None
