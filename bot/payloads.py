@@ -295,6 +295,15 @@ def _screen_payload(payload: dict[str, Any]) -> str | None:
         return "a click without any action"  # Slack always sends the action that was clicked
     if "view" in payload and not isinstance(payload["view"].get("type"), str):
         return "a view without a type"  # Slack's views are always "modal" or "home"
+    # Bolt's matchers index these without checking; Slack always sends them as strings.
+    if kind in ("view_submission", "view_closed") and not isinstance(_dict(payload.get("view")).get("callback_id"), str):
+        return "a view without a callback_id"
+    if not all(isinstance(a.get("action_id"), str) for a in payload.get("actions") or []):
+        return "an action without an action_id"
+    if "user" in payload and not isinstance(payload["user"].get("id"), str):
+        return "a user without an id"
+    if "event" in payload and not isinstance(payload["event"].get("type"), str):
+        return "an event without a type"
     if not all(isinstance(a, dict) for a in payload.get("authorizations") or []):
         return "an authorization is not an object"
     return None

@@ -206,6 +206,12 @@ def _form(payload: object) -> bytes:
     (_form({"type": "block_actions", "actions": "approve", "user": {"id": "U1"}}), "application/x-www-form-urlencoded"),
     (_form({"type": "block_actions", "actions": [1], "user": {"id": "U1"}}), "application/x-www-form-urlencoded"),
     (_form({"type": "block_actions", "actions": [], "user": {"id": "U1"}}), "application/x-www-form-urlencoded"),
+    (_form({"type": "view_submission", "user": {"id": "U1"}}), "application/x-www-form-urlencoded"),
+    (_form({"type": "view_submission", "user": {"id": "U1"}, "view": {"type": "modal"}}),
+     "application/x-www-form-urlencoded"),
+    (_form({"type": "block_actions", "actions": [{"value": "x"}], "user": {"id": "U1"}}),
+     "application/x-www-form-urlencoded"),
+    (b'{"type": "event_callback", "event": {}}', "application/json"),
     (urlencode({"payload": "{not json"}).encode(), "application/x-www-form-urlencoded"),
     (b"\xff\xfe", "application/x-www-form-urlencoded"),
 ])
