@@ -110,6 +110,7 @@ approvals = Table(
     Column("consumed_at", UTCDateTime, nullable=True),
     UniqueConstraint("key"),
     Index(None, "status", "expires_at"),
+    Index(None, "status", "requested_at"),
 )
 
 events = Table(

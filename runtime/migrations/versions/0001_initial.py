@@ -72,6 +72,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_approvals_run_id", "approvals", ["run_id"])
     op.create_index("ix_approvals_status_expires_at", "approvals", ["status", "expires_at"])
+    op.create_index("ix_approvals_status_requested_at", "approvals", ["status", "requested_at"])
     op.create_table(
         "events",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), autoincrement=True, nullable=False),
