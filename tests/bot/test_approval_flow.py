@@ -288,3 +288,20 @@ def test_goal_over_the_limit_is_refused_in_the_ack(signoff):
     reply = signoff.command("x" * 5000).json()
     assert "Could not start a run" in reply["text"] and "4000" in reply["text"]
     assert signoff.runner.store.list_runs() == []
+
+
+def test_a_click_that_fails_on_the_database_tells_the_clicker_and_executes_nothing(signoff, slack, ledger):
+    refund_script(signoff)
+    start(signoff)
+    card = signoff.approval_message()
+    with signoff.runner.store.engine.begin() as conn:  # the database loses the table mid-flight
+        conn.exec_driver_sql("ALTER TABLE approvals RENAME TO approvals_gone")
+    signoff.click(card, APPROVE_ACTION, user="U0LEAD")
+    signoff.settle()
+    assert any("could not finish handling that" in text for text in signoff.ephemerals("U0LEAD"))
+    assert ledger.total == 0
+    with signoff.runner.store.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE approvals_gone RENAME TO approvals")
+    signoff.click(card, APPROVE_ACTION, user="U0LEAD")  # clicking again works once the database is back
+    signoff.settle()
+    assert ledger.total == 1
