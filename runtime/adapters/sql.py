@@ -34,6 +34,8 @@ from runtime.records import (
 from runtime.state import call_digest, canonical_json, load_state
 
 ACTIVE = ("idle", "running", "awaiting_approval")
+RESYNC_WINDOW = timedelta(days=2)
+"""How far back recovery looks for messages out of line with the database."""
 STOPPED = ("budget_exhausted", "failed", "needs_reconciliation")
 
 
@@ -379,6 +381,7 @@ class SqlStore:
         """Posted approvals whose message does not show their status (a crash or Slack outage in between)."""
         shown_as_approved = and_(approvals.c.shown_status == "approved", approvals.c.status == "consumed")
         query = (select(approvals).where(
+            approvals.c.requested_at >= self.clock() - RESYNC_WINDOW,  # bounded, however long the table grows
             approvals.c.message.is_not(None),
             or_(approvals.c.shown_status.is_(None), approvals.c.shown_status != approvals.c.status),
             ~shown_as_approved,
@@ -393,8 +396,9 @@ class SqlStore:
     def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
         """Runs that ended (in `statuses`) without people being told, and that no live worker holds
         (a worker tells before it lets go, so a held run may be being told right now)."""
-        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < self.clock())
-        query = (select(runs).where(runs.c.status.in_(statuses), free,
+        now = self.clock()
+        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now)
+        query = (select(runs).where(runs.c.updated_at >= now - RESYNC_WINDOW, runs.c.status.in_(statuses), free,
                                     or_(runs.c.shown_status.is_(None), runs.c.shown_status != runs.c.status))
                  .order_by(runs.c.updated_at).limit(limit))
         with self.engine.connect() as conn:

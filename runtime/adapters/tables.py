@@ -77,6 +77,7 @@ runs = Table(
     UniqueConstraint("request_id"),
     Index(None, "status", "lease_expires_at"),
     Index(None, "requester", "created_at"),
+    Index(None, "updated_at"),
 )
 
 run_history = Table(
@@ -111,6 +112,7 @@ approvals = Table(
     UniqueConstraint("key"),
     Index(None, "status", "expires_at"),
     Index(None, "status", "requested_at"),
+    Index(None, "requested_at"),
 )
 
 events = Table(

@@ -41,6 +41,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_runs_status_lease_expires_at", "runs", ["status", "lease_expires_at"])
     op.create_index("ix_runs_requester_created_at", "runs", ["requester", "created_at"])
+    op.create_index("ix_runs_updated_at", "runs", ["updated_at"])
     op.create_table(
         "run_history",
         sa.Column("run_id", sa.String(64), nullable=False),
@@ -73,6 +74,7 @@ def upgrade() -> None:
     op.create_index("ix_approvals_run_id", "approvals", ["run_id"])
     op.create_index("ix_approvals_status_expires_at", "approvals", ["status", "expires_at"])
     op.create_index("ix_approvals_status_requested_at", "approvals", ["status", "requested_at"])
+    op.create_index("ix_approvals_requested_at", "approvals", ["requested_at"])
     op.create_table(
         "events",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), autoincrement=True, nullable=False),
