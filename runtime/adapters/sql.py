@@ -8,18 +8,30 @@ Each public method is one transaction.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 
 from runtime.adapters.db import WRITE_OPTION
+from runtime.adapters.rows import (
+    append_events,
+    append_history,
+    append_one_event_each,
+    approval_record,
+    dump_without_history,
+    finish_execution,
+    insert_approval,
+    insert_events,
+    loads,
+    lock_runs,
+    run_record,
+)
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from runtime.agent import Checkpoint
 from runtime.errors import Conflict, IncompatibleState
@@ -31,7 +43,7 @@ from runtime.records import (
     Missing,
     RunRecord,
 )
-from runtime.state import call_digest, canonical_json, load_state
+from runtime.state import call_digest, canonical_json
 
 ACTIVE = ("idle", "running", "awaiting_approval")
 RESYNC_WINDOW = timedelta(days=2)
@@ -107,12 +119,12 @@ class SqlStore:
             with self._tx() as conn:
                 conn.execute(insert(runs).values(
                     run_id=state["run_id"], goal=goal, requester=requester, origin=canonical_json(origin),
-                    model=model, status=state["status"], state=_dump_without_history(state),
+                    model=model, status=state["status"], state=dump_without_history(state),
                     history_len=0, version=1, event_count=0, created_at=now, updated_at=now,
                     request_id=request_id,
                 ))
-                _append_history(conn, state["run_id"], 0, state["history"])
-                _append_events(conn, state["run_id"], [{"type": "run_created", "goal": goal,
+                append_history(conn, state["run_id"], 0, state["history"])
+                append_events(conn, state["run_id"], [{"type": "run_created", "goal": goal,
                                                        "requester": requester, "origin": origin,
                                                        "model": model}], now)
         except IntegrityError:
@@ -138,11 +150,11 @@ class SqlStore:
             if row is None:
                 return None
             if not history:
-                return _run_record(row, None)
+                return run_record(row, None)
             entries = conn.execute(
                 select(run_history.c.entry).where(run_history.c.run_id == run_id).order_by(run_history.c.seq)
             ).scalars().all()
-        return _run_record(row, [json.loads(e) for e in entries])
+        return run_record(row, [json.loads(e) for e in entries])
 
     def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
         """Take the run's lease if nobody holds a live one; None if somebody does or the run ended."""
@@ -185,7 +197,7 @@ class SqlStore:
         new_history = checkpoint.new_history
         with self._tx() as conn:
             values: dict[str, Any] = dict(
-                state=_dump_without_history(state), status=state["status"], history_len=len(state["history"]),
+                state=dump_without_history(state), status=state["status"], history_len=len(state["history"]),
                 pending_key=(state.get("pending") or {}).get("key"),
                 version=version + 1, updated_at=now, lease_expires_at=now + lease,
                 # The step's events are numbered by the same statement that saves it: one round trip less.
@@ -199,14 +211,14 @@ class SqlStore:
             ).first()
             if row is None:
                 raise Conflict(f"run {run_id} changed since version {version}; step not saved")
-            _append_history(conn, run_id, checkpoint.history_start, new_history)
-            _insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now)
+            append_history(conn, run_id, checkpoint.history_start, new_history)
+            insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now)
             if checkpoint.execution is not None:
-                _finish_execution(conn, checkpoint.execution, now)
+                finish_execution(conn, checkpoint.execution, now)
             approval = None
             if state["status"] == "awaiting_approval" and any(e["type"] == "approval_requested"
                                                                  for e in checkpoint.events):
-                approval = _insert_approval(conn, run_id, state["pending"], row.requester, now, approval_ttl)
+                approval = insert_approval(conn, run_id, state["pending"], row.requester, now, approval_ttl)
             command = json.loads(row.command) if row.command and not clear_command else None
             cancelled: list[Row[Any]] = []
             if state["status"] in ("cancelled", "expired", "done"):
@@ -218,10 +230,10 @@ class SqlStore:
                     # A request that arrived while the last step ran can no longer apply; left in place,
                     # it would make the ended run look like work for every recovering worker.
                     conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
-                    _append_events(conn, run_id, [{"type": "command_refused", **command,
+                    append_events(conn, run_id, [{"type": "command_refused", **command,
                                                    "reason": f"the run already ended ({state['status']})"}], now)
                     command = None
-        return Saved(version + 1, approval, command, [_approval_record(r) for r in cancelled])
+        return Saved(version + 1, approval, command, [approval_record(r) for r in cancelled])
 
     def set_command(self, run_id: str, command: dict[str, Any], statuses: tuple[str, ...]) -> str | None:
         """Leave a command for the run's worker; returns None, or why it was refused."""
@@ -242,14 +254,14 @@ class SqlStore:
                 # Cancelling closes the approval at once, so a late click sees "cancelled", not a live button.
                 conn.execute(update(approvals).where(approvals.c.run_id == run_id, approvals.c.status == "pending")
                              .values(status="cancelled", decided_at=now, decided_by=command.get("by")))
-            _append_events(conn, run_id, [{"type": "command_recorded", **command}], now)
+            append_events(conn, run_id, [{"type": "command_recorded", **command}], now)
         return None
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:
         """Drop a command that could not be applied, and say why in the audit log."""
         with self._tx() as conn:
             conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
-            _append_events(conn, run_id, [event], self.clock())
+            append_events(conn, run_id, [event], self.clock())
 
     def update_origin(self, run_id: str, origin: dict[str, Any]) -> None:
         with self._tx() as conn:
@@ -257,7 +269,7 @@ class SqlStore:
 
     def append_event(self, run_id: str, event: dict[str, Any]) -> None:
         with self._tx() as conn:
-            _append_events(conn, run_id, [event], self.clock())
+            append_events(conn, run_id, [event], self.clock())
 
     # -- the execution ledger ------------------------------------------------------------
 
@@ -271,9 +283,9 @@ class SqlStore:
                 if retry:
                     conn.execute(update(tool_executions).where(tool_executions.c.key == key).values(
                         status="started", attempts=existing.attempts + 1, started_at=now, finished_at=None))
-                    _append_events(conn, run_id, [{"type": "execution_retried", "key": key, "tool": tool}], now)
+                    append_events(conn, run_id, [{"type": "execution_retried", "key": key, "tool": tool}], now)
                     return Fresh(existing.attempts + 1)
-                return Existing(existing.status, _loads(existing.result), existing.error)
+                return Existing(existing.status, loads(existing.result), existing.error)
             approval = conn.execute(select(approvals).where(approvals.c.key == key)).first()
             if approval is None or approval.run_id != run_id:
                 return NotDispatchable(f"no approval recorded for {key}", "failed")
@@ -292,20 +304,20 @@ class SqlStore:
                 return NotDispatchable(f"the approval for {key} is {approval.status}", "failed")
             conn.execute(insert(tool_executions).values(
                 key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
-            _append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
+            append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
                                            "approval_id": approval.approval_id}], now)
         return Fresh(1)
 
     def complete_execution(self, execution: dict[str, Any]) -> None:
         """Record an outcome outside a step (its step could not be saved)."""
         with self._tx() as conn:
-            _finish_execution(conn, execution, self.clock())
+            finish_execution(conn, execution, self.clock())
 
     def executions(self, run_id: str) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(tool_executions).where(tool_executions.c.run_id == run_id)
                                 .order_by(tool_executions.c.started_at)).all()
-        return [dict(r._mapping, result=_loads(r.result)) for r in rows]
+        return [dict(r._mapping, result=loads(r.result)) for r in rows]
 
     # -- approvals -----------------------------------------------------------------------
 
@@ -321,7 +333,7 @@ class SqlStore:
             run_id = conn.execute(select(approvals.c.run_id).where(approvals.c.approval_id == approval_id)).scalar()
             if run_id is None:
                 return Missing("approval")
-            _lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id == run_id))
+            lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id == run_id))
             won = conn.execute(update(approvals).where(*conditions).values(
                 status="approved" if approved else "denied", decided_by=user, decided_at=now, note=note or None,
             )).rowcount
@@ -329,20 +341,20 @@ class SqlStore:
             if row is None:
                 return Missing("approval")
             if won == 1:
-                _append_events(conn, row.run_id, [{"type": "approval_recorded", "approval_id": approval_id,
+                append_events(conn, row.run_id, [{"type": "approval_recorded", "approval_id": approval_id,
                                                    "key": row.key, "approved": approved, "by": user,
                                                    "note": note}], now)
-                return Decided(_approval_record(row))
+                return Decided(approval_record(row))
             just_expired = False
             if row.status == "pending" and row.expires_at <= now:
                 just_expired = conn.execute(update(approvals).where(approvals.c.approval_id == approval_id,
                                                                     approvals.c.status == "pending")
                                             .values(status="expired", decided_at=now)).rowcount == 1
                 if just_expired:
-                    _append_events(conn, row.run_id, [{"type": "approval_expired", "approval_id": approval_id,
+                    append_events(conn, row.run_id, [{"type": "approval_expired", "approval_id": approval_id,
                                                        "key": row.key, "noticed_by": user}], now)
                 row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
-            record = _approval_record(row)
+            record = approval_record(row)
         return Expired(record, just_expired) if record.status == "expired" else AlreadyDecided(record)
 
     def expire_due(self) -> list[ApprovalRecord]:
@@ -350,7 +362,7 @@ class SqlStore:
         now = self.clock()
         due = and_(approvals.c.status == "pending", approvals.c.expires_at <= now)
         with self._tx() as conn:
-            _lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
+            lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
             rows = conn.execute(
                 update(approvals).where(due).values(status="expired", decided_at=now).returning(*approvals.c)
             ).all()
@@ -358,11 +370,11 @@ class SqlStore:
             for row in rows:
                 event = {"type": "approval_expired", "approval_id": row.approval_id, "key": row.key}
                 if row.run_id in first:  # a run has one open approval at a time; never lose an event anyway
-                    _append_events(conn, row.run_id, [event], now)
+                    append_events(conn, row.run_id, [event], now)
                 else:
                     first[row.run_id] = event
-            _append_one_event_each(conn, first, now)
-        return [_approval_record(r) for r in rows]
+            append_one_event_each(conn, first, now)
+        return [approval_record(r) for r in rows]
 
     def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
         """Record where the request was posted (showing it pending); returns the approval as it is now."""
@@ -370,7 +382,7 @@ class SqlStore:
             conn.execute(update(approvals).where(approvals.c.approval_id == approval_id)
                          .values(message=canonical_json(message), shown_status="pending"))
             row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).first()
-        return _approval_record(row) if row else None
+        return approval_record(row) if row else None
 
     def mark_approval_shown(self, approval_id: str, status: str) -> None:
         with self._tx() as conn:
@@ -387,7 +399,7 @@ class SqlStore:
             ~shown_as_approved,
         ).order_by(approvals.c.requested_at).limit(limit))
         with self.engine.connect() as conn:
-            return [_approval_record(r) for r in conn.execute(query).all()]
+            return [approval_record(r) for r in conn.execute(query).all()]
 
     def mark_run_shown(self, run_id: str, status: str) -> None:
         with self._tx() as conn:
@@ -402,7 +414,7 @@ class SqlStore:
                                     or_(runs.c.shown_status.is_(None), runs.c.shown_status != runs.c.status))
                  .order_by(runs.c.updated_at).limit(limit))
         with self.engine.connect() as conn:
-            return [_run_record(r, None) for r in conn.execute(query).all()]
+            return [run_record(r, None) for r in conn.execute(query).all()]
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         return self._one_approval(approvals.c.approval_id == approval_id)
@@ -413,7 +425,7 @@ class SqlStore:
     def _one_approval(self, condition: Any) -> ApprovalRecord | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(approvals).where(condition)).first()
-        return _approval_record(row) if row else None
+        return approval_record(row) if row else None
 
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
                        exclude_requester: str | None = None, unposted: bool = False,
@@ -430,7 +442,7 @@ class SqlStore:
         if older_than is not None:
             query = query.where(approvals.c.requested_at < self.clock() - older_than)
         with self.engine.connect() as conn:
-            return [_approval_record(r) for r in conn.execute(query).all()]
+            return [approval_record(r) for r in conn.execute(query).all()]
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -443,7 +455,7 @@ class SqlStore:
         if status:
             query = query.where(runs.c.status == status)
         with self.engine.connect() as conn:
-            return [_run_record(r, None) for r in conn.execute(query).all()]
+            return [run_record(r, None) for r in conn.execute(query).all()]
 
     def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
         """Several runs without their history, in one query."""
@@ -451,7 +463,7 @@ class SqlStore:
             return {}
         with self.engine.connect() as conn:
             rows = conn.execute(select(runs).where(runs.c.run_id.in_(set(run_ids)))).all()
-        return {row.run_id: _run_record(row, None) for row in rows}
+        return {row.run_id: run_record(row, None) for row in rows}
 
     def runs_needing_work(self, *, limit: int = 100) -> list[str]:
         """Runs no live worker holds that have something to do: orphaned, decided, or with a command."""
@@ -477,108 +489,3 @@ class SqlStore:
     def count_runs(self) -> dict[str, int]:
         with self.engine.connect() as conn:
             return dict(conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all())
-
-
-# -- helpers that take a connection and never commit -------------------------------------
-
-
-def _dump_without_history(state: dict[str, Any]) -> str:
-    return canonical_json({k: v for k, v in state.items() if k != "history"})
-
-
-def _lock_runs(conn: Connection, query: Select[Any]) -> None:
-    # Every writer takes a run's row before its approvals' rows (save_step and set_command update the
-    # run first). Taking the approval first, as a click or a sweep would, deadlocks against a cancel
-    # on PostgreSQL. SQLite has no row locks: its BEGIN IMMEDIATE already serialises writers.
-    conn.execute(query.order_by(runs.c.run_id).with_for_update())
-
-
-def _append_history(conn: Connection, run_id: str, start: int, entries: list[dict[str, Any]]) -> None:
-    if entries:
-        conn.execute(insert(run_history), [
-            {"run_id": run_id, "seq": start + i, "entry": canonical_json(e)} for i, e in enumerate(entries)
-        ])
-
-
-def _append_events(conn: Connection, run_id: str, new: list[dict[str, Any]], at: datetime) -> None:
-    if not new:
-        return
-    # Sequence numbers come from the run row, which also serialises concurrent appenders.
-    last = conn.execute(update(runs).where(runs.c.run_id == run_id)
-                        .values(event_count=runs.c.event_count + len(new))
-                        .returning(runs.c.event_count)).scalar_one()
-    _insert_events(conn, run_id, new, last - len(new) + 1, at)
-
-
-def _insert_events(conn: Connection, run_id: str, new: list[dict[str, Any]], first: int, at: datetime) -> None:
-    """Insert `new` numbered from `first`; the caller has reserved those numbers on the run row."""
-    if not new:
-        return
-    conn.execute(insert(events), [
-        {"run_id": run_id, "seq": first + i, "type": e["type"], "at": at,
-         "payload": canonical_json({k: v for k, v in e.items() if k not in ("type", "run_id")})}
-        for i, e in enumerate(new)
-    ])
-
-
-def _append_one_event_each(conn: Connection, new: dict[str, dict[str, Any]], at: datetime) -> None:
-    """One event for each of many runs, in two statements whatever their number (the expiry sweep)."""
-    if not new:
-        return
-    numbered = conn.execute(update(runs).where(runs.c.run_id.in_(list(new)))
-                            .values(event_count=runs.c.event_count + 1)
-                            .returning(runs.c.run_id, runs.c.event_count)).all()
-    conn.execute(insert(events), [
-        {"run_id": run_id, "seq": seq, "type": new[run_id]["type"], "at": at,
-         "payload": canonical_json({k: v for k, v in new[run_id].items() if k != "type"})}
-        for run_id, seq in numbered
-    ])
-
-
-def _finish_execution(conn: Connection, execution: dict[str, Any], now: datetime) -> None:
-    ok = execution["ok"]
-    conn.execute(update(tool_executions).where(tool_executions.c.key == execution["key"]).values(
-        status="succeeded" if ok else "failed",
-        result=canonical_json(execution.get("result")) if ok else None,
-        error=None if ok else str(execution.get("error")),
-        finished_at=now, seconds=execution.get("seconds"),
-    ))
-
-
-def _insert_approval(conn: Connection, run_id: str, pending: dict[str, Any], requester: str, now: datetime,
-                     ttl: timedelta) -> ApprovalRecord:
-    values = dict(
-        approval_id="apr_" + secrets.token_urlsafe(12), run_id=run_id, step=pending["step"], tool=pending["tool"],
-        args=canonical_json(pending["args"]), key=pending["key"],
-        digest=call_digest(pending["tool"], pending["args"], pending["key"]), status="pending",
-        requester=requester, requested_at=now, expires_at=now + ttl,
-    )
-    conn.execute(insert(approvals).values(**values))
-    return ApprovalRecord(**{**values, "args": pending["args"]})
-
-
-def _loads(text: str | None) -> Any:
-    return json.loads(text) if text else None
-
-
-def _run_record(row: Row[Any], history: list[dict[str, Any]] | None) -> RunRecord:
-    try:
-        state = json.loads(row.state)
-    except json.JSONDecodeError as exc:
-        raise IncompatibleState(f"run {row.run_id}: stored state is not valid JSON ({exc})") from None
-    state["history"] = history if history is not None else []
-    if history is not None:
-        state = load_state(state)
-    return RunRecord(
-        run_id=row.run_id, goal=row.goal, requester=row.requester, origin=json.loads(row.origin or "{}"),
-        model=row.model, status=row.status, state=state, version=row.version, created_at=row.created_at,
-        updated_at=row.updated_at, lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at,
-        command=_loads(row.command), request_id=row.request_id, shown_status=row.shown_status,
-    )
-
-
-def _approval_record(row: Row[Any]) -> ApprovalRecord:
-    data = dict(row._mapping)
-    data["args"] = json.loads(data["args"])
-    data["message"] = _loads(data["message"])
-    return ApprovalRecord(**data)

@@ -1,0 +1,122 @@
+"""Row-level helpers of the store: each takes a connection, runs its statements and never commits.
+
+The transaction belongs to the caller (a `SqlStore` method), as the SQLAlchemy docs put it:
+sessions "separate and external".
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Select, insert, update
+from sqlalchemy.engine import Row
+
+from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from runtime.errors import IncompatibleState
+from runtime.records import ApprovalRecord, RunRecord
+from runtime.state import call_digest, canonical_json, load_state
+
+
+def dump_without_history(state: dict[str, Any]) -> str:
+    return canonical_json({k: v for k, v in state.items() if k != "history"})
+
+
+def lock_runs(conn: Connection, query: Select[Any]) -> None:
+    # Every writer takes a run's row before its approvals' rows (save_step and set_command update the
+    # run first). Taking the approval first, as a click or a sweep would, deadlocks against a cancel
+    # on PostgreSQL. SQLite has no row locks: its BEGIN IMMEDIATE already serialises writers.
+    conn.execute(query.order_by(runs.c.run_id).with_for_update())
+
+
+def append_history(conn: Connection, run_id: str, start: int, entries: list[dict[str, Any]]) -> None:
+    if entries:
+        conn.execute(insert(run_history), [
+            {"run_id": run_id, "seq": start + i, "entry": canonical_json(e)} for i, e in enumerate(entries)
+        ])
+
+
+def append_events(conn: Connection, run_id: str, new: list[dict[str, Any]], at: datetime) -> None:
+    if not new:
+        return
+    # Sequence numbers come from the run row, which also serialises concurrent appenders.
+    last = conn.execute(update(runs).where(runs.c.run_id == run_id)
+                        .values(event_count=runs.c.event_count + len(new))
+                        .returning(runs.c.event_count)).scalar_one()
+    insert_events(conn, run_id, new, last - len(new) + 1, at)
+
+
+def insert_events(conn: Connection, run_id: str, new: list[dict[str, Any]], first: int, at: datetime) -> None:
+    """Insert `new` numbered from `first`; the caller has reserved those numbers on the run row."""
+    if not new:
+        return
+    conn.execute(insert(events), [
+        {"run_id": run_id, "seq": first + i, "type": e["type"], "at": at,
+         "payload": canonical_json({k: v for k, v in e.items() if k not in ("type", "run_id")})}
+        for i, e in enumerate(new)
+    ])
+
+
+def append_one_event_each(conn: Connection, new: dict[str, dict[str, Any]], at: datetime) -> None:
+    """One event for each of many runs, in two statements whatever their number (the expiry sweep)."""
+    if not new:
+        return
+    numbered = conn.execute(update(runs).where(runs.c.run_id.in_(list(new)))
+                            .values(event_count=runs.c.event_count + 1)
+                            .returning(runs.c.run_id, runs.c.event_count)).all()
+    conn.execute(insert(events), [
+        {"run_id": run_id, "seq": seq, "type": new[run_id]["type"], "at": at,
+         "payload": canonical_json({k: v for k, v in new[run_id].items() if k != "type"})}
+        for run_id, seq in numbered
+    ])
+
+
+def finish_execution(conn: Connection, execution: dict[str, Any], now: datetime) -> None:
+    ok = execution["ok"]
+    conn.execute(update(tool_executions).where(tool_executions.c.key == execution["key"]).values(
+        status="succeeded" if ok else "failed",
+        result=canonical_json(execution.get("result")) if ok else None,
+        error=None if ok else str(execution.get("error")),
+        finished_at=now, seconds=execution.get("seconds"),
+    ))
+
+
+def insert_approval(conn: Connection, run_id: str, pending: dict[str, Any], requester: str, now: datetime,
+                     ttl: timedelta) -> ApprovalRecord:
+    values = dict(
+        approval_id="apr_" + secrets.token_urlsafe(12), run_id=run_id, step=pending["step"], tool=pending["tool"],
+        args=canonical_json(pending["args"]), key=pending["key"],
+        digest=call_digest(pending["tool"], pending["args"], pending["key"]), status="pending",
+        requester=requester, requested_at=now, expires_at=now + ttl,
+    )
+    conn.execute(insert(approvals).values(**values))
+    return ApprovalRecord(**{**values, "args": pending["args"]})
+
+
+def loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+def run_record(row: Row[Any], history: list[dict[str, Any]] | None) -> RunRecord:
+    try:
+        state = json.loads(row.state)
+    except json.JSONDecodeError as exc:
+        raise IncompatibleState(f"run {row.run_id}: stored state is not valid JSON ({exc})") from None
+    state["history"] = history if history is not None else []
+    if history is not None:
+        state = load_state(state)
+    return RunRecord(
+        run_id=row.run_id, goal=row.goal, requester=row.requester, origin=json.loads(row.origin or "{}"),
+        model=row.model, status=row.status, state=state, version=row.version, created_at=row.created_at,
+        updated_at=row.updated_at, lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at,
+        command=loads(row.command), request_id=row.request_id, shown_status=row.shown_status,
+    )
+
+
+def approval_record(row: Row[Any]) -> ApprovalRecord:
+    data = dict(row._mapping)
+    data["args"] = json.loads(data["args"])
+    data["message"] = loads(data["message"])
+    return ApprovalRecord(**data)
