@@ -2,7 +2,8 @@
 
 Inert unless enabled: a `Failpoints` built from an empty spec does nothing. A spec such as
 `after_ledger_row=exit` makes the process exit at once (`os._exit`, no cleanup, like SIGKILL)
-the first time that point is reached; `=raise` raises `FailpointHit` instead.
+whenever that point is reached; `=raise` raises `FailpointHit` instead. A crash test restarts
+the process without the spec to recover.
 """
 
 from __future__ import annotations
