@@ -91,13 +91,21 @@ class Listeners:
         if isinstance(command, Malformed):
             ack(text=f"Sorry, Slack sent a command I could not read: {command.reason}.")
             return
+        if isinstance(command.request, StartRun):
+            message, run_id = self._start(command, command.request.goal)
+            ack(**message.as_kwargs())
+            if run_id is not None:
+                # Only after the answer is on its way: a replica dying in the run's first step must
+                # not also swallow the "Started run ..." reply.
+                self.workers.submit(run_id)
+            return
         ack(**self._answer(command).as_kwargs())
 
     def _answer(self, command: Command) -> Message:
         who = command.where.user
         match command.request:
-            case StartRun(goal=goal):
-                return self._start(command, goal)
+            case StartRun():
+                raise AssertionError("starting a run is answered by on_command itself")
             case ShowStatus(run_id=run_id):
                 run = self.runner.get_run(run_id)
                 if run is None:
@@ -114,21 +122,21 @@ class Listeners:
             case _:
                 assert_never(command.request)
 
-    def _start(self, command: Command, goal: str) -> Message:
+    def _start(self, command: Command, goal: str) -> tuple[Message, str | None]:
+        """The reply to `/signoff <goal>`, and the run to hand to a worker once that reply is sent."""
         where = command.where
         earlier = self._seen.claim(where.trigger_id)
         if earlier is not None:  # a replay of a command we already took
-            return notice(f"Already started as run `{safe(earlier, 80)}`." if earlier else "Already starting.")
+            return notice(f"Already started as run `{safe(earlier, 80)}`." if earlier else "Already starting."), None
         try:
             # The trigger_id makes a replay that lands on another replica return the same run.
             run = self.runner.start_run(goal, where.user, origin={"channel": where.channel, "team": command.team},
                                         request_id=where.trigger_id or None)
         except ValueError as exc:
             self._seen.forget(where.trigger_id)
-            return notice(f"Could not start a run: {safe(exc, 300)}")
+            return notice(f"Could not start a run: {safe(exc, 300)}"), None
         self._seen.settle(where.trigger_id, run.run_id)
-        self.workers.submit(run.run_id)
-        return blocks.started_message(run)
+        return blocks.started_message(run), run.run_id
 
     # -- approval buttons and the deny modal -------------------------------------------------------
 

@@ -18,6 +18,7 @@ from bot.blocks import (
 )
 from runtime.state import TERMINAL
 from scenarios.serve import Serve, buttons
+from scenarios.world import wait_until
 
 RUN_ID = re.compile(r"run-[0-9a-f]{10}")
 REQUESTER = "U0ASKER"
@@ -60,11 +61,22 @@ class Driver:
     _last: dict[str, float] = field(default_factory=dict)
     _seen: dict[str, float] = field(default_factory=dict)
 
-    def start(self, goal: str, serve: Serve | None = None) -> str:
-        reply = (serve or self.pick()).command(goal, self.requester)
+    def start(self, goal: str, serve: Serve | None = None, *, find_within: float = 10.0) -> str:
+        before = {r.run_id for r in self.world.db.store.list_runs(requester=self.requester, limit=1000)}
+        try:
+            reply = (serve or self.pick()).command(goal, self.requester)
+        except OSError:
+            # The replica died before its answer left (Slack would say "operation_timeout"): the run
+            # may be recorded all the same, and recovery carries it on. Find it as the person would,
+            # with `/signoff status`; if none was recorded, the command really failed.
+            return wait_until(lambda: self._new_run(before), find_within, what="the run the lost command started")
         if reply.status != 200:
             raise AssertionError(f"/signoff answered {reply.status}: {reply.body[:300]}")
         return started_run(reply.text)
+
+    def _new_run(self, before: set[str]) -> str | None:
+        runs = self.world.db.store.list_runs(requester=self.requester, limit=1000)
+        return next((r.run_id for r in runs if r.run_id not in before), None)
 
     def settle(self, run_ids: list[str], timeout: float, *, on_tick: Callable[[], None] | None = None,
                stop_at: frozenset[str] = frozenset({"budget_exhausted"})) -> bool:
