@@ -11,13 +11,51 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, insert, update
+from sqlalchemy import Column, Connection, Select, bindparam, insert, update
 from sqlalchemy.engine import Row
 
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from runtime.errors import IncompatibleState
 from runtime.records import ApprovalRecord, RunRecord
 from runtime.state import call_digest, canonical_json, load_state
+
+
+def _bound(column: Column[Any]) -> Any:
+    """A named placeholder typed like `column` (names must differ from the columns a statement sets)."""
+    return bindparam(f"b_{column.name}", type_=column.type)
+
+
+# The statements of every step, built once: SQLAlchemy then finds their compiled form in its cache by
+# a key it keeps on the object, instead of building and hashing a fresh statement per step.
+_STEP_VALUES = {c.name: _bound(c) for c in (runs.c.state, runs.c.status, runs.c.history_len, runs.c.pending_key,
+                                              runs.c.version, runs.c.updated_at, runs.c.lease_expires_at)}
+_SAVE_STEP = (
+    update(runs)
+    .where(runs.c.run_id == bindparam("b_run_id"), runs.c.version == bindparam("b_expected_version"),
+           runs.c.lease_owner == bindparam("b_lease_owner"))
+    # The step's events are numbered by the same statement that saves it: one round trip less.
+    .values(**_STEP_VALUES, event_count=runs.c.event_count + bindparam("b_new_events", type_=runs.c.event_count.type))
+    .returning(runs.c.command, runs.c.requester, runs.c.event_count)
+)
+SAVE_STEP = {False: _SAVE_STEP, True: _SAVE_STEP.values(command=None)}
+"""The step's run-row update, by whether it also clears the command the step applied."""
+
+_INSERT_HISTORY = insert(run_history)
+_INSERT_EVENTS = insert(events)
+_FINISH_EXECUTION = update(tool_executions).where(tool_executions.c.key == bindparam("b_key")).values(
+    {c: _bound(c) for c in (tool_executions.c.status, tool_executions.c.result, tool_executions.c.error,
+                            tool_executions.c.finished_at, tool_executions.c.seconds)})
+
+
+def step_params(run_id: str, owner: str, version: int, state: dict[str, Any], history_len: int, new_events: int,
+                now: datetime, lease: timedelta) -> dict[str, Any]:
+    """The parameters of `SAVE_STEP`: the run moves from `version` to `version + 1`."""
+    return {
+        "b_run_id": run_id, "b_expected_version": version, "b_lease_owner": owner,
+        "b_state": dump_without_history(state), "b_status": state["status"], "b_history_len": history_len,
+        "b_pending_key": (state.get("pending") or {}).get("key"), "b_version": version + 1,
+        "b_updated_at": now, "b_lease_expires_at": now + lease, "b_new_events": new_events,
+    }
 
 
 def dump_without_history(state: dict[str, Any]) -> str:
@@ -33,7 +71,7 @@ def lock_runs(conn: Connection, query: Select[Any]) -> None:
 
 def append_history(conn: Connection, run_id: str, start: int, entries: list[dict[str, Any]]) -> None:
     if entries:
-        conn.execute(insert(run_history), [
+        conn.execute(_INSERT_HISTORY, [
             {"run_id": run_id, "seq": start + i, "entry": canonical_json(e)} for i, e in enumerate(entries)
         ])
 
@@ -52,7 +90,7 @@ def insert_events(conn: Connection, run_id: str, new: list[dict[str, Any]], firs
     """Insert `new` numbered from `first`; the caller has reserved those numbers on the run row."""
     if not new:
         return
-    conn.execute(insert(events), [
+    conn.execute(_INSERT_EVENTS, [
         {"run_id": run_id, "seq": first + i, "type": e["type"], "at": at,
          "payload": canonical_json({k: v for k, v in e.items() if k not in ("type", "run_id")})}
         for i, e in enumerate(new)
@@ -75,12 +113,12 @@ def append_one_event_each(conn: Connection, new: dict[str, dict[str, Any]], at: 
 
 def finish_execution(conn: Connection, execution: dict[str, Any], now: datetime) -> None:
     ok = execution["ok"]
-    conn.execute(update(tool_executions).where(tool_executions.c.key == execution["key"]).values(
-        status="succeeded" if ok else "failed",
-        result=canonical_json(execution.get("result")) if ok else None,
-        error=None if ok else str(execution.get("error")),
-        finished_at=now, seconds=execution.get("seconds"),
-    ))
+    conn.execute(_FINISH_EXECUTION, {
+        "b_key": execution["key"], "b_status": "succeeded" if ok else "failed",
+        "b_result": canonical_json(execution.get("result")) if ok else None,
+        "b_error": None if ok else str(execution.get("error")),
+        "b_finished_at": now, "b_seconds": execution.get("seconds"),
+    })
 
 
 def insert_approval(conn: Connection, run_id: str, pending: dict[str, Any], requester: str, now: datetime,

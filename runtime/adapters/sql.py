@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from runtime.adapters.db import WRITE_OPTION
 from runtime.adapters.rows import (
+    SAVE_STEP,
     append_events,
     append_history,
     append_one_event_each,
@@ -31,6 +32,7 @@ from runtime.adapters.rows import (
     loads,
     lock_runs,
     run_record,
+    step_params,
 )
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from runtime.agent import Checkpoint
@@ -195,20 +197,10 @@ class SqlStore:
         """
         state, now = checkpoint.state, self.clock()
         new_history = checkpoint.new_history
+        params = step_params(run_id, owner, version, state, len(state["history"]), len(checkpoint.events),
+                             now, lease)
         with self._tx() as conn:
-            values: dict[str, Any] = dict(
-                state=dump_without_history(state), status=state["status"], history_len=len(state["history"]),
-                pending_key=(state.get("pending") or {}).get("key"),
-                version=version + 1, updated_at=now, lease_expires_at=now + lease,
-                # The step's events are numbered by the same statement that saves it: one round trip less.
-                event_count=runs.c.event_count + len(checkpoint.events),
-            )
-            if clear_command:
-                values["command"] = None
-            row = conn.execute(
-                update(runs).where(runs.c.run_id == run_id, runs.c.version == version, runs.c.lease_owner == owner)
-                .values(**values).returning(runs.c.command, runs.c.requester, runs.c.event_count)
-            ).first()
+            row = conn.execute(SAVE_STEP[clear_command], params).first()
             if row is None:
                 raise Conflict(f"run {run_id} changed since version {version}; step not saved")
             append_history(conn, run_id, checkpoint.history_start, new_history)

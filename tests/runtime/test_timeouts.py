@@ -58,6 +58,23 @@ def test_run_tool_raises_tool_timeout_after_timeout_s(hang):
         run_tool(Tool("slow", hang, timeout_s=0.05), {}, "k")
 
 
+def test_a_hung_call_never_delays_the_next_one(hang):
+    """Tool threads are reused, but a busy one is never shared: the next call starts at once."""
+    with pytest.raises(ToolTimeout):
+        run_tool(Tool("slow", hang, timeout_s=0.05), {}, "k1")
+    threads = set()
+
+    def where(args: dict[str, Any], key: str) -> str:
+        threads.add(threading.current_thread())  # held, so no two threads can look alike
+        return key
+
+    quick = Tool("quick", where, timeout_s=0.5)
+    assert [run_tool(quick, {}, f"q{i}") for i in range(20)] == [f"q{i}" for i in range(20)]
+    assert hang.calls == ["k1"]  # still hanging, and never handed a second call
+    assert threading.main_thread() not in threads
+    assert len(threads) <= 2  # idle threads are kept for the next call rather than started anew
+
+
 def test_read_only_timeout_becomes_an_observation_and_the_run_goes_on(hang):
     agent = Agent(Script(call("slow"), final("gave up")), [Tool("slow", hang, timeout_s=0.05)])
     assert agent.start("go") == "done"

@@ -42,8 +42,8 @@ class Meter:
     def on_execute(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any,
                    executemany: bool) -> None:
         rows = getattr(context, "compiled_parameters", None) or [{}]  # driver SQL such as BEGIN has none
-        if statement.startswith("UPDATE runs SET") and "state" in rows[0]:
-            state = rows[0]["state"]
+        state = rows[0].get("b_state", rows[0].get("state"))  # the step's prebuilt UPDATE names it b_state
+        if statement.startswith("UPDATE runs SET") and state is not None:
             self._open = StepCost(_step_of(state), len(state.encode()))
         if self._open is not None:
             self._open.statements += 1
