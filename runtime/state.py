@@ -20,6 +20,7 @@ said beside its call) and `note` (what an adapter did with its reply, e.g. dropp
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -134,18 +135,25 @@ def idempotency_key(run_id: str, step: int) -> str:
 
 def redact(value: Any, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS) -> Any:
     """A copy of `value` with every dict entry whose key names a secret replaced by `[redacted]`."""
-    lowered = {_normalise_key(k) for k in keys}
-    if isinstance(value, dict):
-        return {
-            k: (REDACTED if isinstance(k, str) and _is_secret_key(k, lowered) else redact(v, keys))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(v, keys) for v in value]
-    return value
+    lowered = _normalised(frozenset(keys))
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: (REDACTED if isinstance(k, str) and _is_secret_key(k, lowered) else walk(v))
+                    for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(value)
 
 
-def _is_secret_key(key: str, secret_keys: set[str]) -> bool:
+@functools.lru_cache(maxsize=64)
+def _normalised(keys: frozenset[str]) -> frozenset[str]:
+    return frozenset(_normalise_key(k) for k in keys)
+
+
+def _is_secret_key(key: str, secret_keys: frozenset[str]) -> bool:
     k = _normalise_key(key)
     return k in secret_keys or any(k.endswith("_" + s) for s in secret_keys)
 
