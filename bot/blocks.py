@@ -466,7 +466,8 @@ def runs_text(runs: Sequence[RunRecord]) -> str:
     """One line per run: status, id, goal."""
     if not runs:
         return "You have no runs yet. Start one with `/signoff <goal>`."
-    lines = [f"{_STATUS_EMOJI.get(r.status, '')} `{safe(r.run_id, 60)}` *{r.status.replace('_', ' ')}* · "
+    lines = [f"{_STATUS_EMOJI.get(r.status, '')} `{safe(r.run_id, 60)}` *{r.status.replace('_', ' ')}*"
+             f"{' (its stored state cannot be read; ask an operator)' if r.unreadable else ''} · "
              f"{safe(r.goal, 120)}" for r in runs]
     return clip_lines(lines, MAX_SECTION_TEXT)
 

@@ -315,11 +315,13 @@ def runs_list(limit: int, status: str | None, requester: str | None, database_ur
         click.echo("no runs")
         return EXIT_OK
     rows = [("RUN", "STATUS", "REQUESTER", "STEPS", "UPDATED", "GOAL")]
-    rows += [(r.run_id, r.status, r.requester, str(r.state.get("steps", 0)),
+    rows += [(r.run_id, r.status, r.requester, "?" if r.unreadable else str(r.state.get("steps", 0)),
               f"{r.updated_at:%Y-%m-%d %H:%M}", one_line(r.goal, 60)) for r in found]
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True)) + "  " + row[5])
+    for run in (r for r in found if r.unreadable):
+        click.echo(f"warning: {run.unreadable}", err=True)
     return EXIT_OK
 
 

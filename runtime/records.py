@@ -32,6 +32,9 @@ class RunRecord:
     """The request that started the run (e.g. Slack's trigger_id); a replay of it starts nothing new."""
     shown_status: str | None = None
     """The ending people were last told about; recovery tells them of any other."""
+    unreadable: str | None = None
+    """Set, with `state` empty, when a listing met a run whose stored state cannot be read: the
+    list still shows the run (and the others), and nothing acts on it (`get_run` refuses it)."""
 
     @property
     def usage(self) -> dict[str, Any]:

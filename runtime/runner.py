@@ -21,7 +21,7 @@ from typing import Any
 from runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, SqlStore
 from runtime.agent import Agent, Checkpoint, Policy, run_tool
 from runtime.budget import Budget
-from runtime.errors import Conflict, DispatchRefused, InvalidTransition, OutcomeUnknown
+from runtime.errors import Conflict, DispatchRefused, IncompatibleState, InvalidTransition, OutcomeUnknown
 from runtime.failpoints import Failpoints
 from runtime.ports import Notifier
 from runtime.records import (
@@ -370,7 +370,11 @@ class Runner:
         """
         expired = self.store.expire_due()
         for approval in expired:
-            run = self.store.get_run(approval.run_id, history=False)
+            try:
+                run = self.store.get_run(approval.run_id, history=False)
+            except IncompatibleState as exc:
+                _skip_unreadable(approval.run_id, exc)
+                continue
             if run is not None:
                 self._show_approval(run, approval, method="approval_expired")
             (end_run or self.execute)(approval.run_id)
@@ -388,17 +392,26 @@ class Runner:
         return self.store.runs_needing_work()
 
     def _resync(self, min_age: timedelta) -> None:
-        for approval in self.store.list_approvals(status="pending", unposted=True, older_than=min_age):
-            run = self.store.get_run(approval.run_id, history=False)
-            if run is not None:
-                self._post_approval(run, approval)
+        # A run whose state cannot be read is skipped (and logged), never allowed to stop the pass:
+        # the other runs' messages and recoveries come after it.
+        unposted = self.store.list_approvals(status="pending", unposted=True, older_than=min_age)
         stale = self.store.approvals_out_of_sync()
-        runs = self.store.runs_by_id([a.run_id for a in stale])
+        runs = self.store.runs_by_id([a.run_id for a in [*unposted, *stale]])
+        for approval in unposted:
+            if self._readable(runs.get(approval.run_id)):
+                self._post_approval(runs[approval.run_id], approval)
         for approval in stale:
-            if approval.run_id in runs:
+            if self._readable(runs.get(approval.run_id)):
                 self._show_approval(runs[approval.run_id], approval)
         for run in self.store.runs_out_of_sync(ENDINGS):
-            self._notify_end(run)
+            if self._readable(run):
+                self._notify_end(run)
+
+    @staticmethod
+    def _readable(run: RunRecord | None) -> bool:
+        if run is not None and run.unreadable:
+            _skip_unreadable(run.run_id, run.unreadable)
+        return run is not None and not run.unreadable
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -412,8 +425,8 @@ class Runner:
         """Pending approvals this user may decide."""
         pending = self.store.list_approvals(status="pending", limit=limit * 3)
         runs = self.store.runs_by_id([a.run_id for a in pending])
-        return [a for a in pending
-                if a.run_id in runs and self.approval_refusal(user, runs[a.run_id]) is None][:limit]
+        return [a for a in pending if a.run_id in runs and not runs[a.run_id].unreadable
+                and self.approval_refusal(user, runs[a.run_id]) is None][:limit]
 
     def pending_approval(self, run_id: str) -> ApprovalRecord | None:
         found = self.store.list_approvals(status="pending", run_id=run_id, limit=1)
@@ -502,3 +515,8 @@ class _Heartbeat:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+def _skip_unreadable(run_id: str, problem: object) -> None:
+    log.error("run %s is skipped: its stored state cannot be read (%s); "
+              "`signoff runs` lists it, and it needs an operator", run_id, problem)

@@ -137,20 +137,45 @@ def loads(text: str | None) -> Any:
     return json.loads(text) if text else None
 
 
-def run_record(row: Row[Any], history: list[dict[str, Any]] | None) -> RunRecord:
+def run_record(row: Row[Any], history: list[dict[str, Any]] | None, *, listing: bool = False) -> RunRecord:
+    """The run in `row`; an unreadable state raises `IncompatibleState`, or, when `listing`, gives a
+    record marked `unreadable` so that one damaged run cannot hide every other run in a list."""
     try:
         state = json.loads(row.state)
+        if not isinstance(state, dict):
+            raise json.JSONDecodeError("not a JSON object", row.state, 0)
     except json.JSONDecodeError as exc:
-        raise IncompatibleState(f"run {row.run_id}: stored state is not valid JSON ({exc})") from None
+        problem = f"run {row.run_id}: stored state is not valid JSON ({exc})"
+        if not listing:
+            raise IncompatibleState(problem) from None
+        return _record(row, {}, lenient=True, unreadable=problem)
     state["history"] = history if history is not None else []
     if history is not None:
         state = load_state(state)
+    return _record(row, state, lenient=listing)
+
+
+def _record(row: Row[Any], state: dict[str, Any], *, lenient: bool, unreadable: str | None = None) -> RunRecord:
+    read = _json_or if lenient else _json_strict
     return RunRecord(
-        run_id=row.run_id, goal=row.goal, requester=row.requester, origin=json.loads(row.origin or "{}"),
+        run_id=row.run_id, goal=row.goal, requester=row.requester, origin=read(row.origin, {}),
         model=row.model, status=row.status, state=state, version=row.version, created_at=row.created_at,
         updated_at=row.updated_at, lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at,
-        command=loads(row.command), request_id=row.request_id, shown_status=row.shown_status,
+        command=read(row.command, None), request_id=row.request_id, shown_status=row.shown_status,
+        unreadable=unreadable,
     )
+
+
+def _json_strict(text: str | None, default: Any) -> Any:
+    return json.loads(text) if text else default
+
+
+def _json_or(text: str | None, default: Any) -> Any:
+    """A small JSON column (origin, command); damaged, it reads as `default` rather than hiding the run."""
+    try:
+        return json.loads(text) if text else default
+    except json.JSONDecodeError:
+        return default
 
 
 def approval_record(row: Row[Any]) -> ApprovalRecord:

@@ -406,7 +406,7 @@ class SqlStore:
                                     or_(runs.c.shown_status.is_(None), runs.c.shown_status != runs.c.status))
                  .order_by(runs.c.updated_at).limit(limit))
         with self.engine.connect() as conn:
-            return [run_record(r, None) for r in conn.execute(query).all()]
+            return [run_record(r, None, listing=True) for r in conn.execute(query).all()]
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         return self._one_approval(approvals.c.approval_id == approval_id)
@@ -447,7 +447,7 @@ class SqlStore:
         if status:
             query = query.where(runs.c.status == status)
         with self.engine.connect() as conn:
-            return [run_record(r, None) for r in conn.execute(query).all()]
+            return [run_record(r, None, listing=True) for r in conn.execute(query).all()]
 
     def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
         """Several runs without their history, in one query."""
@@ -455,7 +455,7 @@ class SqlStore:
             return {}
         with self.engine.connect() as conn:
             rows = conn.execute(select(runs).where(runs.c.run_id.in_(set(run_ids)))).all()
-        return {row.run_id: run_record(row, None) for row in rows}
+        return {row.run_id: run_record(row, None, listing=True) for row in rows}
 
     def runs_needing_work(self, *, limit: int = 100) -> list[str]:
         """Runs no live worker holds that have something to do: orphaned, decided, or with a command."""

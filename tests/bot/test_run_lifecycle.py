@@ -6,6 +6,7 @@ import json
 
 from bot_fakes import final, tool_call
 from slack_harness import buttons, find_button
+from sqlalchemy import text as sql
 
 from bot import blocks
 from bot.blocks import APPROVE_ACTION, CLOSE_ACTION, DENY_ACTION, EXTEND_ACTION, RETRY_ACTION
@@ -191,6 +192,21 @@ def test_status_list_and_help(signoff, slack):
 
     for text in ("", "help", "status", "cancel"):
         assert "/signoff <goal>" in signoff.command(text).json()["blocks"][0]["text"]["text"]
+
+
+def test_a_run_with_a_damaged_state_is_listed_and_hides_no_other(signoff):
+    damaged = propose_refund(signoff)
+    with signoff.engine.begin() as conn:  # as a bad hand edit would leave it
+        conn.execute(sql("UPDATE runs SET state = '{\"steps\": 1, \"stat' WHERE run_id = :id"),
+                     {"id": damaged.run_id})
+    signoff.script.decisions = [final("Nothing to do.")]
+    signoff.command("Check order 43", user="U0ASKER")
+
+    listed = json.dumps(signoff.command("list", user="U0ASKER").json()["blocks"])
+    assert damaged.run_id in listed and "stored state cannot be read" in listed
+    healthy = [r for r in signoff.store.list_runs() if r.run_id != damaged.run_id]
+    assert [r.status for r in healthy] == ["done"] and healthy[0].run_id in listed
+    assert "There is no run" not in signoff.command(f"status {healthy[0].run_id}").json()["text"]
 
 
 def test_app_home_lists_waiting_approvals_with_working_buttons(signoff, slack, ledger):

@@ -191,6 +191,20 @@ def test_empty_runs_list(signoff):
     assert (result.code, result.out) == (0, "no runs\n")
 
 
+def test_runs_list_shows_a_damaged_run_beside_the_others(signoff, tmp_path):
+    first = run_id_of(signoff.here("run", "handle the damaged order", "--quiet", "--max-steps", "1"))
+    second = run_id_of(signoff.here("run", "handle the damaged order", "--quiet", "--max-steps", "1"))
+    with sqlite3.connect(tmp_path / "signoff.db") as db:
+        db.execute("update runs set state = '{\"steps\": 1, \"st' where run_id = ?", (first,))
+
+    result = signoff.here("runs", "list")
+
+    assert result.code == 0, result.err
+    listed = {line.split()[0]: line.split()[3] for line in result.lines[1:]}
+    assert listed == {first: "?", second: "1"}
+    assert result.err.startswith(f"warning: run {first}: stored state is not valid JSON")
+
+
 def lease_of(tmp_path, run_id):
     with sqlite3.connect(tmp_path / "signoff.db") as db:
         return db.execute("select status, lease_owner, lease_expires_at from runs where run_id = ?",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from store_harness import APPROVER, REQUESTER, Told, build_runner
+import pytest
+from store_harness import APPROVER, REQUESTER, ManualClock, Told, build_runner, set_state
 
 from runtime.adapters.sql import SqlStore
+from runtime.errors import IncompatibleState
 from runtime.records import Decided, RunRecord
 
 
@@ -88,3 +91,28 @@ def test_an_ending_without_any_approval_is_told_by_recovery(store: SqlStore, eff
     told.down.clear()
     runner.recover()
     assert told.of("run_finished") == [run.run_id]
+
+
+def test_one_unreadable_run_hides_no_other_run_from_recovery_or_lists(store: SqlStore, effects: Path,
+                                                                      clock: ManualClock) -> None:
+    told = Flaky()
+    runner = build_runner(store, effects, notifier=told, lease=30.0)
+    told.down.add("approval_requested")
+    damaged, damaged_approval = paused_run(runner, told)
+    healthy, healthy_approval = paused_run(runner, told)
+    set_state(store.engine, damaged.run_id, '{"schema_version": 1, "status": "awaiti')
+    told.down.clear()
+    clock.advance(seconds=1)
+
+    runner.recover(min_age=timedelta(0))  # used to raise at the damaged run and post nothing
+    assert told.of("approval_requested") == [healthy_approval.approval_id]
+    assert store.get_approval(healthy_approval.approval_id).message is not None
+
+    listed = {run.run_id: run for run in runner.runs_for(REQUESTER)}
+    assert set(listed) == {damaged.run_id, healthy.run_id}
+    assert "not valid JSON" in (listed[damaged.run_id].unreadable or "")
+    assert listed[healthy.run_id].unreadable is None and listed[healthy.run_id].state["steps"] == 1
+    assert [a.approval_id for a in runner.approvals_for(APPROVER)] == [healthy_approval.approval_id]
+    with pytest.raises(IncompatibleState):  # nothing acts on it: a person has to look
+        store.get_run(damaged.run_id)
+    assert damaged_approval.approval_id not in told.of("approval_requested")
