@@ -399,13 +399,37 @@ class Runner:
         runs = self.store.runs_by_id([a.run_id for a in [*unposted, *stale]])
         for approval in unposted:
             if self._readable(runs.get(approval.run_id)):
-                self._post_approval(runs[approval.run_id], approval)
-        for approval in stale:
+                self._holding(approval.run_id, lambda a=approval: self._repost(runs[a.run_id], a.approval_id))
+        for approval in stale:  # an update shows the same thing however often it is made
             if self._readable(runs.get(approval.run_id)):
                 self._show_approval(runs[approval.run_id], approval)
         for run in self.store.runs_out_of_sync(ENDINGS):
             if self._readable(run):
-                self._notify_end(run)
+                self._holding(run.run_id, lambda r=run: self._retell_end(r.run_id))
+
+    def _holding(self, run_id: str, errand: Callable[[], None]) -> None:
+        """Run `errand` holding the run's lease, or skip it if a live worker or replica holds the run.
+
+        A new post (an approval card, a run's ending) must be made once: not by two replicas'
+        recoveries at once, nor while the run's own worker is making it (it posts before it lets go).
+        """
+        owner = f"{self.config.worker_id}/resync-{secrets.token_hex(3)}"
+        if not self.store.hold(run_id, owner, self.config.lease):
+            return
+        try:
+            errand()
+        finally:
+            self.store.release(run_id, owner)
+
+    def _repost(self, run: RunRecord, approval_id: str) -> None:
+        approval = self.store.get_approval(approval_id)  # again, now held: another replica may have posted it
+        if approval is not None and approval.status == "pending" and approval.message is None:
+            self._post_approval(run, approval)
+
+    def _retell_end(self, run_id: str) -> None:
+        run = self.store.get_run(run_id, history=False)
+        if run is not None and run.status in ENDINGS and run.shown_status != run.status:
+            self._notify_end(run)
 
     @staticmethod
     def _readable(run: RunRecord | None) -> bool:

@@ -177,6 +177,17 @@ class SqlStore:
             self.release(run_id, owner)
             raise
 
+    def hold(self, run_id: str, owner: str, lease: timedelta) -> bool:
+        """Take the run's lease for a short errand, whatever the run's status (recovery re-posting a
+        message); False if someone holds a live lease."""
+        now = self.clock()
+        with self._tx() as conn:
+            return conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run_id, or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now))
+                .values(lease_owner=owner, lease_expires_at=now + lease)
+            ).rowcount == 1
+
     def renew(self, run_id: str, owner: str, lease: timedelta) -> bool:
         with self._tx() as conn:
             return conn.execute(

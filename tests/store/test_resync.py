@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -116,3 +117,46 @@ def test_one_unreadable_run_hides_no_other_run_from_recovery_or_lists(store: Sql
     with pytest.raises(IncompatibleState):  # nothing acts on it: a person has to look
         store.get_run(damaged.run_id)
     assert damaged_approval.approval_id not in told.of("approval_requested")
+
+
+class Stalled(Told):
+    """A notifier whose `method` blocks, as a slow Slack would, until `go` is set."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__()
+        self.entered, self.go = threading.Event(), threading.Event()
+        real = getattr(self, method)
+
+        def stalled(*args: Any) -> Any:
+            self.entered.set()
+            assert self.go.wait(10)
+            return real(*args)
+
+        setattr(self, method, stalled)
+
+
+@pytest.mark.parametrize("method", ["approval_requested", "run_finished"])
+def test_two_replicas_recovering_at_once_post_a_lost_message_once(store: SqlStore, effects: Path,
+                                                                  clock: ManualClock, method: str) -> None:
+    told = Flaky()
+    first = build_runner(store, effects, notifier=told, lease=30.0)
+    told.down.add(method)
+    run, approval = paused_run(first, told)
+    if method == "run_finished":
+        first.decide(approval.approval_id, approval.digest, APPROVER, True)
+        assert first.execute(run.run_id) == "done"
+    clock.advance(seconds=1)
+    slow, quick = Stalled(method), Told()
+    replica_a = build_runner(store, effects, notifier=slow, lease=30.0, worker_id="replica-a")
+    replica_b = build_runner(store, effects, notifier=quick, lease=30.0, worker_id="replica-b")
+
+    posting = threading.Thread(target=replica_a.recover, kwargs={"min_age": timedelta(0)})
+    posting.start()
+    assert slow.entered.wait(10)
+    replica_b.recover(min_age=timedelta(0))  # while replica A is still posting
+    slow.go.set()
+    posting.join(10)
+    replica_b.recover(min_age=timedelta(0))  # and after it has
+
+    subject = approval.approval_id if method == "approval_requested" else run.run_id
+    assert (slow.of(method), quick.of(method)) == ([subject], [])
