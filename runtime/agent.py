@@ -7,7 +7,6 @@ and `on_checkpoint` (where each step's state goes). The whole state is `agent.st
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import queue
@@ -31,6 +30,7 @@ from runtime.state import (
     call_fingerprint,
     dump_state,
     idempotency_key,
+    json_copy,
     load_state,
     new_state,
     redact,
@@ -372,7 +372,7 @@ class Agent:
         every call would make a run's cost grow with the square of its length.
         """
         history, copies = self.state["history"], self._policy_copies
-        copies.extend(copy.deepcopy(entry) for entry in history[len(copies):])
+        copies.extend(json_copy(entry) for entry in history[len(copies):])
         return list(copies)
 
     def _account(self, raw: Any) -> Any:
@@ -445,7 +445,7 @@ class Agent:
         started = self.clock()
         try:
             # A copy: a tool that consumes its arguments must not rewrite the history or the fingerprint.
-            value = self.executor(tool, copy.deepcopy(call["args"]), call["key"])
+            value = self.executor(tool, json_copy(call["args"]), call["key"])
         except DispatchRefused as exc:
             self._refuse(call, exc.status, f"not executed: {exc.reason}")
             return

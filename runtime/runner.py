@@ -161,8 +161,10 @@ class Runner:
                 session = _Session(run, run.version, owner, changed=session.changed)
                 continue
             break
-        final = self.store.get_run(run.run_id) or run
+        final = self.store.get_run(run.run_id, history=False) or run
         if session.changed:
+            if final.status in ENDINGS and final.status != "done":  # a stopped run's message shows its last steps
+                final = self.store.get_run(run.run_id) or final
             self._notify_end(final)
         return final.status
 

@@ -19,7 +19,6 @@ said beside its call) and `note` (what an adapter did with its reply, e.g. dropp
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import json
@@ -81,15 +80,31 @@ def new_state(run_id: str, budget: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def load_state(blob: str | dict[str, Any]) -> dict[str, Any]:
-    """Parse and check a checkpoint; refuse what we cannot read rather than guess."""
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, scalars), several times faster than
+    `copy.deepcopy`, which a long run's history makes worth having. Other values are shared."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(json_copy(v) for v in value)
+    return value
+
+
+def load_state(blob: str | dict[str, Any], *, fresh: bool = False) -> dict[str, Any]:
+    """Parse and check a checkpoint; refuse what we cannot read rather than guess.
+
+    A dict is copied, so the caller's stays its own, unless `fresh` says nobody else holds it
+    (it was just parsed from storage).
+    """
     if isinstance(blob, str):
         try:
             state = json.loads(blob)
         except json.JSONDecodeError as exc:
             raise IncompatibleState(f"run state is not valid JSON: {exc}") from None
     else:
-        state = copy.deepcopy(blob)
+        state = blob if fresh else json_copy(blob)
     if not isinstance(state, dict):
         raise IncompatibleState("run state is not a JSON object")
     version = state.get("schema_version")

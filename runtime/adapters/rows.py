@@ -151,7 +151,7 @@ def run_record(row: Row[Any], history: list[dict[str, Any]] | None, *, listing: 
         return _record(row, {}, lenient=True, unreadable=problem)
     state["history"] = history if history is not None else []
     if history is not None:
-        state = load_state(state)
+        state = load_state(state, fresh=True)  # just parsed: no need for load_state's copy
     return _record(row, state, lenient=listing)
 
 
