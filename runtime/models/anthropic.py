@@ -88,11 +88,16 @@ def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
 
 
 def reply_from_message(message: Any) -> Reply:
-    """Reduce a Messages API `Message` to a `Reply`; cache tokens count as input."""
+    """Reduce a Messages API `Message` to a `Reply`.
+
+    The API reports cache writes and reads apart from `input_tokens`; the `Reply` adds them into its
+    `input_tokens`, so the budget counts every input token, and keeps them apart for pricing.
+    """
     usage = message.usage
-    input_tokens = sum(getattr(usage, k, 0) or 0 for k in
-                       ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-    output_tokens = getattr(usage, "output_tokens", 0) or 0
+    cache_write_tokens = _count(usage, "cache_creation_input_tokens")
+    cache_read_tokens = _count(usage, "cache_read_input_tokens")
+    input_tokens = _count(usage, "input_tokens") + cache_write_tokens + cache_read_tokens
+    output_tokens = _count(usage, "output_tokens")
     texts, calls = [], []
     for block in message.content:
         if block.type == "text":
@@ -102,7 +107,13 @@ def reply_from_message(message: Any) -> Reply:
             args = tool_input if isinstance(tool_input, dict) else (
                 tool_input if isinstance(tool_input, str) else json.dumps(tool_input))
             calls.append(ReplyCall(block.id, block.name, args))
-    return Reply("\n".join(t for t in texts if t), calls, input_tokens, output_tokens, served_model=message.model)
+    return Reply("\n".join(t for t in texts if t), calls, input_tokens, output_tokens, served_model=message.model,
+                 cache_write_tokens=cache_write_tokens, cache_read_tokens=cache_read_tokens)
+
+
+def _count(usage: Any, key: str) -> int:
+    # The cache fields are optional: absent or null means no cached tokens.
+    return getattr(usage, key, 0) or 0
 
 
 class AnthropicPolicy:

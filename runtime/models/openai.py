@@ -77,9 +77,11 @@ def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
 def reply_from_completion(completion: Any) -> Reply:
     """Reduce a `ChatCompletion` to a `Reply`; a refusal counts as text."""
     usage = completion.usage
-    tokens = (getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
+    tokens = {"input_tokens": getattr(usage, "prompt_tokens", 0) or 0,
+              "output_tokens": getattr(usage, "completion_tokens", 0) or 0,
+              "cache_read_tokens": _cached_prompt_tokens(usage)}
     if not completion.choices:
-        return Reply("", [], *tokens, served_model=completion.model, notes=["the reply had no choices"])
+        return Reply("", [], **tokens, served_model=completion.model, notes=["the reply had no choices"])
     message = completion.choices[0].message
     calls = [
         ReplyCall(call.id, call.function.name, parse_arguments(call.function.arguments))
@@ -87,7 +89,16 @@ def reply_from_completion(completion: Any) -> Reply:
         if getattr(call, "function", None) is not None
     ]
     text = message.content or getattr(message, "refusal", None) or ""
-    return Reply(text, calls, *tokens, served_model=completion.model)
+    return Reply(text, calls, **tokens, served_model=completion.model)
+
+
+def _cached_prompt_tokens(usage: Any) -> int:
+    """The prompt tokens read from OpenAI's cache, already counted in `prompt_tokens`.
+
+    Compatible servers such as vLLM often omit `prompt_tokens_details` or send it as null: none cached.
+    """
+    details = getattr(usage, "prompt_tokens_details", None)
+    return getattr(details, "cached_tokens", None) or 0
 
 
 class OpenAIPolicy:

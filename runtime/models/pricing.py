@@ -2,6 +2,12 @@
 
 The built-in `prices.json` holds sample prices only; operators pass their own file. A model
 missing from the table costs 0 and says so in a note, so a stale table never stops a run.
+
+An entry may also price prompt-cache writes and reads (`cache_write`, `cache_read`). One left
+out prices those tokens at `input`: providers' cache multipliers differ, so none is guessed.
+The sample OpenAI entries give no `cache_write` on purpose: OpenAI charges nothing extra to write
+its cache, and that is right here only because OpenAI never reports cache writes (its usage counts
+cached reads alone), so its uncached prompt tokens are all priced at `input`.
 """
 
 from __future__ import annotations
@@ -16,14 +22,27 @@ from typing import Any
 from runtime.errors import ConfigError
 
 BUILTIN = "prices.json"
+CACHE_KEYS = ("cache_write", "cache_read")
 
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens."""
+    """USD per million tokens; a cache price of None means the `input` price."""
 
     input: float
     output: float
+    cache_write: float | None = None
+    cache_read: float | None = None
+
+    def usd(self, input_tokens: int, output_tokens: int, cache_write_tokens: int, cache_read_tokens: int) -> float:
+        """The cost of a call whose `input_tokens` include its cache writes and reads."""
+        # A provider reporting more cached tokens than input must not make the uncached part negative.
+        uncached = max(0, input_tokens - cache_write_tokens - cache_read_tokens)
+        cache_write = self.input if self.cache_write is None else self.cache_write
+        cache_read = self.input if self.cache_read is None else self.cache_read
+        per_million = (uncached * self.input + cache_write_tokens * cache_write
+                       + cache_read_tokens * cache_read + output_tokens * self.output)
+        return per_million / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -40,13 +59,16 @@ class PriceTable:
         stems = [name for name in self.prices if model.startswith(name + "-")]
         return self.prices[max(stems, key=len)] if stems else None
 
-    def cost(self, models: list[str], input_tokens: int, output_tokens: int) -> tuple[float, str | None]:
-        """(USD, note): the first of `models` with a price wins; none gives 0 and a note."""
+    def cost(self, models: list[str], input_tokens: int, output_tokens: int, *,
+             cache_write_tokens: int = 0, cache_read_tokens: int = 0) -> tuple[float, str | None]:
+        """(USD, note): the first of `models` with a price wins; none gives 0 and a note.
+
+        `input_tokens` is the whole input, cache writes and reads included.
+        """
         for model in models:
             price = self.lookup(model)
             if price is not None:
-                usd = (input_tokens * price.input + output_tokens * price.output) / 1_000_000
-                return round(usd, 8), None
+                return round(price.usd(input_tokens, output_tokens, cache_write_tokens, cache_read_tokens), 8), None
         names = " or ".join(repr(m) for m in dict.fromkeys(models))
         return 0.0, f"no price for model {names} in {self.source}; cost counted as 0"
 
@@ -64,7 +86,10 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
 
 
 def parse_prices(text: str, source: str) -> PriceTable:
-    """Parse `{"models": {name: {"input": usd, "output": usd}}}`, listing every problem at once."""
+    """Parse `{"models": {name: {"input": usd, "output": usd}}}`, listing every problem at once.
+
+    An entry may add `"cache_write"` and `"cache_read"` prices; when given they must be valid too.
+    """
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -75,14 +100,31 @@ def parse_prices(text: str, source: str) -> PriceTable:
     prices: dict[str, Price] = {}
     problems: list[str] = []
     for name, entry in models.items():
-        values = [entry.get(k) if isinstance(entry, dict) else None for k in ("input", "output")]
-        if all(_is_price(v) for v in values):
-            prices[name] = Price(float(values[0]), float(values[1]))
+        fields = entry if isinstance(entry, dict) else {}
+        entry_problems = _entry_problems(name, fields, source)
+        if entry_problems:
+            problems.extend(entry_problems)
         else:
-            problems.append(f"price table {source}: {name!r} needs non-negative numbers \"input\" and \"output\"")
+            prices[name] = _price(fields)
     if problems:
         raise ConfigError(problems)
     return PriceTable(prices=prices, source=source)
+
+
+def _entry_problems(name: str, fields: dict[str, Any], source: str) -> list[str]:
+    problems = []
+    if not all(_is_price(fields.get(k)) for k in ("input", "output")):
+        problems.append(f"price table {source}: {name!r} needs non-negative numbers \"input\" and \"output\"")
+    for key in CACHE_KEYS:
+        if key in fields and not _is_price(fields[key]):
+            problems.append(f"price table {source}: {name!r} has \"{key}\" {fields[key]!r}; "
+                            f"when given it must be a non-negative number")
+    return problems
+
+
+def _price(fields: dict[str, Any]) -> Price:
+    cache = {key: float(fields[key]) for key in CACHE_KEYS if key in fields}
+    return Price(float(fields["input"]), float(fields["output"]), **cache)
 
 
 def _is_price(value: Any) -> bool:

@@ -35,10 +35,15 @@ class Reply:
     text: str
     calls: list[ReplyCall]
     input_tokens: int
+    """Every input token, cached or not: the token budget counts them all."""
     output_tokens: int
     served_model: str | None = None
     """The model name the provider reports, often a dated version of the one requested."""
     notes: list[str] = field(default_factory=list)
+    cache_write_tokens: int = 0
+    """The part of `input_tokens` written to the provider's prompt cache, priced at `cache_write`."""
+    cache_read_tokens: int = 0
+    """The part of `input_tokens` read from the provider's prompt cache, priced at `cache_read`."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,9 @@ def decision_from_reply(reply: Reply, info: ModelInfo, prices: PriceTable) -> di
     else:
         decision = {"error": NO_REPLY}
     models = [m for m in (reply.served_model, info.model) if m]
-    cost, price_note = prices.cost(models, reply.input_tokens, reply.output_tokens)
+    cost, price_note = prices.cost(models, reply.input_tokens, reply.output_tokens,
+                                   cache_write_tokens=reply.cache_write_tokens,
+                                   cache_read_tokens=reply.cache_read_tokens)
     if price_note:
         notes.append(price_note)
     if notes:

@@ -96,10 +96,17 @@ def tool_use(name: str, args: Any, call_id: str | None = None) -> dict[str, Any]
 
 
 def message(*content: dict[str, Any], usage: tuple[int, int] = (10, 5),
-            model: str = "claude-sonnet-4-20250514", delay_s: float = 0.0) -> Scripted:
-    """A Messages API reply with the given content blocks."""
+            model: str = "claude-sonnet-4-20250514", delay_s: float = 0.0,
+            cache: tuple[int, int] | None = None) -> Scripted:
+    """A Messages API reply with the given content blocks.
+
+    `usage` is (uncached input, output) tokens; `cache`, when given, adds the (written, read) prompt-cache
+    tokens, which the API reports apart from `input_tokens`.
+    """
     stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+    reported: dict[str, Any] = {"input_tokens": usage[0], "output_tokens": usage[1]}
+    if cache is not None:
+        reported |= {"cache_creation_input_tokens": cache[0], "cache_read_input_tokens": cache[1]}
     body = {"id": f"msg_{next(_ids):04d}", "type": "message", "role": "assistant", "model": model,
-            "content": list(content), "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": usage[0], "output_tokens": usage[1]}}
+            "content": list(content), "stop_reason": stop, "stop_sequence": None, "usage": reported}
     return Scripted(body, delay_s=delay_s)

@@ -205,15 +205,22 @@ def tool_call(name: str, args: dict[str, Any] | str, call_id: str | None = None)
 
 def completion(text: str | None = None, calls: list[dict[str, Any]] | None = None, *,
                usage: tuple[int, int] = (10, 5), model: str = "gpt-4o-2024-08-06",
-               delay_s: float = 0.0) -> Scripted:
-    """A Chat Completions reply with optional text and tool calls."""
+               delay_s: float = 0.0, cached_tokens: int | None = None) -> Scripted:
+    """A Chat Completions reply with optional text and tool calls.
+
+    `usage` is (prompt, completion) tokens; `cached_tokens`, when given, is sent as
+    `prompt_tokens_details.cached_tokens`, which like the real API's is part of the prompt tokens.
+    """
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
     if calls:
         message["tool_calls"] = calls
+    reported: dict[str, Any] = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
+    if cached_tokens is not None:
+        reported["prompt_tokens_details"] = {"cached_tokens": cached_tokens, "audio_tokens": 0}
     body = {
         "id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "created": 1_700_000_000, "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None,
                      "finish_reason": "tool_calls" if calls else "stop"}],
-        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+        "usage": reported,
     }
     return Scripted(body, delay_s=delay_s)

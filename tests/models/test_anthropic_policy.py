@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,10 +14,10 @@ from tests.fakes.anthropic_server import FakeAnthropic, error, message, text, to
 GOAL = "Refund order A-1 if it was delivered"
 
 
-def make_agent(tools, env, sleeps, **options: Any) -> Agent:
+def make_agent(tools, env, sleeps, *, budget: Budget | None = None, **options: Any) -> Agent:
     policy = policy_from_spec("anthropic:claude-sonnet-4-20250514", tools, env=env, sleep=sleeps.append,
                               instructions="You are the support desk.", **options)
-    return Agent(policy, tools, run_id="run-8", budget=Budget(max_steps=8))
+    return Agent(policy, tools, run_id="run-8", budget=budget or Budget(max_steps=8))
 
 
 def blocks(body: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -58,6 +59,43 @@ def test_tool_round_trip_with_an_approval_pause(anthropic_server: FakeAnthropic,
     # Sample table: claude-sonnet-4 at 3 / 15 USD per million tokens.
     assert usage["cost_usd"] == pytest.approx((450 * 3 + 60 * 15) / 1e6)
     assert agent.state["model"]["name"] == "anthropic:claude-sonnet-4-20250514"
+
+
+def test_cache_writes_and_reads_are_priced_at_the_cache_prices(anthropic_server, anthropic_env, tools, sleeps):
+    anthropic_server.script(message(text("Delivered."), usage=(200, 50), cache=(1000, 3000)))
+    agent = make_agent(tools, anthropic_env, sleeps)
+
+    assert agent.start(GOAL) == "done"
+
+    usage = agent.state["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (4200, 50)
+    # Sample table: claude-sonnet-4 at 3 input, 3.75 cache write, 0.30 cache read, 15 output.
+    # (200 * 3 + 1000 * 3.75 + 3000 * 0.30 + 50 * 15) / 1e6
+    assert usage["cost_usd"] == 0.006
+
+
+def test_cache_tokens_count_against_the_token_budget(anthropic_server, anthropic_env, tools, sleeps):
+    anthropic_server.script(message(tool_use("lookup_order", {"order_id": "A-1"}), usage=(10, 5), cache=(0, 2000)),
+                            message(text("Delivered.")))
+    agent = make_agent(tools, anthropic_env, sleeps, budget=Budget(max_steps=10, max_tokens=1000))
+
+    assert agent.start(GOAL) == "budget_exhausted"
+
+    assert agent.state["stop"]["reason"] == "max_tokens reached"
+    assert agent.state["usage"]["input_tokens"] == 2010
+    assert len(anthropic_server.bodies) == 1
+
+
+def test_a_table_without_cache_prices_prices_cache_tokens_as_input(anthropic_server, anthropic_env, tools, sleeps,
+                                                                   tmp_path):
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"claude-sonnet-4": {"input": 3, "output": 15}}}))
+    anthropic_server.script(message(text("Delivered."), usage=(200, 50), cache=(1000, 3000)))
+    agent = make_agent(tools, anthropic_env, sleeps, prices_path=prices)
+
+    assert agent.start(GOAL) == "done"
+
+    assert agent.state["usage"]["cost_usd"] == (4200 * 3 + 50 * 15) / 1e6
 
 
 def test_denial_is_an_error_tool_result_the_model_acts_on(anthropic_server, anthropic_env, tools, desk, sleeps):

@@ -9,6 +9,7 @@ import pytest
 
 from runtime import ConfigError, ModelAuthError, ModelUnavailable
 from runtime.models import RetryAttempt, RetryPolicy, load_prices
+from runtime.models.pricing import Price
 from runtime.models.retry import Retryable, call_with_retries, error_for_status, retry_after_s
 
 
@@ -101,6 +102,55 @@ def test_cost_uses_the_first_model_with_a_price(tmp_path):
     assert table.cost(["house-model-v2", "x"], 1_000_000, 500_000) == (3.0, None)
     usd, note = table.cost(["other"], 10, 10)
     assert usd == 0.0 and note == f"no price for model 'other' in {path}; cost counted as 0"
+
+
+def test_builtin_prices_price_cache_reads_and_anthropic_cache_writes():
+    table = load_prices()
+
+    assert table.prices["claude-sonnet-4"] == Price(3.0, 15.0, cache_write=3.75, cache_read=0.30)
+    assert table.prices["gpt-4o"] == Price(2.5, 10.0, cache_write=None, cache_read=1.25)
+
+
+def write_table(tmp_path, models: dict) -> str:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"models": models}))
+    return str(path)
+
+
+def test_missing_cache_prices_price_cache_tokens_as_input(tmp_path):
+    table = load_prices(write_table(tmp_path, {
+        "plain": {"input": 1.0, "output": 4.0},
+        "reads-only": {"input": 2.0, "output": 4.0, "cache_read": 0.5},
+    }))
+
+    assert table.cost(["plain"], 1_000_000, 0, cache_write_tokens=300_000, cache_read_tokens=500_000) == (1.0, None)
+    # 400k uncached and 200k written at 2.0, 400k read at 0.5.
+    assert table.cost(["reads-only"], 1_000_000, 0, cache_write_tokens=200_000,
+                      cache_read_tokens=400_000) == (1.4, None)
+
+
+def test_more_cached_than_input_never_makes_uncached_tokens_negative(tmp_path):
+    table = load_prices(write_table(tmp_path, {"m": {"input": 2.0, "output": 0.0, "cache_read": 1.0}}))
+
+    assert table.cost(["m"], 100, 0, cache_read_tokens=1000) == (0.001, None)
+
+
+def test_bad_cache_prices_are_refused_naming_the_model(tmp_path):
+    path = write_table(tmp_path, {
+        "a": {"input": 1, "output": 1, "cache_write": -1, "cache_read": True},
+        "b": {"input": 1, "output": 1, "cache_read": "cheap"},
+        "free-reads": {"input": 1, "output": 1, "cache_read": 0},
+    })
+
+    with pytest.raises(ConfigError) as caught:
+        load_prices(path)
+
+    rule = "when given it must be a non-negative number"
+    assert caught.value.problems == [
+        f"price table {path}: 'a' has \"cache_write\" -1; {rule}",
+        f"price table {path}: 'a' has \"cache_read\" True; {rule}",
+        f"price table {path}: 'b' has \"cache_read\" 'cheap'; {rule}",
+    ]
 
 
 def test_bad_price_tables_list_every_problem(tmp_path):

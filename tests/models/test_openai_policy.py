@@ -106,6 +106,31 @@ def test_reported_tokens_exhaust_the_budget(openai_server, openai_env, tools, sl
     assert openai_server.pending == 1
 
 
+def test_cached_prompt_tokens_are_priced_at_the_cache_read_price(openai_server, openai_env, tools, sleeps):
+    openai_server.script(completion("Delivered.", usage=(1000, 100), cached_tokens=800))
+    agent = make_agent(tools, openai_env, sleeps)
+
+    assert agent.start(GOAL) == "done"
+
+    usage = agent.state["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (1000, 100)
+    # Sample table: gpt-4o at 2.50 input, 1.25 cache read, 10.00 output; cached tokens are part of the prompt.
+    # (200 * 2.5 + 800 * 1.25 + 100 * 10) / 1e6
+    assert usage["cost_usd"] == 0.0025
+
+
+@pytest.mark.parametrize("details", [None, {}, {"cached_tokens": None}])
+def test_a_server_without_cache_details_is_priced_as_input(openai_server, openai_env, tools, sleeps, details):
+    reply = completion("Delivered.", usage=(1000, 100))
+    reply.body["usage"]["prompt_tokens_details"] = details  # as vLLM and other compatible servers may send
+    openai_server.script(reply)
+    agent = make_agent(tools, openai_env, sleeps)
+
+    assert agent.start(GOAL) == "done"
+
+    assert agent.state["usage"]["cost_usd"] == (1000 * 2.5 + 100 * 10) / 1e6
+
+
 def test_unknown_model_in_the_price_table_costs_zero_with_a_note(openai_server, openai_env, tools, sleeps,
                                                                    tmp_path):
     prices = tmp_path / "prices.json"
