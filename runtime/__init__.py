@@ -1,6 +1,6 @@
 """Signoff's agent runtime: a JSON state machine with budgets, checkpoints and an approval gate."""
 
-from runtime.agent import Agent, Checkpoint, Executor, Policy, ToolTimeout, run_tool
+from runtime.agent import Agent, Checkpoint, Executor, Policy
 from runtime.budget import Budget
 from runtime.errors import (
     ConfigError,
@@ -15,6 +15,7 @@ from runtime.errors import (
     SignoffError,
 )
 from runtime.state import SCHEMA_VERSION, STATUSES, TERMINAL, WAITING_ON_HUMAN, call_digest, redact
+from runtime.tool_calls import ToolTimeout, run_tool
 from tools.base import Tool, ToolFailed
 
 __all__ = [

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from runtime.state import (
     new_state,
     redact,
 )
+from runtime.tool_calls import ToolTimeout, run_tool
 from tools.base import Tool
 
 Policy = Callable[[list[dict[str, Any]]], Any]
@@ -44,79 +43,6 @@ Executor = Callable[[Tool, dict[str, Any], str], Any]
 """(tool, validated args, idempotency key) -> result; raises what the tool raises, or a DispatchError."""
 
 MAX_MALFORMED_CHARS = 500
-
-
-class ToolTimeout(Exception):
-    """A tool call ran past its `timeout_s`."""
-
-
-def run_tool(tool: Tool, args: dict[str, Any], key: str) -> Any:
-    """Call `tool.fn(args, key)`, abandoning it after `tool.timeout_s` seconds.
-
-    A thread cannot be killed, so a timed-out call may still finish in the background: that is
-    why a side-effecting call that timed out has an unknown outcome and is never retried blindly.
-    """
-    if tool.timeout_s is None:
-        return tool.fn(args, key)
-    call = _Call(tool, args, key)
-    _TOOL_THREADS.start(call)
-    if not call.finished.wait(tool.timeout_s):
-        raise ToolTimeout(f"{tool.name} did not finish within {tool.timeout_s:g}s")
-    if call.error is not None:
-        raise call.error
-    return call.result
-
-
-class _Call:
-    """One tool call handed to a tool thread; `finished` is set once it returned or raised."""
-
-    def __init__(self, tool: Tool, args: dict[str, Any], key: str) -> None:
-        self.tool, self.args, self.key = tool, args, key
-        self.finished = threading.Event()
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.result = self.tool.fn(self.args, self.key)
-        except BaseException as exc:  # handed to the caller's thread by run_tool
-            self.error = exc
-        finally:
-            self.finished.set()
-
-
-class _ToolThreads:
-    """Threads for tool calls, kept for the next call once idle: starting a thread per call costs
-    more than a short tool. A call never waits for a thread (a busy or hung one is never shared),
-    so a timeout always measures the tool itself.
-    """
-
-    def __init__(self, keep_idle: int = 16) -> None:
-        self.keep_idle = keep_idle
-        self._idle: list[queue.SimpleQueue[_Call]] = []
-        self._lock = threading.Lock()
-
-    def start(self, call: _Call) -> None:
-        with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name="tool-call", daemon=True).start()
-        inbox.put(call)
-
-    def _serve(self, inbox: queue.SimpleQueue[_Call]) -> None:
-        while True:
-            call = inbox.get()
-            threading.current_thread().name = f"tool-{call.tool.name}"
-            call.run()
-            del call  # keep no reference to the last call's arguments or result while idle
-            with self._lock:
-                if len(self._idle) >= self.keep_idle:
-                    return
-                self._idle.append(inbox)
-
-
-_TOOL_THREADS = _ToolThreads()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, SqlStore
-from runtime.agent import Agent, Checkpoint, Policy, run_tool
+from runtime.agent import Agent, Checkpoint, Policy
 from runtime.budget import Budget
 from runtime.errors import Conflict, DispatchRefused, IncompatibleState, InvalidTransition, OutcomeUnknown
 from runtime.failpoints import Failpoints
@@ -38,6 +38,7 @@ from runtime.records import (
     RunRecord,
 )
 from runtime.state import DEFAULT_REDACT_KEYS, TERMINAL, new_state
+from runtime.tool_calls import run_tool
 from tools.base import Tool, ToolFailed
 
 log = logging.getLogger("signoff.runner")
