@@ -44,7 +44,7 @@ APPROVER, REQUESTER = "U_APPROVER", "U_REQUESTER"
 
 
 class SignoffLoop:
-    """The real Runner on `make_engine`'s SQLite file (WAL, synchronous=FULL, NullPool)."""
+    """The real Runner on `make_engine`'s SQLite file (WAL, synchronous=FULL, pooled connections)."""
 
     name = "signoff"
     durability = "WAL, synchronous=FULL; one transaction per step (state row, history rows, events)"

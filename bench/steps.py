@@ -59,11 +59,12 @@ def run(quick: bool = False, postgres_url: str | None = None,
 
 
 def pooled_sqlite_engine(url: str) -> Engine:
-    """An experiment, not the product: `make_engine`'s SQLite settings, but with a connection pool.
+    """An experiment, not the product: `make_engine`'s SQLite settings, taking the write lock at
+    every `BEGIN`, reads included.
 
-    `make_engine` uses NullPool, so every transaction opens the file and closing the last
-    connection checkpoints the WAL into the database. This engine shows what keeping
-    connections open would save; nothing in Signoff uses it.
+    It was written when `make_engine` opened a connection per transaction, to show what pooling
+    would save; `make_engine` pools now, and takes the lock only for writes. Nothing in Signoff
+    uses this engine.
     """
     engine = create_engine(url, connect_args={"check_same_thread": False})
 
