@@ -16,15 +16,13 @@ from dataclasses import dataclass
 from slack_bolt import App, Respond
 from slack_sdk import WebClient
 
-from bot.listeners import Listeners
+from bot.listeners import Listeners, tell_failure
 from bot.notifier import SlackNotifier
 from runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot")
 
 LISTENER_THREADS = 32
-FAILED_REQUEST = ("Signoff could not finish handling that (the error is in its log). If nothing above "
-                  "changed, nothing was decided: please try again in a moment.")
 
 
 class Workers:
@@ -120,14 +118,6 @@ def build_app(
 
     @app.error
     def on_error(error: Exception, body: dict, respond: Respond | None = None) -> None:
-        log.error("slack request failed: %s: %s (type=%s)", type(error).__name__, error,
-                  body.get("type") if isinstance(body, dict) else None, exc_info=error)
-        if respond is None:
-            return
-        # The request was already acknowledged, so without this the person would hear nothing.
-        try:
-            respond(text=FAILED_REQUEST, response_type="ephemeral", replace_original=False)
-        except Exception as exc:  # Slack is failing too; the log above is all we can do
-            log.warning("could not tell the user their request failed: %s", exc)
+        tell_failure(error, body, respond)
 
     return app

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, assert_never
 
-from slack_bolt import Ack, App
+from slack_bolt import Ack, App, Respond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.webhook import WebhookClient
 
@@ -67,6 +67,40 @@ _RUN_BUTTON_DONE = {
 }
 
 
+FAILED_REQUEST = ("Signoff could not finish handling that (the error is in its log). If nothing above "
+                  "changed, nothing was decided: please try again in a moment.")
+
+
+def tell_failure(error: Exception, body: Any, respond: Respond | None) -> None:
+    """Log a request that failed after its ack, and tell the person (else they would hear nothing)."""
+    log.error("slack request failed: %s: %s (type=%s)", type(error).__name__, error,
+              body.get("type") if isinstance(body, dict) else None, exc_info=error)
+    if respond is None:
+        return
+    try:
+        respond(text=FAILED_REQUEST, response_type="ephemeral", replace_original=False)
+    except Exception as exc:  # Slack is failing too; the log above is all we can do
+        log.warning("could not tell the user their request failed: %s", exc)
+
+
+def answered(listener: Callable[[Ack, dict[str, Any]], None]) -> Callable[..., None]:
+    """`listener`, with a failure after its ack handled here rather than by Bolt.
+
+    Bolt resets the ack of a listener that raises, and when that happens before Bolt has read the
+    ack (a database that refuses connections fails in a millisecond) the request is answered 404
+    after 3 s, and Slack shows the person an error. A failure before the ack still goes to Bolt.
+    """
+    def run(ack: Ack, body: dict[str, Any], respond: Respond | None = None) -> None:
+        try:
+            listener(ack, body)
+        except Exception as exc:
+            if ack.response is None:
+                raise
+            tell_failure(exc, body, respond)
+
+    return run
+
+
 class Listeners:
     """Every listener, sharing the runner, the worker pool and the notifier."""
 
@@ -76,12 +110,12 @@ class Listeners:
         self._seen = _Seen(replay_window_s, clock)
 
     def register(self, app: App) -> None:
-        app.command(blocks.COMMAND)(self.on_command)
-        app.action(blocks.APPROVE_ACTION)(self.on_approve)
-        app.action(blocks.DENY_ACTION)(self.on_deny)
-        app.view_submission(blocks.DENY_MODAL)(self.on_deny_submitted)
+        app.command(blocks.COMMAND)(answered(self.on_command))
+        app.action(blocks.APPROVE_ACTION)(answered(self.on_approve))
+        app.action(blocks.DENY_ACTION)(answered(self.on_deny))
+        app.view_submission(blocks.DENY_MODAL)(answered(self.on_deny_submitted))
         for action in blocks.RUN_ACTIONS:
-            app.action(action)(self.on_run_button)
+            app.action(action)(answered(self.on_run_button))
         app.event("app_home_opened")(self.on_home_opened)
 
     # -- /signoff ------------------------------------------------------------------------------
