@@ -22,25 +22,50 @@ EXPIRE_JOB = "expire-approvals"
 RECOVER_JOB = "recover-runs"
 
 
-def expire_approvals(runner: Runner, workers: Workers) -> int:
+class JobFailures:
+    """Logs a job's failure with its traceback the first time, then one line per failure until it
+    succeeds again: a database that is down for a minute should not fill the log with tracebacks."""
+
+    def __init__(self, job: str) -> None:
+        self.job, self.streak = job, 0
+
+    def failed(self, error: Exception) -> None:
+        self.streak += 1
+        if self.streak == 1:
+            log.error("%s failed", self.job, exc_info=error)
+        else:
+            log.error("%s failed again (%d in a row): %s: %s", self.job, self.streak, type(error).__name__,
+                      str(error).splitlines()[0] if str(error) else "")
+
+    def succeeded(self) -> None:
+        if self.streak:
+            log.info("%s works again after %d failure(s)", self.job, self.streak)
+        self.streak = 0
+
+
+def expire_approvals(runner: Runner, workers: Workers, failures: JobFailures | None = None) -> int:
     """One sweep: expire overdue approvals; the runner updates their messages, the pool ends their runs."""
+    failures = failures or JobFailures(EXPIRE_JOB)
     try:
         expired = runner.expire_due(end_run=workers.submit)
-    except Exception:  # the next sweep tries again; one bad sweep must not stop the clock
-        log.exception("%s failed", EXPIRE_JOB)
+    except Exception as exc:  # the next sweep tries again; one bad sweep must not stop the clock
+        failures.failed(exc)
         return 0
+    failures.succeeded()
     if expired:
         log.info("expired %d approval(s): %s", len(expired), ", ".join(a.approval_id for a in expired))
     return len(expired)
 
 
-def recover_runs(runner: Runner, workers: Workers) -> list[str]:
+def recover_runs(runner: Runner, workers: Workers, failures: JobFailures | None = None) -> list[str]:
     """One pass: hand every run that needs a worker (orphaned, decided, commanded) to the pool."""
+    failures = failures or JobFailures(RECOVER_JOB)
     try:
         run_ids = runner.recover()
-    except Exception:  # as above: log, and let the next pass retry
-        log.exception("%s failed", RECOVER_JOB)
+    except Exception as exc:  # as above: log, and let the next pass retry
+        failures.failed(exc)
         return []
+    failures.succeeded()
     for run_id in run_ids:
         workers.submit(run_id)
     if run_ids:
@@ -56,9 +81,9 @@ def start_scheduler(runner: Runner, workers: Workers, interval: timedelta) -> Ba
     )
     seconds = interval.total_seconds()
     now = datetime.now(UTC)
-    scheduler.add_job(expire_approvals, "interval", seconds=seconds, id=EXPIRE_JOB, args=(runner, workers),
-                      next_run_time=now)
-    scheduler.add_job(recover_runs, "interval", seconds=seconds, id=RECOVER_JOB, args=(runner, workers),
-                      next_run_time=now)
+    scheduler.add_job(expire_approvals, "interval", seconds=seconds, id=EXPIRE_JOB,
+                      args=(runner, workers, JobFailures(EXPIRE_JOB)), next_run_time=now)
+    scheduler.add_job(recover_runs, "interval", seconds=seconds, id=RECOVER_JOB,
+                      args=(runner, workers, JobFailures(RECOVER_JOB)), next_run_time=now)
     scheduler.start()
     return scheduler

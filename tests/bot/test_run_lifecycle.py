@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from bot_fakes import final, tool_call
 from slack_harness import buttons, find_button
@@ -10,7 +11,7 @@ from sqlalchemy import text as sql
 
 from bot import blocks
 from bot.blocks import APPROVE_ACTION, CLOSE_ACTION, DENY_ACTION, EXTEND_ACTION, RETRY_ACTION
-from bot.scheduler import expire_approvals, recover_runs
+from bot.scheduler import RECOVER_JOB, JobFailures, expire_approvals, recover_runs
 from runtime.errors import ModelUnavailable
 
 
@@ -235,3 +236,21 @@ def test_recovery_job_continues_a_decided_run_nobody_executed(signoff, slack, le
     signoff.settle()
     assert ledger.total == 1 and signoff.run(run.run_id).status == "done"
     assert recover_runs(signoff.runner, signoff.service.workers) == []
+
+
+def test_a_failing_job_logs_one_traceback_then_one_line_per_failure_until_it_works(signoff, caplog):
+    failures = JobFailures(RECOVER_JOB)
+    with signoff.engine.begin() as conn:  # the database loses a table: every pass fails the same way
+        conn.exec_driver_sql("ALTER TABLE approvals RENAME TO approvals_gone")
+    with caplog.at_level(logging.INFO, logger="signoff.bot.scheduler"):
+        for _ in range(3):
+            assert recover_runs(signoff.runner, signoff.service.workers, failures) == []
+        with signoff.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE approvals_gone RENAME TO approvals")
+        recover_runs(signoff.runner, signoff.service.workers, failures)
+
+    records = [r for r in caplog.records if r.name == "signoff.bot.scheduler"]
+    assert [r.exc_info is not None for r in records] == [True, False, False, False]
+    assert records[1].getMessage().startswith("recover-runs failed again (2 in a row): OperationalError: ")
+    assert "\n" not in records[2].getMessage()
+    assert records[3].getMessage() == "recover-runs works again after 3 failure(s)"
