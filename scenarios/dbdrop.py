@@ -1,6 +1,6 @@
 """The database going away mid-run: PostgreSQL drops every connection of the serve processes, again
-and again, while runs step, wait and execute. Runs pause and continue; nothing is recorded twice
-or lost.
+and again, while runs step, wait and execute; and the server itself crashes and comes back. Runs
+pause and continue; nothing is recorded twice or lost.
 """
 
 from __future__ import annotations
@@ -8,10 +8,14 @@ from __future__ import annotations
 import random
 import threading
 import time
+from typing import Any
 
+from bot.blocks import APPROVE_ACTION
 from scenarios.drive import Driver
 from scenarios.outcome import Outcome, observed
-from scenarios.world import World
+from scenarios.pgserver import PrivateServer, Unavailable
+from scenarios.serve import Serve, buttons
+from scenarios.world import World, wait_until
 
 SCRIPT = [
     {"tool": "lookup", "args": {"query": "order A-3003"}},
@@ -53,3 +57,73 @@ def run_connection_drops(runs: int = 16, replicas: int = 2, chaos_s: float = 12.
         outcome.expect(statuses.count("done") == runs, f"every run should finish; statuses: {sorted(statuses)}")
         outcome.expect(all(s.alive() for s in serves), "a replica died when its database connections dropped")
     return outcome
+
+
+def run_server_crashes(runs: int = 8, replicas: int = 2, crashes: int = 2, down_s: float = 3.0,
+                       seed: int = 5) -> Outcome:
+    """Crash a private PostgreSQL server (no shutdown checkpoint) while runs are under way, click
+    Approve while it is down, start it again; twice. Every run must still finish, each side effect once.
+    """
+    outcome = Outcome(f"database/server-crash/{replicas}x/postgres", "database", runs=runs)
+    try:
+        server = PrivateServer()
+    except Unavailable as exc:
+        outcome.skipped = str(exc)
+        return outcome
+    try:
+        server.start()
+        env = {"SIGNOFF_LEASE_SECONDS": "3"}
+        with observed(outcome, lambda: World("postgres", SCRIPT, env=env, postgres_url=server.url)) as world:
+            serves = [world.start() for _ in range(replicas)]
+            rng = random.Random(seed)
+            driver = Driver(world, pick=lambda: rng.choice(serves), reclick_after=3.0)
+            run_ids = [driver.start(f"server crash test {i}: tell Alan and credit him") for i in range(runs)]
+            answered: list[int] = []
+            for n in range(crashes):
+                # Runs go on until approval cards wait in Slack. Then the server dies under them: every
+                # other time just after a burst of approvals, so that workers are mid-execution.
+                wait_until(lambda: _approve_buttons(world), 30, what="an approval card in Slack")
+                if n % 2 == 1:
+                    approved = _click_what_slack_shows(world, rng.choice(serves), driver.approver)
+                    outcome.notes.append(f"crash {n + 1} came {len(approved)} approvals into a burst")
+                    time.sleep(rng.uniform(0.05, 0.3))
+                server.crash()
+                outcome.faults += 1
+                try:
+                    time.sleep(down_s / 2)
+                    answered += _click_what_slack_shows(world, rng.choice(serves), driver.approver)
+                    time.sleep(down_s / 2)
+                finally:
+                    server.start()
+            settled = driver.settle(run_ids, 90)
+            outcome.races = len(answered)
+            outcome.notes.append(f"{crashes} server crashes of {down_s:g}s; {len(answered)} clicks while it was "
+                                 f"down, answered {sorted(set(answered))}; {driver.clicks} clicks in all")
+            outcome.expect(all(status == 200 for status in answered),
+                           "a click while the database was down was not acknowledged")
+            outcome.expect(settled, "the runs did not all settle after the server came back")
+            statuses = [r.status for r in (world.db.store.get_run(i, history=False) for i in run_ids) if r]
+            outcome.expect(statuses.count("done") == runs, f"every run should finish; statuses: {sorted(statuses)}")
+            outcome.expect(all(s.alive() for s in serves), "a replica died when its database server crashed")
+    finally:
+        server.destroy()
+    return outcome
+
+
+def _approve_buttons(world: World) -> list[dict[str, Any]]:
+    """The messages in Slack that show a live Approve button."""
+    with world.slack._lock:
+        messages = [dict(m) for m in world.slack.messages.values()]
+    return [m for m in messages if any(action == APPROVE_ACTION for action, _ in buttons(m))]
+
+
+def _click_what_slack_shows(world: World, serve: Serve, user: str) -> list[int]:
+    """Press every Approve button Slack shows (the database cannot be asked): their HTTP statuses."""
+    statuses = []
+    for message in _approve_buttons(world):
+        try:
+            statuses.append(serve.click(message, APPROVE_ACTION, user).status)
+        except OSError as exc:
+            statuses.append(-1)
+            world.untold.append(f"a click while the database was down got no answer: {exc}")
+    return statuses

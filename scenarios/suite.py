@@ -24,6 +24,8 @@ class Sizes:
     expiry_runs: int = 24
     drop_runs: int = 16
     drop_seconds: float = 12.0
+    crash_runs: int = 8
+    server_crashes: int = 2
     slack_timeout: bool = True
     lanes: int = 3
 
@@ -35,7 +37,7 @@ class Sizes:
     @classmethod
     def quick(cls) -> Sizes:
         return cls(both_tools=False, sigkill_kinds=("sqlite",), replica_runs=40, expiry_runs=8, drop_runs=6,
-                   drop_seconds=6.0, slack_timeout=False)
+                   drop_seconds=6.0, crash_runs=4, server_crashes=1, slack_timeout=False)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
                  functools.partial(replicas.run_expiry_races, sizes.expiry_runs), True, alone=True),
         Scenario("database/connection-drops/2x/postgres",
                  functools.partial(dbdrop.run_connection_drops, sizes.drop_runs, chaos_s=sizes.drop_seconds), True),
+        Scenario("database/server-crash/2x/postgres",
+                 functools.partial(dbdrop.run_server_crashes, sizes.crash_runs, crashes=sizes.server_crashes), True),
         Scenario("slack/post-outage/sqlite", slackfaults.run_post_outage, False),
         Scenario("slack/update-outage/sqlite", slackfaults.run_update_outage, False),
         Scenario("model/outage-then-retry/sqlite", model.run_model_outage, False),

@@ -45,8 +45,9 @@ def postgres_reachable() -> bool:
 class Database:
     """A fresh, migrated database; PostgreSQL connections carry an `application_name` per role."""
 
-    def __init__(self, kind: str, workdir: Path) -> None:
+    def __init__(self, kind: str, workdir: Path, server_url: str = POSTGRES_URL) -> None:
         self.kind = kind
+        self.server_url = server_url
         if kind == "sqlite":
             self._url = f"sqlite:///{workdir / 'signoff.db'}"
             self.schema = None
@@ -56,7 +57,7 @@ class Database:
             with admin.connect() as conn:
                 conn.execute(text(f"CREATE SCHEMA {self.schema}"))
             admin.dispose()
-            self._url = f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}options=-csearch_path%3D{self.schema}"
+            self._url = f"{server_url}{'&' if '?' in server_url else '?'}options=-csearch_path%3D{self.schema}"
         engine = make_engine(self.url("migrate"))
         with _MIGRATING:
             upgrade(engine)
@@ -72,9 +73,8 @@ class Database:
             return self._url
         return f"{self._url}&application_name={self.schema}_{role}"
 
-    @staticmethod
-    def admin() -> Engine:
-        return create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    def admin(self) -> Engine:
+        return create_engine(self.server_url, isolation_level="AUTOCOMMIT")
 
     def terminate(self, role: str = "serve") -> int:
         """Drop every PostgreSQL connection of `role` (as an operator or a failover would); returns how many."""
@@ -127,13 +127,15 @@ class World:
     script: list[dict[str, Any]]
     policy: Policy = field(default_factory=Policy)
     env: dict[str, str] = field(default_factory=dict)
+    postgres_url: str = POSTGRES_URL
+    """The PostgreSQL server a `postgres` world makes its schema on (a private one can be crashed)."""
 
     def __post_init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="signoff-scenario-")
         self.dir = Path(self._tmp.name)
         self.effects = self.dir / "effects.jsonl"
         self.slack = FakeSlack(usergroups=USERGROUPS).start()
-        self.db = Database(self.kind, self.dir)
+        self.db = Database(self.kind, self.dir, self.postgres_url)
         self.serves: list[Serve] = []
         self.untold: list[str] = []
         """Buttons a run waiting on a person needed but Slack never showed (see `Driver`)."""
