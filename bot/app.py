@@ -18,6 +18,7 @@ from slack_sdk import WebClient
 
 from bot.listeners import Listeners, tell_failure
 from bot.notifier import SlackNotifier
+from runtime.errors import IncompatibleState
 from runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot")
@@ -54,6 +55,8 @@ class Workers:
         try:
             status = self.runner.execute(run_id)
             log.debug("run %s: worker pass ended with %s", run_id, status)
+        except IncompatibleState as exc:  # damaged or from a newer Signoff: an operator must look; no traceback
+            log.error("run %s cannot be executed: %s", run_id, exc)
         except Exception:  # one broken run must not take the pool down; recovery retries it
             log.exception("run %s: execution failed", run_id)
         finally:

@@ -195,7 +195,7 @@ def test_status_list_and_help(signoff, slack):
         assert "/signoff <goal>" in signoff.command(text).json()["blocks"][0]["text"]["text"]
 
 
-def test_a_run_with_a_damaged_state_is_listed_and_hides_no_other(signoff):
+def test_a_run_with_a_damaged_state_is_listed_and_hides_no_other(signoff, caplog):
     damaged = propose_refund(signoff)
     with signoff.engine.begin() as conn:  # as a bad hand edit would leave it
         conn.execute(sql("UPDATE runs SET state = '{\"steps\": 1, \"stat' WHERE run_id = :id"),
@@ -208,6 +208,13 @@ def test_a_run_with_a_damaged_state_is_listed_and_hides_no_other(signoff):
     healthy = [r for r in signoff.store.list_runs() if r.run_id != damaged.run_id]
     assert [r.status for r in healthy] == ["done"] and healthy[0].run_id in listed
     assert "There is no run" not in signoff.command(f"status {healthy[0].run_id}").json()["text"]
+
+    with caplog.at_level(logging.ERROR, logger="signoff.bot"):  # what recovery's hand-over to a worker logs
+        signoff.service.workers.submit(damaged.run_id)
+        signoff.settle()
+    [logged] = [r for r in caplog.records if damaged.run_id in r.getMessage()]
+    assert "cannot be executed" in logged.getMessage() and "not valid JSON" in logged.getMessage()
+    assert logged.exc_info is None, "an operator needs the reason, not a traceback on every pass"
 
 
 def test_app_home_lists_waiting_approvals_with_working_buttons(signoff, slack, ledger):
