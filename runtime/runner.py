@@ -38,16 +38,13 @@ from runtime.records import (
     RunRecord,
 )
 from runtime.state import DEFAULT_REDACT_KEYS, TERMINAL, new_state
+from runtime.telling import ENDINGS, Teller, skip_unreadable
 from runtime.tool_calls import run_tool
 from tools.base import Tool, ToolFailed
 
 log = logging.getLogger("signoff.runner")
 
 MAX_GOAL_CHARS = 4000
-ENDINGS = ("done", "budget_exhausted", "failed", "needs_reconciliation", "cancelled", "expired")
-"""Statuses people are told about when a run reaches them."""
-FAILED = object()
-"""What `_notify` returns when the notifier raised."""
 MayApprove = Callable[[str, RunRecord], str | None]
 """(user, run) -> None if the user may approve the run's side effects, else the reason they may not."""
 
@@ -107,6 +104,8 @@ class Runner:
         self.policies = policies
         self.config = config or RunnerConfig()
         self.notifier = notifier
+        self.teller = Teller(store, notifier, failpoints=self.config.failpoints,
+                             worker_id=self.config.worker_id, lease=self.config.lease)
         self.may_approve = may_approve or (lambda user, run: None)
 
     # -- starting and driving runs ---------------------------------------------------------
@@ -152,7 +151,7 @@ class Runner:
         session = _Session(run, run.version, owner)
         while True:
             if not run.origin.get("ts"):
-                run = self._announce(run)
+                run = self.teller.announce(run)
                 session.run = run
             agent = self._agent(run, session)
             try:
@@ -166,7 +165,7 @@ class Runner:
         if session.changed:
             if final.status in ENDINGS and final.status != "done":  # a stopped run's message shows its last steps
                 final = self.store.get_run(run.run_id) or final
-            self._notify_end(final)
+            self.teller.tell_end(final)
         return final.status
 
     def _advance(self, agent: Agent, run: RunRecord, session: _Session) -> None:
@@ -277,11 +276,11 @@ class Runner:
                                        version=saved.version)
         for entry in checkpoint.new_history:
             if entry["role"] == "tool":
-                self._notify("tool_result", snapshot, entry)
+                self.teller.tool_result(snapshot, entry)
         if saved.approval is not None:
-            self._post_approval(snapshot, saved.approval)
+            self.teller.post_approval(snapshot, saved.approval)
         for approval in saved.cancelled:
-            self._show_approval(snapshot, approval)
+            self.teller.show_approval(snapshot, approval)
         if saved.command is not None and checkpoint.state["status"] not in TERMINAL:
             raise _Interrupted()
 
@@ -303,9 +302,9 @@ class Runner:
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest)
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
-            self._show_approval(run, outcome.approval)
+            self.teller.show_approval(run, outcome.approval)
         elif isinstance(outcome, Expired) and outcome.just_now:
-            self._show_approval(run, outcome.approval, method="approval_expired")
+            self.teller.show_approval(run, outcome.approval, method="approval_expired")
         return outcome
 
     def approval_refusal(self, user: str, run: RunRecord) -> str | None:
@@ -322,7 +321,7 @@ class Runner:
         if isinstance(outcome, Done):
             for approval in self.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
                 if approval.message and approval.shown_status != approval.status:
-                    self._show_approval(outcome.run, approval)
+                    self.teller.show_approval(outcome.run, approval)
         return outcome
 
     def extend(self, run_id: str, user: str) -> RunOutcome:
@@ -376,10 +375,10 @@ class Runner:
             try:
                 run = self.store.get_run(approval.run_id, history=False)
             except IncompatibleState as exc:
-                _skip_unreadable(approval.run_id, exc)
+                skip_unreadable(approval.run_id, exc)
                 continue
             if run is not None:
-                self._show_approval(run, approval, method="approval_expired")
+                self.teller.show_approval(run, approval, method="approval_expired")
             (end_run or self.execute)(approval.run_id)
         return expired
 
@@ -390,55 +389,8 @@ class Runner:
         than the stored one (live buttons on a decided approval), and re-tells run endings nobody
         heard of: a crash or an outage between the database and Slack loses no message.
         """
-        if self.notifier is not None:
-            self._resync(min_age)
+        self.teller.resync(min_age)
         return self.store.runs_needing_work()
-
-    def _resync(self, min_age: timedelta) -> None:
-        # A run whose state cannot be read is skipped (and logged), never allowed to stop the pass:
-        # the other runs' messages and recoveries come after it.
-        unposted = self.store.list_approvals(status="pending", unposted=True, older_than=min_age)
-        stale = self.store.approvals_out_of_sync()
-        runs = self.store.runs_by_id([a.run_id for a in [*unposted, *stale]])
-        for approval in unposted:
-            if self._readable(runs.get(approval.run_id)):
-                self._holding(approval.run_id, lambda a=approval: self._repost(runs[a.run_id], a.approval_id))
-        for approval in stale:  # an update shows the same thing however often it is made
-            if self._readable(runs.get(approval.run_id)):
-                self._show_approval(runs[approval.run_id], approval)
-        for run in self.store.runs_out_of_sync(ENDINGS):
-            if self._readable(run):
-                self._holding(run.run_id, lambda r=run: self._retell_end(r.run_id))
-
-    def _holding(self, run_id: str, errand: Callable[[], None]) -> None:
-        """Run `errand` holding the run's lease, or skip it if a live worker or replica holds the run.
-
-        A new post (an approval card, a run's ending) must be made once: not by two replicas'
-        recoveries at once, nor while the run's own worker is making it (it posts before it lets go).
-        """
-        owner = f"{self.config.worker_id}/resync-{secrets.token_hex(3)}"
-        if not self.store.hold(run_id, owner, self.config.lease):
-            return
-        try:
-            errand()
-        finally:
-            self.store.release(run_id, owner)
-
-    def _repost(self, run: RunRecord, approval_id: str) -> None:
-        approval = self.store.get_approval(approval_id)  # again, now held: another replica may have posted it
-        if approval is not None and approval.status == "pending" and approval.message is None:
-            self._post_approval(run, approval)
-
-    def _retell_end(self, run_id: str) -> None:
-        run = self.store.get_run(run_id, history=False)
-        if run is not None and run.status in ENDINGS and run.shown_status != run.status:
-            self._notify_end(run)
-
-    @staticmethod
-    def _readable(run: RunRecord | None) -> bool:
-        if run is not None and run.unreadable:
-            _skip_unreadable(run.run_id, run.unreadable)
-        return run is not None and not run.unreadable
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -464,51 +416,6 @@ class Runner:
 
     def timeline(self, run_id: str) -> list[dict[str, Any]]:
         return self.store.timeline(run_id)
-
-    # -- telling people ----------------------------------------------------------------------
-
-    def _announce(self, run: RunRecord) -> RunRecord:
-        """Post the run message; progress threads under it, so the run carries where it is."""
-        ref = self._notify("run_started", run)
-        if not (isinstance(ref, dict) and ref):
-            return run
-        origin = {**run.origin, **ref}
-        self.store.update_origin(run.run_id, origin)
-        return dataclasses.replace(run, origin=origin)
-
-    def _post_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
-        self.config.failpoints.hit("before_approval_post")
-        ref = self._notify("approval_requested", run, approval)
-        if isinstance(ref, dict) and ref:
-            now = self.store.set_approval_message(approval.approval_id, ref)
-            # A click can land between the post and recording where it went: show what it decided.
-            if now is not None and now.status != "pending":
-                self._show_approval(run, now)
-
-    def _show_approval(self, run: RunRecord, approval: ApprovalRecord, method: str = "approval_decided") -> None:
-        """Bring the approval's message in line with its status, and remember that it is."""
-        if self._notify(method, run, approval) is not FAILED:
-            self.store.mark_approval_shown(approval.approval_id, approval.status)
-
-    def _notify_end(self, run: RunRecord) -> None:
-        method = "run_finished" if run.status == "done" else "run_stopped"
-        if run.status in ENDINGS and self._notify(method, run) is not FAILED:
-            self.store.mark_run_shown(run.run_id, run.status)
-
-    def _notify(self, method: str, run: RunRecord, *args: Any) -> Any:
-        """Tell the notifier; a failure is logged and audited, never fatal (the database is the truth).
-
-        Returns what the notifier returned, or `FAILED`; recovery retries what failed.
-        """
-        if self.notifier is None:
-            return None
-        try:
-            return getattr(self.notifier, method)(run, *args)
-        except Exception as exc:  # Slack being down must not lose or stall a run
-            log.warning("run %s: notifier.%s failed: %s", run.run_id, method, exc)
-            self.store.append_event(run.run_id, {"type": "notify_failed", "method": method,
-                                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
-            return FAILED
 
 
 def _failing_policy(exc: Exception) -> Policy:
@@ -542,8 +449,3 @@ class _Heartbeat:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-
-
-def _skip_unreadable(run_id: str, problem: object) -> None:
-    log.error("run %s is skipped: its stored state cannot be read (%s); "
-              "`signoff runs` lists it, and it needs an operator", run_id, problem)

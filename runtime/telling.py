@@ -1,0 +1,137 @@
+"""Telling people: every post and update goes through the `Notifier`, the store records what each
+message shows, and `resync` puts right what a crash or an outage left untold. Slack follows the
+database, never the other way round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from runtime.adapters.sql import SqlStore
+from runtime.failpoints import Failpoints
+from runtime.ports import Notifier
+from runtime.records import ApprovalRecord, RunRecord
+
+log = logging.getLogger("signoff.runner")
+
+ENDINGS = ("done", "budget_exhausted", "failed", "needs_reconciliation", "cancelled", "expired")
+"""Statuses people are told about when a run reaches them."""
+FAILED = object()
+"""What `notify` returns when the notifier raised."""
+
+
+class Teller:
+    """Tells the notifier what happened and remembers, in the store, what it has been told."""
+
+    def __init__(self, store: SqlStore, notifier: Notifier | None, *, failpoints: Failpoints, worker_id: str,
+                 lease: timedelta) -> None:
+        self.store, self.notifier, self.failpoints = store, notifier, failpoints
+        self.worker_id, self.lease = worker_id, lease
+
+    def announce(self, run: RunRecord) -> RunRecord:
+        """Post the run message; progress threads under it, so the run carries where it is."""
+        ref = self.notify("run_started", run)
+        if not (isinstance(ref, dict) and ref):
+            return run
+        origin = {**run.origin, **ref}
+        self.store.update_origin(run.run_id, origin)
+        return dataclasses.replace(run, origin=origin)
+
+    def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+        self.notify("tool_result", run, entry)
+
+    def post_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        self.failpoints.hit("before_approval_post")
+        ref = self.notify("approval_requested", run, approval)
+        if isinstance(ref, dict) and ref:
+            now = self.store.set_approval_message(approval.approval_id, ref)
+            # A click can land between the post and recording where it went: show what it decided.
+            if now is not None and now.status != "pending":
+                self.show_approval(run, now)
+
+    def show_approval(self, run: RunRecord, approval: ApprovalRecord, method: str = "approval_decided") -> None:
+        """Bring the approval's message in line with its status, and remember that it is."""
+        if self.notify(method, run, approval) is not FAILED:
+            self.store.mark_approval_shown(approval.approval_id, approval.status)
+
+    def tell_end(self, run: RunRecord) -> None:
+        method = "run_finished" if run.status == "done" else "run_stopped"
+        if run.status in ENDINGS and self.notify(method, run) is not FAILED:
+            self.store.mark_run_shown(run.run_id, run.status)
+
+    def notify(self, method: str, run: RunRecord, *args: Any) -> Any:
+        """Tell the notifier; a failure is logged and audited, never fatal (the database is the truth).
+
+        Returns what the notifier returned, or `FAILED`; `resync` retries what failed.
+        """
+        if self.notifier is None:
+            return None
+        try:
+            return getattr(self.notifier, method)(run, *args)
+        except Exception as exc:  # Slack being down must not lose or stall a run
+            log.warning("run %s: notifier.%s failed: %s", run.run_id, method, exc)
+            self.store.append_event(run.run_id, {"type": "notify_failed", "method": method,
+                                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
+            return FAILED
+
+    # -- after a crash or an outage ---------------------------------------------------------
+
+    def resync(self, min_age: timedelta) -> None:
+        """Re-post approvals whose post failed (once older than `min_age`), update messages showing
+        another outcome than the stored one, and re-tell endings nobody heard of."""
+        if self.notifier is None:
+            return
+        # A run whose state cannot be read is skipped (and logged), never allowed to stop the pass:
+        # the other runs' messages and recoveries come after it.
+        unposted = self.store.list_approvals(status="pending", unposted=True, older_than=min_age)
+        stale = self.store.approvals_out_of_sync()
+        runs = self.store.runs_by_id([a.run_id for a in [*unposted, *stale]])
+        for approval in unposted:
+            if _readable(runs.get(approval.run_id)):
+                self._holding(approval.run_id, lambda a=approval: self._repost(runs[a.run_id], a.approval_id))
+        for approval in stale:  # an update shows the same thing however often it is made
+            if _readable(runs.get(approval.run_id)):
+                self.show_approval(runs[approval.run_id], approval)
+        for run in self.store.runs_out_of_sync(ENDINGS):
+            if _readable(run):
+                self._holding(run.run_id, lambda r=run: self._retell_end(r.run_id))
+
+    def _holding(self, run_id: str, errand: Callable[[], None]) -> None:
+        """Run `errand` holding the run's lease, or skip it if a live worker or replica holds the run.
+
+        A new post (an approval card, a run's ending) must be made once: not by two replicas'
+        recoveries at once, nor while the run's own worker is making it (it posts before it lets go).
+        """
+        owner = f"{self.worker_id}/resync-{secrets.token_hex(3)}"
+        if not self.store.hold(run_id, owner, self.lease):
+            return
+        try:
+            errand()
+        finally:
+            self.store.release(run_id, owner)
+
+    def _repost(self, run: RunRecord, approval_id: str) -> None:
+        approval = self.store.get_approval(approval_id)  # again, now held: another replica may have posted it
+        if approval is not None and approval.status == "pending" and approval.message is None:
+            self.post_approval(run, approval)
+
+    def _retell_end(self, run_id: str) -> None:
+        run = self.store.get_run(run_id, history=False)
+        if run is not None and run.status in ENDINGS and run.shown_status != run.status:
+            self.tell_end(run)
+
+
+def _readable(run: RunRecord | None) -> bool:
+    if run is not None and run.unreadable:
+        skip_unreadable(run.run_id, run.unreadable)
+    return run is not None and not run.unreadable
+
+
+def skip_unreadable(run_id: str, problem: object) -> None:
+    log.error("run %s is skipped: its stored state cannot be read (%s); "
+              "`signoff runs` lists it, and it needs an operator", run_id, problem)
