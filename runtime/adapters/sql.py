@@ -1,24 +1,25 @@
-"""The durable store on SQLAlchemy 2.0: the only module that speaks SQL.
+"""The durable store on SQLAlchemy 2.0 (with its reads in `reads.py` and row helpers in `rows.py`).
 
 Every decision and every execution is a compare-and-set (`UPDATE ... WHERE status = ...`), so
 exactly one of any number of concurrent writers wins, on SQLite and on PostgreSQL alike.
-Each public method is one transaction.
+Each public write is one transaction.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, insert, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 
 from runtime.adapters.db import WRITE_OPTION
+from runtime.adapters.reads import SqlReads
 from runtime.adapters.rows import (
     SAVE_STEP,
     append_events,
@@ -31,10 +32,9 @@ from runtime.adapters.rows import (
     insert_events,
     loads,
     lock_runs,
-    run_record,
     step_params,
 )
-from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from runtime.adapters.tables import approvals, runs, tool_executions
 from runtime.agent import Checkpoint
 from runtime.errors import Conflict, IncompatibleState
 from runtime.records import (
@@ -48,13 +48,7 @@ from runtime.records import (
 from runtime.state import call_digest, canonical_json
 
 ACTIVE = ("idle", "running", "awaiting_approval")
-RESYNC_WINDOW = timedelta(days=2)
-"""How far back recovery looks for messages out of line with the database."""
 STOPPED = ("budget_exhausted", "failed", "needs_reconciliation")
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -96,12 +90,9 @@ class NotDispatchable:
 ExecutionStart = Fresh | Existing | NotDispatchable
 
 
-class SqlStore:
-    """Runs, approvals, events and the execution ledger in one SQL database."""
-
-    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utcnow) -> None:
-        self.engine = engine
-        self.clock = clock
+class SqlStore(SqlReads):
+    """Runs, approvals, events and the execution ledger in one SQL database: the reads of
+    `SqlReads`, and the writes, each one transaction."""
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -137,26 +128,6 @@ class SqlStore:
         record = self.get_run(state["run_id"])
         assert record is not None
         return record
-
-    def _run_for_request(self, request_id: str | None) -> RunRecord | None:
-        if request_id is None:
-            return None
-        with self.engine.connect() as conn:
-            run_id = conn.execute(select(runs.c.run_id).where(runs.c.request_id == request_id)).scalar()
-        return self.get_run(run_id, history=False) if run_id else None
-
-    def get_run(self, run_id: str, *, history: bool = True) -> RunRecord | None:
-        """One run; `history=False` skips the history for callers that only need the row."""
-        with self.engine.connect() as conn:
-            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
-            if row is None:
-                return None
-            if not history:
-                return run_record(row, None)
-            entries = conn.execute(
-                select(run_history.c.entry).where(run_history.c.run_id == run_id).order_by(run_history.c.seq)
-            ).scalars().all()
-        return run_record(row, [json.loads(e) for e in entries])
 
     def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
         """Take the run's lease if nobody holds a live one; None if somebody does or the run ended."""
@@ -316,12 +287,6 @@ class SqlStore:
         with self._tx() as conn:
             finish_execution(conn, execution, self.clock())
 
-    def executions(self, run_id: str) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(tool_executions).where(tool_executions.c.run_id == run_id)
-                                .order_by(tool_executions.c.started_at)).all()
-        return [dict(r._mapping, result=loads(r.result)) for r in rows]
-
     # -- approvals -----------------------------------------------------------------------
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
@@ -392,103 +357,6 @@ class SqlStore:
             conn.execute(update(approvals).where(approvals.c.approval_id == approval_id)
                          .values(shown_status=status))
 
-    def approvals_out_of_sync(self, limit: int = 50) -> list[ApprovalRecord]:
-        """Posted approvals whose message does not show their status (a crash or Slack outage in between)."""
-        shown_as_approved = and_(approvals.c.shown_status == "approved", approvals.c.status == "consumed")
-        query = (select(approvals).where(
-            approvals.c.requested_at >= self.clock() - RESYNC_WINDOW,  # bounded, however long the table grows
-            approvals.c.message.is_not(None),
-            or_(approvals.c.shown_status.is_(None), approvals.c.shown_status != approvals.c.status),
-            ~shown_as_approved,
-        ).order_by(approvals.c.requested_at).limit(limit))
-        with self.engine.connect() as conn:
-            return [approval_record(r) for r in conn.execute(query).all()]
-
     def mark_run_shown(self, run_id: str, status: str) -> None:
         with self._tx() as conn:
             conn.execute(update(runs).where(runs.c.run_id == run_id).values(shown_status=status))
-
-    def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
-        """Runs that ended (in `statuses`) without people being told, and that no live worker holds
-        (a worker tells before it lets go, so a held run may be being told right now)."""
-        now = self.clock()
-        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now)
-        query = (select(runs).where(runs.c.updated_at >= now - RESYNC_WINDOW, runs.c.status.in_(statuses), free,
-                                    or_(runs.c.shown_status.is_(None), runs.c.shown_status != runs.c.status))
-                 .order_by(runs.c.updated_at).limit(limit))
-        with self.engine.connect() as conn:
-            return [run_record(r, None, listing=True) for r in conn.execute(query).all()]
-
-    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        return self._one_approval(approvals.c.approval_id == approval_id)
-
-    def approval_for_key(self, key: str) -> ApprovalRecord | None:
-        return self._one_approval(approvals.c.key == key)
-
-    def _one_approval(self, condition: Any) -> ApprovalRecord | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(select(approvals).where(condition)).first()
-        return approval_record(row) if row else None
-
-    def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
-                       exclude_requester: str | None = None, unposted: bool = False,
-                       older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]:
-        query = select(approvals).order_by(approvals.c.requested_at.desc()).limit(limit)
-        if status:
-            query = query.where(approvals.c.status == status)
-        if run_id:
-            query = query.where(approvals.c.run_id == run_id)
-        if exclude_requester:
-            query = query.where(approvals.c.requester != exclude_requester)
-        if unposted:
-            query = query.where(approvals.c.message.is_(None))
-        if older_than is not None:
-            query = query.where(approvals.c.requested_at < self.clock() - older_than)
-        with self.engine.connect() as conn:
-            return [approval_record(r) for r in conn.execute(query).all()]
-
-    # -- queries ---------------------------------------------------------------------------
-
-    def list_runs(self, *, requester: str | None = None, status: str | None = None,
-                  limit: int = 20) -> list[RunRecord]:
-        """Recent runs, newest first, without their history (use `get_run` for one run's story)."""
-        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
-        if requester:
-            query = query.where(runs.c.requester == requester)
-        if status:
-            query = query.where(runs.c.status == status)
-        with self.engine.connect() as conn:
-            return [run_record(r, None, listing=True) for r in conn.execute(query).all()]
-
-    def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
-        """Several runs without their history, in one query."""
-        if not run_ids:
-            return {}
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(runs).where(runs.c.run_id.in_(set(run_ids)))).all()
-        return {row.run_id: run_record(row, None, listing=True) for row in rows}
-
-    def runs_needing_work(self, *, limit: int = 100) -> list[str]:
-        """Runs no live worker holds that have something to do: orphaned, decided, or with a command."""
-        now = self.clock()
-        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now)
-        decided = select(approvals.c.key).where(
-            approvals.c.key == runs.c.pending_key,
-            approvals.c.status.in_(("approved", "denied", "consumed", "expired", "cancelled")),
-        ).exists()
-        query = select(runs.c.run_id).where(free, or_(
-            runs.c.status.in_(("idle", "running")),
-            runs.c.command.is_not(None),
-            and_(runs.c.status == "awaiting_approval", decided),
-        )).order_by(runs.c.updated_at).limit(limit)
-        with self.engine.connect() as conn:
-            return list(conn.execute(query).scalars().all())
-
-    def timeline(self, run_id: str) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(events).where(events.c.run_id == run_id).order_by(events.c.seq)).all()
-        return [{"seq": r.seq, "type": r.type, "at": r.at.isoformat(), **json.loads(r.payload)} for r in rows]
-
-    def count_runs(self) -> dict[str, int]:
-        with self.engine.connect() as conn:
-            return dict(conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all())
