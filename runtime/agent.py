@@ -8,13 +8,13 @@ and `on_checkpoint` (where each step's state goes). The whole state is `agent.st
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.budget import Budget, exhausted_limit, usage_report
+from runtime.decisions import charge_usage, jsonable, malformed, shortened
 from runtime.errors import (
     DispatchRefused,
     InvalidTransition,
@@ -41,9 +41,6 @@ Policy = Callable[[list[dict[str, Any]]], Any]
 
 Executor = Callable[[Tool, dict[str, Any], str], Any]
 """(tool, validated args, idempotency key) -> result; raises what the tool raises, or a DispatchError."""
-
-MAX_MALFORMED_CHARS = 500
-
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -235,7 +232,7 @@ class Agent:
         if action == "retry":
             self._dispatch(pending, retry=True)
         else:
-            result = _jsonable(result)
+            result = jsonable(result)
             self._record_execution(pending, ok=True, value=result, seconds=0.0, reconciled=True)
             self._observe(pending, result=result)
             self.state["pending"] = None
@@ -279,9 +276,9 @@ class Agent:
         self.state["steps"] += 1
         step = self.state["steps"]
         decision = self._account(raw)
-        problem = _malformed(decision)
+        problem = malformed(decision)
         if problem:
-            self.state["history"].append({"role": "assistant", "step": step, "malformed": _short(raw)})
+            self.state["history"].append({"role": "assistant", "step": step, "malformed": shortened(raw)})
             self.state["history"].append({"role": "runtime", "step": step, "error": problem})
             self._emit("decision", kind="malformed", error=problem)
         elif "final" in decision:
@@ -303,23 +300,13 @@ class Agent:
 
     def _account(self, raw: Any) -> Any:
         """Take usage and model metadata off a decision and add them to the run's usage."""
-        usage = self.state["usage"]
-        usage["model_calls"] += 1
-        if not isinstance(raw, dict):
-            return raw
-        decision = dict(raw)
-        reported = decision.pop("usage", None)
-        if isinstance(reported, dict):
-            for key in ("input_tokens", "output_tokens"):
-                usage[key] += _count(reported.get(key))
-            usage["cost_usd"] = round(usage["cost_usd"] + float(_count(reported.get("cost_usd"), float)), 8)
-        model = decision.pop("model", None)
-        if isinstance(model, dict):
+        decision, model = charge_usage(raw, self.state["usage"])
+        if model is not None:
             self.state["model"] = model
         return decision
 
     def _finish(self, decision: dict[str, Any]) -> None:
-        answer = _jsonable(decision["final"])
+        answer = jsonable(decision["final"])
         answer = answer if isinstance(answer, str) else json.dumps(answer)
         self.state["history"].append({"role": "assistant", "step": self.state["steps"], "final": answer})
         self.state["answer"] = answer
@@ -330,7 +317,7 @@ class Agent:
     def _propose(self, decision: dict[str, Any]) -> None:
         step = self.state["steps"]
         # JSON-only from here on: a checkpoint must be able to hold whatever the policy proposed.
-        name, args = decision["tool"], _jsonable(decision.get("args", {}))
+        name, args = decision["tool"], jsonable(decision.get("args", {}))
         call = {
             "role": "assistant", "step": step, "tool": name, "args": args,
             "call_id": str(decision.get("call_id") or f"call-{step}"),
@@ -391,7 +378,7 @@ class Agent:
                                    seconds=self.clock() - started)
             self._observe(call, error=f"{type(exc).__name__}: {exc}", kind="exception")
             return
-        value = _jsonable(value)
+        value = jsonable(value)
         self._record_execution(call, ok=True, value=value, seconds=self.clock() - started, retried=retry)
         self._observe(call, result=value)
 
@@ -479,40 +466,3 @@ def _tool_map(tools: Iterable[Tool] | dict[str, Tool]) -> dict[str, Tool]:
             raise ValueError(f"duplicate tool name {tool.name!r}")
         mapping[tool.name] = tool
     return mapping
-
-
-def _malformed(decision: Any) -> str | None:
-    """Why a decision cannot be used, or None when it is a valid tool call or final answer."""
-    if not isinstance(decision, dict):
-        return f"malformed decision: expected a JSON object, got {type(decision).__name__}"
-    if "error" in decision and "tool" not in decision and "final" not in decision:
-        return f"malformed decision: {decision['error']}"
-    has_tool, has_final = "tool" in decision, "final" in decision
-    if has_tool == has_final:
-        return "malformed decision: give exactly one of 'tool' (with 'args') or 'final'"
-    if has_tool and (not isinstance(decision["tool"], str) or not decision["tool"]):
-        return "malformed decision: 'tool' must be a tool name"
-    return None
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= MAX_MALFORMED_CHARS else text[:MAX_MALFORMED_CHARS] + "…"
-
-
-def _count(value: Any, kind: type = int) -> float:
-    try:
-        number = kind(value or 0)
-    except (TypeError, ValueError, OverflowError):  # int(inf) overflows, int(nan) is a ValueError
-        return kind(0)
-    return number if 0 <= number < math.inf else kind(0)
-
-
-def _jsonable(value: Any) -> Any:
-    """Tool results must survive a checkpoint: anything JSON cannot hold becomes its text."""
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
-        return repr(value)
-
-

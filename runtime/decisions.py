@@ -1,0 +1,67 @@
+"""What a policy returned, read: the usage it reports charged to the run, and whether it is usable.
+
+Pure: policies are untrusted, so every field is checked and nothing here raises on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MAX_MALFORMED_CHARS = 500
+
+
+def charge_usage(raw: Any, usage: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """Count the model call and add the tokens and cost `raw` reports to `usage`.
+
+    Returns the decision without its `usage` and `model` keys, and the `model` metadata if any.
+    """
+    usage["model_calls"] += 1
+    if not isinstance(raw, dict):
+        return raw, None
+    decision = dict(raw)
+    reported = decision.pop("usage", None)
+    if isinstance(reported, dict):
+        for key in ("input_tokens", "output_tokens"):
+            usage[key] += reported_count(reported.get(key))
+        usage["cost_usd"] = round(usage["cost_usd"] + float(reported_count(reported.get("cost_usd"), float)), 8)
+    model = decision.pop("model", None)
+    return decision, model if isinstance(model, dict) else None
+
+
+def malformed(decision: Any) -> str | None:
+    """Why a decision cannot be used, or None when it is a valid tool call or final answer."""
+    if not isinstance(decision, dict):
+        return f"malformed decision: expected a JSON object, got {type(decision).__name__}"
+    if "error" in decision and "tool" not in decision and "final" not in decision:
+        return f"malformed decision: {decision['error']}"
+    has_tool, has_final = "tool" in decision, "final" in decision
+    if has_tool == has_final:
+        return "malformed decision: give exactly one of 'tool' (with 'args') or 'final'"
+    if has_tool and (not isinstance(decision["tool"], str) or not decision["tool"]):
+        return "malformed decision: 'tool' must be a tool name"
+    return None
+
+
+def shortened(value: Any) -> str:
+    """A malformed decision as text, cut to `MAX_MALFORMED_CHARS` for the history."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= MAX_MALFORMED_CHARS else text[:MAX_MALFORMED_CHARS] + "…"
+
+
+def reported_count(value: Any, kind: type = int) -> float:
+    """A token count or cost as reported; anything negative, infinite or not a number counts as 0."""
+    try:
+        number = kind(value or 0)
+    except (TypeError, ValueError, OverflowError):  # int(inf) overflows, int(nan) is a ValueError
+        return kind(0)
+    return number if 0 <= number < math.inf else kind(0)
+
+
+def jsonable(value: Any) -> Any:
+    """Tool results must survive a checkpoint: anything JSON cannot hold becomes its text."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
