@@ -19,7 +19,7 @@ from slack_bolt import Ack, App, Respond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.webhook import WebhookClient
 
-from bot import blocks
+from bot import blocks, messages
 from bot.blocks import Message, notice, safe, slack_date, user
 from bot.payloads import (
     ApprovalClick,
@@ -144,15 +144,15 @@ class Listeners:
                 run = self.runner.get_run(run_id)
                 if run is None:
                     return notice(f"There is no run `{safe(run_id, 80)}`.")
-                return blocks.status_message(run, self.runner.pending_approval(run_id))
+                return messages.status_message(run, self.runner.pending_approval(run_id))
             case ListRuns():
-                return blocks.list_message(self.runner.runs_for(who), self._waiting_on(who))
+                return messages.list_message(self.runner.runs_for(who), self._waiting_on(who))
             case CancelRun(run_id=run_id):
                 outcome = self.runner.cancel(run_id, who, reason=f"cancelled by {who} with /signoff cancel")
                 return notice(self._run_outcome(outcome, run_id, f"Cancelling run `{safe(run_id, 80)}`; "
                                                                  "nothing pending will be executed."))
             case ShowHelp():
-                return blocks.help_message()
+                return messages.help_message()
             case _:
                 assert_never(command.request)
 
@@ -170,7 +170,7 @@ class Listeners:
             self._seen.forget(where.trigger_id)
             return notice(f"Could not start a run: {safe(exc, 300)}"), None
         self._seen.settle(where.trigger_id, run.run_id)
-        return blocks.started_message(run), run.run_id
+        return messages.started_message(run), run.run_id
 
     # -- approval buttons and the deny modal -------------------------------------------------------
 
@@ -197,7 +197,7 @@ class Listeners:
         assert approval is not None
         # The trigger_id is good once, for 3 seconds: open the modal before anything slow.
         self.notifier.client.views_open(trigger_id=click.where.trigger_id,
-                          view=blocks.deny_modal(approval, channel=click.where.channel))
+                          view=messages.deny_modal(approval, channel=click.where.channel))
 
     def _deny_refusal(self, click: ApprovalClick) -> str | None:
         """Why the Deny modal should not open; the decision itself is checked again on submit."""
@@ -282,7 +282,7 @@ class Listeners:
             self._tell(click.where, text)
         elif click.where.channel and click.where.message_ts:  # the buttons make way for what was done
             self.notifier.update(click.where.channel, click.where.message_ts,
-                                 blocks.run_closed_message(outcome.run, text))
+                                 messages.run_closed_message(outcome.run, text))
 
     def _run_command(self, click: RunClick) -> RunOutcome:
         who, run_id = click.where.user, click.run_id
@@ -320,7 +320,7 @@ class Listeners:
 
     def publish_home(self, viewer: str) -> None:
         tools = self.notifier.tools
-        view = blocks.home_view(
+        view = messages.home_view(
             viewer, self._waiting_on(viewer), self.runner.runs_for(viewer),
             descriptions={name: t.description for name, t in tools.items()},
             redactions={name: self.notifier.redact_keys | set(t.redact) for name, t in tools.items()},

@@ -15,7 +15,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import blocks
+from bot import blocks, messages
 from bot.blocks import Message, slack_date
 from runtime.records import ApprovalRecord, RunRecord
 from tools.base import Tool
@@ -50,7 +50,7 @@ class SlackNotifier:
         channel = run.origin.get("channel")
         if not channel:
             return None  # a run started outside Slack (the CLI): nothing to announce here
-        response = self._post_or_dm(channel, run.requester, blocks.run_message(run))
+        response = self._post_or_dm(channel, run.requester, messages.run_message(run))
         ref = {"channel": response["channel"], "ts": response["ts"]}
         with self._lock:
             self._threads[run.run_id] = (ref["channel"], ref["ts"])
@@ -61,8 +61,8 @@ class SlackNotifier:
         if not channel:
             return None
         tool = self.tools.get(approval.tool)
-        message = blocks.approval_message(run, approval, description=tool.description if tool else "",
-                                          redact_keys=self._redact_keys(approval.tool))
+        message = messages.approval_message(run, approval, description=tool.description if tool else "",
+                                            redact_keys=self._redact_keys(approval.tool))
         response = self._post(channel, message)
         return {"channel": response["channel"], "ts": response["ts"]}
 
@@ -84,21 +84,21 @@ class SlackNotifier:
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         thread = self._thread(run)
         if thread is not None:
-            message = blocks.tool_result_message(run, entry, redact_keys=self._redact_keys(entry.get("tool")))
+            message = messages.tool_result_message(run, entry, redact_keys=self._redact_keys(entry.get("tool")))
             self._post(thread[0], message, thread_ts=thread[1])
 
     def run_finished(self, run: RunRecord) -> None:
         thread = self._thread(run)
         if thread is not None:
-            self._post(thread[0], blocks.answer_message(run), thread_ts=thread[1])
-            self._update(thread[0], thread[1], blocks.run_message(run))
+            self._post(thread[0], messages.answer_message(run), thread_ts=thread[1])
+            self._update(thread[0], thread[1], messages.run_message(run))
 
     def run_stopped(self, run: RunRecord) -> None:
-        message = blocks.stopped_message(run)
+        message = messages.stopped_message(run)
         thread = self._thread(run)
         if thread is not None:
             self._post(thread[0], message, thread_ts=thread[1])
-            self._update(thread[0], thread[1], blocks.run_message(run))
+            self._update(thread[0], thread[1], messages.run_message(run))
         if run.status in TELL_REQUESTER and _is_slack_user(run.requester):
             self._dm(run.requester, message)
 
@@ -119,11 +119,11 @@ class SlackNotifier:
             return
         tool = self.tools.get(approval.tool)
         if approval.status == "pending":
-            message = blocks.approval_message(run, approval, description=tool.description if tool else "",
-                                              redact_keys=self._redact_keys(approval.tool))
+            message = messages.approval_message(run, approval, description=tool.description if tool else "",
+                                                redact_keys=self._redact_keys(approval.tool))
         else:
-            message = blocks.decided_message(run, approval, description=tool.description if tool else "",
-                                             redact_keys=self._redact_keys(approval.tool))
+            message = messages.decided_message(run, approval, description=tool.description if tool else "",
+                                               redact_keys=self._redact_keys(approval.tool))
         self._update(where["channel"], where["ts"], message)
 
     def _thread(self, run: RunRecord) -> tuple[str, str] | None:

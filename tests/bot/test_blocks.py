@@ -9,21 +9,17 @@ from bot_fakes import HOSTILE, NOW, make_approval, make_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot import blocks
+from bot import blocks, messages
 from bot.blocks import (
     APPROVE_ACTION,
     DENY_ACTION,
     EXTEND_ACTION,
     RECONCILE_ABORT_ACTION,
     RETRY_ACTION,
-    approval_message,
-    decided_message,
-    deny_modal,
     escape,
-    home_view,
     safe,
-    stopped_message,
 )
+from bot.messages import approval_message, decided_message, deny_modal, home_view, stopped_message
 from tests.fakes.slack import block_kit_problems, view_problems
 
 HUGE = HOSTILE * 2000  # ~250k characters
@@ -114,10 +110,10 @@ def test_hostile_goal_and_arguments_cannot_mention_or_link():
     for message in (approval_message(run, approval, description=HOSTILE),
                     decided_message(run, make_approval(status="denied", decided_by="U0LEAD", decided_at=NOW,
                                                        note=HOSTILE)),
-                    blocks.run_message(run), blocks.stopped_message(make_run(goal=HOSTILE, status="failed",
-                                                                           state={"stop": {"reason": HOSTILE}})),
-                    blocks.tool_result_message(run, {"tool": "x", "step": 1, "result": HOSTILE}),
-                    blocks.status_message(run)):
+                    messages.run_message(run), messages.stopped_message(make_run(goal=HOSTILE, status="failed",
+                                                                               state={"stop": {"reason": HOSTILE}})),
+                    messages.tool_result_message(run, {"tool": "x", "step": 1, "result": HOSTILE}),
+                    messages.status_message(run)):
         assert_no_injection(message)
         assert block_kit_problems(message.blocks) == []
 
@@ -137,11 +133,11 @@ def test_huge_goal_and_arguments_stay_within_block_kit_limits():
                   stopped_message(make_run(goal=HUGE, status="budget_exhausted",
                                            state={"stop": {"reason": HUGE, "detail": HUGE, "budget": "max_steps"},
                                                   "history": run.state["history"]})),
-                  blocks.answer_message(make_run(state={"answer": HUGE})),
-                  blocks.tool_result_message(run, {"tool": "x", "step": 1, "result": {"rows": [HUGE]}}),
-                  blocks.tool_result_message(run, {"tool": "x", "step": 1, "error": HUGE, "error_kind": "exception"}),
-                  blocks.status_message(make_run(goal=HUGE, state={"answer": HUGE, "stop": {"reason": HUGE}})),
-                  blocks.list_message([make_run(goal=HUGE)] * 50, [(run, approval)] * 50)):
+                  messages.answer_message(make_run(state={"answer": HUGE})),
+                  messages.tool_result_message(run, {"tool": "x", "step": 1, "result": {"rows": [HUGE]}}),
+                  messages.tool_result_message(run, {"tool": "x", "step": 1, "error": HUGE, "error_kind": "exception"}),
+                  messages.status_message(make_run(goal=HUGE, state={"answer": HUGE, "stop": {"reason": HUGE}})),
+                  messages.list_message([make_run(goal=HUGE)] * 50, [(run, approval)] * 50)):
         assert block_kit_problems(other.blocks) == [], other.text[:80]
         assert_no_injection(other)
 
@@ -222,7 +218,7 @@ def test_home_view_when_nothing_waits():
 
 
 def test_scripted_model_is_labelled_plainly():
-    message = blocks.run_message(make_run(model="scripted:demo"))
+    message = messages.run_message(make_run(model="scripted:demo"))
     assert "scripted" in all_text(message.blocks) and "not a real model" in all_text(message.blocks)
 
 
@@ -233,7 +229,7 @@ def test_action_ids_are_distinct_and_within_limits():
 
 
 def test_help_and_notice_have_fallback_text():
-    for message in (blocks.help_message(), blocks.notice("Already approved by <@U0LEAD>")):
+    for message in (messages.help_message(), blocks.notice("Already approved by <@U0LEAD>")):
         assert message.text and block_kit_problems(message.blocks) == []
 
 

@@ -9,7 +9,7 @@ from bot_fakes import final, tool_call
 from slack_harness import buttons, find_button
 from sqlalchemy import text as sql
 
-from bot import blocks
+from bot import blocks, messages
 from bot.blocks import APPROVE_ACTION, CLOSE_ACTION, DENY_ACTION, EXTEND_ACTION, RETRY_ACTION
 from bot.scheduler import RECOVER_JOB, JobFailures, expire_approvals, recover_runs
 from runtime.errors import ModelUnavailable
@@ -59,7 +59,7 @@ def test_click_on_expired_approval_before_the_sweep_is_refused(signoff, slack, l
 def card_with_buttons(signoff):
     approval = signoff.runner.store.list_approvals()[0]
     run = signoff.run(approval.run_id)
-    return blocks.approval_message(run, approval).blocks
+    return messages.approval_message(run, approval).blocks
 
 
 def test_deny_on_expired_approval_opens_no_form(signoff, slack, ledger):

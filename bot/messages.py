@@ -1,0 +1,375 @@
+"""The messages, modal and Home tab Signoff shows, built from `bot.blocks`. Pure: records in, dicts out.
+
+Every untrusted string (goals, arguments, tool output, answers, reasons) passes through `bot.blocks.escape`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from bot.blocks import (
+    APPROVE_ACTION,
+    ARGS_CHARS,
+    CLOSE_ACTION,
+    COMMAND,
+    DENY_ACTION,
+    DENY_MODAL,
+    DENY_REASON_BLOCK,
+    DENY_REASON_INPUT,
+    EXTEND_ACTION,
+    LIMIT_NAMES,
+    MAX_FALLBACK,
+    MAX_MODAL_TITLE,
+    MAX_PRIVATE_METADATA,
+    MAX_REASON,
+    MAX_SECTION_TEXT,
+    MAX_VIEW_BLOCKS,
+    RECONCILE_ABORT_ACTION,
+    RECONCILE_DONE_ACTION,
+    RECONCILE_RETRY_ACTION,
+    RETRY_ACTION,
+    Message,
+    approval_value,
+    args_text,
+    budget_limits,
+    budget_line,
+    button,
+    clip,
+    clip_lines,
+    code,
+    context,
+    header,
+    json_text,
+    model_label,
+    safe,
+    section,
+    slack_date,
+    user,
+)
+from runtime.records import ApprovalRecord, RunRecord
+from runtime.state import DEFAULT_REDACT_KEYS, redact
+
+_GOAL_CHARS = 600
+_RESULT_CHARS = 2400
+_ANSWER_CHARS = 2900
+_HOME_APPROVALS = 15
+_HOME_RUNS = 10
+_STATUS_EMOJI = {
+    "idle": ":hourglass_flowing_sand:", "running": ":gear:", "awaiting_approval": ":raised_hand:",
+    "done": ":white_check_mark:", "budget_exhausted": ":battery:", "failed": ":x:",
+    "cancelled": ":no_entry_sign:", "expired": ":hourglass:", "needs_reconciliation": ":warning:",
+}
+
+
+def _fallback(text: str) -> str:
+    return safe(text, MAX_FALLBACK)
+
+
+# -- run messages ------------------------------------------------------------------------------
+
+
+def run_message(run: RunRecord) -> Message:
+    """The message that announces a run in its channel; progress threads under it."""
+    emoji = _STATUS_EMOJI.get(run.status, "")
+    blocks = [
+        section(f"*Run for* {user(run.requester)}\n>{safe(run.goal, _GOAL_CHARS)}"),
+        context(f"{emoji} *{run.status.replace('_', ' ')}* · model: {model_label(run.model)}",
+                f"budget: {budget_line(run.state)} · run `{safe(run.run_id, 80)}`"),
+    ]
+    outcome = _outcome_line(run)
+    if outcome:
+        blocks.append(section(outcome))
+    return Message(_fallback(f"Signoff run {run.run_id} ({run.status}): {run.goal}"), blocks)
+
+
+def _outcome_line(run: RunRecord) -> str | None:
+    stop = run.stop or {}
+    match run.status:
+        case "done":
+            return "*Done.* The answer is in the thread."
+        case "idle" | "running" | "awaiting_approval":
+            return None
+        case _:
+            return f"*Stopped: {run.status.replace('_', ' ')}.* {safe(stop.get('reason', ''), 500)}"
+
+
+def answer_message(run: RunRecord) -> Message:
+    """The final answer, posted in the run's thread."""
+    answer = run.answer or ""
+    blocks = [section(f"*Answer*\n{safe(answer, _ANSWER_CHARS)}"),
+              context(f"run `{safe(run.run_id, 80)}` · {budget_line(run.state)}")]
+    return Message(_fallback(f"Answer: {answer}"), blocks)
+
+
+def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *, redact_keys: Iterable[str] = ()) -> Message:
+    """One tool observation for the run's thread: its result or its error."""
+    tool, step = safe(entry.get("tool", "?"), 64), entry.get("step", "?")
+    if "error" in entry:
+        kind = safe(entry.get("error_kind") or "error", 30)
+        body = f":x: `{tool}` (step {step}) {kind}:\n{code(entry['error'], _RESULT_CHARS)}"
+        fallback = f"{entry.get('tool')} failed: {entry['error']}"
+    else:
+        shown = redact(entry.get("result"), frozenset(DEFAULT_REDACT_KEYS) | frozenset(redact_keys))
+        rendered = shown if isinstance(shown, str) else json_text(shown)
+        body = f":white_check_mark: `{tool}` (step {step}) returned:\n{code(rendered, _RESULT_CHARS)}"
+        fallback = f"{entry.get('tool')} returned a result"
+    return Message(_fallback(fallback), [section(body)])
+
+
+# -- approval messages --------------------------------------------------------------------------
+
+
+def approval_message(
+    run: RunRecord, approval: ApprovalRecord, *, description: str = "", redact_keys: Iterable[str] = ()
+) -> Message:
+    """An approval request: what would run, with what, for whom, until when; Approve and Deny."""
+    blocks = _approval_body(run, approval, description, redact_keys)
+    value = approval_value(approval)
+    blocks.append({
+        "type": "actions",
+        "block_id": "signoff.approval",
+        "elements": [button("Approve", APPROVE_ACTION, value, "primary"), button("Deny", DENY_ACTION, value, "danger")],
+    })
+    text = f"Approval needed: {approval.tool} for run {run.run_id} (expires {approval.expires_at:%H:%M} UTC)"
+    return Message(_fallback(text), blocks)
+
+
+def decided_message(
+    run: RunRecord, approval: ApprovalRecord, *, description: str = "", redact_keys: Iterable[str] = ()
+) -> Message:
+    """The approval request after the fact: the buttons replaced by the outcome."""
+    blocks = _approval_body(run, approval, description, redact_keys)
+    line, fallback = approval_outcome(approval)
+    blocks.append(section(line))
+    return Message(_fallback(f"{fallback}: {approval.tool} for run {run.run_id}"), blocks)
+
+
+def approval_outcome(approval: ApprovalRecord) -> tuple[str, str]:
+    """(mrkdwn, plain) lines saying what became of an approval: who, when, why."""
+    when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
+    who = user(approval.decided_by) if approval.decided_by else "someone"
+    note = f": {safe(approval.note, MAX_REASON)}" if approval.note else ""
+    match approval.status:
+        case "approved" | "consumed":
+            return f":white_check_mark: *Approved* by {who}{when}{note}", f"Approved by {approval.decided_by}"
+        case "denied":
+            return f":no_entry: *Denied* by {who}{when}{note}", f"Denied by {approval.decided_by}"
+        case "expired":
+            return ":hourglass: *Expired, not executed.*", "Expired, not executed"
+        case "cancelled":
+            return f":no_entry_sign: *Cancelled, not executed.*{note}", "Cancelled, not executed"
+        case _:
+            return ":raised_hand: *Waiting for a decision.*", "Waiting for a decision"
+
+
+def _approval_body(
+    run: RunRecord, approval: ApprovalRecord, description: str, redact_keys: Iterable[str]
+) -> list[dict[str, Any]]:
+    args, shortened = args_text(approval.args, redact_keys=redact_keys)
+    about = f"\n{safe(description, 300)}" if description else ""
+    note = "\n_Long values are shortened here; the full arguments are in the run's audit log._" if shortened else ""
+    return [
+        header(f"Approve {approval.tool}?"),
+        section(f"*Goal* (asked by {user(run.requester)})\n>{safe(run.goal, _GOAL_CHARS)}"),
+        section(f"*Tool* `{safe(approval.tool, 64)}`{about}"),
+        section(f"*Arguments*\n{code(args, ARGS_CHARS + 400)}{note}"),
+        context(f"key `{safe(approval.key, 120)}` · budget used: {budget_line(run.state)}",
+                f"expires {slack_date(approval.expires_at)}"),
+    ]
+
+
+# -- stopped runs -------------------------------------------------------------------------------
+
+
+def stopped_message(run: RunRecord, *, last_steps: int = 3) -> Message:
+    """Why a run stopped short, its usage and last steps, and the buttons that fit its status."""
+    stop = run.stop or {}
+    title, buttons = _stop_title(run), _stop_buttons(run)
+    lines = [f"*{title}* {safe(stop.get('reason', ''), 300)}"]
+    if stop.get("detail"):
+        lines.append(safe(stop["detail"], 500))
+    if stop.get("tool") and run.status == "needs_reconciliation":
+        lines.append(f"Call `{safe(stop['tool'], 64)}` with key `{safe(stop.get('key', ''), 120)}` may or may not "
+                     "have taken effect. Check, then mark it done, retry it, or abort the run.")
+    blocks = [
+        section("\n".join(lines)),
+        section(f"*Goal*\n>{safe(run.goal, _GOAL_CHARS)}"),
+        context(f"usage: {budget_line(run.state)}", f"run `{safe(run.run_id, 80)}` · asked by {user(run.requester)}"),
+    ]
+    recent = recent_steps(run.state.get("history", []), last_steps)
+    if recent:
+        blocks.append(section("*Last steps*\n" + safe("\n".join(recent), 1500)))
+    if buttons:
+        blocks.append({"type": "actions", "block_id": "signoff.run", "elements": buttons})
+    return Message(_fallback(f"Run {run.run_id} stopped ({run.status}): {stop.get('reason', '')}"), blocks)
+
+
+def _stop_title(run: RunRecord) -> str:
+    stop = run.stop or {}
+    match run.status:
+        case "budget_exhausted":
+            limit = stop.get("budget")
+            return f"Out of budget ({LIMIT_NAMES.get(limit, limit or 'a limit')}):"
+        case "failed":
+            return "Run failed:"
+        case "needs_reconciliation":
+            return "Needs reconciliation:"
+        case "cancelled":
+            return "Cancelled:"
+        case "expired":
+            return "Expired:"
+        case _:
+            return f"{run.status}:"
+
+
+def _stop_buttons(run: RunRecord) -> list[dict[str, Any]]:
+    value = run.run_id
+    match run.status:
+        case "budget_exhausted":
+            return [button("Extend", EXTEND_ACTION, value, "primary"), button("Close", CLOSE_ACTION, value)]
+        case "failed":
+            return [button("Retry", RETRY_ACTION, value, "primary"), button("Close", CLOSE_ACTION, value)]
+        case "needs_reconciliation":
+            return [button("Mark done", RECONCILE_DONE_ACTION, value, "primary"),
+                    button("Retry", RECONCILE_RETRY_ACTION, value),
+                    button("Abort", RECONCILE_ABORT_ACTION, value, "danger")]
+        case _:
+            return []
+
+
+def recent_steps(history: Sequence[Mapping[str, Any]], count: int) -> list[str]:
+    """One plain line for each of the last `count` model steps."""
+    lines = []
+    for entry in history:
+        if entry.get("role") != "assistant":
+            continue
+        if "tool" in entry:
+            lines.append(f"step {entry.get('step')}: called {clip(str(entry['tool']), 64)}")
+        elif "final" in entry:
+            lines.append(f"step {entry.get('step')}: answered")
+        else:
+            lines.append(f"step {entry.get('step')}: unusable reply")
+    return [clip(line, 200) for line in lines[-count:]]
+
+
+def run_closed_message(run: RunRecord, note: str) -> Message:
+    """A stopped-run notice after someone acted on it: the buttons replaced by what happened."""
+    blocks = [section(f"{note}\n*Goal*\n>{safe(run.goal, _GOAL_CHARS)}"),
+              context(f"run `{safe(run.run_id, 80)}` · now *{run.status.replace('_', ' ')}*")]
+    return Message(_fallback(f"Run {run.run_id}: {run.status}"), blocks)
+
+
+# -- deny modal ------------------------------------------------------------------------------------
+
+
+def deny_modal(approval: ApprovalRecord, *, channel: str | None = None) -> dict[str, Any]:
+    """The modal that asks for an optional reason before denying; `channel` is where to answer."""
+    metadata = json.dumps({"approval": approval.approval_id, "digest": approval.digest,
+                           **({"channel": channel} if channel else {})})
+    assert len(metadata) <= MAX_PRIVATE_METADATA
+    return {
+        "type": "modal",
+        "callback_id": DENY_MODAL,
+        "private_metadata": metadata,
+        "title": {"type": "plain_text", "text": clip(f"Deny {approval.tool}", MAX_MODAL_TITLE)},
+        "submit": {"type": "plain_text", "text": "Deny"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            section(f"Deny `{safe(approval.tool, 64)}` (key `{safe(approval.key, 120)}`)? "
+                    "Nothing will be executed; the model is told your reason."),
+            {"type": "input", "block_id": DENY_REASON_BLOCK, "optional": True,
+             "label": {"type": "plain_text", "text": "Reason"},
+             "element": {"type": "plain_text_input", "action_id": DENY_REASON_INPUT, "multiline": True,
+                         "max_length": MAX_REASON}},
+        ],
+    }
+
+
+# -- App Home and /signoff replies ------------------------------------------------------------------
+
+
+def home_view(
+    viewer: str, waiting: Sequence[tuple[RunRecord, ApprovalRecord]], runs: Sequence[RunRecord],
+    *, descriptions: Mapping[str, str] | None = None, redactions: Mapping[str, Iterable[str]] | None = None,
+) -> dict[str, Any]:
+    """The Home tab: approvals waiting on the viewer, with working buttons, and their recent runs.
+
+    `descriptions` and `redactions` give, per tool name, its description and extra secret argument names.
+    """
+    descriptions, redactions = descriptions or {}, redactions or {}
+    blocks: list[dict[str, Any]] = [header("Waiting on you")]
+    if not waiting:
+        blocks.append(section("Nothing is waiting for your approval."))
+    for run, approval in waiting[:_HOME_APPROVALS]:
+        args, _ = args_text(approval.args, redact_keys=redactions.get(approval.tool, ()))
+        about = f" ({safe(descriptions[approval.tool], 150)})" if descriptions.get(approval.tool) else ""
+        blocks += [
+            {"type": "divider"},
+            section(f"*{safe(approval.tool, 64)}*{about} for {user(run.requester)}: {safe(run.goal, 200)}\n"
+                    f"{code(clip(args, 600), 900)}"),
+            context(f"key `{safe(approval.key, 120)}` · expires {slack_date(approval.expires_at)}"),
+            {"type": "actions", "block_id": f"signoff.home.{clip(approval.approval_id, 200)}",
+             "elements": [button("Approve", APPROVE_ACTION, approval_value(approval), "primary"),
+                          button("Deny", DENY_ACTION, approval_value(approval), "danger")]},
+        ]
+    if len(waiting) > _HOME_APPROVALS:
+        blocks.append(context(f"and {len(waiting) - _HOME_APPROVALS} more; see `/signoff list`"))
+    blocks += [header("Your recent runs"), section(runs_text(runs[:_HOME_RUNS]))]
+    assert len(blocks) <= MAX_VIEW_BLOCKS
+    return {"type": "home", "blocks": blocks}
+
+
+def runs_text(runs: Sequence[RunRecord]) -> str:
+    """One line per run: status, id, goal."""
+    if not runs:
+        return "You have no runs yet. Start one with `/signoff <goal>`."
+    lines = [f"{_STATUS_EMOJI.get(r.status, '')} `{safe(r.run_id, 60)}` *{r.status.replace('_', ' ')}*"
+             f"{' (its stored state cannot be read; ask an operator)' if r.unreadable else ''} · "
+             f"{safe(r.goal, 120)}" for r in runs]
+    return clip_lines(lines, MAX_SECTION_TEXT)
+
+
+def help_message() -> Message:
+    text = (
+        f"*{COMMAND} <goal>* start a run (side effects wait for an approval)\n"
+        f"*{COMMAND} status <run>* where a run stands\n"
+        f"*{COMMAND} list* your recent runs and the approvals waiting on you\n"
+        f"*{COMMAND} cancel <run>* stop a run; nothing pending is executed\n"
+        f"*{COMMAND} help* this text"
+    )
+    return Message("Signoff commands: /signoff <goal>, status <run>, list, cancel <run>, help", [section(text)])
+
+
+def started_message(run: RunRecord) -> Message:
+    """The ephemeral reply to `/signoff <goal>`: run id and budget."""
+    text = (f"Started run `{safe(run.run_id, 80)}` with {model_label(run.model)}.\n"
+            f"Budget: {budget_limits(run.budget)}. Side effects will wait for an approval.")
+    return Message(_fallback(f"Started run {run.run_id}"), [section(text)])
+
+
+def status_message(run: RunRecord, approval: ApprovalRecord | None = None) -> Message:
+    """The reply to `/signoff status <run>`."""
+    lines = [f"{_STATUS_EMOJI.get(run.status, '')} Run `{safe(run.run_id, 80)}` is *{run.status.replace('_', ' ')}*",
+             f">{safe(run.goal, _GOAL_CHARS)}",
+             f"asked by {user(run.requester)} · model: {model_label(run.model)}",
+             f"usage: {budget_line(run.state)}"]
+    if approval is not None and approval.status == "pending":
+        lines.append(f"waiting for approval of `{safe(approval.tool, 64)}` until {slack_date(approval.expires_at)}")
+    if run.stop:
+        lines.append(f"stopped: {safe(run.stop.get('reason', ''), 300)}")
+    if run.answer:
+        lines.append(f"*Answer*\n{safe(run.answer, 1500)}")
+    return Message(_fallback(f"Run {run.run_id}: {run.status}"), [section("\n".join(lines))])
+
+
+def list_message(runs: Sequence[RunRecord], waiting: Sequence[tuple[RunRecord, ApprovalRecord]]) -> Message:
+    """The reply to `/signoff list`: my recent runs and the approvals waiting on me."""
+    waiting_lines = [f"`{safe(a.tool, 64)}` for {user(r.requester)} · run `{safe(r.run_id, 60)}` · "
+                     f"expires {slack_date(a.expires_at)}" for r, a in waiting]
+    blocks = [section("*Waiting on you*\n" + (clip_lines(waiting_lines, 2800) if waiting_lines else "nothing")),
+              section("*Your recent runs*\n" + runs_text(runs))]
+    if waiting:
+        blocks.append(context("Open the Signoff Home tab to approve or deny."))
+    return Message(f"{len(waiting)} approvals waiting on you; {len(runs)} recent runs", blocks)
