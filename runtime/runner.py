@@ -103,10 +103,18 @@ class Runner:
         self.tools = tools
         self.policies = policies
         self.config = config or RunnerConfig()
-        self.notifier = notifier
         self.teller = Teller(store, notifier, failpoints=self.config.failpoints,
                              worker_id=self.config.worker_id, lease=self.config.lease)
         self.may_approve = may_approve or (lambda user, run: None)
+
+    @property
+    def notifier(self) -> Notifier | None:
+        """Who hears about runs; a server sets it once its Slack client exists."""
+        return self.teller.notifier
+
+    @notifier.setter
+    def notifier(self, notifier: Notifier | None) -> None:
+        self.teller.notifier = notifier
 
     # -- starting and driving runs ---------------------------------------------------------
 
