@@ -143,9 +143,11 @@ class Runner:
         if run is None:
             return None
         heartbeat = _Heartbeat(self.store, run_id, owner, self.config.lease)
+        told = None
         try:
             with heartbeat:
-                return self._drive(run, owner)
+                status, told = self._drive(run, owner)
+                return status
         except Conflict as exc:
             log.warning("run %s: %s; another worker will continue it", run_id, exc)
             return None
@@ -153,9 +155,10 @@ class Runner:
             log.warning("run %s: the database failed while starting a call (%s); recovery continues it", run_id, exc)
             return None
         finally:
-            self.store.release(run_id, owner)
+            self.store.release(run_id, owner, shown_status=told)
 
-    def _drive(self, run: RunRecord, owner: str) -> str:
+    def _drive(self, run: RunRecord, owner: str) -> tuple[str, str | None]:
+        """Drive the run until it pauses or ends: its status, and the ending people were told, if any."""
         session = _Session(run, run.version, owner)
         while True:
             if not run.origin.get("ts"):
@@ -170,11 +173,11 @@ class Runner:
                 continue
             break
         final = self.store.get_run(run.run_id, history=False) or run
-        if session.changed:
-            if final.status in ENDINGS and final.status != "done":  # a stopped run's message shows its last steps
-                final = self.store.get_run(run.run_id) or final
-            self.teller.tell_end(final)
-        return final.status
+        if not session.changed:
+            return final.status, None
+        if final.status in ENDINGS and final.status != "done":  # a stopped run's message shows its last steps
+            final = self.store.get_run(run.run_id) or final
+        return final.status, self.teller.tell_end(final, remember=False)
 
     def _advance(self, agent: Agent, run: RunRecord, session: _Session) -> None:
         command = run.command

@@ -56,13 +56,21 @@ class Teller:
 
     def show_approval(self, run: RunRecord, approval: ApprovalRecord, method: str = "approval_decided") -> None:
         """Bring the approval's message in line with its status, and remember that it is."""
-        if self.notify(method, run, approval) is not FAILED:
+        # With no notifier nobody is shown anything, so there is nothing to remember (a write saved).
+        if self.notifier is not None and self.notify(method, run, approval) is not FAILED:
             self.store.mark_approval_shown(approval.approval_id, approval.status)
 
-    def tell_end(self, run: RunRecord) -> None:
+    def tell_end(self, run: RunRecord, *, remember: bool = True) -> str | None:
+        """Tell people how the run ended; returns the status they were told, if they were.
+
+        `remember=False` leaves recording it to the caller (a worker does it as it lets go of the run).
+        """
         method = "run_finished" if run.status == "done" else "run_stopped"
-        if run.status in ENDINGS and self.notify(method, run) is not FAILED:
+        if self.notifier is None or run.status not in ENDINGS or self.notify(method, run) is FAILED:
+            return None
+        if remember:
             self.store.mark_run_shown(run.run_id, run.status)
+        return run.status
 
     def notify(self, method: str, run: RunRecord, *args: Any) -> Any:
         """Tell the notifier; a failure is logged and audited, never fatal (the database is the truth).

@@ -166,10 +166,13 @@ class SqlStore(SqlReads):
                 .values(lease_expires_at=self.clock() + lease)
             ).rowcount == 1
 
-    def release(self, run_id: str, owner: str) -> None:
+    def release(self, run_id: str, owner: str, *, shown_status: str | None = None) -> None:
+        """Let go of the run; `shown_status` records, in the same statement, the ending people were told."""
+        values: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
+        if shown_status is not None:
+            values["shown_status"] = shown_status
         with self._tx() as conn:
-            conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner)
-                         .values(lease_owner=None, lease_expires_at=None))
+            conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner).values(**values))
 
     def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, lease: timedelta,
                   approval_ttl: timedelta, clear_command: bool = False) -> Saved:

@@ -66,6 +66,20 @@ def test_an_ending_nobody_heard_of_is_told_once_by_recovery(store: SqlStore, eff
     assert store.get_run(run.run_id, history=False).shown_status == "done"
 
 
+def test_an_ending_told_by_the_worker_is_recorded_as_it_lets_go_and_not_told_again(store: SqlStore, effects: Path,
+                                                                                    clock: ManualClock) -> None:
+    told = Told()
+    runner = build_runner(store, effects, notifier=told, lease=30.0)
+    run, approval = paused_run(runner, told)
+    runner.decide(approval.approval_id, approval.digest, APPROVER, True)
+    assert runner.execute(run.run_id) == "done"
+    stored = store.get_run(run.run_id, history=False)
+    assert (stored.shown_status, stored.lease_owner) == ("done", None)
+    clock.advance(seconds=1)
+    runner.recover(min_age=timedelta(0))
+    assert told.of("run_finished") == [run.run_id]
+
+
 def test_a_click_between_posting_and_recording_the_message_is_shown(store: SqlStore, effects: Path) -> None:
     told = Told()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
