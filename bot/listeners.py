@@ -141,12 +141,12 @@ class Listeners:
             case StartRun():
                 raise AssertionError("starting a run is answered by on_command itself")
             case ShowStatus(run_id=run_id):
-                run = self.runner.get_run(run_id)
+                run = self.runner.get_run(run_id, history=False)
                 if run is None:
                     return notice(f"There is no run `{safe(run_id, 80)}`.")
                 return messages.status_message(run, self.runner.pending_approval(run_id))
             case ListRuns():
-                return messages.list_message(self.runner.runs_for(who), self._waiting_on(who))
+                return messages.list_message(self.runner.runs_for(who), self.runner.waiting_on(who))
             case CancelRun(run_id=run_id):
                 outcome = self.runner.cancel(run_id, who, reason=f"cancelled by {who} with /signoff cancel")
                 return notice(self._run_outcome(outcome, run_id, f"Cancelling run `{safe(run_id, 80)}`; "
@@ -189,19 +189,18 @@ class Listeners:
         if not isinstance(click, ApprovalClick):
             self._refuse_malformed(body, click)
             return
-        refusal = self._deny_refusal(click)
+        approval = self.runner.get_approval(click.approval_id)
+        refusal = self._deny_refusal(click, approval)
         if refusal:
             self._tell(click.where, refusal)
             return
-        approval = self.runner.get_approval(click.approval_id)
         assert approval is not None
         # The trigger_id is good once, for 3 seconds: open the modal before anything slow.
         self.notifier.client.views_open(trigger_id=click.where.trigger_id,
                           view=messages.deny_modal(approval, channel=click.where.channel))
 
-    def _deny_refusal(self, click: ApprovalClick) -> str | None:
+    def _deny_refusal(self, click: ApprovalClick, approval: ApprovalRecord | None) -> str | None:
         """Why the Deny modal should not open; the decision itself is checked again on submit."""
-        approval = self.runner.get_approval(click.approval_id)
         if approval is None:
             return "This approval request no longer exists."
         if approval.digest != click.digest:
@@ -210,7 +209,7 @@ class Listeners:
             return _decided_text(approval)
         if _epoch(approval.expires_at) <= self.clock():
             return f"This request expired {slack_date(approval.expires_at)}; nothing was executed."
-        run = self.runner.get_run(approval.run_id)
+        run = self.runner.get_run(approval.run_id, history=False)
         if run is None:
             return "The run behind this request no longer exists."
         if not click.where.trigger_id:
@@ -260,7 +259,7 @@ class Listeners:
 
     def _refresh(self, approval: ApprovalRecord) -> None:
         """A lost race may find the message still showing buttons (its winner crashed): fix it."""
-        run = self.runner.get_run(approval.run_id)
+        run = self.runner.get_run(approval.run_id, history=False)
         if run is not None:
             try:
                 self.notifier.show_approval(run, approval)
@@ -321,19 +320,11 @@ class Listeners:
     def publish_home(self, viewer: str) -> None:
         tools = self.notifier.tools
         view = messages.home_view(
-            viewer, self._waiting_on(viewer), self.runner.runs_for(viewer),
+            viewer, self.runner.waiting_on(viewer), self.runner.runs_for(viewer),
             descriptions={name: t.description for name, t in tools.items()},
             redactions={name: self.notifier.redact_keys | set(t.redact) for name, t in tools.items()},
         )
         self.notifier.client.views_publish(user_id=viewer, view=view)
-
-    def _waiting_on(self, viewer: str) -> list[tuple[Any, ApprovalRecord]]:
-        pairs = []
-        for approval in self.runner.approvals_for(viewer):
-            run = self.runner.get_run(approval.run_id)
-            if run is not None:
-                pairs.append((run, approval))
-        return pairs
 
     # -- telling the person who clicked --------------------------------------------------------------
 

@@ -405,18 +405,23 @@ class Runner:
 
     # -- queries -----------------------------------------------------------------------------
 
-    def get_run(self, run_id: str) -> RunRecord | None:
-        return self.store.get_run(run_id)
+    def get_run(self, run_id: str, *, history: bool = True) -> RunRecord | None:
+        """One run; `history=False` for callers that show its status, not its story (one query less)."""
+        return self.store.get_run(run_id, history=history)
 
     def runs_for(self, requester: str, limit: int = 10) -> list[RunRecord]:
         return self.store.list_runs(requester=requester, limit=limit)
 
-    def approvals_for(self, user: str, limit: int = 20) -> list[ApprovalRecord]:
-        """Pending approvals this user may decide."""
+    def waiting_on(self, user: str, limit: int = 20) -> list[tuple[RunRecord, ApprovalRecord]]:
+        """Pending approvals this user may decide, each with its run (without history): two queries."""
         pending = self.store.list_approvals(status="pending", limit=limit * 3)
         runs = self.store.runs_by_id([a.run_id for a in pending])
-        return [a for a in pending if a.run_id in runs and not runs[a.run_id].unreadable
+        return [(runs[a.run_id], a) for a in pending if a.run_id in runs and not runs[a.run_id].unreadable
                 and self.approval_refusal(user, runs[a.run_id]) is None][:limit]
+
+    def approvals_for(self, user: str, limit: int = 20) -> list[ApprovalRecord]:
+        """Pending approvals this user may decide."""
+        return [approval for _, approval in self.waiting_on(user, limit)]
 
     def pending_approval(self, run_id: str) -> ApprovalRecord | None:
         found = self.store.list_approvals(status="pending", run_id=run_id, limit=1)

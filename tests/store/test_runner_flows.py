@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 from store_harness import (
     APPROVER,
     REQUESTER,
@@ -109,6 +110,23 @@ def test_the_requester_cannot_approve_their_own_run(runner: Runner, effects: Pat
     assert runner.get_approval(approval.approval_id).status == "pending"
     assert runner.execute(run.run_id) == "awaiting_approval"
     assert side_effects(effects) == []
+
+
+def test_what_waits_on_an_approver_is_two_queries_however_many_wait(runner: Runner, store: SqlStore) -> None:
+    waiting = [paused(runner) for _ in range(5)]
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        pairs = runner.waiting_on(APPROVER)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+    assert {(r.run_id, a.approval_id) for r, a in pairs} == {(r.run_id, a.approval_id) for r, a in waiting}
+    assert all(run.state["status"] == "awaiting_approval" for run, _ in pairs)
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 2
 
 
 def test_only_approvers_see_and_decide_pending_approvals(store: SqlStore, effects: Path) -> None:
