@@ -125,39 +125,37 @@ class Listeners:
         if isinstance(command, Malformed):
             ack(text=f"Sorry, Slack sent a command I could not read: {command.reason}.")
             return
-        if isinstance(command.request, StartRun):
-            message, run_id = self._start(command, command.request.goal)
-            ack(**message.as_kwargs())
-            if run_id is not None:
-                # Only after the answer is on its way: a replica dying in the run's first step must
-                # not also swallow the "Started run ..." reply.
-                self.workers.submit(run_id)
-            return
-        ack(**self._answer(command).as_kwargs())
+        reply, started = self._answer(command)
+        ack(**reply.as_kwargs())
+        if started is not None:
+            # Only after the answer is on its way: a replica dying in the run's first step must
+            # not also swallow the "Started run ..." reply.
+            self.workers.submit(started)
 
-    def _answer(self, command: Command) -> Message:
+    def _answer(self, command: Command) -> tuple[Message, str | None]:
+        """The reply to the command, and the run it started (to hand to a worker once replied)."""
         who = command.where.user
         match command.request:
-            case StartRun():
-                raise AssertionError("starting a run is answered by on_command itself")
+            case StartRun(goal=goal):
+                return self._start(command, goal)
             case ShowStatus(run_id=run_id):
                 run = self.runner.get_run(run_id, history=False)
                 if run is None:
-                    return notice(f"There is no run `{safe(run_id, 80)}`.")
-                return messages.status_message(run, self.runner.pending_approval(run_id))
+                    return notice(f"There is no run `{safe(run_id, 80)}`."), None
+                return messages.status_message(run, self.runner.pending_approval(run_id)), None
             case ListRuns():
-                return messages.list_message(self.runner.runs_for(who), self.runner.waiting_on(who))
+                return messages.list_message(self.runner.runs_for(who), self.runner.waiting_on(who)), None
             case CancelRun(run_id=run_id):
                 outcome = self.runner.cancel(run_id, who, reason=f"cancelled by {who} with /signoff cancel")
                 return notice(self._run_outcome(outcome, run_id, f"Cancelling run `{safe(run_id, 80)}`; "
-                                                                 "nothing pending will be executed."))
+                                                                 "nothing pending will be executed.")), None
             case ShowHelp():
-                return messages.help_message()
+                return messages.help_message(), None
             case _:
                 assert_never(command.request)
 
     def _start(self, command: Command, goal: str) -> tuple[Message, str | None]:
-        """The reply to `/signoff <goal>`, and the run to hand to a worker once that reply is sent."""
+        """The reply to `/signoff <goal>`, and the run it started, if it started one."""
         where = command.where
         earlier = self._seen.claim(where.trigger_id)
         if earlier is not None:  # a replay of a command we already took
