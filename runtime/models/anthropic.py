@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.errors import ConfigError, ModelUnavailable
+from runtime.errors import ConfigError
 from runtime.models.pricing import PriceTable
 from runtime.models.prompt import (
     AssistantCall,
@@ -26,7 +26,7 @@ from runtime.models.prompt import (
     turns,
 )
 from runtime.models.reply import ModelInfo, Reply, ReplyCall, decision_from_reply
-from runtime.models.retry import Retryable, RetryPolicy, call_with_retries, error_for_status
+from runtime.models.retry import RetryPolicy, call_with_retries, translate_sdk_errors
 from tools.base import Tool
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -35,7 +35,11 @@ INSTALL_HINT = "the anthropic client is not installed: pip install 'signoff[anth
 
 
 def make_client(env: Mapping[str, str], timeout_s: float) -> Any:
-    """An `anthropic.Anthropic` client configured only from `env`, with the SDK's own retries off."""
+    """An `anthropic.Anthropic` client with its key and base URL from `env` and the SDK's own retries off.
+
+    The SDK still reads its optional `ANTHROPIC_CUSTOM_HEADERS` from the process environment when
+    it is set there.
+    """
     try:
         import anthropic
     except ImportError:
@@ -43,7 +47,7 @@ def make_client(env: Mapping[str, str], timeout_s: float) -> Any:
     api_key = env.get("ANTHROPIC_API_KEY")
     if not api_key:
         raise ConfigError("ANTHROPIC_API_KEY is not set")
-    # An explicit key and base URL stop the SDK from looking for credentials or a URL elsewhere.
+    # An explicit key and base URL stop the SDK from looking for its own.
     base_url = env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
     return anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
 
@@ -146,17 +150,7 @@ def translate_errors(call: Any, what: str) -> Any:
     """Run an SDK call, turning its exceptions into `Retryable`, `ModelAuthError` or `ModelUnavailable`."""
     import anthropic
 
-    try:
-        return call()
-    except anthropic.APIStatusError as exc:
-        message = exc.api_message or str(exc.message)
-        raise error_for_status(what, exc.status_code, exc.response.headers, message[:300]) from None
-    except anthropic.APITimeoutError:
-        raise Retryable("the request timed out") from None
-    except anthropic.APIConnectionError as exc:
-        raise Retryable(f"could not connect: {exc}") from None
-    except anthropic.APIError as exc:  # e.g. a response body that is not a message
-        raise ModelUnavailable(f"{what}: {exc}") from None
+    return translate_sdk_errors(anthropic, call, what, lambda exc: exc.api_message or str(exc.message))
 
 
 def check(model: str, env: Mapping[str, str], timeout_s: float, retry: RetryPolicy) -> str:

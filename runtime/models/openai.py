@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.errors import ConfigError, ModelUnavailable
+from runtime.errors import ConfigError
 from runtime.models.pricing import PriceTable
 from runtime.models.prompt import (
     AssistantCall,
@@ -26,7 +26,7 @@ from runtime.models.prompt import (
     turns,
 )
 from runtime.models.reply import ModelInfo, Reply, ReplyCall, decision_from_reply, parse_arguments
-from runtime.models.retry import Retryable, RetryPolicy, call_with_retries, error_for_status
+from runtime.models.retry import RetryPolicy, call_with_retries, translate_sdk_errors
 from tools.base import Tool
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -34,7 +34,11 @@ INSTALL_HINT = "the openai client is not installed: pip install 'signoff[openai]
 
 
 def make_client(env: Mapping[str, str], timeout_s: float) -> Any:
-    """An `openai.OpenAI` client configured only from `env`, with the SDK's own retries off."""
+    """An `openai.OpenAI` client with its key and base URL from `env` and the SDK's own retries off.
+
+    The SDK still reads its optional `OPENAI_ORG_ID` and `OPENAI_PROJECT_ID` from the process
+    environment when they are set there.
+    """
     try:
         import openai
     except ImportError:
@@ -129,16 +133,7 @@ def translate_errors(call: Any, what: str) -> Any:
     """Run an SDK call, turning its exceptions into `Retryable`, `ModelAuthError` or `ModelUnavailable`."""
     import openai
 
-    try:
-        return call()
-    except openai.APIStatusError as exc:
-        raise error_for_status(what, exc.status_code, exc.response.headers, _error_message(exc)) from None
-    except openai.APITimeoutError:
-        raise Retryable("the request timed out") from None
-    except openai.APIConnectionError as exc:
-        raise Retryable(f"could not connect: {exc}") from None
-    except openai.APIError as exc:  # e.g. a response body that is not a completion
-        raise ModelUnavailable(f"{what}: {exc}") from None
+    return translate_sdk_errors(openai, call, what, _error_message)
 
 
 def check(model: str, env: Mapping[str, str], timeout_s: float, retry: RetryPolicy) -> str:
@@ -156,5 +151,5 @@ def _error_message(exc: Any) -> str:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"][:300]
-    return str(exc.message)[:300]
+            return error["message"]
+    return str(exc.message)

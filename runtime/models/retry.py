@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from runtime.errors import ModelAuthError, ModelUnavailable
 
@@ -98,6 +98,24 @@ def _delay(policy: RetryPolicy, attempt: int, failure: Retryable, what: str) -> 
             f"longer than the {policy.max_delay_s:g}s we allow"
         )
     return max(0.0, failure.retry_after)
+
+
+def translate_sdk_errors(sdk: Any, call: Callable[[], T], what: str, message: Callable[[Any], str]) -> T:
+    """Run a call of an official SDK (`openai` or `anthropic`, which share their error classes),
+    turning its exceptions into `Retryable`, `ModelAuthError` or `ModelUnavailable`.
+
+    `message(exc)` extracts the provider's own message from a status error.
+    """
+    try:
+        return call()
+    except sdk.APIStatusError as exc:
+        raise error_for_status(what, exc.status_code, exc.response.headers, message(exc)[:300]) from None
+    except sdk.APITimeoutError:
+        raise Retryable("the request timed out") from None
+    except sdk.APIConnectionError as exc:
+        raise Retryable(f"could not connect: {exc}") from None
+    except sdk.APIError as exc:  # e.g. a response body that is not a message or a completion
+        raise ModelUnavailable(f"{what}: {exc}") from None
 
 
 def error_for_status(what: str, status: int, headers: Mapping[str, str], message: str) -> Exception:
