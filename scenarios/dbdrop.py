@@ -8,13 +8,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Any
 
 from bot.blocks import APPROVE_ACTION
-from scenarios.drive import Driver
+from scenarios.drive import Driver, messages_with
 from scenarios.outcome import Outcome, observed
 from scenarios.pgserver import PrivateServer, Unavailable
-from scenarios.serve import Serve, buttons
+from scenarios.serve import Serve
 from scenarios.world import World, wait_until
 
 SCRIPT = [
@@ -82,7 +81,7 @@ def run_server_crashes(runs: int = 8, replicas: int = 2, crashes: int = 2, down_
             for n in range(crashes):
                 # Runs go on until approval cards wait in Slack. Then the server dies under them: every
                 # other time just after a burst of approvals, so that workers are mid-execution.
-                wait_until(lambda: _approve_buttons(world), 30, what="an approval card in Slack")
+                wait_until(lambda: messages_with(world, APPROVE_ACTION), 30, what="an approval card in Slack")
                 if n % 2 == 1:
                     approved = _click_what_slack_shows(world, rng.choice(serves), driver.approver)
                     outcome.notes.append(f"crash {n + 1} came {len(approved)} approvals into a burst")
@@ -110,17 +109,10 @@ def run_server_crashes(runs: int = 8, replicas: int = 2, crashes: int = 2, down_
     return outcome
 
 
-def _approve_buttons(world: World) -> list[dict[str, Any]]:
-    """The messages in Slack that show a live Approve button."""
-    with world.slack._lock:
-        messages = [dict(m) for m in world.slack.messages.values()]
-    return [m for m in messages if any(action == APPROVE_ACTION for action, _ in buttons(m))]
-
-
 def _click_what_slack_shows(world: World, serve: Serve, user: str) -> list[int]:
     """Press every Approve button Slack shows (the database cannot be asked): their HTTP statuses."""
     statuses = []
-    for message in _approve_buttons(world):
+    for message in messages_with(world, APPROVE_ACTION):
         try:
             statuses.append(serve.click(message, APPROVE_ACTION, user).status)
         except OSError as exc:

@@ -32,14 +32,17 @@ def started_run(reply_text: str) -> str:
     return found.group(0)
 
 
-def message_with(world: Any, action_id: str, value_prefix: str) -> dict[str, Any] | None:
-    """The newest message showing button `action_id` whose value starts with `value_prefix`."""
+def messages_with(world: Any, action_id: str, value_prefix: str = "") -> list[dict[str, Any]]:
+    """The messages in Slack showing button `action_id` with a value starting with `value_prefix`, oldest first."""
     with world.slack._lock:
         messages = [dict(m) for m in world.slack.messages.values()]
-    for message in reversed(messages):
-        if any(a == action_id and v.startswith(value_prefix) for a, v in buttons(message)):
-            return message
-    return None
+    return [m for m in messages if any(a == action_id and v.startswith(value_prefix) for a, v in buttons(m))]
+
+
+def message_with(world: Any, action_id: str, value_prefix: str) -> dict[str, Any] | None:
+    """The newest message showing button `action_id` whose value starts with `value_prefix`."""
+    found = messages_with(world, action_id, value_prefix)
+    return found[-1] if found else None
 
 
 def approval_message(world: Any, approval_id: str) -> dict[str, Any] | None:
