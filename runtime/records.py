@@ -137,5 +137,18 @@ class Refused:
     reason: str
 
 
+@dataclass(frozen=True)
+class AlreadyDone:
+    """The button was pressed for a state the run has left: someone already acted on it.
+
+    `what` is the request that was made then (`cancel`, `extend`, `retry`, `reconcile.done`,
+    `reconcile.retry` or `reconcile.abort`), `by` who made it and `at` when. Nothing changed now.
+    """
+
+    what: str
+    by: str | None
+    at: datetime | None = None
+
+
 DecisionOutcome = Decided | AlreadyDecided | Expired | NotAllowed | Mismatch | Missing
-RunOutcome = Done | Refused | NotAllowed | Missing
+RunOutcome = Done | Refused | NotAllowed | Missing | AlreadyDone

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, SqlStore
+from runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, Restart, SqlStore
 from runtime.agent import Agent, Checkpoint, Policy
 from runtime.budget import Budget
 from runtime.errors import Conflict, DispatchRefused, IncompatibleState, InvalidTransition, OutcomeUnknown
 from runtime.failpoints import Failpoints
 from runtime.ports import Notifier
 from runtime.records import (
+    AlreadyDone,
     ApprovalRecord,
     Decided,
     DecisionOutcome,
@@ -47,6 +48,9 @@ log = logging.getLogger("signoff.runner")
 MAX_GOAL_CHARS = 4000
 MayApprove = Callable[[str, RunRecord], str | None]
 """(user, run) -> None if the user may approve the run's side effects, else the reason they may not."""
+MaySee = Callable[[str, RunRecord], bool]
+"""(user, run) -> whether the user may see the run (e.g. a member of its channel), beyond its
+requester and the people who may decide it."""
 
 
 def default_worker_id() -> str:
@@ -60,6 +64,8 @@ class RunnerConfig:
     model: str = "scripted:demo"
     budget: Budget = field(default_factory=Budget)
     approval_ttl: timedelta = timedelta(minutes=30)
+    dispatch_window: timedelta = timedelta(minutes=10)
+    """How long after an approval its call may still start (busy workers, a restart in between)."""
     lease: timedelta = timedelta(seconds=60)
     worker_id: str = field(default_factory=default_worker_id)
     extend_steps: int = 4
@@ -73,6 +79,13 @@ class _StoreFailed(BaseException):
 
     A `BaseException`, like `FailpointHit`, so the agent's handler for tool errors lets it pass:
     the call did not run, and the tool must not be blamed. The worker stops; recovery continues.
+    """
+
+
+class _LeaseLost(BaseException):
+    """Another worker holds the run now; this one stops without starting or saving anything.
+
+    A `BaseException` for the same reason as `_StoreFailed`: it is not the tool's failure.
     """
 
 
@@ -98,7 +111,7 @@ class Runner:
 
     def __init__(self, store: SqlStore, tools: dict[str, Tool], policies: Callable[[str], Policy],
                  config: RunnerConfig | None = None, notifier: Notifier | None = None,
-                 may_approve: MayApprove | None = None) -> None:
+                 may_approve: MayApprove | None = None, may_see: MaySee | None = None) -> None:
         self.store = store
         self.tools = tools
         self.policies = policies
@@ -106,6 +119,7 @@ class Runner:
         self.teller = Teller(store, notifier, failpoints=self.config.failpoints,
                              worker_id=self.config.worker_id, lease=self.config.lease)
         self.may_approve = may_approve or (lambda user, run: None)
+        self.may_see = may_see or (lambda user, run: False)
 
     @property
     def notifier(self) -> Notifier | None:
@@ -153,6 +167,9 @@ class Runner:
             return None
         except _StoreFailed as exc:
             log.warning("run %s: the database failed while starting a call (%s); recovery continues it", run_id, exc)
+            return None
+        except _LeaseLost as exc:
+            log.warning("run %s: %s; the worker holding it continues", run_id, exc)
             return None
         finally:
             self.store.release(run_id, owner, shown_status=told)
@@ -242,29 +259,35 @@ class Runner:
         """The executor: read-only tools just run; side effects go through approval and ledger."""
         if not tool.side_effect:
             return run_tool(tool, args, key)
-        start = self._begin(run_id, tool, args, key, retry=session.retry_key == key)
+        restart: Restart | None = ("requested" if session.retry_key == key
+                                   else "idempotent" if tool.idempotent else None)
+        start = self._begin(run_id, session, tool, args, key, restart=restart)
         match start:
             case NotDispatchable(reason=reason, status=status):
                 raise DispatchRefused(reason, status)
             case Existing(status="started"):
-                if not tool.idempotent:
-                    raise OutcomeUnknown(f"{tool.name} ({key}) started earlier and recorded no outcome; "
-                                         "it may or may not have taken effect")
-                self._begin(run_id, tool, args, key, retry=True)
+                raise OutcomeUnknown(f"{tool.name} ({key}) started earlier and recorded no outcome; "
+                                     "it may or may not have taken effect")
             case Existing(status="succeeded", result=result):
                 return result
             case Existing(error=error):
                 raise ToolFailed(error or "failed earlier")
-            case Fresh():
-                pass
+            case Fresh(version=version):
+                if version is not None:  # the retry request was used up with the start, in one transaction
+                    session.version, session.clear_command = version, False
         self.config.failpoints.hit("after_ledger_row")
         result = run_tool(tool, args, key)
         self.config.failpoints.hit("after_tool")
         return result
 
-    def _begin(self, run_id: str, tool: Tool, args: dict[str, Any], key: str, *, retry: bool) -> ExecutionStart:
+    def _begin(self, run_id: str, session: _Session, tool: Tool, args: dict[str, Any], key: str, *,
+               restart: Restart | None) -> ExecutionStart:
         try:
-            return self.store.begin_execution(run_id, tool.name, args, key, retry=retry)
+            return self.store.begin_execution(run_id, tool.name, args, key, owner=session.owner,
+                                              lease=self.config.lease, dispatch_window=self.config.dispatch_window,
+                                              restart=restart)
+        except Conflict as exc:
+            raise _LeaseLost(str(exc)) from exc
         except Exception as exc:  # the database failed, not the tool: the agent must not record a tool failure
             raise _StoreFailed(f"{type(exc).__name__}: {exc}") from exc
 
@@ -324,43 +347,57 @@ class Runner:
             return "you started this run, so someone else has to approve its side effects"
         return self.may_approve(user, run)
 
-    def cancel(self, run_id: str, user: str, reason: str = "") -> RunOutcome:
-        """Ask for the run to end as cancelled; its pending approval is closed at once."""
+    def visibility_refusal(self, user: str, run: RunRecord) -> str | None:
+        """Why `user` may not see `run` (its goal, arguments, answer), or None if they may: its
+        requester, anyone who may decide it, and whoever `may_see` admits (its channel's members)."""
+        if user == run.requester or self.may_approve(user, run) is None or self.may_see(user, run):
+            return None
+        return "you are not its requester, one of its approvers or a member of its channel"
+
+    def cancel(self, run_id: str, user: str, reason: str = "", *, shown_version: int | None = None) -> RunOutcome:
+        """Ask for the run to end as cancelled; its pending approval is closed at once.
+
+        A call already running is not stopped (`running_call` says which): it finishes, and nothing
+        after it runs.
+        """
         outcome = self._command(run_id, user, {"op": "cancel", "reason": reason},
                                 ("idle", "running", "awaiting_approval", "budget_exhausted", "failed",
-                                 "needs_reconciliation"), requester_may=True)
+                                 "needs_reconciliation"), requester_may=True, shown_version=shown_version)
         if isinstance(outcome, Done):
             for approval in self.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
                 if approval.message and approval.shown_status != approval.status:
                     self.teller.show_approval(outcome.run, approval)
         return outcome
 
-    def extend(self, run_id: str, user: str) -> RunOutcome:
+    def extend(self, run_id: str, user: str, *, shown_version: int | None = None) -> RunOutcome:
         """Raise the budget that ran out by the configured increment and continue (approvers only)."""
         run = self.store.get_run(run_id, history=False)
         if run is None:
             return Missing("run")
         if run.status != "budget_exhausted":
-            return Refused(f"run {run_id} is {run.status}, not out of budget")
+            return self._stale(run, shown_version) or Refused(f"run {run_id} is {run.status}, not out of budget")
         limit = (run.stop or {}).get("budget", "max_steps")
         current = run.budget.get(limit) or 0
         bump = self.config.extend_steps if limit in ("max_steps", "max_tool_calls") else current * 0.5
         limits = {limit: type(current)(current + bump) if current else bump}
-        return self._command(run_id, user, {"op": "extend", "limits": limits}, ("budget_exhausted",))
+        return self._command(run_id, user, {"op": "extend", "limits": limits}, ("budget_exhausted",),
+                             shown_version=shown_version)
 
-    def retry(self, run_id: str, user: str) -> RunOutcome:
+    def retry(self, run_id: str, user: str, *, shown_version: int | None = None) -> RunOutcome:
         """Continue a failed run from its last checkpoint."""
-        return self._command(run_id, user, {"op": "retry"}, ("failed",), requester_may=True)
+        return self._command(run_id, user, {"op": "retry"}, ("failed",), requester_may=True,
+                             shown_version=shown_version)
 
-    def reconcile(self, run_id: str, user: str, action: str, result: Any = None, note: str = "") -> RunOutcome:
+    def reconcile(self, run_id: str, user: str, action: str, result: Any = None, note: str = "", *,
+                  shown_version: int | None = None) -> RunOutcome:
         """Settle a call with an unknown outcome: `done` (it happened), `retry` (run it again) or `abort`."""
         if action not in ("done", "retry", "abort"):
             return Refused("choose done, retry or abort")
         return self._command(run_id, user, {"op": "reconcile", "action": action, "result": result, "note": note},
-                             ("needs_reconciliation",))
+                             ("needs_reconciliation",), shown_version=shown_version)
 
     def _command(self, run_id: str, user: str, command: dict[str, Any], statuses: tuple[str, ...],
-                 requester_may: bool = False) -> RunOutcome:
+                 requester_may: bool = False, shown_version: int | None = None) -> RunOutcome:
         run = self.store.get_run(run_id, history=False)
         if run is None:
             return Missing("run")
@@ -368,10 +405,34 @@ class Runner:
             reason = self.approval_refusal(user, run)
             if reason:
                 return NotAllowed(reason)
+        if shown_version is not None:
+            command = {**command, "shown_version": shown_version}
         refusal = self.store.set_command(run_id, {**command, "by": user}, statuses)
-        if refusal:
-            return Refused(refusal)
-        return Done(self.store.get_run(run_id, history=False) or run)
+        if refusal is None:
+            return Done(self.store.get_run(run_id, history=False) or run)
+        if shown_version is not None and refusal.waiting is not None:
+            return AlreadyDone(_request_name(refusal.waiting), refusal.waiting.get("by"))
+        return (self._stale(run, shown_version) if shown_version is not None else None) or Refused(refusal.reason)
+
+    def _stale(self, run: RunRecord, shown_version: int | None) -> AlreadyDone | Refused | None:
+        """What became of a button pressed on a message showing the run at `shown_version`, if the
+        run has moved on since: the request made from that message, or that it is out of date."""
+        if shown_version is None:
+            return None
+        made = self.store.command_shown_at(run.run_id, shown_version)
+        if made is not None:
+            command, at = made
+            return AlreadyDone(_request_name(command), command.get("by"), at)
+        waiting = run.command
+        if waiting is not None and waiting.get("shown_version") == shown_version:
+            return AlreadyDone(_request_name(waiting), waiting.get("by"))
+        if run.version != shown_version:
+            return Refused(f"this message is out of date: the run is now {run.status.replace('_', ' ')}")
+        return None
+
+    def running_call(self, run_id: str) -> tuple[str, str] | None:
+        """(tool, key) of the run's side effect that is running now (started, no outcome yet)."""
+        return self.store.running_call(run_id)
 
     # -- the clock's jobs --------------------------------------------------------------------
 
@@ -465,3 +526,9 @@ class _Heartbeat:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+def _request_name(command: dict[str, Any]) -> str:
+    """`extend`, `cancel`, `retry` or `reconcile.<action>`: what a person asked of a run."""
+    op = str(command.get("op"))
+    return f"{op}.{command.get('action')}" if op == "reconcile" else op

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, or_, select
+from sqlalchemy import Connection, Engine, and_, func, or_, select, text
 
 from runtime.adapters.rows import approval_record, loads, run_record
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
@@ -21,16 +21,38 @@ RESYNC_WINDOW = timedelta(days=2)
 """How far back recovery looks for messages out of line with the database."""
 
 
+_SERVER_NOW = text("SELECT now()")
+_COMMANDS_LOOKED_AT = 50
+"""How many of a run's latest requests a stale button is matched against (a run sees a handful)."""
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
 class SqlReads:
-    """Runs, approvals, events and executions as stored, read without a write transaction."""
+    """Runs, approvals, events and executions as stored, read without a write transaction.
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utcnow) -> None:
+    Every lease, expiry and sweep is measured by one clock, the database's: replicas whose own
+    clocks disagree still agree on who holds a run and whether an approval is still open.
+    PostgreSQL's is its server's `now()`, read in the transaction that uses it. SQLite has no
+    server: its clock is that of the host whose file every process shares, which is the clock
+    this process reads. `clock` replaces it in tests that move time by hand.
+    """
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] | None = None) -> None:
         self.engine = engine
         self.clock = clock
+        self._server_clock = engine.dialect.name == "postgresql"
+
+    def _now(self, conn: Connection) -> datetime:
+        """The database's time, as `conn`'s transaction sees it."""
+        if self.clock is not None:
+            return self.clock()
+        if self._server_clock:
+            moment: datetime = conn.execute(_SERVER_NOW).scalar_one()
+            return moment.astimezone(UTC)
+        return utcnow()
 
     def _run_for_request(self, request_id: str | None) -> RunRecord | None:
         if request_id is None:
@@ -61,24 +83,24 @@ class SqlReads:
     def approvals_out_of_sync(self, limit: int = 50) -> list[ApprovalRecord]:
         """Posted approvals whose message does not show their status (a crash or Slack outage in between)."""
         shown_as_approved = and_(approvals.c.shown_status == "approved", approvals.c.status == "consumed")
-        query = (select(approvals).where(
-            approvals.c.requested_at >= self.clock() - RESYNC_WINDOW,  # bounded, however long the table grows
-            approvals.c.message.is_not(None),
-            or_(approvals.c.shown_status.is_(None), approvals.c.shown_status != approvals.c.status),
-            ~shown_as_approved,
-        ).order_by(approvals.c.requested_at).limit(limit))
         with self.engine.connect() as conn:
+            query = (select(approvals).where(
+                approvals.c.requested_at >= self._now(conn) - RESYNC_WINDOW,  # bounded, however long the table grows
+                approvals.c.message.is_not(None),
+                or_(approvals.c.shown_status.is_(None), approvals.c.shown_status != approvals.c.status),
+                ~shown_as_approved,
+            ).order_by(approvals.c.requested_at).limit(limit))
             return [approval_record(r) for r in conn.execute(query).all()]
 
     def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
         """Runs that ended (in `statuses`) without people being told, and that no live worker holds
         (a worker tells before it lets go, so a held run may be being told right now)."""
-        now = self.clock()
-        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now)
-        query = (select(runs).where(runs.c.updated_at >= now - RESYNC_WINDOW, runs.c.status.in_(statuses), free,
-                                    or_(runs.c.shown_status.is_(None), runs.c.shown_status != runs.c.status))
-                 .order_by(runs.c.updated_at).limit(limit))
         with self.engine.connect() as conn:
+            now = self._now(conn)
+            free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now)
+            query = (select(runs).where(runs.c.updated_at >= now - RESYNC_WINDOW, runs.c.status.in_(statuses), free,
+                                        or_(runs.c.shown_status.is_(None), runs.c.shown_status != runs.c.status))
+                     .order_by(runs.c.updated_at).limit(limit))
             return [run_record(r, None, listing=True) for r in conn.execute(query).all()]
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
@@ -104,9 +126,9 @@ class SqlReads:
             query = query.where(approvals.c.requester != exclude_requester)
         if unposted:
             query = query.where(approvals.c.message.is_(None))
-        if older_than is not None:
-            query = query.where(approvals.c.requested_at < self.clock() - older_than)
         with self.engine.connect() as conn:
+            if older_than is not None:
+                query = query.where(approvals.c.requested_at < self._now(conn) - older_than)
             return [approval_record(r) for r in conn.execute(query).all()]
 
     def list_runs(self, *, requester: str | None = None, status: str | None = None,
@@ -130,19 +152,38 @@ class SqlReads:
 
     def runs_needing_work(self, *, limit: int = 100) -> list[str]:
         """Runs no live worker holds that have something to do: orphaned, decided, or with a command."""
-        now = self.clock()
-        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now)
         decided = select(approvals.c.key).where(
             approvals.c.key == runs.c.pending_key,
             approvals.c.status.in_(("approved", "denied", "consumed", "expired", "cancelled")),
         ).exists()
-        query = select(runs.c.run_id).where(free, or_(
-            runs.c.status.in_(("idle", "running")),
-            runs.c.command.is_not(None),
-            and_(runs.c.status == "awaiting_approval", decided),
-        )).order_by(runs.c.updated_at).limit(limit)
         with self.engine.connect() as conn:
+            free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < self._now(conn))
+            query = select(runs.c.run_id).where(free, or_(
+                runs.c.status.in_(("idle", "running")),
+                runs.c.command.is_not(None),
+                and_(runs.c.status == "awaiting_approval", decided),
+            )).order_by(runs.c.updated_at).limit(limit)
             return list(conn.execute(query).scalars().all())
+
+    def running_call(self, run_id: str) -> tuple[str, str] | None:
+        """(tool, key) of the run's side effect that has started and has no recorded outcome yet."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(tool_executions.c.tool, tool_executions.c.key)
+                               .where(tool_executions.c.run_id == run_id, tool_executions.c.status == "started")
+                               .order_by(tool_executions.c.started_at.desc()).limit(1)).first()
+        return (row.tool, row.key) if row else None
+
+    def command_shown_at(self, run_id: str, version: int) -> tuple[dict[str, Any], datetime] | None:
+        """The request a person made from a message showing the run at `version`, and when."""
+        query = (select(events.c.payload, events.c.at)
+                 .where(events.c.run_id == run_id, events.c.type == "command_recorded")
+                 .order_by(events.c.seq.desc()).limit(_COMMANDS_LOOKED_AT))
+        with self.engine.connect() as conn:
+            for payload, at in conn.execute(query).all():
+                command = json.loads(payload)
+                if command.get("shown_version") == version:
+                    return command, at
+        return None
 
     def timeline(self, run_id: str) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:

@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from sqlalchemy import Connection, and_, insert, or_, select, update
 from sqlalchemy.engine import Row
@@ -68,6 +68,8 @@ class Fresh:
     """The ledger row was written; the call may run now."""
 
     attempt: int
+    version: int | None = None
+    """The run's new version, when starting the call also used up a person's request."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,34 @@ class NotDispatchable:
 
 
 ExecutionStart = Fresh | Existing | NotDispatchable
+Restart = Literal["idempotent", "requested"]
+"""Why a call that started and left no outcome may start again."""
+
+
+@dataclass(frozen=True)
+class CommandRefusal:
+    """Why a person's request was not left for the run."""
+
+    reason: str
+    waiting: dict[str, Any] | None = None
+    """The request already waiting for the run, when that is the reason."""
+    stale: bool = False
+    """The request was made from a message showing an earlier version of the run."""
+
+
+def _json_or_none(text: str | None) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _duration(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
 
 class SqlStore(SqlReads):
@@ -107,9 +137,9 @@ class SqlStore(SqlReads):
     def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
                    model: str, request_id: str | None = None) -> RunRecord:
         """Insert a new run; with a `request_id` already used, return that request's run instead."""
-        now = self.clock()
         try:
             with self._tx() as conn:
+                now = self._now(conn)
                 conn.execute(insert(runs).values(
                     run_id=state["run_id"], goal=goal, requester=requester, origin=canonical_json(origin),
                     model=model, status=state["status"], state=dump_without_history(state),
@@ -131,8 +161,8 @@ class SqlStore(SqlReads):
 
     def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
         """Take the run's lease if nobody holds a live one; None if somebody does or the run ended."""
-        now = self.clock()
         with self._tx() as conn:
+            now = self._now(conn)
             claimed = conn.execute(
                 update(runs)
                 .where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE + STOPPED),
@@ -151,8 +181,8 @@ class SqlStore(SqlReads):
     def hold(self, run_id: str, owner: str, lease: timedelta) -> bool:
         """Take the run's lease for a short errand, whatever the run's status (recovery re-posting a
         message); False if someone holds a live lease."""
-        now = self.clock()
         with self._tx() as conn:
+            now = self._now(conn)
             return conn.execute(
                 update(runs)
                 .where(runs.c.run_id == run_id, or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now))
@@ -163,7 +193,7 @@ class SqlStore(SqlReads):
         with self._tx() as conn:
             return conn.execute(
                 update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner)
-                .values(lease_expires_at=self.clock() + lease)
+                .values(lease_expires_at=self._now(conn) + lease)
             ).rowcount == 1
 
     def release(self, run_id: str, owner: str, *, shown_status: str | None = None) -> None:
@@ -180,11 +210,12 @@ class SqlStore(SqlReads):
 
         Raises `Conflict` (writing nothing) if the run changed since `version` or the lease was lost.
         """
-        state, now = checkpoint.state, self.clock()
+        state = checkpoint.state
         new_history = checkpoint.new_history
-        params = step_params(run_id, owner, version, state, len(state["history"]), len(checkpoint.events),
-                             now, lease)
         with self._tx() as conn:
+            now = self._now(conn)
+            params = step_params(run_id, owner, version, state, len(state["history"]), len(checkpoint.events),
+                                 now, lease)
             row = conn.execute(SAVE_STEP[clear_command], params).first()
             if row is None:
                 raise Conflict(f"run {run_id} changed since version {version}; step not saved")
@@ -212,21 +243,34 @@ class SqlStore(SqlReads):
                     command = None
         return Saved(version + 1, approval, command, [approval_record(r) for r in cancelled])
 
-    def set_command(self, run_id: str, command: dict[str, Any], statuses: tuple[str, ...]) -> str | None:
-        """Leave a command for the run's worker; returns None, or why it was refused."""
-        now = self.clock()
+    def set_command(self, run_id: str, command: dict[str, Any], statuses: tuple[str, ...]) -> CommandRefusal | None:
+        """Leave a command for the run's worker; returns None, or why it was refused.
+
+        A command with a `shown_version` (pressed on a message showing the run at that version) is
+        taken only while the run is still at that version: a replayed click, or one on an old copy
+        of the message, finds the run moved on and changes nothing.
+        """
+        shown = command.get("shown_version")
+        conditions = [runs.c.run_id == run_id, runs.c.status.in_(statuses), runs.c.command.is_(None)]
+        if shown is not None:
+            conditions.append(runs.c.version == shown)
         with self._tx() as conn:
+            now = self._now(conn)
             done = conn.execute(
-                update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(statuses), runs.c.command.is_(None))
-                .values(command=canonical_json(command), updated_at=now)
+                update(runs).where(*conditions).values(command=canonical_json(command), updated_at=now)
             ).rowcount
             if done != 1:
-                row = conn.execute(select(runs.c.status, runs.c.command).where(runs.c.run_id == run_id)).first()
+                row = conn.execute(select(runs.c.status, runs.c.command, runs.c.version)
+                                   .where(runs.c.run_id == run_id)).first()
                 if row is None:
-                    return "no such run"
-                if row.command is not None:
-                    return f"another request ({json.loads(row.command)['op']}) is already waiting for this run"
-                return f"the run is {row.status}"
+                    return CommandRefusal("no such run")
+                waiting = _json_or_none(row.command)
+                if waiting is not None:
+                    return CommandRefusal(f"another request ({waiting.get('op')}) is already waiting for this run",
+                                          waiting=waiting)
+                if shown is not None and row.version != shown:
+                    return CommandRefusal(f"this message is out of date: the run is now {row.status}", stale=True)
+                return CommandRefusal(f"the run is {row.status}")
             if command["op"] == "cancel":
                 # Cancelling closes the approval at once, so a late click sees "cancelled", not a live button.
                 conn.execute(update(approvals).where(approvals.c.run_id == run_id, approvals.c.status == "pending")
@@ -238,7 +282,7 @@ class SqlStore(SqlReads):
         """Drop a command that could not be applied, and say why in the audit log."""
         with self._tx() as conn:
             conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
-            append_events(conn, run_id, [event], self.clock())
+            append_events(conn, run_id, [event], self._now(conn))
 
     def update_origin(self, run_id: str, origin: dict[str, Any]) -> None:
         with self._tx() as conn:
@@ -246,38 +290,55 @@ class SqlStore(SqlReads):
 
     def append_event(self, run_id: str, event: dict[str, Any]) -> None:
         with self._tx() as conn:
-            append_events(conn, run_id, [event], self.clock())
+            append_events(conn, run_id, [event], self._now(conn))
 
     # -- the execution ledger ------------------------------------------------------------
 
-    def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *,
-                        retry: bool = False) -> ExecutionStart:
-        """Consume the call's approval and write the ledger row, or say why the call must not run."""
-        now, digest = self.clock(), call_digest(tool, args, key)
+    def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
+                        lease: timedelta, dispatch_window: timedelta, restart: Restart | None = None) -> ExecutionStart:
+        """Consume the call's approval and write the ledger row, or say why the call must not run.
+
+        Fenced on the lease: only the worker holding a live lease on the run may start its call (it
+        is renewed here, so the call starts with a whole lease ahead of it); any other gets
+        `Conflict`. A ledger row that already has an outcome is never run again, whoever asks. One
+        that started and left none is restarted only when `restart` says why: the tool dedupes on
+        its key (`idempotent`), or a person asked to retry it (`requested`) — that request is used
+        up in this same transaction, so a crash during the retried call cannot lead to another.
+        """
+        digest = call_digest(tool, args, key)
         with self._tx() as conn:
+            now = self._now(conn)
+            held = conn.execute(
+                update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner, runs.c.lease_expires_at > now)
+                .values(lease_expires_at=now + lease).returning(runs.c.command, runs.c.version)
+            ).first()
+            if held is None:
+                raise Conflict(f"run {run_id}: this worker no longer holds its lease; {key} was not started")
             existing = conn.execute(select(tool_executions).where(tool_executions.c.key == key)).first()
             if existing is not None:
-                if retry:
-                    conn.execute(update(tool_executions).where(tool_executions.c.key == key).values(
-                        status="started", attempts=existing.attempts + 1, started_at=now, finished_at=None))
-                    append_events(conn, run_id, [{"type": "execution_retried", "key": key, "tool": tool}], now)
-                    return Fresh(existing.attempts + 1)
-                return Existing(existing.status, loads(existing.result), existing.error)
+                return self._restart(conn, run_id, tool, existing, held, restart, now)
             approval = conn.execute(select(approvals).where(approvals.c.key == key)).first()
             if approval is None or approval.run_id != run_id:
                 return NotDispatchable(f"no approval recorded for {key}", "failed")
             if approval.digest != digest:
                 return NotDispatchable(f"the call no longer matches what was approved for {key}", "failed")
+            # A decision made before the approval expired holds, however busy the workers were; but
+            # only for `dispatch_window` after it, so nobody's yes is acted on long after they gave it.
             consumed = conn.execute(
                 update(approvals).where(approvals.c.key == key, approvals.c.status == "approved",
-                                        approvals.c.digest == digest, approvals.c.expires_at > now)
+                                        approvals.c.digest == digest, approvals.c.decided_at > now - dispatch_window)
                 .values(status="consumed", consumed_at=now)
             ).rowcount
             if consumed != 1:
                 if approval.status == "approved":
                     conn.execute(update(approvals).where(approvals.c.key == key, approvals.c.status == "approved")
                                  .values(status="expired"))
-                    return NotDispatchable(f"the approval for {key} expired before it could run", "expired")
+                    append_events(conn, run_id, [{"type": "approval_expired", "approval_id": approval.approval_id,
+                                                   "key": key, "approved_by": approval.decided_by,
+                                                   "reason": "not started in time after the approval"}], now)
+                    return NotDispatchable(f"{key} was approved but could not start within "
+                                           f"{_duration(dispatch_window)} of the approval; it was not executed",
+                                           "expired")
                 return NotDispatchable(f"the approval for {key} is {approval.status}", "failed")
             conn.execute(insert(tool_executions).values(
                 key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
@@ -285,22 +346,46 @@ class SqlStore(SqlReads):
                                            "approval_id": approval.approval_id}], now)
         return Fresh(1)
 
+    def _restart(self, conn: Connection, run_id: str, tool: str, existing: Row[Any], held: Row[Any],
+                 restart: Restart | None, now: datetime) -> ExecutionStart:
+        """The ledger already has the key: its outcome, or a restart `restart` allows."""
+        if existing.status != "started" or restart is None:
+            return Existing(existing.status, loads(existing.result), existing.error)
+        version = None
+        by = None
+        if restart == "requested":
+            request = _json_or_none(held.command) or {}
+            if request.get("op") != "reconcile" or request.get("action") != "retry":
+                return Existing(existing.status, None, None)  # the request was used up already: ask again
+            # Used up with the restart, and the run moves on a version: a replayed or old Retry finds
+            # it gone, and the stopped message is told again if this attempt never reports back.
+            version = held.version + 1
+            by = request.get("by")
+            conn.execute(update(runs).where(runs.c.run_id == run_id)
+                         .values(command=None, version=version, shown_status=None))
+        conn.execute(update(tool_executions).where(tool_executions.c.key == existing.key,
+                                                   tool_executions.c.status == "started")
+                     .values(attempts=existing.attempts + 1, started_at=now, finished_at=None))
+        append_events(conn, run_id, [{"type": "execution_retried", "key": existing.key, "tool": tool,
+                                       "attempt": existing.attempts + 1, "because": restart, "by": by}], now)
+        return Fresh(existing.attempts + 1, version)
+
     def complete_execution(self, execution: dict[str, Any]) -> None:
         """Record an outcome outside a step (its step could not be saved)."""
         with self._tx() as conn:
-            finish_execution(conn, execution, self.clock())
+            finish_execution(conn, execution, self._now(conn))
 
     # -- approvals -----------------------------------------------------------------------
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None) -> Decided | AlreadyDecided | Expired | Missing:
         """Move a pending, unexpired approval to approved or denied; exactly one caller wins."""
-        now = self.clock()
-        conditions = [approvals.c.approval_id == approval_id, approvals.c.status == "pending",
-                      approvals.c.expires_at > now]
-        if digest is not None:
-            conditions.append(approvals.c.digest == digest)
         with self._tx() as conn:
+            now = self._now(conn)
+            conditions = [approvals.c.approval_id == approval_id, approvals.c.status == "pending",
+                          approvals.c.expires_at > now]
+            if digest is not None:
+                conditions.append(approvals.c.digest == digest)
             run_id = conn.execute(select(approvals.c.run_id).where(approvals.c.approval_id == approval_id)).scalar()
             if run_id is None:
                 return Missing("approval")
@@ -330,9 +415,9 @@ class SqlStore(SqlReads):
 
     def expire_due(self) -> list[ApprovalRecord]:
         """One statement: every pending approval past its expiry becomes expired; returns them."""
-        now = self.clock()
-        due = and_(approvals.c.status == "pending", approvals.c.expires_at <= now)
         with self._tx() as conn:
+            now = self._now(conn)
+            due = and_(approvals.c.status == "pending", approvals.c.expires_at <= now)
             lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
             rows = conn.execute(
                 update(approvals).where(due).values(status="expired", decided_at=now).returning(*approvals.c)

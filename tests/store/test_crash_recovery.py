@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -30,7 +31,7 @@ from store_harness import (
 
 from runtime.adapters.sql import SqlStore
 from runtime.failpoints import FailpointHit
-from runtime.records import Decided
+from runtime.records import AlreadyDone, Decided, Done
 from runtime.runner import Runner
 from runtime.state import TERMINAL
 
@@ -168,3 +169,54 @@ def test_every_crash_point_recovers_without_a_double_or_unapproved_side_effect(
     assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, True), Decided)
     assert runner.execute(waiting) == "done"
     assert [k for t, k in side_effects(effects) if k.startswith(waiting)] == [f"{waiting}:1"]
+
+
+def _crash(database_url: str, effects: Path, point: str, action: list[Any]) -> None:
+    child = worker_context().Process(target=crash_child, args=(database_url, str(effects), point, action))
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 137, "the child must die at its failpoint"
+
+
+def test_a_crash_during_a_requested_retry_asks_again_and_never_runs_the_call_a_third_time(
+        database_url: str, engine: Engine, effects: Path) -> None:
+    """Retry pressed once on a non-idempotent call of unknown outcome; the process dies while the
+    retried call runs. Recovery must not run it again: the run waits for a person once more, and
+    is told so, and the old Retry button (or a replay of its click) does nothing."""
+    store = SqlStore(engine)
+    told = Told()
+    runner = build_runner(store, effects, lease=1.0, worker_id="restarted-worker", notifier=told)
+    run = runner.start_run("send one email", REQUESTER, model="scripted:send")
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    approval = runner.pending_approval(run.run_id)
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, True), Decided)
+    _crash(database_url, effects, "after_tool", ["execute", run.run_id])  # ran once, outcome lost
+    wait_for_leases(store)
+    for run_id in runner.recover(min_age=timedelta(0)):
+        runner.execute(run_id)
+    stopped = runner.get_run(run.run_id)
+    assert stopped.status == "needs_reconciliation"
+
+    assert isinstance(runner.reconcile(run.run_id, APPROVER, "retry", shown_version=stopped.version), Done)
+    _crash(database_url, effects, "after_tool", ["execute", run.run_id])  # the retry ran, outcome lost again
+    assert len(side_effects(effects)) == 2
+    wait_for_leases(store)
+    told.calls.clear()
+    recovered = runner.recover(min_age=timedelta(0))
+    assert run.run_id not in recovered, "nothing is left for a worker to do: a person must decide"
+    for run_id in recovered:
+        runner.execute(run_id)
+
+    again = runner.get_run(run.run_id)
+    assert again.status == "needs_reconciliation"
+    assert len(side_effects(effects)) == 2, "recovery must not run the call a third time"
+    [row] = store.executions(run.run_id)
+    assert (row["status"], row["attempts"]) == ("started", 2)
+    assert told.of("run_stopped") == [run.run_id], "people are asked again"
+    assert isinstance(runner.reconcile(run.run_id, APPROVER, "retry", shown_version=stopped.version), AlreadyDone)
+    assert runner.recover(min_age=timedelta(0)) == []
+
+    # A new, deliberate Retry on the message as it is now is one more execution, and the run goes on.
+    assert isinstance(runner.reconcile(run.run_id, APPROVER, "retry", shown_version=again.version), Done)
+    assert runner.execute(run.run_id) == "done"
+    assert len(side_effects(effects)) == 3

@@ -11,12 +11,22 @@ from sqlalchemy import Engine, event, insert
 from sqlalchemy.exc import IntegrityError
 from store_harness import APPROVER, LEASE, REQUESTER, TTL, ManualClock, create, raw_run, save, snapshot, step
 
-from runtime.adapters.sql import Existing, Fresh, NotDispatchable, SqlStore
+from runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, Restart, SqlStore
 from runtime.adapters.tables import tool_executions
+from runtime.errors import Conflict
 from runtime.records import AlreadyDecided, ApprovalRecord, Decided, Expired
 from runtime.state import call_digest
 
 ARGS = {"body": "refund approved", "to": "ana@example.com"}
+WINDOW = timedelta(minutes=10)
+
+
+def begin(store: SqlStore, args: dict[str, Any] = ARGS, key: str = "run-a:1", *, owner: str = "w1",
+          restart: Restart | None = None) -> ExecutionStart:
+    """Start the call as its worker does: holding the run's lease."""
+    store.claim(key.rsplit(":", 1)[0], owner, LEASE)
+    return store.begin_execution(key.rsplit(":", 1)[0], "send_email", args, key, owner=owner, lease=LEASE,
+                                 dispatch_window=WINDOW, restart=restart)
 
 
 def pending_call(run_id: str, step_no: int, args: dict[str, Any] = ARGS) -> dict[str, Any]:
@@ -147,10 +157,10 @@ def test_concurrent_expiry_sweeps_never_return_an_approval_twice(store: SqlStore
 def test_dispatch_consumes_the_approval_exactly_once(store: SqlStore) -> None:
     approval = await_approval(store)
     approve(store, approval)
-    assert store.begin_execution("run-a", "send_email", ARGS, "run-a:1") == Fresh(1)
+    assert begin(store) == Fresh(1)
     consumed = store.get_approval(approval.approval_id)
     assert consumed.status == "consumed" and consumed.consumed_at is not None
-    again = store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
+    again = begin(store)
     assert again == Existing("started", None, None)
     [row] = store.executions("run-a")
     assert (row["key"], row["status"], row["attempts"]) == ("run-a:1", "started", 1)
@@ -163,29 +173,45 @@ def test_dispatch_refuses_a_call_that_was_not_approved(store: SqlStore, decision
     approval = await_approval(store)
     if decision == "denied":
         store.decide(approval.approval_id, approved=False, user=APPROVER, note="no")
-    start = store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
+    start = begin(store)
     assert isinstance(start, NotDispatchable) and decision in start.reason
     assert store.executions("run-a") == []
     assert store.get_approval(approval.approval_id).status == decision
 
 
-def test_dispatch_refuses_an_approval_that_expired_after_it_was_given(store: SqlStore, clock: ManualClock) -> None:
+def test_an_approval_given_in_time_still_runs_after_its_request_would_have_expired(
+        store: SqlStore, clock: ManualClock) -> None:
+    """The workers were busy until past the TTL: the yes was given in time, so it counts."""
+    approval = await_approval(store)
+    clock.advance(seconds=TTL.total_seconds() - 5)
+    approve(store, approval)
+    clock.advance(seconds=60)
+    assert begin(store) == Fresh(1)
+    assert store.get_approval(approval.approval_id).status == "consumed"
+
+
+def test_an_approval_not_started_within_the_dispatch_window_expires_unexecuted(
+        store: SqlStore, clock: ManualClock) -> None:
     approval = await_approval(store)
     approve(store, approval)
-    clock.advance(seconds=TTL.total_seconds())
-    start = store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
+    clock.advance(seconds=WINDOW.total_seconds() + 1)
+    start = begin(store)
     assert isinstance(start, NotDispatchable) and start.status == "expired"
-    assert store.get_approval(approval.approval_id).status == "expired"
+    assert "within 10 min of the approval" in start.reason
+    expired = store.get_approval(approval.approval_id)
+    assert (expired.status, expired.decided_by) == ("expired", APPROVER)
     assert store.executions("run-a") == []
+    [event] = [e for e in store.timeline("run-a") if e["type"] == "approval_expired"]
+    assert event["approved_by"] == APPROVER
 
 
 def test_dispatch_refuses_arguments_that_differ_from_the_approved_ones(store: SqlStore) -> None:
     approval = await_approval(store)
     approve(store, approval)
     tampered = {**ARGS, "to": "mallory@example.com"}
-    start = store.begin_execution("run-a", "send_email", tampered, "run-a:1")
+    start = begin(store, tampered)
     assert isinstance(start, NotDispatchable) and "no longer matches" in start.reason
-    assert store.begin_execution("run-a", "send_email", ARGS, "run-a:2") == NotDispatchable(
+    assert begin(store, ARGS, "run-a:2") == NotDispatchable(
         "no approval recorded for run-a:2", "failed")
     assert store.get_approval(approval.approval_id).status == "approved"
     assert store.executions("run-a") == []
@@ -194,7 +220,7 @@ def test_dispatch_refuses_arguments_that_differ_from_the_approved_ones(store: Sq
 def test_the_ledger_holds_one_row_per_key(store: SqlStore, engine: Engine, clock: ManualClock) -> None:
     approval = await_approval(store)
     approve(store, approval)
-    store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
+    begin(store)
     with pytest.raises(IntegrityError), engine.begin() as conn:
         conn.execute(insert(tool_executions).values(key="run-a:1", run_id="run-a", tool="send_email", digest="d",
                                                     status="started", attempts=1, started_at=clock.now))
@@ -204,8 +230,7 @@ def test_the_ledger_holds_one_row_per_key(store: SqlStore, engine: Engine, clock
 def test_the_execution_outcome_commits_with_the_step_that_reports_it(store: SqlStore, engine: Engine) -> None:
     approval = await_approval(store)
     approve(store, approval)
-    store.begin_execution("run-a", "send_email", ARGS, "run-a:1")
-    store.claim("run-a", "w1", LEASE)
+    begin(store)
     run = store.get_run("run-a")
     outcome = {"key": "run-a:1", "tool": "send_email", "ok": True, "result": {"id": 7}, "seconds": 0.1}
     done = step(run.state, {"role": "tool", "step": 1, "tool": "send_email", "call_id": "c1", "result": {"id": 7}},
@@ -226,3 +251,50 @@ def test_pending_approvals_and_who_may_decide_them(store: SqlStore) -> None:
     assert [a.approval_id for a in store.list_approvals(status="pending")] == [first.approval_id]
     assert store.list_approvals(status="pending", exclude_requester=REQUESTER) == []
     assert [a.approval_id for a in store.list_approvals(run_id="run-b")] == [second.approval_id]
+
+
+def test_only_the_worker_holding_a_live_lease_may_start_a_call(store: SqlStore, clock: ManualClock) -> None:
+    """A worker that lost its lease (another took the run) cannot start the call, nor can one whose
+    lease ran out: the approval stays unused and the ledger empty."""
+    approval = await_approval(store)
+    approve(store, approval)
+    store.claim("run-a", "w1", LEASE)
+    with pytest.raises(Conflict, match="no longer holds its lease"):
+        store.begin_execution("run-a", "send_email", ARGS, "run-a:1", owner="w2", lease=LEASE,
+                              dispatch_window=WINDOW)
+    clock.advance(seconds=LEASE.total_seconds() + 1)
+    with pytest.raises(Conflict):
+        store.begin_execution("run-a", "send_email", ARGS, "run-a:1", owner="w1", lease=LEASE,
+                              dispatch_window=WINDOW)
+    assert store.get_approval(approval.approval_id).status == "approved"
+    assert store.executions("run-a") == []
+
+
+def test_a_call_with_a_recorded_outcome_is_never_started_again(store: SqlStore) -> None:
+    approval = await_approval(store)
+    approve(store, approval)
+    assert begin(store) == Fresh(1)
+    store.complete_execution({"key": "run-a:1", "tool": "send_email", "ok": True, "result": {"id": 1},
+                              "seconds": 0.1})
+    for restart in ("idempotent", "requested", None):
+        assert begin(store, restart=restart) == Existing("succeeded", {"id": 1}, None)  # type: ignore[arg-type]
+    [row] = store.executions("run-a")
+    assert row["attempts"] == 1
+
+
+def test_a_requested_retry_restarts_the_call_once_and_uses_the_request_up(store: SqlStore, engine: Engine) -> None:
+    """The Retry request is consumed with the restart, in one transaction: a crash in the retried
+    call leaves no request behind, so recovery cannot run the call a third time."""
+    approval = await_approval(store)
+    approve(store, approval)
+    begin(store)  # ... and the process died in the call: the ledger says "started"
+    version = raw_run(engine, "run-a")["version"]
+    store.set_command("run-a", {"op": "reconcile", "action": "retry", "by": APPROVER}, ("awaiting_approval",))
+    assert begin(store, restart="requested") == Fresh(2, version + 1)
+    after = raw_run(engine, "run-a")
+    assert (after["command"], after["version"], after["shown_status"]) == (None, version + 1, None)
+    assert begin(store, restart="requested") == Existing("started", None, None)
+    [row] = store.executions("run-a")
+    assert (row["status"], row["attempts"]) == ("started", 2)
+    [retried] = [e for e in store.timeline("run-a") if e["type"] == "execution_retried"]
+    assert (retried["attempt"], retried["because"], retried["by"]) == (2, "requested", APPROVER)
