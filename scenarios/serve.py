@@ -58,8 +58,10 @@ class Reply:
 class Serve:
     """One `python -m bot.cli serve` process group."""
 
-    def __init__(self, env: dict[str, str], *, log: Path, root: Path) -> None:
+    def __init__(self, env: dict[str, str], *, log: Path, root: Path, clock_offset: float = 0.0) -> None:
         self.env, self.log_path, self.root = env, log, root
+        self.clock_offset = clock_offset
+        """Seconds this process's wall clock is moved by (see `scenarios.skewed`)."""
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.workers: list[int] = []
@@ -70,7 +72,10 @@ class Serve:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "SLACK_", "OPENAI_"))}
         env.update(self.env, SIGNOFF_PORT=str(self.port), PYTHONPATH=str(self.root))
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], env=env, cwd=self.root,
+            skew = ["-m", "scenarios.skewed", str(self.clock_offset)] if self.clock_offset else []
+            command = [sys.executable, *skew, "-m", "bot.cli", "serve"] if not skew else [
+                sys.executable, *skew, "bot.cli", "serve"]
+            self.process = subprocess.Popen(command, env=env, cwd=self.root,
                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while not self.healthy():
@@ -192,13 +197,14 @@ def click_body(message: dict[str, Any], action_id: str, user: str, *, value: str
     return urlencode({"payload": json.dumps(payload)})
 
 
-def home_click_body(view: dict[str, Any], action_id: str, value: str, user: str) -> str:
-    """A `block_actions` payload for a button on the App Home tab (no channel, no response_url)."""
+def home_click_body(view: dict[str, Any], action_id: str, value: str, user: str, *, view_id: str = "VH") -> str:
+    """A `block_actions` payload for a button on a view: the App Home tab, or a modal with its
+    `view_id` (no channel, no response_url)."""
     payload = {
         "type": "block_actions", "user": {"id": user, "username": user.lower(), "team_id": "T0TEST"},
         "api_app_id": "A0SIGNOFF", "token": "legacy", "trigger_id": f"{next_trigger()}.2.trigger",
-        "team": {"id": "T0TEST", "domain": "scenarios"}, "container": {"type": "view", "view_id": "VH"},
-        "view": {**view, "id": "VH"},
+        "team": {"id": "T0TEST", "domain": "scenarios"}, "container": {"type": "view", "view_id": view_id},
+        "view": {**view, "id": view_id},
         "actions": [{"action_id": action_id, "block_id": "b", "type": "button", "value": value,
                      "text": {"type": "plain_text", "text": "Approve"}, "action_ts": f"{time.time():.6f}"}],
     }

@@ -163,9 +163,11 @@ class World:
         env.update(overrides)
         return env
 
-    def start(self, **overrides: str) -> Serve:
-        """Start one `signoff serve` (HTTP mode) and wait until it is healthy."""
-        serve = Serve(self.serve_env(**overrides), log=self.dir / f"serve-{next(self._lives)}.log", root=ROOT)
+    def start(self, *, clock_offset: float = 0.0, **overrides: str) -> Serve:
+        """Start one `signoff serve` (HTTP mode) and wait until it is healthy; `clock_offset` moves
+        its wall clock by that many seconds."""
+        serve = Serve(self.serve_env(**overrides), log=self.dir / f"serve-{next(self._lives)}.log", root=ROOT,
+                      clock_offset=clock_offset)
         self.serves.append(serve)
         serve.start()
         return serve
