@@ -14,10 +14,10 @@ import pytest
 import time_machine
 from sqlalchemy import Engine
 from store_harness import APPROVER, LEASE, create
+from test_store_approvals import await_approval
 
 from runtime.adapters.sql import SqlStore
 from runtime.records import Decided, Expired
-from test_store_approvals import await_approval
 
 pytestmark = pytest.mark.postgres
 
