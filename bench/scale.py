@@ -182,7 +182,7 @@ def live_queries(store: SqlStore, runner: Runner, engine: Engine, plan: dict[str
 
 def sweep_statement(store: SqlStore) -> Any:
     """The statement `SqlStore.expire_due` runs."""
-    now = store.clock()
+    now = store.now()
     return (update(approvals).where(approvals.c.status == "pending", approvals.c.expires_at <= now)
             .values(status="expired", decided_at=now).returning(*approvals.c))
 

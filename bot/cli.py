@@ -12,14 +12,17 @@ import inspect
 import logging
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from bot.checks import check_lines
+from bot.replays import summary_line, verdict_lines
 from bot.settings import ENV_VARS, Settings
 from bot.story import dumps, run_records, story_lines
 from bot.terminal import EXIT_ERROR, EXIT_OK, Console, TerminalNotifier, drive, finish, one_line
@@ -41,6 +44,7 @@ from runtime.adapters.sql import SqlStore
 from runtime.errors import ConfigError, SignoffError
 from runtime.models import describe_model
 from runtime.records import RunRecord
+from runtime.replay import replay
 from runtime.state import DEFAULT_REDACT_KEYS, TERMINAL
 from tools.registry import load_toolsets
 
@@ -389,6 +393,45 @@ def runs_resume(run_id: str, tools: str | None, outbox: str | None, database_url
 
 
 runs_resume.help = with_approver_note(runs_resume.help)
+
+
+@runs.command("replay")
+@click.argument("run_id", required=False)
+@click.option("--all", "every", is_flag=True, help="Replay every finished run (done, cancelled, expired).")
+@click.option("--since", type=click.DateTime(), help="With --all: only runs started on or after this date (UTC).")
+@options(DATABASE_URL, TOOLS, DEMO)
+def runs_replay(run_id: str | None, every: bool, since: datetime | None, database_url: str | None,
+                tools: str | None, demo: bool) -> int:
+    """Re-drive recorded runs through this Signoff, with their recorded model replies, tool results
+    and decisions, and compare what the loop does at every step with what it did then.
+
+    No model is called, no tool runs, nothing is written. Prints the first divergence of each run
+    (step, expected, got); exits 0 when every replayed run is identical, 1 when one is not.
+    """
+    if bool(run_id) == every:
+        raise click.UsageError("give a run id, or --all")
+    if since is not None and not every:
+        raise click.UsageError("--since goes with --all")
+    settings, store = runs_store(database_url, demo, tools)
+    toolset = load_toolsets(settings.tools, outbox=settings.outbox)
+    started = time.monotonic()
+    if run_id:
+        chosen = [the_run(store, run_id, settings.database_url)]
+    else:
+        after = since.replace(tzinfo=UTC) if since is not None else None
+        chosen = [r for status in sorted(TERMINAL) for r in store.list_runs(status=status, limit=100_000)
+                  if not r.unreadable and (after is None or r.created_at >= after)]
+    results = []
+    for listed in chosen:
+        run = store.get_run(listed.run_id) if every else listed
+        assert run is not None
+        result = replay(run.state, store.timeline(run.run_id), toolset, stall_after=settings.stall_after)
+        results.append(result)
+        if result.divergence is not None or not every:
+            click.echo("\n".join(verdict_lines(result)))
+    if every:
+        click.echo(summary_line(results, time.monotonic() - started))
+    return EXIT_OK if all(r.divergence is None for r in results) else EXIT_ERROR
 
 
 def secret_keys(settings: Settings) -> frozenset[str]:

@@ -28,7 +28,8 @@ def run_records(store: SqlStore, run: RunRecord, keys: frozenset[str]) -> dict[s
     # hid stay hidden here even when this process cannot load that tool.
     keys = keys | redacted_names(events)
     record = {
-        "run": {**row, **{k: state.get(k) for k in ("steps", "usage", "budget", "answer", "stop", "pending")}},
+        "run": {**row, **{k: state.get(k) for k in ("steps", "usage", "budget", "answer", "stop", "pending",
+                                                     "contracts")}},
         "history": run.state.get("history", []),
         "events": events,
         "approvals": [dataclasses.asdict(a) for a in store.list_approvals(run_id=run.run_id, limit=1000)][::-1],
@@ -67,6 +68,8 @@ def story_lines(record: Mapping[str, Any]) -> list[str]:
         lines.append(f"  answer:     {run['answer']}")
     if run.get("stop"):
         lines.append(f"  stopped:    {run['stop'].get('reason', '')}")
+    lines += ["", "versions (what produced each model turn):"]
+    lines += version_lines(record["history"], run.get("contracts") or {}) or ["  (not recorded)"]
     lines += ["", "history (what the model saw and did):"]
     lines += history_lines(record["history"])
     lines += ["", "audit events:"]
@@ -78,6 +81,28 @@ def story_lines(record: Mapping[str, Any]) -> list[str]:
               + (f"  {x['seconds']:.3f}s" if x.get("seconds") is not None else "")
               + (f"  error: {one_line(x['error'], 200)}" if x.get("error") else "")
               for x in record["executions"]] or ["  (none)"]
+    return lines
+
+
+def version_lines(history: list[Mapping[str, Any]], contracts: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """One line per stretch of turns made by the same model, prompt and tool contracts, then the
+    contracts of each tool catalogue they saw."""
+    spans: list[tuple[int, int, tuple[Any, Any, Any]]] = []
+    for entry in history:
+        if entry.get("role") != "assistant" or not isinstance(entry.get("versions"), Mapping):
+            continue
+        seen = (entry["versions"].get("model"), entry["versions"].get("prompt"), entry["versions"].get("tools"))
+        step = int(entry.get("step") or 0)
+        if spans and spans[-1][2] == seen:
+            spans[-1] = (spans[-1][0], step, seen)
+        else:
+            spans.append((step, step, seen))
+    lines = [f"  step{'s' if first != last else ''} {first}{f'-{last}' if first != last else ''}:  "
+             f"model {model or '?'}  prompt {prompt or '-'}  tools {tools or '?'}"
+             for first, last, (model, prompt, tools) in spans]
+    for catalogue in dict.fromkeys(tools for _, _, (_, _, tools) in spans if tools):
+        listed = ", ".join(f"{name} {digest}" for name, digest in sorted((contracts.get(catalogue) or {}).items()))
+        lines.append(f"  tools {catalogue}: {listed or '(contracts not recorded)'}")
     return lines
 
 
@@ -108,7 +133,8 @@ def approval_line(approval: Mapping[str, Any]) -> str:
     status = "approved and executed" if approval["status"] == "consumed" else approval["status"]
     decided = f" by {approval['decided_by']}" if approval.get("decided_by") else ""
     note = f": {one_line(approval['note'], 200)}" if approval.get("note") else ""
-    return (f"  {approval['key']}  {approval['tool']}  {status}{decided}{note}  "
+    contract = f"  contract {approval['contract']}" if approval.get("contract") else ""
+    return (f"  {approval['key']}  {approval['tool']}  {status}{decided}{note}{contract}  "
             f"(requested {approval['requested_at']:%H:%M:%S}, expires {approval['expires_at']:%H:%M:%S} UTC)")
 
 

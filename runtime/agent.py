@@ -7,6 +7,7 @@ and `on_checkpoint` (where each step's state goes). The whole state is `agent.st
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ from runtime.state import (
     DEFAULT_REDACT_KEYS,
     TERMINAL,
     call_fingerprint,
+    canonical_json,
     dump_state,
     idempotency_key,
     json_copy,
@@ -81,6 +83,7 @@ class Agent:
         on_checkpoint: Callable[[Checkpoint], None] | None = None,
         redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
         clock: Callable[[], float] = time.monotonic,
+        stall_after: int | None = 3,
     ) -> None:
         self.policy = policy
         self.tools = _tool_map(tools)
@@ -89,12 +92,19 @@ class Agent:
         self.on_checkpoint = on_checkpoint
         self.redact_keys = frozenset(redact_keys)
         self.clock = clock
+        if stall_after is not None and stall_after < 1:
+            raise ValueError("stall_after must be a positive number of turns, or None")
+        self.stall_after = stall_after
+        """Turns in a row that repeat an earlier call and get its result again before the run stops
+        as `stalled` (None: never)."""
         budget = budget or Budget(max_steps=max_steps)
         self.state: dict[str, Any] = new_state(run_id, budget.to_json())
         self._step = _Step()
         self._mark = 0
         self._clock_mark: float | None = None
         self._policy_copies: list[dict[str, Any]] = []
+        self._outcomes_seen: set[str] | None = None
+        self._catalogue: str | None = None
 
     # -- construction from a checkpoint ---------------------------------------------------
 
@@ -190,19 +200,61 @@ class Agent:
             self._commit()
         return self.run()
 
+    def reconsider(self, reason: str) -> str:
+        """The pending call's tool changed since it was proposed (a deploy in between), so the
+        approval given for it no longer holds: validate the call again under the tool as it is now.
+
+        Still valid, it is asked about afresh (a new approval, same key); no longer valid, the
+        model is told why and goes on; become read-only, it runs. `reason` says what changed.
+        """
+        pending = self.state["pending"]
+        if self.status != "awaiting_approval" or pending is None:
+            raise InvalidTransition(f"run {self.state['run_id']} has no pending approval ({self.status})")
+        tool = self.tools.get(pending["tool"])
+        self._emit("call_reconsidered", key=pending["key"], tool=pending["tool"], reason=reason,
+                   was=pending.get("contract"), now=tool.contract if tool else None)
+        if tool is None:
+            return self._withdraw(pending, f"{reason}; tool {pending['tool']} is no longer registered",
+                                  "unknown_tool")
+        try:
+            args = tool.validate(pending["args"])
+        except ValueError as exc:
+            return self._withdraw(pending, f"{reason}, and the call no longer fits it: {exc}", "invalid_args")
+        if not tool.side_effect:
+            self.state["status"] = "running"
+            self._clock_mark = self.clock()
+            self._dispatch({**pending, "args": args})
+            self.state["pending"] = None
+        else:
+            self.state["pending"] = {**pending, "args": args, "contract": tool.contract}
+            self._emit("approval_requested", key=pending["key"], tool=tool.name,
+                       args=self._redacted(tool.name, args), supersedes=True, reason=reason)
+        self._commit()
+        return self.run()
+
+    def _withdraw(self, pending: dict[str, Any], reason: str, kind: str) -> str:
+        """Drop the pending call unexecuted and tell the model why; the run goes on."""
+        self._observe(pending, error=f"not executed: {reason}", kind=kind)
+        self.state["pending"] = None
+        self.state["status"] = "running"
+        self._commit()
+        return self.run()
+
     def extend(self, **limits: float) -> str:
         """Raise budget limits (e.g. `max_steps=12`) and continue a run that ran out."""
         unknown = set(limits) - set(Budget.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unknown budget limits: {', '.join(sorted(unknown))}")
         Budget(**{**self.state["budget"], **limits})  # validates the new values
-        if self.status not in ("budget_exhausted", "running", "awaiting_approval"):
+        if self.status not in ("budget_exhausted", "stalled", "running", "awaiting_approval"):
             raise InvalidTransition(f"run {self.state['run_id']} cannot be extended ({self.status})")
         self.state["budget"].update(limits)
         self._emit("budget_extended", limits=limits)
-        if self.status == "budget_exhausted":
+        if self.status in ("budget_exhausted", "stalled"):
+            # A person looked at the loop and let it go on: its repeats so far are forgiven.
             self.state["status"] = "running"
             self.state["stop"] = None
+            self.state["repeats"] = 0
         self._commit()
         return self.run()
 
@@ -275,16 +327,17 @@ class Agent:
             return
         self.state["steps"] += 1
         step = self.state["steps"]
-        decision = self._account(raw)
+        decision, turn = self._account(raw)
         problem = malformed(decision)
         if problem:
-            self.state["history"].append({"role": "assistant", "step": step, "malformed": shortened(raw)})
+            self.state["history"].append({"role": "assistant", "step": step, "malformed": shortened(raw), **turn})
             self.state["history"].append({"role": "runtime", "step": step, "error": problem})
             self._emit("decision", kind="malformed", error=problem)
         elif "final" in decision:
-            self._finish(decision)
+            self._finish(decision, turn)
         else:
-            self._propose(decision)
+            self._propose(decision, turn)
+            self._count_repeat()
         if self.status in ("running", "awaiting_approval", "done"):
             self._commit()
 
@@ -298,23 +351,72 @@ class Agent:
         copies.extend(json_copy(entry) for entry in history[len(copies):])
         return list(copies)
 
-    def _account(self, raw: Any) -> Any:
-        """Take usage and model metadata off a decision and add them to the run's usage."""
+    def _account(self, raw: Any) -> tuple[Any, dict[str, Any]]:
+        """Take usage and model metadata off a decision and add them to the run's usage.
+
+        Returns the decision and what the turn's history entry records about where it came from:
+        the usage the reply reported (so a replay charges the same) and the versions behind it.
+        """
+        reported = raw.get("usage") if isinstance(raw, dict) else None
         decision, model = charge_usage(raw, self.state["usage"])
         if model is not None:
             self.state["model"] = model
-        return decision
+        turn: dict[str, Any] = {"versions": self._versions(model)}
+        self._note_version_change(turn["versions"])
+        if isinstance(reported, dict):
+            turn["usage"] = jsonable({k: reported[k] for k in ("input_tokens", "output_tokens", "cost_usd")
+                                      if k in reported})
+        return decision, turn
 
-    def _finish(self, decision: dict[str, Any]) -> None:
+    def _versions(self, model: dict[str, Any] | None) -> dict[str, Any]:
+        """The model spec, system prompt and tool contracts behind this turn."""
+        if self._catalogue is None:
+            contracts = {name: tool.contract for name, tool in sorted(self.tools.items())}
+            self._catalogue = hashlib.sha256(canonical_json(contracts).encode()).hexdigest()[:16]
+            self.state.setdefault("contracts", {}).setdefault(self._catalogue, contracts)
+        prompt = (model or {}).get("system_prompt_sha256")
+        return {"model": (model or {}).get("name"), "prompt": prompt[:16] if isinstance(prompt, str) else None,
+                "tools": self._catalogue}
+
+    def _note_version_change(self, versions: dict[str, Any]) -> None:
+        """Record when this turn's model or system prompt differs from the last turn's (a deploy or a
+        configuration change while the run went on); the run goes on."""
+        now = {k: versions.get(k) for k in ("model", "prompt")}
+        last = self.state.get("last_versions")
+        self.state["last_versions"] = now
+        if last is not None and last != now:
+            self._emit("versions_changed", was=last, now=now)
+
+    def _count_repeat(self) -> None:
+        """Count a turn that called a tool as it was called before and got the same result again,
+        and stop the run as `stalled` after `stall_after` of them in a row: a loop, not progress."""
+        if self.stall_after is None or self.status != "running":
+            return
+        history = self.state["history"]
+        if len(history) < 2 or history[-1].get("role") != "tool" or history[-2].get("role") != "assistant":
+            return
+        if self._outcomes_seen is None:  # a resumed run: what it saw so far, from its history
+            self._outcomes_seen = {_outcome_key(call, seen) for call, seen in zip(history, history[1:], strict=False)
+                                   if call.get("role") == "assistant" and seen.get("role") == "tool"
+                                   and call.get("call_id") == seen.get("call_id") and seen is not history[-1]}
+        outcome = _outcome_key(history[-2], history[-1])
+        repeated = outcome in self._outcomes_seen
+        self._outcomes_seen.add(outcome)
+        self.state["repeats"] = self.state.get("repeats", 0) + 1 if repeated else 0
+        if self.state["repeats"] >= self.stall_after:
+            self._stop("stalled", reason=f"the last {self.state['repeats']} turns repeated earlier calls and "
+                       "got the same results", repeats=self.state["repeats"])
+
+    def _finish(self, decision: dict[str, Any], turn: dict[str, Any]) -> None:
         answer = jsonable(decision["final"])
         answer = answer if isinstance(answer, str) else json.dumps(answer)
-        self.state["history"].append({"role": "assistant", "step": self.state["steps"], "final": answer})
+        self.state["history"].append({"role": "assistant", "step": self.state["steps"], "final": answer, **turn})
         self.state["answer"] = answer
         self.state["status"] = "done"
         self._emit("decision", kind="final")
         self._emit("finished", answer=answer, usage=dict(self.state["usage"]))
 
-    def _propose(self, decision: dict[str, Any]) -> None:
+    def _propose(self, decision: dict[str, Any], turn: dict[str, Any]) -> None:
         step = self.state["steps"]
         # JSON-only from here on: a checkpoint must be able to hold whatever the policy proposed.
         name, args = decision["tool"], jsonable(decision.get("args", {}))
@@ -323,6 +425,7 @@ class Agent:
             "call_id": str(decision.get("call_id") or f"call-{step}"),
         }
         call.update({k: decision[k] for k in ("text", "note") if isinstance(decision.get(k), str)})
+        call.update(turn)
         self.state["history"].append(call)
         self._emit("decision", kind="tool", tool=name, args=self._redacted(name, args))
         tool = self.tools.get(name)
@@ -335,7 +438,7 @@ class Agent:
             self._observe(call, error=str(exc), kind="invalid_args")
             return
         pending = {"tool": name, "args": args, "key": idempotency_key(self.state["run_id"], step),
-                   "step": step, "call_id": call["call_id"]}
+                   "step": step, "call_id": call["call_id"], "contract": tool.contract}
         if not tool.side_effect:
             self._dispatch(pending)
             return
@@ -405,7 +508,8 @@ class Agent:
         self._stop(status, reason=reason)
 
     def _needs_reconciliation(self, call: dict[str, Any], reason: str) -> None:
-        self.state["pending"] = {k: call[k] for k in ("tool", "args", "key", "step", "call_id") if k in call}
+        self.state["pending"] = {k: call[k] for k in ("tool", "args", "key", "step", "call_id", "contract")
+                                 if k in call}
         self._stop("needs_reconciliation", reason=reason, key=call["key"], tool=call["tool"])
 
     def _observe(self, call: dict[str, Any], *, result: Any = None, error: str | None = None,
@@ -449,11 +553,18 @@ class Agent:
 
 _STOP_EVENTS = {
     "budget_exhausted": "budget_exhausted",
+    "stalled": "stalled",
     "failed": "failed",
     "cancelled": "cancelled",
     "expired": "expired",
     "needs_reconciliation": "needs_reconciliation",
 }
+
+
+def _outcome_key(call: dict[str, Any], seen: dict[str, Any]) -> str:
+    """A call and what came of it: the same tool, arguments and result (or error) give the same key."""
+    outcome = {"result": seen["result"]} if "result" in seen else {"error": seen.get("error")}
+    return hashlib.sha256(canonical_json([call.get("tool"), call.get("args"), outcome]).encode()).hexdigest()[:24]
 
 
 def _tool_map(tools: Iterable[Tool] | dict[str, Tool]) -> dict[str, Tool]:

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-ApprovalStatus = Literal["pending", "approved", "denied", "expired", "cancelled", "consumed"]
+ApprovalStatus = Literal["pending", "approved", "denied", "expired", "cancelled", "consumed", "superseded"]
+"""`superseded`: the tool changed before the approval was used, and a fresh one asks again."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class ApprovalRecord:
     consumed_at: datetime | None = None
     shown_status: str | None = None
     """The status its message shows; differs from `status` until the message is brought in line."""
+    contract: str | None = None
+    """The hash of the tool's contract when the call was proposed (None: recorded before Signoff kept it)."""
 
 
 @dataclass(frozen=True)

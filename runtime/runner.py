@@ -69,6 +69,8 @@ class RunnerConfig:
     lease: timedelta = timedelta(seconds=60)
     worker_id: str = field(default_factory=default_worker_id)
     extend_steps: int = 4
+    stall_after: int | None = 3
+    """Turns in a row that repeat an earlier call with the same result before a run stops as stalled."""
     allow_self_approval: bool = False
     redact_keys: frozenset[str] = DEFAULT_REDACT_KEYS
     failpoints: Failpoints = field(default_factory=Failpoints)
@@ -235,6 +237,10 @@ class Runner:
         approval = self.store.approval_for_key(pending["key"])
         if approval is None:
             return
+        changed = self._contract_change(approval)
+        if changed is not None:
+            agent.reconsider(changed)
+            return
         match approval.status:
             case "approved" | "consumed":
                 agent.decide(True, approval.note or "", by=approval.decided_by)
@@ -242,6 +248,19 @@ class Runner:
                 agent.decide(False, approval.note or "", by=approval.decided_by)
             case "expired":
                 agent.expire("the approval expired; nothing was executed")
+
+    def _contract_change(self, approval: ApprovalRecord) -> str | None:
+        """Why an approval given but not yet used no longer holds: its tool's contract changed since
+        the call was proposed (a deploy in between), so the approver agreed to something else."""
+        tool = self.tools.get(approval.tool)
+        if approval.status != "approved" or approval.contract is None:
+            return None  # not yet decided, already used (a retry after a crash), or recorded before contracts
+        if tool is None:
+            return f"{approval.tool} is no longer registered since this call was proposed"
+        if tool.contract == approval.contract:
+            return None
+        return (f"{approval.tool} changed since this call was proposed (contract {approval.contract} is now "
+                f"{tool.contract}: its description, arguments, flags or time limit differ from what was approved)")
 
     def _agent(self, run: RunRecord, session: _Session) -> Agent:
         try:
@@ -252,7 +271,7 @@ class Runner:
             run.state, policy, self.tools,
             executor=lambda tool, args, key: self._dispatch(run.run_id, session, tool, args, key),
             on_checkpoint=lambda checkpoint: self._save(session, checkpoint),
-            redact_keys=self.config.redact_keys,
+            redact_keys=self.config.redact_keys, stall_after=self.config.stall_after,
         )
 
     def _dispatch(self, run_id: str, session: _Session, tool: Tool, args: dict[str, Any], key: str) -> Any:
@@ -361,7 +380,7 @@ class Runner:
         after it runs.
         """
         outcome = self._command(run_id, user, {"op": "cancel", "reason": reason},
-                                ("idle", "running", "awaiting_approval", "budget_exhausted", "failed",
+                                ("idle", "running", "awaiting_approval", "budget_exhausted", "stalled", "failed",
                                  "needs_reconciliation"), requester_may=True, shown_version=shown_version)
         if isinstance(outcome, Done):
             for approval in self.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
@@ -370,10 +389,14 @@ class Runner:
         return outcome
 
     def extend(self, run_id: str, user: str, *, shown_version: int | None = None) -> RunOutcome:
-        """Raise the budget that ran out by the configured increment and continue (approvers only)."""
+        """Raise the budget that ran out by the configured increment and continue (approvers only);
+        a stalled run goes on with its budget as it is, its repeats so far forgiven."""
         run = self.store.get_run(run_id, history=False)
         if run is None:
             return Missing("run")
+        if run.status == "stalled":
+            return self._command(run_id, user, {"op": "extend", "limits": {}}, ("stalled",),
+                                 shown_version=shown_version)
         if run.status != "budget_exhausted":
             return self._stale(run, shown_version) or Refused(f"run {run_id} is {run.status}, not out of budget")
         limit = (run.stop or {}).get("budget", "max_steps")

@@ -14,7 +14,14 @@ History entries (each a dict, appended, never rewritten):
     {"role": "runtime", "step": n, "error": "..."}                      feedback on a malformed reply
 
 `error_kind` is one of ERROR_KINDS. Assistant entries may also carry `text` (what the model
-said beside its call) and `note` (what an adapter did with its reply, e.g. dropped calls).
+said beside its call) and `note` (what an adapter did with its reply, e.g. dropped calls), and
+record what produced the turn: `usage` (the tokens and cost the reply reported) and `versions`
+(`{"model": spec, "prompt": system prompt hash, "tools": catalogue hash}`; the catalogue hash
+names an entry of the state's `contracts`, `{catalogue: {tool: contract hash}}`).
+
+A call's `pending` entry carries `contract`, the hash of its tool's contract when it was proposed.
+`repeats` counts the latest turns in a row that repeated an earlier call and got its result again;
+`last_versions` is the model and prompt of the latest turn (a change is an audit event).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from runtime.errors import IncompatibleState
@@ -39,12 +47,13 @@ Status = Literal[
     "cancelled",
     "expired",
     "needs_reconciliation",
+    "stalled",
 ]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]  # Literal keeps its members here
 TERMINAL: frozenset[str] = frozenset({"done", "cancelled", "expired"})
 """Statuses a run never leaves."""
 WAITING_ON_HUMAN: frozenset[str] = frozenset(
-    {"awaiting_approval", "budget_exhausted", "failed", "needs_reconciliation"}
+    {"awaiting_approval", "budget_exhausted", "failed", "needs_reconciliation", "stalled"}
 )
 """Statuses where the run keeps its state and waits for a person (decide, extend, retry, reconcile)."""
 
@@ -54,10 +63,15 @@ USAGE_KEYS = ("model_calls", "tool_calls", "input_tokens", "output_tokens", "cos
 
 DEFAULT_REDACT_KEYS: frozenset[str] = frozenset(
     {
-        "password", "passwd", "token", "access_token", "refresh_token", "secret", "client_secret",
-        "api_key", "apikey", "authorization", "auth", "cookie", "private_key", "card_number", "cvv", "ssn",
+        "password", "passwd", "passphrase", "token", "access_token", "refresh_token", "auth_token", "api_token",
+        "x_auth_token", "secret", "client_secret", "api_secret", "secret_key", "api_key", "apikey", "x_api_key",
+        "authorization", "auth", "cookie", "private_key", "card_number", "cvv", "ssn",
     }
 )
+"""Credential names hidden everywhere, matched exactly after `_normalise_key` (never as a suffix).
+
+A tool adds its own with `Tool.redact`; any other name is shown, so `run_token` or `sql_auth` is
+not hidden from the person asked to approve it."""
 REDACTED = "[redacted]"
 
 
@@ -148,13 +162,18 @@ def idempotency_key(run_id: str, step: int) -> str:
     return f"{run_id}:{step}"
 
 
-def redact(value: Any, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS) -> Any:
-    """A copy of `value` with every dict entry whose key names a secret replaced by `[redacted]`."""
+def redact(value: Any, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS,
+           mask: Callable[[Any], Any] = lambda secret: REDACTED) -> Any:
+    """A copy of `value` with every dict entry whose key is a secret name replaced by `mask(its value)`.
+
+    A key is a secret name when, normalised, it equals one of `keys` normalised: `apiKey` and
+    `API-Key` match `api_key`, but `run_token` does not match `token` (no suffix matching).
+    """
     lowered = _normalised(frozenset(keys))
 
     def walk(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: (REDACTED if isinstance(k, str) and _is_secret_key(k, lowered) else walk(v))
+            return {k: (mask(v) if isinstance(k, str) and _normalise_key(k) in lowered else walk(v))
                     for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v) for v in value]
@@ -166,11 +185,6 @@ def redact(value: Any, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS) ->
 @functools.lru_cache(maxsize=64)
 def _normalised(keys: frozenset[str]) -> frozenset[str]:
     return frozenset(_normalise_key(k) for k in keys)
-
-
-def _is_secret_key(key: str, secret_keys: frozenset[str]) -> bool:
-    k = _normalise_key(key)
-    return k in secret_keys or any(k.endswith("_" + s) for s in secret_keys)
 
 
 def _normalise_key(key: str) -> str:

@@ -19,7 +19,7 @@ from runtime.records import ApprovalRecord, RunRecord
 
 log = logging.getLogger("signoff.runner")
 
-ENDINGS = ("done", "budget_exhausted", "failed", "needs_reconciliation", "cancelled", "expired")
+ENDINGS = ("done", "budget_exhausted", "stalled", "failed", "needs_reconciliation", "cancelled", "expired")
 """Statuses people are told about when a run reaches them."""
 FAILED = object()
 """What `notify` returns when the notifier raised."""

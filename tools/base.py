@@ -6,6 +6,9 @@ idempotency key `run_id:step`, and returns a JSON-serialisable result.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +45,8 @@ class Tool:
     timeout_s: float | None = 30.0
     idempotent: bool = False
     redact: tuple[str, ...] = field(default=())
-    """Extra argument names to hide in Slack, logs and the audit log, besides the global list."""
+    """Extra argument names to hide in Slack, logs and the audit log, besides the global list
+    (matched exactly after normalising `camelCase` and dashes, never as a suffix)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME.match(self.name):
@@ -62,16 +66,42 @@ class Tool:
             return {"type": "object", "properties": {}, "additionalProperties": True}
         return self.args_model.model_json_schema()
 
+    @functools.cached_property
+    def contract(self) -> str:
+        """A short hash of what a model and an approver are told the tool is and does: name,
+        description, argument schema, side-effect and idempotency flags, time limit. A deploy that
+        changes any of them changes it; one that changes only the code behind `fn` does not."""
+        described = {"name": self.name, "description": self.description, "args": self.json_schema(),
+                     "side_effect": self.side_effect, "idempotent": self.idempotent, "timeout_s": self.timeout_s}
+        text = json.dumps(described, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def validate(self, args: Any) -> dict[str, Any]:
-        """Return the validated arguments as plain JSON data, or raise `ValueError` listing field errors."""
+        """Return the validated arguments as plain JSON data, or raise `ValueError` listing field errors.
+
+        An argument the args model does not declare is an error (unless the model says
+        `extra="allow"`, and then it is kept): pydantic would drop it silently, and the approver
+        would be shown a call other than the one the model asked for.
+        """
         if not isinstance(args, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(args).__name__}")
         if self.args_model is None:
             return args
         try:
-            return self.args_model.model_validate(args).model_dump(mode="json")
+            return _strict(self.args_model).model_validate(args).model_dump(mode="json")
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from None
+
+
+@functools.lru_cache(maxsize=256)
+def _strict(model: type[BaseModel]) -> type[BaseModel]:
+    """`model`, refusing undeclared arguments unless it keeps them (`extra="allow"`)."""
+    if model.model_config.get("extra") in ("allow", "forbid"):
+        return model
+    # A subclass with only the config changed validates exactly as `model` does, fields,
+    # validators and all; its dump has the same field names.
+    return type(model.__name__, (model,), {"model_config": {**model.model_config, "extra": "forbid"},
+                                           "__module__": model.__module__})
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -45,6 +45,11 @@ class SqlReads:
         self.clock = clock
         self._server_clock = engine.dialect.name == "postgresql"
 
+    def now(self) -> datetime:
+        """The database's time now (see the class docstring)."""
+        with self.engine.connect() as conn:
+            return self._now(conn)
+
     def _now(self, conn: Connection) -> datetime:
         """The database's time, as `conn`'s transaction sees it."""
         if self.clock is not None:
@@ -107,11 +112,14 @@ class SqlReads:
         return self._one_approval(approvals.c.approval_id == approval_id)
 
     def approval_for_key(self, key: str) -> ApprovalRecord | None:
+        """The call's approval in force (or, when none is, its latest)."""
         return self._one_approval(approvals.c.key == key)
 
     def _one_approval(self, condition: Any) -> ApprovalRecord | None:
+        query = (select(approvals).where(condition)
+                 .order_by((approvals.c.status == "superseded").asc(), approvals.c.requested_at.desc()).limit(1))
         with self.engine.connect() as conn:
-            row = conn.execute(select(approvals).where(condition)).first()
+            row = conn.execute(query).first()
         return approval_record(row) if row else None
 
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,

@@ -8,7 +8,7 @@ Each public write is one transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -48,7 +48,7 @@ from runtime.records import (
 from runtime.state import call_digest, canonical_json
 
 ACTIVE = ("idle", "running", "awaiting_approval")
-STOPPED = ("budget_exhausted", "failed", "needs_reconciliation")
+STOPPED = ("budget_exhausted", "failed", "needs_reconciliation", "stalled")
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ class Saved:
     command: dict[str, Any] | None
     """A command a person left for this run while the step ran; the runner applies it next."""
     cancelled: list[ApprovalRecord] = field(default_factory=list)
-    """Approvals this step closed because the run ended; their messages need their buttons removed."""
+    """Approvals this step closed (the run ended, or a fresh request superseded them); their
+    messages need their buttons removed."""
 
 
 @dataclass(frozen=True)
@@ -223,12 +224,14 @@ class SqlStore(SqlReads):
             insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now)
             if checkpoint.execution is not None:
                 finish_execution(conn, checkpoint.execution, now)
-            approval = None
-            if state["status"] == "awaiting_approval" and any(e["type"] == "approval_requested"
-                                                                 for e in checkpoint.events):
-                approval = insert_approval(conn, run_id, state["pending"], row.requester, now, approval_ttl)
+            approval: ApprovalRecord | None = None
+            replaced: list[ApprovalRecord] = []
+            requested = next((e for e in checkpoint.events if e["type"] == "approval_requested"), None)
+            if state["status"] == "awaiting_approval" and requested is not None:
+                approval, replaced = insert_approval(conn, run_id, state["pending"], row.requester, now,
+                                                     approval_ttl, supersede=bool(requested.get("supersedes")))
             command = json.loads(row.command) if row.command and not clear_command else None
-            cancelled: list[Row[Any]] = []
+            cancelled: Sequence[Row[Any]] = ()
             if state["status"] in ("cancelled", "expired", "done"):
                 cancelled = conn.execute(update(approvals).where(approvals.c.run_id == run_id,
                                                                  approvals.c.status.in_(("pending", "approved")))
@@ -241,7 +244,7 @@ class SqlStore(SqlReads):
                     append_events(conn, run_id, [{"type": "command_refused", **command,
                                                    "reason": f"the run already ended ({state['status']})"}], now)
                     command = None
-        return Saved(version + 1, approval, command, [approval_record(r) for r in cancelled])
+        return Saved(version + 1, approval, command, [approval_record(r) for r in cancelled] + replaced)
 
     def set_command(self, run_id: str, command: dict[str, Any], statuses: tuple[str, ...]) -> CommandRefusal | None:
         """Leave a command for the run's worker; returns None, or why it was refused.
@@ -317,7 +320,8 @@ class SqlStore(SqlReads):
             existing = conn.execute(select(tool_executions).where(tool_executions.c.key == key)).first()
             if existing is not None:
                 return self._restart(conn, run_id, tool, existing, held, restart, now)
-            approval = conn.execute(select(approvals).where(approvals.c.key == key)).first()
+            approval = conn.execute(select(approvals).where(approvals.c.key == key, approvals.c.status != "superseded")
+                                    .order_by(approvals.c.requested_at.desc()).limit(1)).first()
             if approval is None or approval.run_id != run_id:
                 return NotDispatchable(f"no approval recorded for {key}", "failed")
             if approval.digest != digest:

@@ -21,7 +21,11 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
+
+LIVE_APPROVAL = "status IN ('pending', 'approved', 'consumed')"
+"""The approvals still in force: at most one of them per key."""
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -109,7 +113,12 @@ approvals = Table(
     # The status the message shows now; recovery brings every message in line with `status`.
     Column("shown_status", String(16), nullable=True),
     Column("consumed_at", UTCDateTime, nullable=True),
-    UniqueConstraint("key"),
+    # The hash of the tool's contract the call was proposed under (see `Tool.contract`).
+    Column("contract", String(32), nullable=True),
+    # One approval in force per call; a superseded one (its tool changed) stays for the record.
+    Index(None, "key"),
+    Index("uq_approvals_live_key", "key", unique=True, sqlite_where=text(LIVE_APPROVAL),
+          postgresql_where=text(LIVE_APPROVAL)),
     Index(None, "status", "expires_at"),
     Index(None, "status", "requested_at"),
     Index(None, "requested_at"),

@@ -60,11 +60,14 @@ def test_max_cost_usd_stops_the_run():
     assert script.calls == 3
 
 
-def test_usage_is_not_part_of_the_decision():
+def test_usage_is_not_part_of_the_decision_but_is_recorded_with_its_turn():
     script = Script({**final("ok"), "usage": {"input_tokens": 5, "output_tokens": 2, "cost_usd": 0.01}})
     agent = Agent(script, [])
     assert agent.start("go") == "done"
-    assert agent.state["history"][-1] == {"role": "assistant", "step": 1, "final": "ok"}
+    entry = agent.state["history"][-1]
+    assert {k: entry[k] for k in ("role", "step", "final")} == {"role": "assistant", "step": 1, "final": "ok"}
+    assert entry["usage"] == {"input_tokens": 5, "output_tokens": 2, "cost_usd": 0.01}
+    assert set(entry) == {"role", "step", "final", "usage", "versions"}
 
 
 @pytest.mark.parametrize("usage", [

@@ -78,7 +78,9 @@ def echo_tool(side_effect: bool, **options: Any) -> Tool:
 
 def test_secret_arguments_are_redacted_in_events_but_reach_the_tool():
     received: list[dict[str, Any]] = []
-    tool = Tool("login", lambda args, key: received.append(args) or "ok", side_effect=True)
+    # `github_token` is no built-in name (names match exactly, not by suffix): the tool declares it.
+    tool = Tool("login", lambda args, key: received.append(args) or "ok", side_effect=True,
+                redact=("github_token",))
     recorder = Recorder()
     agent = recorded_run(recorder, {"tool": "login", "args": {"user": "ann", **SECRETS}}, final("in"),
                          tools=[tool])
@@ -167,14 +169,23 @@ def test_checkpoints_continue_seamlessly_after_a_resume():
 def test_secret_keys_are_recognised_in_any_common_spelling():
     from runtime import redact
 
-    args = {"accessToken": "a", "clientSecret": "b", "userPassword": "c", "X-Auth-Token": "d", "API_KEY": "e",
-            "author": "Ann", "tokens_used": 5, "secretary": "Bob"}
-    assert redact(args) == {**{k: "[redacted]" for k in list(args)[:5]},
+    args = {"accessToken": "a", "clientSecret": "b", "passwd": "c", "X-Auth-Token": "d", "API_KEY": "e",
+            "apiKey": "f", "author": "Ann", "tokens_used": 5, "secretary": "Bob"}
+    assert redact(args) == {**{k: "[redacted]" for k in list(args)[:6]},
                             "author": "Ann", "tokens_used": 5, "secretary": "Bob"}
+
+
+def test_names_that_merely_end_like_a_secret_are_shown():
+    from runtime import redact
+
+    # Hiding these made approvers sign off blind; a tool whose `run_token` is secret declares it.
+    args = {"run_token": "rt-1", "sql_auth": "peer", "userPassword": "c", "github_token": "g"}
+    assert redact(args) == args
+    assert redact(args, {"run_token"})["run_token"] == "[redacted]"
 
 
 def test_configured_secret_keys_match_in_any_spelling_too():
     from runtime import redact
 
-    assert redact({"x_pin": 1, "X-Pin": 2, "xPin": 3, "pin": 4}, {"X-Pin"}) == {
-        "x_pin": "[redacted]", "X-Pin": "[redacted]", "xPin": "[redacted]", "pin": 4}
+    assert redact({"x_pin": 1, "X-Pin": 2, "xPin": 3, "pin": 4, "my_x_pin": 5}, {"X-Pin"}) == {
+        "x_pin": "[redacted]", "X-Pin": "[redacted]", "xPin": "[redacted]", "pin": 4, "my_x_pin": 5}

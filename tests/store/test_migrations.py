@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, inspect
+import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.exc import IntegrityError
 
-from runtime.adapters.db import current_revision, head_revision
+from runtime.adapters.db import MIGRATIONS, current_revision, head_revision, upgrade
 from runtime.adapters.tables import metadata
 
 
@@ -18,3 +22,26 @@ def test_migrated_database_has_every_table_column_and_index_the_store_uses(engin
         assert indexes == {i.name for i in table.indexes}, table.name
         unique = {u["name"] for u in found.get_unique_constraints(table.name)}
         assert {c.name for c in table.constraints if c.__class__.__name__ == "UniqueConstraint"} <= unique, table.name
+
+
+def test_a_database_of_the_first_schema_upgrades_with_its_approvals_and_their_keys(engine: Engine) -> None:
+    """0001 -> 0002 recreates the approvals table (SQLite cannot drop a constraint in place): rows
+    survive, and the key stays unique among approvals in force while a superseded one may repeat it."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0001")
+    row = {"id": "apr_1", "run": "run-1", "key": "run-1:1"}
+    insert = text("INSERT INTO approvals (approval_id, run_id, step, tool, args, key, digest, status, requester, "
+                  "requested_at, expires_at) VALUES (:id, :run, 1, 'send', '{}', :key, 'd', :status, 'U1', "
+                  "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)")
+    with engine.begin() as conn:
+        conn.execute(insert, {**row, "status": "approved"})
+    assert upgrade(engine) == ("0001", head_revision())
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT status, contract FROM approvals")).all() == [("approved", None)]
+        conn.execute(text("UPDATE approvals SET status = 'superseded'"))
+        conn.execute(insert, {**row, "id": "apr_2", "status": "pending"})
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(insert, {**row, "id": "apr_3", "status": "approved"})
