@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from runtime.budget import usage_report
 from runtime.records import ApprovalRecord
-from runtime.state import DEFAULT_REDACT_KEYS, redact
 
 APPROVE_ACTION = "signoff.approve"
 DENY_ACTION = "signoff.deny"
+VIEW_ARGS_ACTION = "signoff.view_args"
 EXTEND_ACTION = "signoff.extend"
 CLOSE_ACTION = "signoff.close"
 RETRY_ACTION = "signoff.retry"
@@ -27,9 +27,11 @@ RECONCILE_ABORT_ACTION = "signoff.reconcile.abort"
 DENY_MODAL = "signoff.deny_modal"
 DENY_REASON_BLOCK = "signoff.deny_reason"
 DENY_REASON_INPUT = "reason"
+ARGS_MODAL = "signoff.args_modal"
 COMMAND = "/signoff"
 
-APPROVAL_ACTIONS = (APPROVE_ACTION, DENY_ACTION)
+APPROVAL_ACTIONS = (APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION)
+"""Buttons on an approval request; each carries `approval_value`."""
 RUN_ACTIONS = (
     EXTEND_ACTION, CLOSE_ACTION, RETRY_ACTION, RECONCILE_DONE_ACTION, RECONCILE_RETRY_ACTION, RECONCILE_ABORT_ACTION,
 )
@@ -48,8 +50,6 @@ MAX_PRIVATE_METADATA = 3000
 MAX_FALLBACK = 1000
 MAX_REASON = 500
 
-_ARG_VALUE_CHARS = 400
-ARGS_CHARS = 2400  # the most `args_text` returns
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
 LIMIT_NAMES = {
     "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",
@@ -172,21 +172,6 @@ def budget_limits(budget: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "no limits"
 
 
-def args_text(args: Any, *, redact_keys: Iterable[str] = ()) -> tuple[str, bool]:
-    """Arguments one per line with secrets redacted; long values shortened. Returns (text, shortened)."""
-    shown = redact(args, frozenset(DEFAULT_REDACT_KEYS) | frozenset(redact_keys))
-    if not isinstance(shown, dict):
-        rendered = json_text(shown)
-        return clip(rendered, ARGS_CHARS), len(rendered) > ARGS_CHARS
-    lines, shortened = [], False
-    for key, value in shown.items():
-        rendered = value if isinstance(value, str) else json_text(value)
-        shortened |= len(rendered) > _ARG_VALUE_CHARS
-        lines.append(f"{clip(str(key), 80)}: {clip(rendered, _ARG_VALUE_CHARS)}")
-    text = "\n".join(lines) or "(no arguments)"
-    return clip(text, ARGS_CHARS), shortened or len(text) > ARGS_CHARS
-
-
 def json_text(value: Any) -> str:
     """`value` as JSON for people: keys sorted, non-ASCII kept, anything else as its `str`."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
@@ -202,6 +187,62 @@ def clip_lines(lines: Sequence[str], limit: int) -> str:
         out.append(line)
         size += len(line) + 1
     return "\n".join(out)
+
+
+def code_sections(lines: Sequence[str], max_sections: int) -> list[str] | None:
+    """`lines` escaped in code blocks of at most `MAX_SECTION_TEXT` characters each, every
+    character kept; None if that takes more than `max_sections` sections.
+
+    A line too long for one section goes on in the next, marked outside the code on both sides,
+    and is never split inside an escape (ours, like `\\u202e`, or Slack's, like `&amp;`).
+    """
+    room = MAX_SECTION_TEXT - len(_CODE_OPEN) - len(_CODE_CLOSE) - len(_CONTINUED) - len(_CONTINUES)
+    bodies: list[list[str]] = [[]]
+    size = 0
+    splits: set[int] = set()  # sections whose last line goes on in the next one
+    for line in lines:
+        pieces = [escape(token) for token in _TOKEN.findall(line)] or [""]
+        if bodies[-1] and size + 1 + sum(map(len, pieces)) > room:
+            bodies.append([])
+            size = 0
+        if bodies[-1]:
+            bodies[-1].append("\n")
+            size += 1
+        for piece in pieces:
+            if size + len(piece) > room:
+                splits.add(len(bodies) - 1)
+                bodies.append([])
+                size = 0
+            bodies[-1].append(piece)
+            size += len(piece)
+        if len(bodies) > max_sections:
+            return None
+    return [(_CONTINUED if index - 1 in splits else "") + _CODE_OPEN + "".join(body) + _CODE_CLOSE
+            + (_CONTINUES if index in splits else "") for index, body in enumerate(bodies)]
+
+
+def code_section_lines(texts: Sequence[str]) -> list[str]:
+    """The lines a person reads in mrkdwn `texts`, as `code_sections` made them: the inverse,
+    with split lines joined and Slack's entities undone (how tests and scenarios check exactness)."""
+    lines: list[str] = []
+    for text in texts:
+        found = _CODE.search(text)
+        if found is None:
+            continue
+        part = found.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").split("\n")
+        if lines and text.startswith(_CONTINUED):
+            lines[-1] += part.pop(0)
+        lines += part
+    return lines
+
+
+# A code block, so Slack applies no bold, italics, links or emoji to the arguments; `literal`
+# escapes backticks, so nothing inside can close it early.
+_CODE_OPEN, _CODE_CLOSE = "```\n", "\n```"
+_CODE = re.compile(r"```\n(.*)\n```", re.DOTALL)
+_CONTINUED, _CONTINUES = "_…continued from above_\n", "\n_continues below…_"
+_TOKEN = re.compile(r"\\U[0-9a-f]{8}|\\u[0-9a-f]{4}|\\.|.", re.DOTALL)
+"""One shown character of an `argument_lines` line: an escape sequence or a single character."""
 
 
 def notice(text: str) -> Message:

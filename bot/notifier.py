@@ -16,15 +16,17 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot import blocks, messages
+from bot.arguments import ToolDisplay
 from bot.blocks import Message, slack_date
 from runtime.records import ApprovalRecord, RunRecord
+from runtime.state import DEFAULT_REDACT_KEYS
 from tools.base import Tool
 
 log = logging.getLogger("signoff.bot.notifier")
 
 # Slack answers these when the bot may not post in a channel; the requester's DM is the fallback.
 UNPOSTABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
-TELL_REQUESTER = frozenset({"budget_exhausted", "failed", "needs_reconciliation"})
+TELL_REQUESTER = frozenset({"budget_exhausted", "stalled", "failed", "needs_reconciliation"})
 
 
 class SlackNotifier:
@@ -60,9 +62,7 @@ class SlackNotifier:
         channel = self.approval_channel or run.origin.get("channel")
         if not channel:
             return None
-        tool = self.tools.get(approval.tool)
-        message = messages.approval_message(run, approval, description=tool.description if tool else "",
-                                            redact_keys=self._redact_keys(approval.tool))
+        message = messages.approval_message(run, approval, display=self.display(approval.tool))
         response = self._post(channel, message)
         return {"channel": response["channel"], "ts": response["ts"]}
 
@@ -111,19 +111,20 @@ class SlackNotifier:
     def update(self, channel: str, ts: str, message: Message) -> None:
         self._update(channel, ts, message)
 
+    def display(self, tool_name: str) -> ToolDisplay:
+        """How approvers are shown `tool_name`: description, argument order, secret names."""
+        return ToolDisplay.of(self.tools.get(tool_name), DEFAULT_REDACT_KEYS | self.redact_keys)
+
     # -- Slack calls ---------------------------------------------------------------------------
 
     def _show_outcome(self, run: RunRecord, approval: ApprovalRecord) -> None:
         where = approval.message or {}
         if not where.get("channel") or not where.get("ts"):
             return
-        tool = self.tools.get(approval.tool)
         if approval.status == "pending":
-            message = messages.approval_message(run, approval, description=tool.description if tool else "",
-                                                redact_keys=self._redact_keys(approval.tool))
+            message = messages.approval_message(run, approval, display=self.display(approval.tool))
         else:
-            message = messages.decided_message(run, approval, description=tool.description if tool else "",
-                                               redact_keys=self._redact_keys(approval.tool))
+            message = messages.decided_message(run, approval, display=self.display(approval.tool))
         self._update(where["channel"], where["ts"], message)
 
     def _thread(self, run: RunRecord) -> tuple[str, str] | None:

@@ -13,9 +13,11 @@ from typing import Any, TextIO
 
 import click
 
+from bot.arguments import ToolDisplay, argument_lines
 from runtime.budget import usage_report
 from runtime.records import (
     AlreadyDecided,
+    AlreadyDone,
     ApprovalRecord,
     Decided,
     Done,
@@ -24,6 +26,7 @@ from runtime.records import (
     Missing,
     NotAllowed,
     Refused,
+    RunOutcome,
     RunRecord,
 )
 from runtime.runner import Runner
@@ -33,7 +36,6 @@ from tools.base import Tool
 MAX_INVALID_ANSWERS = 3
 _WIDTH = 78
 _RESULT_CHARS = 300
-_ARG_CHARS = 4000
 _LIMIT_NAMES = {
     "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",
     "max_cost_usd": "cost", "max_seconds": "seconds",
@@ -178,7 +180,7 @@ def drive(runner: Runner, run_id: str, console: Console, notifier: TerminalNotif
                 approval = runner.pending_approval(run_id)
                 if approval is not None and not decide_here(runner, run, approval, console, notifier, user):
                     return run
-            case "budget_exhausted" | "failed" | "needs_reconciliation" if settle:
+            case "budget_exhausted" | "stalled" | "failed" | "needs_reconciliation" if settle:
                 if not settle_here(runner, run, console, notifier, user):
                     return run
             case _:
@@ -189,7 +191,7 @@ def decide_here(runner: Runner, run: RunRecord, approval: ApprovalRecord, consol
                 notifier: TerminalNotifier, user: str) -> bool:
     """Ask for a decision on `approval` and record it; False if the person quit."""
     notifier.show_approval(run, approval)
-    if approval.expires_at <= datetime.now(UTC):
+    if approval.expires_at <= runner.store.now():  # the database's clock, as for every expiry
         # Deciding cannot win any more; the store marks it expired and the run ends as expired.
         runner.decide(approval.approval_id, approval.digest, user, approved=False)
         return True
@@ -223,6 +225,9 @@ def settle_here(runner: Runner, run: RunRecord, console: Console, notifier: Term
             limit = stop.get("budget", "max_steps")
             choice = console.choose(f"Extend {limit} [e] or quit [q]? ", {"e": "extend", "q": "quit"})
             outcome = runner.extend(run.run_id, user) if choice == "extend" else None
+        case "stalled":
+            choice = console.choose("Let it go on [e] or quit [q]? ", {"e": "extend", "q": "quit"})
+            outcome = runner.extend(run.run_id, user) if choice == "extend" else None
         case "failed":
             choice = console.choose("Retry from the last checkpoint [r] or quit [q]? ", {"r": "retry", "q": "quit"})
             outcome = runner.retry(run.run_id, user) if choice == "retry" else None
@@ -236,13 +241,16 @@ def settle_here(runner: Runner, run: RunRecord, console: Console, notifier: Term
         case Refused(reason=reason) | NotAllowed(reason=reason):
             console.say(f"  not possible: {reason}")
             return False
+        case AlreadyDone(what=what, by=by):
+            console.say(f"  already done: {what} by {by}")
+            return True
         case Missing(what=what):
             raise click.ClickException(f"the {what} disappeared")
     return False
 
 
 def reconcile_here(runner: Runner, run: RunRecord, console: Console, notifier: TerminalNotifier,
-                   user: str) -> Done | Refused | NotAllowed | Missing | None:
+                   user: str) -> RunOutcome | None:
     pending = run.state.get("pending") or {}
     args = redact(pending.get("args", {}), notifier.secret_keys(pending.get("tool", "")))
     console.say(f"  the call: {pending.get('tool')} {one_line(as_text(args), 300)} (key {pending.get('key')})")
@@ -283,6 +291,8 @@ def outcome_line(run: RunRecord, hint: str) -> str:
             return f"{run.run_id} awaiting_approval (resume with: {hint})"
         case "budget_exhausted":
             return f"{run.run_id} budget_exhausted: {reason} (extend with: {hint})"
+        case "stalled":
+            return f"{run.run_id} stalled: {reason} (let it go on with: {hint})"
         case "failed":
             return f"{run.run_id} failed: {reason} (retry with: {hint})"
         case "needs_reconciliation":
@@ -352,7 +362,10 @@ def step_lines(call: Mapping[str, Any] | None, entry: Mapping[str, Any], secret_
 
 def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, secret_keys: frozenset[str],
                   now: datetime) -> str:
-    """The approval request as Slack shows it: goal, requester, tool, arguments, key, budget, expiry."""
+    """The approval request as Slack shows it: goal, requester, tool, arguments, key, budget, expiry.
+
+    The arguments are `argument_lines`, the same lines every Slack surface shows, never shortened.
+    """
     description = one_line(tool.description, 300) if tool is not None else "(tool not loaded here)"
     rows = [
         ("Goal", one_line(run.goal, 300)),
@@ -369,29 +382,10 @@ def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, s
     lines = [f"+-- Approval needed: {approval.tool} ".ljust(_WIDTH, "-")]
     lines += [f"| {name + ':':<14}{value}" for name, value in rows[:-3]]
     lines.append("| Arguments:")
-    lines += ["|   " + line for line in args_lines(redact(approval.args, secret_keys))]
+    lines += ["|   " + line for line in argument_lines(approval.args, ToolDisplay.of(tool, secret_keys)) or ["(none)"]]
     lines += [f"| {name + ':':<14}{value}" for name, value in rows[-3:]]
     lines.append("+" + "-" * (_WIDTH - 1))
     return "\n".join(line.rstrip() for line in lines)
-
-
-def args_lines(args: Any) -> list[str]:
-    """One `name: value` per argument; multi-line text indented under its name, never cut short."""
-    if not isinstance(args, dict):
-        return [as_text(args)]
-    if not args:
-        return ["(no arguments)"]
-    lines = []
-    for name, value in args.items():
-        text = as_text(value)
-        if len(text) > _ARG_CHARS:
-            text = text[:_ARG_CHARS] + f"... ({len(text) - _ARG_CHARS} more characters)"
-        if "\n" in text:
-            lines.append(f"{name}: |")
-            lines += ["    " + line for line in text.splitlines()]
-        else:
-            lines.append(f"{name}: {text}")
-    return lines
 
 
 def until(moment: datetime, now: datetime) -> str:

@@ -8,7 +8,7 @@ import threading
 from bot_fakes import HOSTILE, final, tool_call
 from slack_harness import buttons
 
-from bot.blocks import APPROVE_ACTION, DENY_ACTION
+from bot.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION
 
 
 def refund_script(signoff, amount=19.99):
@@ -269,13 +269,17 @@ def test_ack_is_fast_when_slack_is_slow(signoff, slack, ledger):
 
 def test_hostile_huge_goal_and_arguments_reach_slack_within_block_kit_limits(signoff, slack, ledger):
     goal = (HOSTILE * 40)[:3990]
-    signoff.script.decisions = [tool_call("issue_refund", order_id=HOSTILE * 300, amount_usd=1.0,
-                                          api_key="sk-live-secret"),
-                                final(HOSTILE * 100)]
+    huge = {"order_id": HOSTILE * 300, "amount_usd": 1.0}
+    signoff.script.decisions = [tool_call("issue_refund", **huge, api_key="sk-live-secret"),  # undeclared: refused
+                                tool_call("issue_refund", **huge), final(HOSTILE * 100)]
     signoff.command(goal)
-    signoff.click(signoff.approval_message(), APPROVE_ACTION, user="U0LEAD")
+    # Too long for the card, so Approve is in the full-arguments modal.
+    signoff.click(signoff.approval_message(), VIEW_ARGS_ACTION, user="U0LEAD")
+    signoff.click(slack.modal(), APPROVE_ACTION, user="U0LEAD")
     run = signoff.only_run()
-    assert run.status == "done" and ledger.total == 1
+    assert run.status == "done" and ledger.total == 1 and ledger.args == [huge]
+    [refused] = [e for e in run.state["history"] if e.get("error_kind") == "invalid_args"]
+    assert "api_key: Extra inputs are not permitted" in refused["error"]
     chat = [c for c in slack.calls if c.method.startswith(("chat.", "views."))]
     assert chat and all(c.ok for c in chat), [c.response for c in chat if not c.ok]
     sent = json.dumps([c.body for c in chat])

@@ -10,16 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot import blocks, messages
+from bot.arguments import ToolDisplay
 from bot.blocks import (
     APPROVE_ACTION,
     DENY_ACTION,
     EXTEND_ACTION,
     RECONCILE_ABORT_ACTION,
     RETRY_ACTION,
+    code_section_lines,
     escape,
     safe,
 )
 from bot.messages import approval_message, decided_message, deny_modal, home_view, stopped_message
+from runtime.state import DEFAULT_REDACT_KEYS
 from tests.fakes.slack import block_kit_problems, view_problems
 
 HUGE = HOSTILE * 2000  # ~250k characters
@@ -37,6 +40,15 @@ def mrkdwn_texts(value) -> list[str]:
     if isinstance(value, list):
         return [t for v in value for t in mrkdwn_texts(v)]
     return []
+
+
+def code_lines(blocks_) -> list[str]:
+    """The argument lines a person reads in `blocks_`."""
+    return code_section_lines(mrkdwn_texts(blocks_))
+
+
+def buttons_of(blocks_) -> list[str]:
+    return [e["action_id"] for b in blocks_ if b["type"] == "actions" for e in b["elements"]]
 
 
 # Our own control sequences: user mentions built from validated ids, and Slack date tokens.
@@ -78,12 +90,12 @@ def test_safe_fuzz(text, limit):
 def test_approval_message_shows_what_an_approver_needs():
     run = make_run(state={"steps": 2, "usage": {**make_run().state["usage"], "tool_calls": 1}})
     approval = make_approval()
-    message = approval_message(run, approval, description="Refund part or all of an order.")
+    message = approval_message(run, approval, display=ToolDisplay("Refund part or all of an order."))
     text = all_text(message.blocks)
     assert "Refund order 42 and tell the customer" in text
     assert "<@U0ASKER>" in text
     assert "issue_refund" in text and "Refund part or all of an order." in text
-    assert "order_id: 42" in text and "amount_usd: 19.99" in text
+    assert code_lines(message.blocks) == ['order_id: "42"', "amount_usd: 19.99"]
     assert "run-0123456789:2" in text
     assert "steps 2/8" in text and "tool calls 1/5" in text
     assert f"<!date^{int((NOW + timedelta(minutes=30)).timestamp())}^" in text
@@ -97,17 +109,18 @@ def test_approval_message_shows_what_an_approver_needs():
 def test_approval_message_redacts_secrets_including_tool_specific_names():
     approval = make_approval(args={"to": "a@b.c", "api_key": "sk-live-123", "nested": {"password": "pw1"},
                                    "pin": "9999"})
-    message = approval_message(make_run(), approval, redact_keys=("pin",))
+    message = approval_message(make_run(), approval, display=ToolDisplay(secret_names=DEFAULT_REDACT_KEYS | {"pin"}))
     text = all_text(message.blocks) + message.text
     for secret in ("sk-live-123", "pw1", "9999"):
         assert secret not in text
-    assert "[redacted]" in text and "a@b.c" in text
+    assert "api_key: [redacted: 11 chars, #" in text and "pin: [redacted: 4 chars, #" in text
+    assert 'to: "a@b.c"' in code_lines(message.blocks)
 
 
 def test_hostile_goal_and_arguments_cannot_mention_or_link():
     run = make_run(goal=HOSTILE, requester="U0ASKER")
     approval = make_approval(args={"note": HOSTILE, HOSTILE[:40]: HOSTILE}, tool="issue_refund")
-    for message in (approval_message(run, approval, description=HOSTILE),
+    for message in (approval_message(run, approval, display=ToolDisplay(HOSTILE)),
                     decided_message(run, make_approval(status="denied", decided_by="U0LEAD", decided_at=NOW,
                                                        note=HOSTILE)),
                     messages.run_message(run), messages.stopped_message(make_run(goal=HOSTILE, status="failed",
@@ -123,10 +136,13 @@ def test_huge_goal_and_arguments_stay_within_block_kit_limits():
                                                  for i in range(200)]})
     approval = make_approval(args={f"k{i}": HUGE[: 5000 + i] for i in range(60)}, tool="t" * 64,
                              key="run-0123456789:" + "9" * 40)
-    message = approval_message(run, approval, description=HUGE)
+    message = approval_message(run, approval, display=ToolDisplay(HUGE))
     assert block_kit_problems(message.blocks) == []
     assert len(all_text(message.blocks)) < 12_000
-    assert "full arguments are in the run's audit log" in all_text(message.blocks)
+    # ~300k characters: more than even a modal holds, so Slack offers no Approve at all.
+    assert "too long even for a Slack dialog" in all_text(message.blocks)
+    assert f"signoff runs resume {run.run_id}" in all_text(message.blocks)
+    assert buttons_of(message.blocks) == [DENY_ACTION]
     assert len(message.text) <= blocks.MAX_FALLBACK
     assert_no_injection(message)
     for other in (decided_message(run, make_approval(args=approval.args, status="expired")),
@@ -180,7 +196,8 @@ def test_stopped_message_offers_the_buttons_that_fit(status, stop, actions):
     message = stopped_message(run)
     found = [e["action_id"] for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
     assert found == actions
-    assert all(e["value"] == run.run_id for b in message.blocks if b["type"] == "actions" for e in b["elements"])
+    assert all(e["value"] == f"{run.run_id}:{run.version}"  # bound to the run as shown
+               for b in message.blocks if b["type"] == "actions" for e in b["elements"])
     text = all_text(message.blocks)
     assert stop["reason"] in text and "steps 8/8" in text
     assert "step 1: called lookup_order" in text
@@ -235,8 +252,9 @@ def test_help_and_notice_have_fallback_text():
 
 def test_home_view_redacts_tool_specific_secrets_and_describes_the_tool():
     waiting = [(make_run(), make_approval(args={"order_id": "42", "pin": "4321", "password": "pw"}))]
-    view = home_view("U0LEAD", waiting, [], descriptions={"issue_refund": "Refund an order."},
-                     redactions={"issue_refund": {"pin"}})
+    display = ToolDisplay("Refund an order.", secret_names=DEFAULT_REDACT_KEYS | {"pin"})
+    view = home_view("U0LEAD", waiting, [], displays={"issue_refund": display})
     text = all_text(view)
-    assert "4321" not in text and "pw" not in text and "[redacted]" in text
+    assert "4321" not in text and '"pw"' not in text
+    assert "pin: [redacted: 4 chars, #" in text and "password: [redacted: 2 chars, #" in text
     assert "Refund an order." in text

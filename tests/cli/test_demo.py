@@ -46,8 +46,9 @@ def test_demo_without_answers_stops_paused_after_showing_the_card(signoff):
     assert result.lines[-1] == f"{run_id} awaiting_approval (resume with: signoff runs resume {run_id} --demo)"
     card = result.out[result.out.index("+-- Approval needed: send_email"):]
     for expected in ("Goal:         Ada Lovelace says order A-1001 arrived damaged.", "Requested by: cli:",
-                     "Tool:         send_email: Send a plain-text email", "to: ada@example.com",
-                     "subject: Your refund for order A-1001", "    Dear Ada,", f"Key:          {run_id}:3",
+                     "Tool:         send_email: Send a plain-text email", '|   to: "ada@example.com"',
+                     '|   subject: "Your refund for order A-1001"', '|   body: "Dear Ada,\\n\\nWe are sorry',
+                     f"Key:          {run_id}:3",
                      "Budget used:  steps 3/8, tool calls 2", "Expires:"):
         assert expected in card
     assert emails(signoff) == []

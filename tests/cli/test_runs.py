@@ -74,7 +74,8 @@ def test_secret_arguments_are_redacted_everywhere_they_are_shown(signoff, tmp_pa
                      answers="a\n")
 
     assert result.code == 0, result.err
-    assert "password: [redacted]" in result.out and "pin: [redacted]" in result.out
+    assert f"password: [redacted: {len(PASSWORD)} chars, #" in result.out
+    assert f"pin: [redacted: {len(PIN)} chars, #" in result.out
     run_id = run_id_of(result)
     monkeypatch.syspath_prepend(str(tmp_path))  # so the in-process runs below load the same tools
     tools = ("--tools", "secret_tools:TOOLS")

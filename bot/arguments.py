@@ -1,0 +1,157 @@
+"""What an approver reads: a call's arguments, one line each, exactly as they will run.
+
+Pure: data in, text out. Every surface that offers Approve (the Slack card, App Home, the full
+arguments modal, the terminal) shows the lines `argument_lines` returns and no other rendering.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.state import DEFAULT_REDACT_KEYS, canonical_json, redact
+from tools.base import Tool
+
+_BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Characters that draw nothing, or reorder or join what is drawn, besides Unicode's categories
+# below: fillers and selectors an attacker can use to make two different strings look alike.
+_INVISIBLE = frozenset(
+    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0]
+    + list(range(0x180B, 0x1810)) + list(range(0xFE00, 0xFE10)) + list(range(0xE0100, 0xE01F0))
+)
+# Cc control, Cf format (bidi overrides, zero-width, tags), Cs/Co/Cn surrogate, private, unassigned,
+# Zl/Zp line and paragraph separators, Zs spaces other than " " (they look like one).
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+_ASTRAL = re.compile(r"(?<!\\)((?:\\\\)*)\\U([0-9a-f]{8})")
+FINGERPRINT_CHARS = 8
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """A secret argument as shown: its JSON type, its size and a fingerprint, never its value."""
+
+    kind: str
+    length: int
+    fingerprint: str
+
+    @classmethod
+    def of(cls, value: Any) -> Redacted:
+        text = canonical_json(value)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:FINGERPRINT_CHARS]
+        if isinstance(value, str):
+            return cls("string", len(value), digest)
+        return cls(_json_kind(value), len(text), digest)
+
+    def __str__(self) -> str:
+        # Unquoted and in brackets, so it can never be mistaken for a string that says "[redacted]".
+        size = f"{self.length} chars" if self.kind == "string" else f"{self.kind}, {self.length} chars of JSON"
+        return f"[redacted: {size}, #{self.fingerprint}]"
+
+
+@dataclass(frozen=True)
+class ToolDisplay:
+    """What an approver is told about one tool: its description, argument order and secret names."""
+
+    description: str = ""
+    order: tuple[str, ...] = ()
+    """The args model's field order; stored arguments are canonical JSON, so their keys are sorted."""
+    secret_names: frozenset[str] = DEFAULT_REDACT_KEYS
+
+    @classmethod
+    def of(cls, tool: Tool | None, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS) -> ToolDisplay:
+        """The display of `tool` (None: a tool this process does not have loaded)."""
+        if tool is None:
+            return cls(secret_names=frozenset(redact_keys))
+        order = tuple(tool.args_model.model_fields) if tool.args_model is not None else ()
+        return cls(tool.description, order, frozenset(redact_keys) | frozenset(tool.redact))
+
+
+UNKNOWN_TOOL = ToolDisplay()
+"""How a tool not loaded here is shown: no description, arguments as stored, the built-in secret names."""
+
+
+def argument_lines(args: Any, display: ToolDisplay | None = None) -> list[str]:
+    """One `name: value` line per argument, in the tool's order, secrets redacted, nothing cut."""
+    return [f"{name}: {value}" for name, value in argument_pairs(args, display)]
+
+
+def argument_pairs(args: Any, display: ToolDisplay | None = None) -> list[tuple[str, str]]:
+    """(name, value) as `argument_lines` shows them; a call whose arguments are not an object is one value."""
+    display = display or UNKNOWN_TOOL
+    shown = redact(args, display.secret_names, mask=Redacted.of)
+    if not isinstance(shown, Mapping):
+        return [("(arguments)", literal(shown))]
+    return [(key_text(name), literal(shown[name])) for name in ordered(shown, display.order)]
+
+
+def ordered(args: Mapping[str, Any], order: Sequence[str]) -> list[str]:
+    """The keys of `args`: the declared ones in `order`, then any others as stored."""
+    declared = [name for name in order if name in args]
+    return declared + [name for name in args if name not in set(declared)]
+
+
+def key_text(name: Any) -> str:
+    """A plain identifier as it is; any other name quoted and escaped like a string value."""
+    return name if isinstance(name, str) and _BARE_KEY.match(name) else literal(str(name))
+
+
+def literal(value: Any) -> str:
+    """`value` as an unambiguous JSON-style literal on one line.
+
+    Strings are quoted, so `"100"` and `100` differ; a newline is `\\n`, so no value can draw a
+    line that looks like another argument; invisible and direction-changing characters are
+    `\\uXXXX` escapes. Backticks are `\\u0060` too: Slack shows arguments in a code block, which a
+    literal ``` would close, and every surface shows the same text.
+    """
+    match value:
+        case Redacted():
+            return str(value)
+        case str():
+            return '"' + "".join(_escaped(char) for char in value) + '"'
+        case bool() | None | int() | float():
+            return json.dumps(value)
+        case Mapping():
+            return "{" + ", ".join(f"{literal(str(k))}: {literal(v)}" for k, v in value.items()) + "}"
+        case list() | tuple():
+            return "[" + ", ".join(literal(v) for v in value) + "]"
+        case _:
+            return literal(str(value))
+
+
+def read_literal(text: str) -> Any:
+    """The value `literal` showed as `text` (its inverse; for checking that what is shown is exact)."""
+    def pair(match: re.Match[str]) -> str:
+        code = int(match.group(2), 16) - 0x10000
+        return f"{match.group(1)}\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+    # JSON, except that a character beyond the BMP is one `\\UXXXXXXXX` rather than a surrogate pair.
+    return json.loads(_ASTRAL.sub(pair, text))
+
+
+def _escaped(char: str) -> str:
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    code = ord(char)
+    if char == "`" or code in _INVISIBLE or (char != " " and unicodedata.category(char) in _ESCAPED_CATEGORIES):
+        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return char
+
+
+def _json_kind(value: Any) -> str:
+    match value:
+        case bool():
+            return "boolean"
+        case None:
+            return "null"
+        case int() | float():
+            return "number"
+        case list() | tuple():
+            return "array"
+        case _:
+            return "object"
