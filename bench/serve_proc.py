@@ -25,6 +25,8 @@ from bench import report
 
 SECRET = "bench-signing-secret-0123456789abcdef"
 CHANNEL = "CBENCHRUNS"
+TEAM = "T0TEST"
+"""The workspace FakeSlack's `auth.test` names: Signoff drops requests from any other."""
 
 
 def available() -> bool:
@@ -63,7 +65,7 @@ class Server:
 
     def command(self, text: str, user: str) -> tuple[int, float, str]:
         body = urlencode({
-            "token": "legacy", "team_id": "T0BENCH", "team_domain": "bench", "channel_id": CHANNEL,
+            "token": "legacy", "team_id": TEAM, "team_domain": "bench", "channel_id": CHANNEL,
             "channel_name": "runs", "user_id": user, "user_name": user.lower(), "command": "/signoff",
             "text": text, "api_app_id": "A0SIGNOFF", "response_url": self.slack.response_url("command"),
             "trigger_id": f"{next(self.triggers)}.1.trigger",
@@ -74,9 +76,9 @@ class Server:
         button = next(e for b in message.get("blocks", []) if b.get("type") == "actions"
                       for e in b["elements"] if e.get("action_id") == action_id)
         payload = {
-            "type": "block_actions", "user": {"id": user, "username": user.lower(), "team_id": "T0BENCH"},
+            "type": "block_actions", "user": {"id": user, "username": user.lower(), "team_id": TEAM},
             "api_app_id": "A0SIGNOFF", "token": "legacy", "trigger_id": f"{next(self.triggers)}.2.trigger",
-            "team": {"id": "T0BENCH", "domain": "bench"}, "response_url": self.slack.response_url("action"),
+            "team": {"id": TEAM, "domain": "bench"}, "response_url": self.slack.response_url("action"),
             "actions": [{"action_id": action_id, "block_id": "b", "type": "button", "value": button["value"],
                          "text": button["text"], "action_ts": f"{time.time():.6f}"}],
             "container": {"type": "message", "message_ts": message["ts"], "channel_id": message["channel"],
@@ -87,7 +89,7 @@ class Server:
 
     def home_opened(self, user: str) -> tuple[int, float, str]:
         body = json.dumps({
-            "token": "legacy", "team_id": "T0BENCH", "api_app_id": "A0SIGNOFF", "type": "event_callback",
+            "token": "legacy", "team_id": TEAM, "api_app_id": "A0SIGNOFF", "type": "event_callback",
             "event_id": f"Ev{next(self.triggers)}", "event_time": int(time.time()),
             "event": {"type": "app_home_opened", "user": user, "channel": "D0HOME", "tab": "home"},
         })
@@ -138,7 +140,7 @@ def start(database_url: str, *, sweep_interval: str = "1s", workers: int = 4) ->
         "SLACK_API_URL": slack.url, "SIGNOFF_DATABASE_URL": database_url, "SIGNOFF_MODEL": f"scripted:{script}",
         "SIGNOFF_TOOLS": "bench.workload:SERVE_TOOLS", "SIGNOFF_PORT": str(port),
         "SIGNOFF_SWEEP_INTERVAL": sweep_interval, "SIGNOFF_WORKERS": str(workers), "SIGNOFF_LOG_LEVEL": "WARNING",
-        "SIGNOFF_OUTBOX": str(Path(workdir.name) / "outbox"),
+        "SIGNOFF_OUTBOX": str(Path(workdir.name) / "outbox"), "SIGNOFF_APPROVERS": "U0APPROVER,UAPPROVER1",
     })
     log = open(Path(workdir.name) / "serve.log", "wb")  # noqa: SIM115  # closed with the process
     process = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], env=env, cwd=workdir.name,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from slack_bolt import App, Respond
+from slack_bolt import App, BoltContext, BoltResponse, Respond
 from slack_sdk import WebClient
 
 from bot.listeners import Listeners, tell_failure
@@ -117,6 +117,7 @@ def build_app(
         listener_executor=options.listener_executor or ThreadPoolExecutor(
             max_workers=LISTENER_THREADS, thread_name_prefix="signoff-listener"),
     )
+    app.use(installed_workspace_only)
     Listeners(runner, workers, notifier, clock=options.clock, replay_window_s=options.replay_window_s).register(app)
 
     @app.error
@@ -124,3 +125,46 @@ def build_app(
         tell_failure(error, body, respond)
 
     return app
+
+
+NOT_INSTALLED_HERE = "Signoff is not installed in your workspace; nothing was done."
+
+
+def installed_workspace_only(context: BoltContext, body: dict, next: Callable[[], BoltResponse]) -> BoltResponse:
+    """Global middleware: a request from another team or enterprise than the installed one is
+    acknowledged and dropped (a Slack Connect channel or a second installation can send one)."""
+    installed = context.authorize_result
+    if installed is None:  # Slack's URL and SSL checks, which Bolt answers itself and which act on nothing
+        return next()
+    reason = foreign_reason(installed.team_id, installed.enterprise_id, request_teams(context, body),
+                            request_enterprises(context, body))
+    if reason is None:
+        return next()
+    log.warning("refused a request (type=%s): %s", body.get("type") or body.get("command"), reason)
+    # Slack shows a slash command's reply to its sender; any other body is ignored, or must be empty.
+    return BoltResponse(status=200, body=NOT_INSTALLED_HERE if "command" in body else "")
+
+
+def foreign_reason(team: str | None, enterprise: str | None, teams: set[str], enterprises: set[str]) -> str | None:
+    """Why a request naming `teams` and `enterprises` is not from the installed workspace, or None."""
+    if not teams:
+        return "it names no team"
+    if teams != {team}:
+        return f"it comes from team {', '.join(sorted(teams - {team or ''}))!r}, not {team!r}"
+    if enterprises - {enterprise}:
+        return f"it comes from enterprise {', '.join(sorted(enterprises - {enterprise or ''}))!r}, not {enterprise!r}"
+    return None
+
+
+def request_teams(context: BoltContext, body: dict) -> set[str]:
+    user = body.get("user")
+    found = {context.team_id, context.actor_team_id, user.get("team_id") if isinstance(user, dict) else None}
+    return {t for t in found if isinstance(t, str) and t}
+
+
+def request_enterprises(context: BoltContext, body: dict) -> set[str]:
+    user, team = body.get("user"), body.get("team")
+    found = {context.enterprise_id, context.actor_enterprise_id,
+             user.get("enterprise_id") if isinstance(user, dict) else None,
+             team.get("enterprise_id") if isinstance(team, dict) else None}
+    return {e for e in found if isinstance(e, str) and e}

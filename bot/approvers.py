@@ -1,7 +1,8 @@
-"""Who may approve: the user ids and user groups in `SIGNOFF_APPROVERS`, groups resolved through Slack.
+"""Who may decide and who may see a run: `SIGNOFF_APPROVERS` and channel membership, through Slack.
 
-The runner already refuses a requester approving their own run (unless self-approval is allowed);
-this module answers the other half: is this person one of the approvers?
+`SIGNOFF_APPROVERS` holds user ids, user group ids (resolved with `usergroups.users.list`) and
+`*`: any member of the channel where the run's approvals are posted (`conversations.members`).
+The runner adds the rest: a requester never approves their own run unless self-approval is on.
 """
 
 from __future__ import annotations
@@ -14,52 +15,87 @@ from collections.abc import Callable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.settings import CHANNEL_MEMBERS
 from runtime.records import RunRecord
 
 log = logging.getLogger("signoff.bot.approvers")
 
 NOT_AN_APPROVER = "you are not one of this workspace's Signoff approvers (SIGNOFF_APPROVERS)"
+NOT_IN_THE_CHANNEL = "you are not a member of the channel where this run's approvals are posted"
+NO_APPROVERS = "no approvers are configured (SIGNOFF_APPROVERS is empty)"
+_MEMBERS_PER_PAGE = 999  # the most Slack's cursor pagination hands out at once
+_MEMBER_PAGES = 25
+"""Channels bigger than this many pages are read only this far: anyone further in is refused."""
 
 
 class Approvers:
-    """`may_approve(user, run)` for the runner: None if `user` may approve, else the reason not."""
+    """`may_approve(user, run)` and `may_see(user, run)` for the runner.
 
-    def __init__(self, ids: frozenset[str], client: WebClient, *, cache_seconds: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.users = frozenset(i for i in ids if not i.startswith("S"))
+    Group and channel members are cached for `cache_seconds`; when Slack cannot say, nobody is a
+    member (someone just removed must not keep approving while Slack is down).
+    """
+
+    def __init__(self, ids: frozenset[str], client: WebClient, *, approval_channel: str | None = None,
+                 cache_seconds: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.channel_members = CHANNEL_MEMBERS in ids
+        self.users = frozenset(i for i in ids if i[:1] in ("U", "W"))
         self.groups = frozenset(i for i in ids if i.startswith("S"))
+        self.approval_channel = approval_channel
         self._client, self._cache_seconds, self._clock = client, cache_seconds, clock
-        self._members: dict[str, tuple[float, frozenset[str]]] = {}
+        self._members: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._lock = threading.Lock()
 
-    @property
-    def anyone(self) -> bool:
-        """No list configured: any member may approve (except the requester, which the runner checks)."""
-        return not self.users and not self.groups
-
     def may_approve(self, user: str, run: RunRecord) -> str | None:
-        if self.anyone or user in self.users:
+        """None if `user` may decide `run`'s approvals and buttons, else the reason not."""
+        if user in self.users or any(user in self._group(group) for group in sorted(self.groups)):
             return None
-        if any(user in self.members(group) for group in sorted(self.groups)):
-            return None
-        return NOT_AN_APPROVER
+        if self.channel_members:
+            channel = self.approval_channel or run_channel(run)
+            return None if channel and user in self._channel(channel) else NOT_IN_THE_CHANNEL
+        return NOT_AN_APPROVER if self.users or self.groups else NO_APPROVERS
 
-    def members(self, group: str) -> frozenset[str]:
-        """The group's members, from a cache refreshed every `cache_seconds`; empty while Slack fails."""
+    def may_see(self, user: str, run: RunRecord) -> bool:
+        """Whether `user` is a member of the channel the run was started in (its messages are there)."""
+        channel = run_channel(run)
+        return channel is not None and user in self._channel(channel)
+
+    def _group(self, group: str) -> frozenset[str]:
+        return self._cached(("group", group), lambda: self._client.usergroups_users_list(usergroup=group)["users"])
+
+    def _channel(self, channel: str) -> frozenset[str]:
+        def members() -> list[str]:
+            found: list[str] = []
+            cursor = None
+            for _ in range(_MEMBER_PAGES):
+                page = self._client.conversations_members(channel=channel, limit=_MEMBERS_PER_PAGE, cursor=cursor)
+                found += page["members"]
+                cursor = (page.get("response_metadata") or {}).get("next_cursor")
+                if not cursor:
+                    break
+            return found
+
+        return self._cached(("channel", channel), members)
+
+    def _cached(self, key: tuple[str, str], fetch: Callable[[], list[str]]) -> frozenset[str]:
         now = self._clock()
         with self._lock:
-            cached = self._members.get(group)
+            cached = self._members.get(key)
         if cached is not None and now - cached[0] < self._cache_seconds:
             return cached[1]
         try:
-            users = frozenset(self._client.usergroups_users_list(usergroup=group)["users"])
+            members = frozenset(fetch())
         except SlackApiError as exc:
-            # Fail closed: someone just removed from the group must not keep approving while Slack is down.
-            log.warning("could not resolve user group %s: %s", group, exc.response.get("error"))
+            log.warning("could not list the members of %s %s: %s", *key, exc.response.get("error"))
             return frozenset()
         except OSError as exc:
-            log.warning("could not resolve user group %s: %s", group, exc)
+            log.warning("could not list the members of %s %s: %s", *key, exc)
             return frozenset()
         with self._lock:
-            self._members[group] = (now, users)
-        return users
+            self._members[key] = (now, members)
+        return members
+
+
+def run_channel(run: RunRecord) -> str | None:
+    """The channel a run was started in, if it came from Slack."""
+    channel = (run.origin or {}).get("channel")
+    return channel if isinstance(channel, str) and channel else None

@@ -12,14 +12,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, assert_never
 
 from slack_bolt import Ack, App, Respond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.webhook import WebhookClient
 
-from bot import blocks, messages
+from bot import argument_blocks, blocks, messages
 from bot.blocks import Message, notice, safe, slack_date, user
 from bot.payloads import (
     ApprovalClick,
@@ -38,6 +38,7 @@ from bot.payloads import (
 )
 from runtime.records import (
     AlreadyDecided,
+    AlreadyDone,
     ApprovalRecord,
     Decided,
     DecisionOutcome,
@@ -48,6 +49,7 @@ from runtime.records import (
     NotAllowed,
     Refused,
     RunOutcome,
+    RunRecord,
 )
 
 if TYPE_CHECKING:
@@ -57,14 +59,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("signoff.bot.listeners")
 
-_RUN_BUTTON_DONE = {
-    blocks.EXTEND_ACTION: "Extended by {who}; the run continues.",
-    blocks.CLOSE_ACTION: "Closed by {who}.",
-    blocks.RETRY_ACTION: "Retry requested by {who}; the run continues.",
-    blocks.RECONCILE_DONE_ACTION: "Marked done by {who}; the run continues.",
-    blocks.RECONCILE_RETRY_ACTION: "Retry of the call requested by {who}.",
-    blocks.RECONCILE_ABORT_ACTION: "Aborted by {who}.",
+_REQUEST_OF_BUTTON = {  # each stopped-run button, and what it asks of the runner (`AlreadyDone.what`)
+    blocks.EXTEND_ACTION: "extend", blocks.CLOSE_ACTION: "cancel", blocks.RETRY_ACTION: "retry",
+    blocks.RECONCILE_DONE_ACTION: "reconcile.done", blocks.RECONCILE_RETRY_ACTION: "reconcile.retry",
+    blocks.RECONCILE_ABORT_ACTION: "reconcile.abort",
 }
+_REQUEST_WORDS = {  # request -> (what it did, what follows once done, or "")
+    "extend": ("extended", "the run continues"),
+    "cancel": ("closed", ""),
+    "retry": ("retried", "the run continues"),
+    "reconcile.done": ("marked done", "the run continues"),
+    "reconcile.retry": ("retried", "the call runs again"),
+    "reconcile.abort": ("aborted", ""),
+}
+NO_VISIBLE_RUN = "There is no run `{run}` you can see."
+"""Also for runs that exist but are not the person's to see: the answer must not tell them apart."""
 
 
 FAILED_REQUEST = ("Signoff could not finish handling that (the error is in its log). If nothing above "
@@ -113,6 +122,7 @@ class Listeners:
         app.command(blocks.COMMAND)(answered(self.on_command))
         app.action(blocks.APPROVE_ACTION)(answered(self.on_approve))
         app.action(blocks.DENY_ACTION)(answered(self.on_deny))
+        app.action(blocks.VIEW_ARGS_ACTION)(answered(self.on_view_args))
         app.view_submission(blocks.DENY_MODAL)(answered(self.on_deny_submitted))
         for action in blocks.RUN_ACTIONS:
             app.action(action)(answered(self.on_run_button))
@@ -139,20 +149,38 @@ class Listeners:
             case StartRun(goal=goal):
                 return self._start(command, goal)
             case ShowStatus(run_id=run_id):
-                run = self.runner.get_run(run_id, history=False)
+                run = self._visible_run(run_id, who)
                 if run is None:
-                    return notice(f"There is no run `{safe(run_id, 80)}`."), None
+                    return notice(_no_visible_run(run_id)), None
                 return messages.status_message(run, self.runner.pending_approval(run_id)), None
             case ListRuns():
                 return messages.list_message(self.runner.runs_for(who), self.runner.waiting_on(who)), None
             case CancelRun(run_id=run_id):
+                if self._visible_run(run_id, who) is None:
+                    return notice(_no_visible_run(run_id)), None
                 outcome = self.runner.cancel(run_id, who, reason=f"cancelled by {who} with /signoff cancel")
-                return notice(self._run_outcome(outcome, run_id, f"Cancelling run `{safe(run_id, 80)}`; "
-                                                                 "nothing pending will be executed.")), None
+                return notice(self._run_outcome(outcome, run_id, lambda: self._cancelling_text(run_id))), None
             case ShowHelp():
                 return messages.help_message(), None
             case _:
                 assert_never(command.request)
+
+    def _visible_run(self, run_id: str, who: str) -> RunRecord | None:
+        run = self.runner.get_run(run_id, history=False)
+        return run if run is not None and self.runner.visibility_refusal(who, run) is None else None
+
+    def _cancelling_text(self, run_id: str) -> str:
+        running = self._running_text(run_id)
+        return f"Cancelling run `{safe(run_id, 80)}`" + (f": {running}" if running else
+                                                         "; nothing pending will be executed.")
+
+    def _running_text(self, run_id: str) -> str | None:
+        """What is still true after a cancel: a call that has started cannot be called back."""
+        running = self.runner.running_call(run_id)
+        if running is None:
+            return None
+        tool, key = running
+        return f"`{safe(tool, 64)}` (key `{safe(key, 120)}`) is already running and will finish; nothing after it will run."
 
     def _start(self, command: Command, goal: str) -> tuple[Message, str | None]:
         """The reply to `/signoff <goal>`, and the run it started, if it started one."""
@@ -179,7 +207,25 @@ class Listeners:
             self._refuse_malformed(body, click)
             return
         outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True)
-        self._after_decision(outcome, click.where)
+        self._after_decision(outcome, click.where, modal=_modal_id(body))
+
+    def on_view_args(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        click = parse_click(body)
+        if not isinstance(click, ApprovalClick):
+            self._refuse_malformed(body, click)
+            return
+        approval = self.runner.get_approval(click.approval_id)
+        refusal = self._deny_refusal(click, approval)
+        run = self.runner.get_run(approval.run_id, history=False) if approval is not None else None
+        if refusal or approval is None or run is None:
+            self._tell(click.where, refusal or "This approval request no longer exists.")
+            return
+        view = argument_blocks.arguments_modal(run, approval, self.notifier.display(approval.tool))
+        if view is None:
+            self._tell(click.where, argument_blocks.too_long_for_slack(run.run_id))
+            return
+        self.notifier.client.views_open(trigger_id=click.where.trigger_id, view=view)
 
     def on_deny(self, ack: Ack, body: dict[str, Any]) -> None:
         ack()
@@ -198,14 +244,14 @@ class Listeners:
                           view=messages.deny_modal(approval, channel=click.where.channel))
 
     def _deny_refusal(self, click: ApprovalClick, approval: ApprovalRecord | None) -> str | None:
-        """Why the Deny modal should not open; the decision itself is checked again on submit."""
+        """Why the Deny or the full-arguments modal should not open; the decision is checked again."""
         if approval is None:
             return "This approval request no longer exists."
         if approval.digest != click.digest:
             return "This button no longer matches the request it was posted with."
         if approval.status != "pending":
             return _decided_text(approval)
-        if _epoch(approval.expires_at) <= self.clock():
+        if approval.expires_at <= self.runner.store.now():  # the database's clock decides expiry, not ours
             return f"This request expired {slack_date(approval.expires_at)}; nothing was executed."
         run = self.runner.get_run(approval.run_id, history=False)
         if run is None:
@@ -224,25 +270,30 @@ class Listeners:
                                      approved=False, note=submission.reason)
         self._after_decision(outcome, submission.where)
 
-    def _after_decision(self, outcome: DecisionOutcome, where: Where) -> None:
+    def _after_decision(self, outcome: DecisionOutcome, where: Where, modal: str | None = None) -> None:
+        """Act on a decision's outcome and say what it was; `modal` is the view clicked in, if any."""
         if isinstance(outcome, Decided | AlreadyDecided | Expired):
             self._refresh_clicked(outcome.approval, where)
         match outcome:
             case Decided(approval=approval):
                 self.workers.submit(approval.run_id)
+                if modal:  # a channel card shows the outcome itself; a modal has to be told
+                    self._tell(where, f"{messages.approval_outcome(approval)[0]}. The result follows in the "
+                                      "run's thread.", modal)
             case AlreadyDecided(approval=approval):
-                self._tell(where, _decided_text(approval))
+                self._tell(where, _decided_text(approval), modal)
                 self._refresh(approval)
             case Expired(approval=approval):
-                self._tell(where, f"This request expired {slack_date(approval.expires_at)}; nothing was executed.")
+                self._tell(where, f"This request expired {slack_date(approval.expires_at)}; nothing was executed.",
+                           modal)
                 self.workers.submit(approval.run_id)  # ends the run now rather than at the next sweep
             case NotAllowed(reason=reason) | Mismatch(reason=reason):
-                self._tell(where, f"Not done: {safe(reason, 500)}")
+                self._tell(where, f"Not done: {safe(reason, 500)}", modal)
             case Missing(what=what):
-                self._tell(where, f"This {what} no longer exists.")
+                self._tell(where, f"This {what} no longer exists.", modal)
             case _:
                 assert_never(outcome)
-        if where.in_home:
+        if where.in_home or modal:  # a modal may have been opened from Home, whose buttons are now stale
             self.publish_home(where.user)
 
     def _refresh_clicked(self, approval: ApprovalRecord, where: Where) -> None:
@@ -273,40 +324,60 @@ class Listeners:
             self._refuse_malformed(body, click)
             return
         outcome = self._run_command(click)
-        text = self._run_outcome(outcome, click.run_id, _RUN_BUTTON_DONE[click.action].format(
-            who=user(click.where.user)))
-        if not isinstance(outcome, Done):
-            self._tell(click.where, text)
-        elif click.where.channel and click.where.message_ts:  # the buttons make way for what was done
-            self.notifier.update(click.where.channel, click.where.message_ts,
-                                 messages.run_closed_message(outcome.run, text))
+        text = self._run_outcome(outcome, click.run_id, lambda: self._pressed_text(click))
+        match outcome:
+            case Done(run=run):  # the buttons make way for what was done
+                self._show_closed(click.where, run, text)
+            case AlreadyDone(what=what, by=by, at=at):
+                self._tell(click.where, text)
+                current = self.runner.get_run(click.run_id, history=False)
+                if current is not None:  # this copy of the message may still show its buttons
+                    self._show_closed(click.where, current, _done_text(what, by, at))
+            case _:
+                self._tell(click.where, text)
 
     def _run_command(self, click: RunClick) -> RunOutcome:
-        who, run_id = click.where.user, click.run_id
+        who, run_id, shown = click.where.user, click.run_id, click.shown_version
         match click.action:
             case blocks.EXTEND_ACTION:
-                return self.runner.extend(run_id, who)
+                return self.runner.extend(run_id, who, shown_version=shown)
             case blocks.CLOSE_ACTION:
-                return self.runner.cancel(run_id, who, reason=f"closed by {who}")
+                return self.runner.cancel(run_id, who, reason=f"closed by {who}", shown_version=shown)
             case blocks.RETRY_ACTION:
-                return self.runner.retry(run_id, who)
+                return self.runner.retry(run_id, who, shown_version=shown)
             case blocks.RECONCILE_DONE_ACTION | blocks.RECONCILE_RETRY_ACTION | blocks.RECONCILE_ABORT_ACTION:
-                return self.runner.reconcile(run_id, who, click.action.rsplit(".", 1)[1])
+                return self.runner.reconcile(run_id, who, click.action.rsplit(".", 1)[1], shown_version=shown)
             case _:
                 return Refused("unknown button")
 
-    def _run_outcome(self, outcome: RunOutcome, run_id: str, done_text: str) -> str:
+    def _pressed_text(self, click: RunClick) -> str:
+        text = _done_text(_REQUEST_OF_BUTTON[click.action], click.where.user, None)
+        running = self._running_text(click.run_id) if click.action == blocks.CLOSE_ACTION else None
+        return f"{text} {running}" if running else text
+
+    def _run_outcome(self, outcome: RunOutcome, run_id: str, done_text: Callable[[], str]) -> str:
         """What to say about a run command; on `Done` the run goes to the workers to apply it."""
         match outcome:
             case Done():
+                text = done_text()  # before the workers start: it may say what is running now
                 self.workers.submit(run_id)
-                return done_text
+                return text
+            case AlreadyDone(what=what, by=by, at=at):
+                return _already_text(what, by, at)
             case Refused(reason=reason) | NotAllowed(reason=reason):
                 return f"Not done: {safe(reason, 500)}"
             case Missing():
-                return f"There is no run `{safe(run_id, 80)}`."
+                return _no_visible_run(run_id)
             case _:
                 assert_never(outcome)
+
+    def _show_closed(self, where: Where, run: RunRecord, note: str) -> None:
+        if not (where.channel and where.message_ts):
+            return
+        try:
+            self.notifier.update(where.channel, where.message_ts, messages.run_closed_message(run, note))
+        except SlackApiError as exc:
+            log.warning("run %s: could not take the buttons off its message: %s", run.run_id, exc)
 
     # -- App Home -----------------------------------------------------------------------------------
 
@@ -316,12 +387,8 @@ class Listeners:
             self.publish_home(viewer)
 
     def publish_home(self, viewer: str) -> None:
-        tools = self.notifier.tools
-        view = messages.home_view(
-            viewer, self.runner.waiting_on(viewer), self.runner.runs_for(viewer),
-            descriptions={name: t.description for name, t in tools.items()},
-            redactions={name: self.notifier.redact_keys | set(t.redact) for name, t in tools.items()},
-        )
+        view = messages.home_view(viewer, self.runner.waiting_on(viewer), self.runner.runs_for(viewer),
+                                  displays={name: self.notifier.display(name) for name in self.notifier.tools})
         self.notifier.client.views_publish(user_id=viewer, view=view)
 
     # -- telling the person who clicked --------------------------------------------------------------
@@ -333,11 +400,13 @@ class Listeners:
         if isinstance(clicker, str) and clicker[:1] in ("U", "W") and clicker.isalnum():
             self._tell(Where(user=clicker), f"Sorry, I could not read that click: {safe(reason, 200)}.")
 
-    def _tell(self, where: Where, text: str) -> None:
-        """An ephemeral answer: via response_url, else ephemeral in the channel, else a DM."""
+    def _tell(self, where: Where, text: str, modal: str | None = None) -> None:
+        """An ephemeral answer: in the `modal` clicked in, via response_url, ephemeral in the channel, or a DM."""
         message = notice(text)
         try:
-            if where.response_url:
+            if modal:
+                self.notifier.client.views_update(view_id=modal, view=argument_blocks.outcome_modal(text))
+            elif where.response_url:
                 WebhookClient(where.response_url).send(
                     text=message.text, blocks=message.blocks, response_type="ephemeral", replace_original=False)
             elif where.channel:
@@ -348,8 +417,30 @@ class Listeners:
             log.warning("could not tell %s: %s", where.user, exc.response.get("error"))
 
 
-def _epoch(moment: datetime) -> float:
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+def _modal_id(body: dict[str, Any]) -> str | None:
+    """The id of the modal a click came from (None for a message or App Home)."""
+    view = body.get("view")
+    if (body.get("container") or {}).get("type") != "view" or not isinstance(view, dict) or view.get("type") != "modal":
+        return None
+    return view["id"] if isinstance(view.get("id"), str) else None
+
+
+def _no_visible_run(run_id: str) -> str:
+    return NO_VISIBLE_RUN.format(run=safe(run_id, 80))
+
+
+def _done_text(what: str, by: str | None, at: datetime | None) -> str:
+    """e.g. "Extended by @lee; the run continues." for the message whose buttons were pressed."""
+    did, then = _REQUEST_WORDS.get(what, ("acted on", ""))
+    when = f" {slack_date(at)}" if at else ""
+    return f"{did[:1].upper()}{did[1:]} by {user(by) if by else 'someone'}{when}" + (f"; {then}." if then else ".")
+
+
+def _already_text(what: str, by: str | None, at: datetime | None) -> str:
+    """e.g. "Already extended by @lee <date>; nothing changed." for a second press."""
+    did, _ = _REQUEST_WORDS.get(what, ("acted on", ""))
+    when = f" {slack_date(at)}" if at else ""
+    return f"Already {did} by {user(by) if by else 'someone'}{when}; nothing changed."
 
 
 def _decided_text(approval: ApprovalRecord) -> str:
@@ -359,10 +450,15 @@ def _decided_text(approval: ApprovalRecord) -> str:
             return f"Already approved by {user(approval.decided_by)}{when}."
         case "denied":
             return f"Already denied by {user(approval.decided_by)}{when}."
+        case "expired" if approval.decided_by:
+            return (f"Approved by {user(approval.decided_by)}{when}, but it could not start in time; "
+                    "nothing was executed.")
         case "expired":
             return f"This request expired {slack_date(approval.expires_at)}; nothing was executed."
         case "cancelled":
             return "This request was cancelled with its run; nothing was executed."
+        case "superseded":
+            return "This request was replaced by a new one (its tool changed); nothing was executed."
         case _:
             return "This request is still waiting for a decision."
 

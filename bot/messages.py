@@ -9,12 +9,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from bot.argument_blocks import CARD_SECTIONS, HOME_SECTIONS, ShownArguments, shown_arguments
+from bot.arguments import UNKNOWN_TOOL, ToolDisplay
 from bot.blocks import (
-    APPROVE_ACTION,
-    ARGS_CHARS,
     CLOSE_ACTION,
     COMMAND,
-    DENY_ACTION,
     DENY_MODAL,
     DENY_REASON_BLOCK,
     DENY_REASON_INPUT,
@@ -31,8 +30,6 @@ from bot.blocks import (
     RECONCILE_RETRY_ACTION,
     RETRY_ACTION,
     Message,
-    approval_value,
-    args_text,
     budget_limits,
     budget_line,
     button,
@@ -48,6 +45,7 @@ from bot.blocks import (
     slack_date,
     user,
 )
+from bot.payloads import run_value
 from runtime.records import ApprovalRecord, RunRecord
 from runtime.state import DEFAULT_REDACT_KEYS, redact
 
@@ -60,6 +58,7 @@ _STATUS_EMOJI = {
     "idle": ":hourglass_flowing_sand:", "running": ":gear:", "awaiting_approval": ":raised_hand:",
     "done": ":white_check_mark:", "budget_exhausted": ":battery:", "failed": ":x:",
     "cancelled": ":no_entry_sign:", "expired": ":hourglass:", "needs_reconciliation": ":warning:",
+    "stalled": ":repeat:",
 }
 
 
@@ -121,26 +120,21 @@ def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *, redact_keys
 # -- approval messages --------------------------------------------------------------------------
 
 
-def approval_message(
-    run: RunRecord, approval: ApprovalRecord, *, description: str = "", redact_keys: Iterable[str] = ()
-) -> Message:
-    """An approval request: what would run, with what, for whom, until when; Approve and Deny."""
-    blocks = _approval_body(run, approval, description, redact_keys)
-    value = approval_value(approval)
-    blocks.append({
-        "type": "actions",
-        "block_id": "signoff.approval",
-        "elements": [button("Approve", APPROVE_ACTION, value, "primary"), button("Deny", DENY_ACTION, value, "danger")],
-    })
+def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL) -> Message:
+    """An approval request: what would run, with what, for whom, until when; Approve and Deny.
+
+    Approve is on the card only when every argument is on it in full (see `shown_arguments`).
+    """
+    shown = shown_arguments(run, approval, display, CARD_SECTIONS)
+    blocks = _approval_body(run, approval, display, shown)
+    blocks.append({"type": "actions", "block_id": "signoff.approval", "elements": shown.buttons})
     text = f"Approval needed: {approval.tool} for run {run.run_id} (expires {approval.expires_at:%H:%M} UTC)"
     return Message(_fallback(text), blocks)
 
 
-def decided_message(
-    run: RunRecord, approval: ApprovalRecord, *, description: str = "", redact_keys: Iterable[str] = ()
-) -> Message:
+def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL) -> Message:
     """The approval request after the fact: the buttons replaced by the outcome."""
-    blocks = _approval_body(run, approval, description, redact_keys)
+    blocks = _approval_body(run, approval, display, shown_arguments(run, approval, display, CARD_SECTIONS))
     line, fallback = approval_outcome(approval)
     blocks.append(section(line))
     return Message(_fallback(f"{fallback}: {approval.tool} for run {run.run_id}"), blocks)
@@ -156,25 +150,30 @@ def approval_outcome(approval: ApprovalRecord) -> tuple[str, str]:
             return f":white_check_mark: *Approved* by {who}{when}{note}", f"Approved by {approval.decided_by}"
         case "denied":
             return f":no_entry: *Denied* by {who}{when}{note}", f"Denied by {approval.decided_by}"
+        case "expired" if approval.decided_by:
+            # Approved in time, but no worker could start it within the dispatch window.
+            return (f":hourglass: *Approved* by {who}{when}, *but it could not start in time: not executed.*",
+                    f"Approved by {approval.decided_by} but not started in time; not executed")
         case "expired":
             return ":hourglass: *Expired, not executed.*", "Expired, not executed"
         case "cancelled":
             return f":no_entry_sign: *Cancelled, not executed.*{note}", "Cancelled, not executed"
+        case "superseded":
+            return (":arrows_counterclockwise: *Replaced, not executed:* the tool changed before this call ran, "
+                    "so it is asked about again in a new request.", "Replaced by a new request; not executed")
         case _:
             return ":raised_hand: *Waiting for a decision.*", "Waiting for a decision"
 
 
 def _approval_body(
-    run: RunRecord, approval: ApprovalRecord, description: str, redact_keys: Iterable[str]
+    run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, shown: ShownArguments
 ) -> list[dict[str, Any]]:
-    args, shortened = args_text(approval.args, redact_keys=redact_keys)
-    about = f"\n{safe(description, 300)}" if description else ""
-    note = "\n_Long values are shortened here; the full arguments are in the run's audit log._" if shortened else ""
+    about = f"\n{safe(display.description, 300)}" if display.description else ""
     return [
         header(f"Approve {approval.tool}?"),
         section(f"*Goal* (asked by {user(run.requester)})\n>{safe(run.goal, _GOAL_CHARS)}"),
-        section(f"*Tool* `{safe(approval.tool, 64)}`{about}"),
-        section(f"*Arguments*\n{code(args, ARGS_CHARS + 400)}{note}"),
+        section(f"*Tool* `{safe(approval.tool, 64)}`{about}\n{shown.label}"),
+        *shown.sections,
         context(f"key `{safe(approval.key, 120)}` · budget used: {budget_line(run.state)}",
                 f"expires {slack_date(approval.expires_at)}"),
     ]
@@ -212,6 +211,8 @@ def _stop_title(run: RunRecord) -> str:
         case "budget_exhausted":
             limit = stop.get("budget")
             return f"Out of budget ({LIMIT_NAMES.get(limit, limit or 'a limit')}):"
+        case "stalled":
+            return "Stalled, going round in circles:"
         case "failed":
             return "Run failed:"
         case "needs_reconciliation":
@@ -225,10 +226,13 @@ def _stop_title(run: RunRecord) -> str:
 
 
 def _stop_buttons(run: RunRecord) -> list[dict[str, Any]]:
-    value = run.run_id
+    # Bound to the version shown: a replay, or a press on an old copy, then finds the run moved on.
+    value = run_value(run.run_id, run.version)
     match run.status:
         case "budget_exhausted":
             return [button("Extend", EXTEND_ACTION, value, "primary"), button("Close", CLOSE_ACTION, value)]
+        case "stalled":
+            return [button("Let it go on", EXTEND_ACTION, value), button("Close", CLOSE_ACTION, value, "primary")]
         case "failed":
             return [button("Retry", RETRY_ACTION, value, "primary"), button("Close", CLOSE_ACTION, value)]
         case "needs_reconciliation":
@@ -292,27 +296,29 @@ def deny_modal(approval: ApprovalRecord, *, channel: str | None = None) -> dict[
 
 def home_view(
     viewer: str, waiting: Sequence[tuple[RunRecord, ApprovalRecord]], runs: Sequence[RunRecord],
-    *, descriptions: Mapping[str, str] | None = None, redactions: Mapping[str, Iterable[str]] | None = None,
+    *, displays: Mapping[str, ToolDisplay] | None = None,
 ) -> dict[str, Any]:
     """The Home tab: approvals waiting on the viewer, with working buttons, and their recent runs.
 
-    `descriptions` and `redactions` give, per tool name, its description and extra secret argument names.
+    `displays` gives, per tool name, how to show it (description, argument order, secret names).
+    Approve is offered only beside every argument in full, as on the channel card.
     """
-    descriptions, redactions = descriptions or {}, redactions or {}
+    displays = displays or {}
     blocks: list[dict[str, Any]] = [header("Waiting on you")]
     if not waiting:
         blocks.append(section("Nothing is waiting for your approval."))
     for run, approval in waiting[:_HOME_APPROVALS]:
-        args, _ = args_text(approval.args, redact_keys=redactions.get(approval.tool, ()))
-        about = f" ({safe(descriptions[approval.tool], 150)})" if descriptions.get(approval.tool) else ""
+        display = displays.get(approval.tool, UNKNOWN_TOOL)
+        shown = shown_arguments(run, approval, display, HOME_SECTIONS)
+        about = f" ({safe(display.description, 150)})" if display.description else ""
         blocks += [
             {"type": "divider"},
             section(f"*{safe(approval.tool, 64)}*{about} for {user(run.requester)}: {safe(run.goal, 200)}\n"
-                    f"{code(clip(args, 600), 900)}"),
+                    f"{shown.label}"),
+            *shown.sections,
             context(f"key `{safe(approval.key, 120)}` · expires {slack_date(approval.expires_at)}"),
             {"type": "actions", "block_id": f"signoff.home.{clip(approval.approval_id, 200)}",
-             "elements": [button("Approve", APPROVE_ACTION, approval_value(approval), "primary"),
-                          button("Deny", DENY_ACTION, approval_value(approval), "danger")]},
+             "elements": shown.buttons},
         ]
     if len(waiting) > _HOME_APPROVALS:
         blocks.append(context(f"and {len(waiting) - _HOME_APPROVALS} more; see `/signoff list`"))
@@ -336,7 +342,7 @@ def help_message() -> Message:
         f"*{COMMAND} <goal>* start a run (side effects wait for an approval)\n"
         f"*{COMMAND} status <run>* where a run stands\n"
         f"*{COMMAND} list* your recent runs and the approvals waiting on you\n"
-        f"*{COMMAND} cancel <run>* stop a run; nothing pending is executed\n"
+        f"*{COMMAND} cancel <run>* stop a run: nothing more is executed (a call already running finishes)\n"
         f"*{COMMAND} help* this text"
     )
     return Message("Signoff commands: /signoff <goal>, status <run>, list, cancel <run>, help", [section(text)])

@@ -27,6 +27,11 @@ _APPROVAL_ID = re.compile(r"^apr_[A-Za-z0-9_-]{1,64}$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _TS = re.compile(r"^\d{1,12}\.\d{1,9}$")
+_TIMESTAMP = re.compile(r"^\d{1,12}$")
+_VERSION = re.compile(r"^\d{1,12}$")
+
+OUTDATED_BUTTON = ("this message is out of date (an older Signoff posted it), so nothing was done; "
+                   "`/signoff status <run>` says where the run stands")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,8 @@ class RunClick:
 
     action: str
     run_id: str
+    shown_version: int
+    """`RunRecord.version` of the run as the message showed it: the button acts on that state only."""
     where: Where
 
 
@@ -133,9 +140,10 @@ def parse_click(body: Any) -> ApprovalClick | RunClick | Malformed:
             return parsed
         return ApprovalClick(action_id, parsed[0], parsed[1], where)
     if action_id in RUN_ACTIONS:
-        if not _RUN_ID.match(value):
-            return Malformed("the button does not name a run")
-        return RunClick(action_id, value, where)
+        parsed_run = parse_run_value(value)
+        if isinstance(parsed_run, Malformed):
+            return parsed_run
+        return RunClick(action_id, parsed_run[0], parsed_run[1], where)
     return Malformed("unknown button")
 
 
@@ -145,6 +153,22 @@ def parse_approval_value(value: str) -> tuple[str, str] | Malformed:
     if not _APPROVAL_ID.match(approval_id) or not _DIGEST.match(digest):
         return Malformed("the button does not carry an approval id and digest")
     return approval_id, digest
+
+
+def run_value(run_id: str, version: int) -> str:
+    """What a stopped run's buttons carry: the run and the version of it the message shows."""
+    return f"{run_id}:{version}"
+
+
+def parse_run_value(value: str) -> tuple[str, int] | Malformed:
+    """`run_id:version` -> (run id, version)."""
+    run_id, colon, version = value.rpartition(":")
+    if not colon and _RUN_ID.match(value):
+        # Buttons posted before they were bound to a version: acting on them could repeat an action.
+        return Malformed(OUTDATED_BUTTON)
+    if not _RUN_ID.match(run_id) or not _VERSION.match(version):
+        return Malformed("the button does not name a run")
+    return run_id, int(version)
 
 
 def parse_deny_submission(body: Any) -> DenySubmission | Malformed:
@@ -238,6 +262,23 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value and len(value) <= 1000 else None
 
 
+@dataclass(frozen=True)
+class NotSlack:
+    """Why a request is refused before Bolt sees it, with the HTTP status that says so."""
+
+    status: str
+    reason: str
+
+
+def screen_request(body: bytes, content_type: str, timestamp: str | None) -> NotSlack | None:
+    """Why this request is not something Slack sends, or None if Bolt may have it."""
+    if timestamp is not None and not _TIMESTAMP.match(timestamp):
+        # Bolt's signature check calls `int()` on it: anything else would be a 500, not a 401.
+        return NotSlack("401 Unauthorized", "the request timestamp is not a number")
+    problem = screen_body(body, content_type)
+    return NotSlack("400 Bad Request", problem) if problem else None
+
+
 def screen_body(body: bytes, content_type: str) -> str | None:
     """Why a request body is not something Slack sends, or None if Bolt may have it.
 
@@ -257,6 +298,8 @@ def screen_body(body: bytes, content_type: str) -> str | None:
     form = parse_qs(text, keep_blank_values=True)
     if "payload" not in form:
         return None  # a slash command: plain form fields, which Bolt reads as strings
+    if len(form["payload"]) != 1:
+        return "more than one payload"  # Bolt would read the last, this screen the first
     payload = _json_object(form["payload"][0])
     if payload is None:
         return "the payload is not a JSON object"
@@ -266,7 +309,9 @@ def screen_body(body: bytes, content_type: str) -> str | None:
 def _json_object(text: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    # ValueError also covers an integer too long to convert (over 4300 digits), which is not a
+    # JSONDecodeError; RecursionError is nesting deeper than the parser goes.
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

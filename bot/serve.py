@@ -7,8 +7,6 @@ slash commands, interactivity and events on `POST /slack/events` and `GET /healt
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import os
 import re
@@ -16,24 +14,21 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
-from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.app import AppOptions, Workers, build_app
 from bot.approvers import Approvers
 from bot.notifier import SlackNotifier
-from bot.payloads import screen_body
 from bot.scheduler import start_scheduler
 from bot.settings import Settings
 from bot.wiring import build_runner, model_env, policy_factory, runner_config
+from bot.wsgi import EVENTS_PATH, HEALTH_PATH, WsgiApp, http_server, make_wsgi
 from runtime.adapters.sql import SqlStore
 from runtime.agent import Policy
 from runtime.errors import ConfigError
@@ -41,13 +36,6 @@ from runtime.runner import Runner
 from tools.base import Tool
 
 log = logging.getLogger("signoff.bot.serve")
-
-EVENTS_PATH = "/slack/events"
-HEALTH_PATH = "/healthz"
-MAX_BODY_BYTES = 1_000_000
-"""Slack's payloads are a few kilobytes; anything near this is not Slack."""
-
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 @dataclass
@@ -106,11 +94,12 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     """Build the bot `settings` describe; raises `ConfigError` for anything unusable."""
     parts = parts or Parts()
     client = parts.client or web_client(settings)
-    approvers = Approvers(settings.approvers, client)
+    approvers = Approvers(settings.approvers, client, approval_channel=settings.approval_channel)
     if parts.tools is not None or parts.policies is not None or parts.store is not None:
         runner = _runner_from_parts(settings, parts, environ, approvers)
     else:
-        runner = build_runner(settings, None, env=model_env(environ), may_approve=approvers.may_approve)
+        runner = build_runner(settings, None, env=model_env(environ), may_approve=approvers.may_approve,
+                              may_see=approvers.may_see)
     notifier = SlackNotifier(client, tools=runner.tools, approval_channel=settings.approval_channel,
                              redact_keys=runner.config.redact_keys)
     runner.notifier = notifier
@@ -129,7 +118,7 @@ def _runner_from_parts(settings: Settings, parts: Parts, environ: Mapping[str, s
         raise ConfigError("give both a store and tools, or neither")
     policies = parts.policies or policy_factory(settings, parts.tools, model_env(environ))
     return Runner(parts.store, parts.tools, policies, runner_config(settings), None,
-                  may_approve=approvers.may_approve)
+                  may_approve=approvers.may_approve, may_see=approvers.may_see)
 
 
 def web_client(settings: Settings) -> WebClient:
@@ -139,55 +128,6 @@ def web_client(settings: Settings) -> WebClient:
 
 def _secret(value: Any) -> str | None:
     return value.get_secret_value() if value is not None else None
-
-
-# -- HTTP -----------------------------------------------------------------------------------------
-
-
-def make_wsgi(app: App, healthy: Callable[[], bool]) -> WsgiApp:
-    """The WSGI app: Bolt on `POST /slack/events`, the health check on `GET /healthz`."""
-    bolt = SlackRequestHandler(app, path=EVENTS_PATH)
-
-    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
-        if path == HEALTH_PATH and method in ("GET", "HEAD"):
-            ok = healthy()
-            body = json.dumps({"ok": ok}).encode()
-            start_response("200 OK" if ok else "503 Service Unavailable",
-                           [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-            return [body]
-        try:
-            size = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            size = MAX_BODY_BYTES + 1
-        if size > MAX_BODY_BYTES:
-            start_response("413 Payload Too Large", [("Content-Type", "text/plain")])
-            return [b"request body too large"]
-        if method == "POST":
-            body = environ["wsgi.input"].read(size) if size else b""
-            problem = screen_body(body, environ.get("CONTENT_TYPE", ""))
-            if problem:
-                log.info("refused a request to %s: %s", path, problem)
-                start_response("400 Bad Request", [("Content-Type", "text/plain")])
-                return [f"not a Slack request: {problem}".encode()]
-            environ["wsgi.input"] = io.BytesIO(body)
-        return bolt(environ, start_response)
-
-    return application
-
-
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s - %s", self.address_string(), format % args)
-
-
-def http_server(wsgi: WsgiApp, host: str = "127.0.0.1", port: int = 0) -> WSGIServer:
-    """A threaded wsgiref server: for tests and local development, not for production."""
-    return make_server(host, port, wsgi, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
 
 
 # -- entry points -----------------------------------------------------------------------------------

@@ -28,16 +28,18 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_TOOLS", "demo", "Toolsets, comma-separated: demo or package.module:attribute."),
     ("SIGNOFF_INSTRUCTIONS", "", "Operator instructions added to the model's system prompt."),
     ("SIGNOFF_PRICES", "", "JSON price table for cost budgets (default: the built-in sample prices)."),
-    ("SIGNOFF_APPROVERS", "", "Who may approve: Slack user ids and user group ids, comma-separated (empty: anyone but the requester)."),
+    ("SIGNOFF_APPROVERS", "", "Who may approve (and see runs): Slack user ids and user group ids, comma-separated, and `*` for any member of the channel where approvals are posted; required by `signoff serve`."),
     ("SIGNOFF_ALLOW_SELF_APPROVAL", "false", "Let a requester approve their own run's side effects."),
     ("SIGNOFF_APPROVAL_CHANNEL", "", "Channel id for approval requests (default: the run's channel)."),
     ("SIGNOFF_APPROVAL_TTL", "30m", "How long an approval request stays open, e.g. 90s, 15m, 2h, 1h30m."),
+    ("SIGNOFF_DISPATCH_WINDOW", "10m", "How long after an approval its call may still start (workers busy, a restart); later, it is not executed and people are told."),
     ("SIGNOFF_SWEEP_INTERVAL", "15s", "How often expired approvals are swept and orphaned runs recovered."),
     ("SIGNOFF_MAX_STEPS", "8", "Budget: model calls per run."),
     ("SIGNOFF_MAX_TOOL_CALLS", "", "Budget: tool executions per run (default: unlimited)."),
     ("SIGNOFF_MAX_TOKENS", "", "Budget: input plus output tokens per run (default: unlimited)."),
     ("SIGNOFF_MAX_COST_USD", "", "Budget: model cost in US dollars per run (default: unlimited)."),
     ("SIGNOFF_MAX_SECONDS", "", "Budget: seconds spent running, not waiting (default: unlimited)."),
+    ("SIGNOFF_STALL_AFTER", "3", "Turns in a row that repeat an earlier call and get the same result before a run stops as stalled (0: never)."),
     ("SIGNOFF_EXTEND_STEPS", "4", "Steps added when someone presses Extend on a run that ran out of steps."),
     ("SIGNOFF_PORT", "3000", "HTTP port of `signoff serve` in HTTP mode."),
     ("SIGNOFF_WORKERS", "4", "Threads in the worker pool that executes runs."),
@@ -52,6 +54,9 @@ ENV_VARS: dict[str, str] = {name: default for name, default, _ in _TABLE}
 
 ENV_DESCRIPTIONS: dict[str, str] = {name: text for name, _, text in _TABLE}
 """One line per variable, for the README table and `--help` texts."""
+
+CHANNEL_MEMBERS = "*"
+"""In `SIGNOFF_APPROVERS`: any member of the channel where the approval is posted."""
 
 SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"})
 
@@ -81,9 +86,10 @@ def parse_duration(value: Any) -> timedelta:
 def _parse_ids(value: Any) -> frozenset[str]:
     items = value if isinstance(value, list | set | frozenset | tuple) else str(value).split(",")
     ids = frozenset(str(item).strip() for item in items if str(item).strip())
-    bad = sorted(i for i in ids if not _SLACK_ID.match(i))
+    bad = sorted(i for i in ids if not _SLACK_ID.match(i) and i != CHANNEL_MEMBERS)
     if bad:
-        raise ValueError(f"expected Slack user ids (U..., W...) or user group ids (S...), got {', '.join(bad)}")
+        raise ValueError(f"expected Slack user ids (U..., W...), user group ids (S...) or {CHANNEL_MEMBERS}, "
+                         f"got {', '.join(bad)}")
     return ids
 
 
@@ -143,12 +149,14 @@ class Settings(BaseModel):
     allow_self_approval: bool = _field("SIGNOFF_ALLOW_SELF_APPROVAL")
     approval_channel: ChannelId | None = _field("SIGNOFF_APPROVAL_CHANNEL")
     approval_ttl: Duration = _field("SIGNOFF_APPROVAL_TTL")
+    dispatch_window: Duration = _field("SIGNOFF_DISPATCH_WINDOW")
     sweep_interval: Duration = _field("SIGNOFF_SWEEP_INTERVAL")
     max_steps: int = _field("SIGNOFF_MAX_STEPS", gt=0)
     max_tool_calls: int | None = _field("SIGNOFF_MAX_TOOL_CALLS", gt=0)
     max_tokens: int | None = _field("SIGNOFF_MAX_TOKENS", gt=0)
     max_cost_usd: float | None = _field("SIGNOFF_MAX_COST_USD", gt=0)
     max_seconds: float | None = _field("SIGNOFF_MAX_SECONDS", gt=0)
+    stall_turns: int = _field("SIGNOFF_STALL_AFTER", ge=0)
     extend_steps: int = _field("SIGNOFF_EXTEND_STEPS", gt=0)
     port: int = _field("SIGNOFF_PORT", ge=1, le=65535)
     workers: int = _field("SIGNOFF_WORKERS", ge=1, le=256)
@@ -177,6 +185,11 @@ class Settings(BaseModel):
         return self.slack_app_token is not None
 
     @property
+    def stall_after(self) -> int | None:
+        """`SIGNOFF_STALL_AFTER` for the runtime: None when stall detection is off."""
+        return self.stall_turns or None
+
+    @property
     def budget(self) -> Budget:
         """The default budget for new runs."""
         return Budget(
@@ -199,6 +212,11 @@ class Settings(BaseModel):
             problems.append(
                 "SLACK_SIGNING_SECRET: required in HTTP mode (or set SLACK_APP_TOKEN to use Socket Mode)"
             )
+        if not self.approvers:
+            # Deciding who may approve is the operator's call; no default is safe for every workspace.
+            problems.append(f"SIGNOFF_APPROVERS: required by `signoff serve`: the Slack user ids (U...) and user "
+                            f"group ids (S...) who may approve, or {CHANNEL_MEMBERS} for any member of the "
+                            "channel where approvals are posted")
         if problems:
             raise ConfigError(problems)
         return self

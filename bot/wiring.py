@@ -15,7 +15,7 @@ from runtime.agent import Policy
 from runtime.failpoints import Failpoints
 from runtime.models import policy_from_spec
 from runtime.ports import Notifier
-from runtime.runner import MayApprove, Runner, RunnerConfig
+from runtime.runner import MayApprove, MaySee, Runner, RunnerConfig
 from tools.base import Tool
 from tools.registry import load_toolsets
 
@@ -66,6 +66,7 @@ def runner_config(settings: Settings, **overrides: Any) -> RunnerConfig:
     """Runner settings from `settings`; `overrides` replace single fields (e.g. `allow_self_approval`)."""
     values: dict[str, Any] = dict(
         model=settings.model, budget=settings.budget, approval_ttl=settings.approval_ttl,
+        dispatch_window=settings.dispatch_window, stall_after=settings.stall_after,
         lease=timedelta(seconds=settings.lease_seconds), extend_steps=settings.extend_steps,
         allow_self_approval=settings.allow_self_approval,
         failpoints=Failpoints(settings.failpoints or ""),
@@ -94,7 +95,7 @@ def policy_factory(settings: Settings, tools: dict[str, Tool], env: Mapping[str,
 
 def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[str, str],
                  store: SqlStore | None = None, auto_upgrade: bool | None = None,
-                 may_approve: MayApprove | None = None, **config: Any) -> Runner:
+                 may_approve: MayApprove | None = None, may_see: MaySee | None = None, **config: Any) -> Runner:
     """The runner `settings` describe: store, tools, model policies and timings.
 
     Args:
@@ -114,4 +115,5 @@ def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[
         if auto_upgrade is None:
             auto_upgrade = is_default_sqlite(settings.database_url)
         store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
-    return Runner(store, tools, policies, runner_config(settings, **config), notifier, may_approve=may_approve)
+    return Runner(store, tools, policies, runner_config(settings, **config), notifier, may_approve=may_approve,
+                  may_see=may_see)

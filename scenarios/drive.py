@@ -16,6 +16,7 @@ from bot.blocks import (
     RECONCILE_RETRY_ACTION,
     RETRY_ACTION,
 )
+from bot.payloads import run_value
 from runtime.state import TERMINAL
 from scenarios.serve import Serve, buttons
 from scenarios.world import wait_until
@@ -127,8 +128,9 @@ class Driver:
             run = self.world.db.store.get_run(run_id, history=False)
             origin = run.origin if run is not None else {}
             # As a person who found the run with `/signoff status` would: the same button, by hand.
+            value = run_value(run_id, run.version if run is not None else 0)
             message = {"channel": origin.get("channel", "C0RUNS"), "ts": origin.get("ts", "1.1"), "blocks": [
-                {"type": "actions", "elements": [{"action_id": action_id, "value": run_id,
+                {"type": "actions", "elements": [{"action_id": action_id, "value": value,
                                                   "text": {"type": "plain_text", "text": "button"}}]}]}
         self._click(what, message, action_id, user)
 

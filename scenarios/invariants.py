@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import select
 
 from bot.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
+from bot.payloads import run_value
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from runtime.state import TERMINAL
 from scenarios.serve import buttons
@@ -73,6 +74,14 @@ def gather(world: Any) -> Evidence:
     return Evidence(run_rows, approval_rows, ledger, dict(timeline), dict(steps), world.effect_lines(), messages)
 
 
+def _channel(run: dict[str, Any]) -> str:
+    try:
+        origin = json.loads(run.get("origin") or "{}")
+    except json.JSONDecodeError:
+        origin = {}
+    return str(origin.get("channel") or "C0RUNS") if isinstance(origin, dict) else "C0RUNS"
+
+
 def check(evidence: Evidence, policy: Any) -> dict[str, list[str]]:
     """Every invariant's violations (empty lists when all hold)."""
     return {
@@ -104,7 +113,7 @@ def effect_approved(evidence: Evidence, policy: Any) -> list[str]:
             problems.append("it ran with other arguments than were approved")
         if approval["status"] != "consumed":
             problems.append(f"its approval is {approval['status']}, not consumed")
-        refusal = policy.refusal(approval["decided_by"], run.get("requester", ""))
+        refusal = policy.refusal(approval["decided_by"], run.get("requester", ""), _channel(run))
         if refusal:
             problems.append(f"not approved by an allowed person ({refusal})")
         decided, expires = approval["decided_at"], approval["expires_at"]
@@ -237,6 +246,8 @@ def slack_matches_db(evidence: Evidence) -> list[str]:
     offered = {value for message in evidence.messages for action_id, value in buttons(message)
                if action_id in RUN_ACTIONS}
     for run in evidence.runs.values():
-        if run["status"] in WAITING and run["run_id"] not in offered:
-            found.append(f"{run['run_id']} is {run['status']} but no Slack message offers its buttons")
+        # Buttons for an older state of the run would be refused as out of date: they do not count.
+        if run["status"] in WAITING and run_value(run["run_id"], run["version"]) not in offered:
+            found.append(f"{run['run_id']} is {run['status']} but no Slack message offers its buttons "
+                         f"for version {run['version']}")
     return found

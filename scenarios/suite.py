@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from scenarios import crash, dbdrop, hostile, model, replicas, slackfaults
+from scenarios import clocks, crash, dbdrop, hostile, model, outsiders, replays, replicas, seeing, slackfaults
 from scenarios.outcome import Outcome
 from scenarios.world import postgres_reachable
 
@@ -63,10 +63,15 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
                  functools.partial(dbdrop.run_connection_drops, sizes.drop_runs, chaos_s=sizes.drop_seconds), True),
         Scenario("database/server-crash/2x/postgres",
                  functools.partial(dbdrop.run_server_crashes, sizes.crash_runs, crashes=sizes.server_crashes), True),
+        Scenario("clocks/replica-90s-ahead/postgres", clocks.run_replica_ahead, True),
+        Scenario("clocks/replica-4min-behind/postgres", clocks.run_replica_behind, True),
         Scenario("slack/post-outage/sqlite", slackfaults.run_post_outage, False),
         Scenario("slack/update-outage/sqlite", slackfaults.run_update_outage, False),
         Scenario("model/outage-then-retry/sqlite", model.run_model_outage, False),
         Scenario("hostile/slack-edge/sqlite", hostile.run_hostile, False),
+        Scenario("hostile/what-you-see/sqlite", seeing.run_what_you_see, False),
+        Scenario("hostile/replayed-run-buttons/sqlite", replays.run_replayed_buttons, False),
+        Scenario("hostile/outsiders/sqlite", outsiders.run_outsiders, False),
     ]
     if sizes.slack_timeout:
         found.append(Scenario("slack/post-timeout/sqlite", slackfaults.run_post_timeout, False))

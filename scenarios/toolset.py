@@ -2,8 +2,8 @@
 
 Every call appends one JSON line to the file named by `SCENARIO_EFFECTS_LOG`, under an exclusive
 `fcntl` lock, outside any database: the log is the world's own record of what happened, which the
-invariants compare with what Signoff's tables claim. `send_note` and `reset_password` are not
-idempotent (each call is an effect); `apply_credit` dedupes on its key, as a payment API would.
+invariants compare with what Signoff's tables claim. `send_note`, `send_email` and `reset_password`
+are not idempotent (each call is an effect); `apply_credit` dedupes on its key, as a payment API would.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ HOSTILE_OUTPUT = (
     "<!channel> <@U0EVIL> <https://evil.example|click here>"
 )
 """What `lookup` returns for the query `hostile`: mention, link and prompt injection in tool output."""
+LOST_TIMEOUT_S = 0.3
+"""`lost_first_note`'s timeout; its first attempt for a key takes three times as long."""
 
 
 class LookupArgs(BaseModel):
@@ -36,6 +38,12 @@ class LookupArgs(BaseModel):
 class NoteArgs(BaseModel):
     to: str
     text: str
+
+
+class EmailArgs(BaseModel):
+    to: str
+    subject: str
+    body: str
 
 
 class CreditArgs(BaseModel):
@@ -109,6 +117,27 @@ def send_note(args: dict[str, Any], key: str) -> dict[str, Any]:
     return {"sent": True, "to": args["to"]}
 
 
+def send_email(args: dict[str, Any], key: str) -> dict[str, Any]:
+    record("send_email", args, key)
+    return {"sent": True, "to": args["to"]}
+
+
+def lost_first_note(args: dict[str, Any], key: str) -> dict[str, Any]:
+    """Like `send_note`, but the first attempt for a key is lost: it outlives its timeout and sends
+    nothing, so Signoff cannot know and asks a person, for whom Retry is the right answer."""
+    attempts = effects_path().with_suffix(".attempts")
+    with open(attempts, "a+", encoding="utf-8") as seen:
+        fcntl.flock(seen, fcntl.LOCK_EX)
+        seen.seek(0)
+        first = key not in seen.read().split()
+        seen.write(key + "\n")
+    if first:
+        time.sleep(LOST_TIMEOUT_S * 3)
+        return {"sent": False}
+    record("lost_first_note", args, key)
+    return {"sent": True, "to": args["to"]}
+
+
 def apply_credit(args: dict[str, Any], key: str) -> dict[str, Any]:
     applied = record("apply_credit", args, key, dedupe=True)
     return {"credited": args["amount"], "account": args["account"], "new": applied}
@@ -123,6 +152,10 @@ TOOLS = [
     Tool("lookup", lookup, args_model=LookupArgs, description="Look a record up (read-only)."),
     Tool("send_note", send_note, side_effect=True, args_model=NoteArgs,
          description="Send a note to someone (not idempotent: every call sends one)."),
+    Tool("send_email", send_email, side_effect=True, args_model=EmailArgs,
+         description="Send one email (not idempotent: every call sends one)."),
+    Tool("lost_first_note", lost_first_note, side_effect=True, args_model=NoteArgs, timeout_s=LOST_TIMEOUT_S,
+         description="Send a note through a gateway that loses the first attempt (not idempotent)."),
     Tool("apply_credit", apply_credit, side_effect=True, idempotent=True, args_model=CreditArgs,
          description="Credit an account (idempotent: dedupes on the key)."),
     Tool("reset_password", reset_password, side_effect=True, args_model=ResetArgs, redact=("pin",),

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 POSTGRES_URL = os.environ.get("SIGNOFF_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 SIGNING_SECRET = "scenario-signing-secret-0123456789abcdef"
 USERGROUPS = {"S0ONCALL": ["U0ONCALL1", "U0ONCALL2"]}
+CHANNELS = {"C0RUNS": ["U0ASKER", "U0LEAD", "U0ONCALL1", "U0ONCALL2"], "C0PRIVATE": ["U0ASKER", "U0LEAD"]}
+"""Who is in each channel (`conversations.members`); U0STRANGER is in none."""
 _MIGRATING = threading.Lock()
 """Alembic keeps its running context in module globals: one migration at a time per process."""
 
@@ -101,24 +103,21 @@ class Database:
 
 @dataclass
 class Policy:
-    """Who may approve in this world, as the serve processes are configured."""
+    """Who may approve in this world, as the serve processes are configured (`*`: the run's channel)."""
 
-    approvers: frozenset[str] = frozenset()
+    approvers: frozenset[str] = frozenset({"*"})
     allow_self: bool = False
 
-    def refusal(self, user: str | None, requester: str) -> str | None:
+    def refusal(self, user: str | None, requester: str, channel: str = "C0RUNS") -> str | None:
         if not user:
             return "nobody decided"
         if user == requester and not self.allow_self:
             return f"{user} approved their own run"
-        if self.approvers:
-            members = set(self.approvers)
-            for group, users in USERGROUPS.items():
-                if group in self.approvers:
-                    members |= set(users)
-            if user not in members:
-                return f"{user} is not an approver"
-        return None
+        members = set(self.approvers) | set(CHANNELS.get(channel, []) if "*" in self.approvers else [])
+        for group, users in USERGROUPS.items():
+            if group in self.approvers:
+                members |= set(users)
+        return None if user in members else f"{user} is not an approver"
 
 
 @dataclass
@@ -134,7 +133,7 @@ class World:
         self._tmp = tempfile.TemporaryDirectory(prefix="signoff-scenario-")
         self.dir = Path(self._tmp.name)
         self.effects = self.dir / "effects.jsonl"
-        self.slack = FakeSlack(usergroups=USERGROUPS).start()
+        self.slack = FakeSlack(usergroups=USERGROUPS, channels=CHANNELS).start()
         self.db = Database(self.kind, self.dir, self.postgres_url)
         self.serves: list[Serve] = []
         self.untold: list[str] = []
@@ -155,8 +154,7 @@ class World:
             "SIGNOFF_LEASE_SECONDS": "2", "SIGNOFF_WORKERS": "4", "SIGNOFF_LOG_LEVEL": "INFO",
             "SIGNOFF_OUTBOX": str(self.dir / "outbox"), LOG_ENV: str(self.effects),
         }
-        if self.policy.approvers:
-            env["SIGNOFF_APPROVERS"] = ",".join(sorted(self.policy.approvers))
+        env["SIGNOFF_APPROVERS"] = ",".join(sorted(self.policy.approvers))
         if self.policy.allow_self:
             env["SIGNOFF_ALLOW_SELF_APPROVAL"] = "true"
         env.update(self.env)

@@ -10,10 +10,14 @@ from slack_harness import Signoff
 
 from tests.fakes.slack import FakeSlack
 
+RUNS_CHANNEL_MEMBERS = ["U0ASKER", "U0LEAD", "U0OPS", "U0SRE", "U0CFO", "U0ONCALL1", "U0ONCALL2", "U0INTERN"]
+"""Who is in #runs (C0RUNS), where the harness starts its runs; U0STRANGER is in no channel."""
+
 
 @pytest.fixture
 def slack() -> Iterator[FakeSlack]:
-    with FakeSlack(usergroups={"S0ONCALL": ["U0ONCALL1", "U0ONCALL2"]}) as fake:
+    with FakeSlack(usergroups={"S0ONCALL": ["U0ONCALL1", "U0ONCALL2"]},
+                   channels={"C0RUNS": RUNS_CHANNEL_MEMBERS, "C0PRIVATE": ["U0ASKER", "U0LEAD"]}) as fake:
         yield fake
 
 

@@ -94,7 +94,7 @@ class Signoff:
         self.script = Script()
         self.settings = Settings.from_env({
             "SLACK_BOT_TOKEN": slack.token, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": slack.url,
-            "SIGNOFF_DATABASE_URL": database_url, "SIGNOFF_WORKERS": "4", **env,
+            "SIGNOFF_DATABASE_URL": database_url, "SIGNOFF_WORKERS": "4", "SIGNOFF_APPROVERS": "*", **env,
         })
         self.engine = make_engine(database_url)
         self.store = SqlStore(self.engine, clock=self.clock.now)
@@ -165,8 +165,9 @@ class Signoff:
             payload.update(container={"type": "message", "message_ts": message["ts"], "channel_id": message["channel"],
                                       "is_ephemeral": False},
                            channel={"id": message["channel"], "name": "runs"}, message=message)
-        else:  # an App Home view
-            payload.update(container={"type": "view", "view_id": "VH"}, view={**message, "id": "VH"})
+        else:  # a view: the App Home tab, or a modal (which carries its own id)
+            view_id = message.get("id", "VH")
+            payload.update(container={"type": "view", "view_id": view_id}, view={**message, "id": view_id})
             del payload["response_url"]
         return urlencode({"payload": json.dumps(payload)})
 

@@ -7,7 +7,7 @@ from bot_fakes import HOSTILE, NOW, make_approval, make_run
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.approvers import NOT_AN_APPROVER, Approvers
+from bot.approvers import NO_APPROVERS, NOT_AN_APPROVER, NOT_IN_THE_CHANNEL, Approvers
 from bot.notifier import SlackNotifier
 from tests.fakes.slack import FakeSlack
 
@@ -145,7 +145,50 @@ def test_unknown_group_approves_nobody(client, slack):
     assert approvers.may_approve("U0LEAD", make_run()) == NOT_AN_APPROVER
 
 
-def test_empty_list_lets_anyone_approve(client, slack):
+def test_an_empty_list_approves_nobody_without_asking_slack(client, slack):
     approvers = Approvers(frozenset(), client)
-    assert approvers.anyone and approvers.may_approve("U0ANYONE", make_run()) is None
+    assert approvers.may_approve("U0ANYONE", make_run()) == NO_APPROVERS
+    assert not approvers.may_see("U0ANYONE", make_run(origin={}))
     assert slack.calls == []
+
+
+def test_star_lets_the_members_of_the_runs_channel_decide_and_nobody_else(client, slack):
+    approvers = Approvers(frozenset({"*"}), client)
+    private = make_run(origin={"channel": "C0PRIVATE", "ts": "1.1"})
+    assert approvers.may_approve("U0LEAD", private) is None
+    assert approvers.may_approve("U0OPS", private) == NOT_IN_THE_CHANNEL  # in #runs, not in this channel
+    assert approvers.may_approve("U0LEAD", make_run(origin={})) == NOT_IN_THE_CHANNEL  # no channel, no members
+    assert approvers.may_see("U0LEAD", private) and not approvers.may_see("U0OPS", private)
+    assert [c["channel"] for c in slack.calls_to("conversations.members")] == ["C0PRIVATE"]  # cached since
+
+
+def test_star_with_an_approval_channel_means_the_members_of_that_channel(client, slack):
+    approvers = Approvers(frozenset({"*", "U0CFO"}), client, approval_channel="C0RUNS")
+    private = make_run(origin={"channel": "C0PRIVATE", "ts": "1.1"})
+    assert approvers.may_approve("U0OPS", private) is None  # where the card is posted, so where they decide
+    assert approvers.may_approve("U0STRANGER", private) == NOT_IN_THE_CHANNEL
+    assert approvers.may_approve("U0CFO", make_run(origin={})) is None  # listed by id: no channel needed
+    assert not approvers.may_see("U0OPS", private)  # deciding shows them the run; the runner adds that
+
+
+def test_channel_members_are_read_page_by_page(client, slack):
+    slack.channels["C0BIG"] = [f"U0M{i:05d}" for i in range(2500)]
+    approvers = Approvers(frozenset({"*"}), client)
+    run = make_run(origin={"channel": "C0BIG"})
+    assert approvers.may_approve("U0M02499", run) is None
+    assert approvers.may_approve("U0M02500", run) == NOT_IN_THE_CHANNEL
+    assert [bool(c.get("cursor")) for c in slack.calls_to("conversations.members")] == [False, True, True]
+
+
+def test_a_failed_member_lookup_refuses_then_asks_again(client, slack):
+    now = [0.0]
+    approvers = Approvers(frozenset({"*"}), client, cache_seconds=30, clock=lambda: now[0])
+    run = make_run(origin={"channel": "C0PRIVATE"})
+    slack.fail("conversations.members", times=1, status=500)
+    assert approvers.may_approve("U0LEAD", run) == NOT_IN_THE_CHANNEL
+    assert approvers.may_approve("U0LEAD", run) is None
+    slack.channels["C0PRIVATE"] = ["U0ASKER"]  # U0LEAD leaves the channel
+    assert approvers.may_approve("U0LEAD", run) is None  # for as long as the cache holds
+    now[0] = 31.0
+    assert approvers.may_approve("U0LEAD", run) == NOT_IN_THE_CHANNEL
+    assert approvers.may_approve("U0LEAD", make_run(origin={"channel": "C0GONE"})) == NOT_IN_THE_CHANNEL

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from bot.blocks import APPROVE_ACTION, DENY_MODAL, DENY_REASON_BLOCK, DENY_REASON_INPUT, EXTEND_ACTION
 from bot.payloads import (
+    OUTDATED_BUTTON,
     ApprovalClick,
     CancelRun,
     Command,
@@ -23,6 +24,7 @@ from bot.payloads import (
     parse_command,
     parse_deny_submission,
     parse_request,
+    run_value,
 )
 
 DIGEST = "ab" * 32
@@ -55,9 +57,15 @@ def test_click_in_app_home_has_no_channel():
     assert parsed.where.in_home and parsed.where.channel is None and parsed.where.response_url is None
 
 
-def test_run_click():
-    assert parse_click(click(EXTEND_ACTION, "run-0123456789")) == RunClick(
-        EXTEND_ACTION, "run-0123456789", parse_click(click()).where)
+def test_run_click_carries_the_version_it_was_shown_for():
+    assert parse_click(click(EXTEND_ACTION, run_value("run-0123456789", 7))) == RunClick(
+        EXTEND_ACTION, "run-0123456789", 7, parse_click(click()).where)
+
+
+def test_a_run_button_without_a_version_is_out_of_date_not_acted_on():
+    # As an older Signoff posted them: the bare run id, which would act on whatever state the run is in now.
+    assert parse_click(click(EXTEND_ACTION, "run-0123456789")) == Malformed(OUTDATED_BUTTON)
+    assert "out of date" in OUTDATED_BUTTON
 
 
 @pytest.mark.parametrize(
@@ -69,7 +77,9 @@ def test_run_click():
         click(value=None), click(value=""), click(value="apr_x1"), click(value=f"apr_x1:{DIGEST[:-1]}"),
         click(value=f"run-1:{DIGEST}"), click(value="apr_x1:" + "g" * 64), click(value="apr_" + "a" * 3000),
         click(action_id="other.action"), click(action_id=None),
-        click(EXTEND_ACTION, "run 1; drop table"), click(EXTEND_ACTION, ""),
+        click(EXTEND_ACTION, "run 1; drop table"), click(EXTEND_ACTION, ""), click(EXTEND_ACTION, "run-1:"),
+        click(EXTEND_ACTION, "run-1:-1"), click(EXTEND_ACTION, "run-1:1.5"), click(EXTEND_ACTION, ":3"),
+        click(EXTEND_ACTION, "run-1:" + "9" * 5000),
     ],
 )
 def test_malformed_clicks_become_values(body):
@@ -183,13 +193,15 @@ def test_fuzzed_button_values_never_parse_into_wrong_ids(value, action_id):
     parsed = parse_click(click(action_id=action_id, value=value))
     if isinstance(parsed, ApprovalClick):
         assert value == f"{parsed.approval_id}:{parsed.digest}"
+    if isinstance(parsed, RunClick):
+        assert value == run_value(parsed.run_id, parsed.shown_version)
 
 
 # -- screening bodies before Bolt parses them ------------------------------------------------------
 
 from urllib.parse import urlencode  # noqa: E402
 
-from bot.payloads import screen_body  # noqa: E402
+from bot.payloads import screen_body, screen_request  # noqa: E402
 
 
 def _form(payload: object) -> bytes:
@@ -217,6 +229,27 @@ def _form(payload: object) -> bytes:
 ])
 def test_bodies_slack_never_sends_are_refused_before_bolt(body, content_type):
     assert screen_body(body, content_type)
+
+
+@pytest.mark.parametrize("body, content_type", [
+    (b'{"type": "event_callback", "n": ' + b"7" * 5000 + b"}", "application/json"),
+    (_form({"type": "block_actions"}).replace(b"%7D", b"%2C%22n%22%3A" + b"7" * 5000 + b"%7D"),
+     "application/x-www-form-urlencoded"),
+    (b"[" * 100_000, "application/json"),
+    (_form({"type": "block_actions", "actions": [{"action_id": "signoff.approve"}], "user": {"id": "U1"}})
+     + b"&payload=%7Bnot+json", "application/x-www-form-urlencoded"),
+])
+def test_bodies_python_cannot_read_as_json_are_refused_not_raised(body, content_type):
+    # A 5,000-digit integer is over Python's int-string limit: ValueError, not JSONDecodeError.
+    assert screen_body(body, content_type)
+
+
+def test_a_timestamp_that_is_not_a_number_is_refused_as_unsigned():
+    form = urlencode({"command": "/signoff", "text": "help"}).encode()
+    assert screen_request(form, "application/x-www-form-urlencoded", "1700000000") is None
+    for stamp in ("abc", "9" * 5000, "-1", ""):
+        problem = screen_request(form, "application/x-www-form-urlencoded", stamp)
+        assert problem is not None and problem.status.startswith("401"), stamp
 
 
 @pytest.mark.parametrize("body, content_type", [

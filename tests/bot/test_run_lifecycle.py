@@ -114,7 +114,8 @@ def test_replayed_extend_extends_once(make_signoff, slack):
     signoff.post(body, "application/x-www-form-urlencoded")
     signoff.post(body, "application/x-www-form-urlencoded")
     assert signoff.run(run.run_id).budget["max_steps"] == 5
-    assert any(t.startswith("Not done") for t in signoff.ephemerals())
+    assert any(t.startswith("Already extended by <@U0LEAD>") and t.endswith("nothing changed.")
+               for t in signoff.ephemerals())
 
 
 def test_close_ends_an_exhausted_run(make_signoff, slack):

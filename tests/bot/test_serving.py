@@ -22,8 +22,9 @@ from slack_sdk.signature import SignatureVerifier
 
 from bot.app import AppOptions
 from bot.scheduler import EXPIRE_JOB, RECOVER_JOB
-from bot.serve import MAX_BODY_BYTES, Parts, SecretFilter, compose, configure_logging, http_server
+from bot.serve import Parts, SecretFilter, compose, configure_logging, http_server
 from bot.settings import Settings
+from bot.wsgi import BodyLimits
 from runtime.adapters.db import make_engine
 from runtime.adapters.sql import SqlStore
 from runtime.errors import ConfigError
@@ -34,7 +35,7 @@ def test_healthz_and_routes(signoff):
     assert signoff.http.get("/healthz").json() == {"ok": True}
     assert signoff.http.get("/nothing").status_code == 404
     assert signoff.http.post("/slack/events", content=b"x=1").status_code == 401  # unsigned
-    big = b"x" * (MAX_BODY_BYTES + 1)
+    big = b"x" * (BodyLimits().max_bytes + 1)
     assert signoff.http.post("/slack/events", content=big).status_code == 413
 
 
@@ -58,7 +59,8 @@ def test_socket_mode_start_up_receives_a_slash_command_and_acks_it(slack, sqlite
     ws = FakeSocketMode()
     slack.socket_url = ws.url
     settings = Settings.from_env({"SLACK_BOT_TOKEN": slack.token, "SLACK_APP_TOKEN": slack.app_token,
-                                  "SLACK_API_URL": slack.url, "SIGNOFF_DATABASE_URL": sqlite_url})
+                                  "SLACK_API_URL": slack.url, "SIGNOFF_DATABASE_URL": sqlite_url,
+                                  "SIGNOFF_APPROVERS": "*"})
     assert settings.socket_mode and settings.for_serve() is settings  # no signing secret needed
     ledger = Ledger()
     policy = lambda history: final("Nothing to do.")  # noqa: E731
@@ -180,7 +182,7 @@ def test_http_mode_on_gunicorn_serves_signed_commands(how, slack: FakeSlack, sql
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "SIGNOFF_"))}
     env.update(SLACK_BOT_TOKEN=slack.token, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_API_URL=slack.url,
                SIGNOFF_DATABASE_URL=sqlite_url, SIGNOFF_PORT=str(port), SIGNOFF_OUTBOX=str(tmp_path / "outbox"),
-               SIGNOFF_LOG_LEVEL="WARNING")
+               SIGNOFF_LOG_LEVEL="WARNING", SIGNOFF_APPROVERS="*")
     venv_bin = Path(sys.executable).parent  # the console scripts sit beside this interpreter
     if how == "signoff serve":
         command = [str(venv_bin / "signoff"), "serve"]
@@ -219,7 +221,7 @@ def test_socket_mode_process_connects_and_still_answers_health_checks(slack: Fak
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "SIGNOFF_"))}
     env.update(SLACK_BOT_TOKEN=slack.token, SLACK_APP_TOKEN=slack.app_token, SLACK_API_URL=slack.url,
                SIGNOFF_DATABASE_URL=sqlite_url, SIGNOFF_PORT=str(port), SIGNOFF_OUTBOX=str(tmp_path / "outbox"),
-               SIGNOFF_LOG_LEVEL="WARNING")
+               SIGNOFF_LOG_LEVEL="WARNING", SIGNOFF_APPROVERS="*")
     process = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

@@ -31,7 +31,7 @@ def test_defaults_match_the_documented_table():
 
 def test_every_variable_is_documented_and_belongs_to_our_prefixes():
     assert set(ENV_VARS) == set(ENV_DESCRIPTIONS)
-    assert len(ENV_VARS) == 26
+    assert len(ENV_VARS) == 28
     for name, text in ENV_DESCRIPTIONS.items():
         assert name.startswith(("SLACK_", "SIGNOFF_"))
         assert text and "\n" not in text
@@ -88,22 +88,34 @@ def test_secrets_never_appear_in_repr_or_errors():
 
 def test_invalid_secret_values_are_not_echoed():
     with pytest.raises(ConfigError) as info:
-        Settings.from_env({**SECRETS, "SLACK_APP_TOKEN": "xoxb-wrong-kind-of-token"}).for_serve()
+        Settings.from_env({**SECRETS, "SLACK_APP_TOKEN": "xoxb-wrong-kind-of-token", "SIGNOFF_APPROVERS": "*"}).for_serve()
     assert info.value.problems == ["SLACK_APP_TOKEN: expected an app-level token starting with xapp-"]
     assert "wrong-kind" not in str(info.value)
 
 
-def test_serve_in_http_mode_needs_bot_token_and_signing_secret():
+def test_serve_in_http_mode_needs_bot_token_signing_secret_and_approvers():
     with pytest.raises(ConfigError) as info:
         Settings.from_env({}).for_serve()
-    assert [p.split(":")[0] for p in info.value.problems] == ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"]
-    ok = Settings.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"})
+    assert [p.split(":")[0] for p in info.value.problems] == ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET",
+                                                              "SIGNOFF_APPROVERS"]
+    ok = Settings.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s", "SIGNOFF_APPROVERS": "U0LEAD"})
     assert ok.for_serve() is ok and not ok.socket_mode
 
 
 def test_serve_in_socket_mode_needs_no_signing_secret():
-    settings = Settings.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"})
+    settings = Settings.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "SIGNOFF_APPROVERS": "*"})
     assert settings.socket_mode and settings.for_serve() is settings
+
+
+def test_serve_refuses_no_approvers_and_takes_channel_members_only_when_asked():
+    base = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}
+    with pytest.raises(ConfigError) as info:
+        Settings.from_env({**base, "SIGNOFF_APPROVERS": " , "}).for_serve()
+    [problem] = info.value.problems
+    assert problem.startswith("SIGNOFF_APPROVERS: required by `signoff serve`") and "*" in problem
+    assert Settings.from_env({**base, "SIGNOFF_APPROVERS": "*"}).for_serve().approvers == frozenset({"*"})
+    with pytest.raises(ConfigError, match=r"SIGNOFF_APPROVERS: .*got \*\*"):
+        Settings.from_env({**base, "SIGNOFF_APPROVERS": "**"})
 
 
 def test_empty_values_count_as_unset():
@@ -113,11 +125,11 @@ def test_empty_values_count_as_unset():
 
 def test_approvers_and_api_url_are_normalised():
     settings = Settings.from_env({
-        "SIGNOFF_APPROVERS": " U01LEAD , S0ONCALL,W0ENT ,",
+        "SIGNOFF_APPROVERS": " U01LEAD , S0ONCALL,W0ENT , *",
         "SLACK_API_URL": "http://127.0.0.1:8080/api",
         "SIGNOFF_ALLOW_SELF_APPROVAL": "TRUE",
     })
-    assert settings.approvers == frozenset({"U01LEAD", "S0ONCALL", "W0ENT"})
+    assert settings.approvers == frozenset({"U01LEAD", "S0ONCALL", "W0ENT", "*"})
     assert settings.slack_api_url == "http://127.0.0.1:8080/api/"
     assert settings.allow_self_approval is True
 

@@ -24,16 +24,19 @@ PROVIDER_VARS = {"OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTH
 OUR_PREFIXES = ("SIGNOFF_", "SLACK_", "OPENAI_", "ANTHROPIC_")
 PORT = int(bot.settings.ENV_VARS["SIGNOFF_PORT"])
 
-# Every Slack Web API method the bot calls, and the bot scope it needs (None: no scope).
-SCOPE_OF_METHOD = {
-    "chat_postMessage": "chat:write",
-    "chat_postEphemeral": "chat:write",
-    "chat_update": "chat:write",
-    "conversations_open": "im:write",
-    "usergroups_users_list": "usergroups:read",
-    "views_open": None,
-    "views_publish": None,
-    "auth_test": None,
+# Every Slack Web API method the bot calls, and the bot scopes it needs.
+SCOPE_OF_METHOD: dict[str, tuple[str, ...]] = {
+    "chat_postMessage": ("chat:write",),
+    "chat_postEphemeral": ("chat:write",),
+    "chat_update": ("chat:write",),
+    "conversations_open": ("im:write",),
+    # One scope per kind of conversation a run can start in: channel, private channel, DM, group DM.
+    "conversations_members": ("channels:read", "groups:read", "im:read", "mpim:read"),
+    "usergroups_users_list": ("usergroups:read",),
+    "views_open": (),
+    "views_publish": (),
+    "views_update": (),
+    "auth_test": (),
 }
 
 
@@ -152,10 +155,11 @@ def test_manifest_bot_scopes_are_exactly_what_the_code_calls(manifest):
     assert "api_call" not in called, "map the method behind api_call to its scope here"
     unmapped = called - set(SCOPE_OF_METHOD)
     assert not unmapped, f"the bot calls {sorted(unmapped)}: add them and their scopes to SCOPE_OF_METHOD"
-    needed = {"commands"} | {SCOPE_OF_METHOD[m] for m in called} - {None}
+    needed = {"commands"} | {scope for m in called for scope in SCOPE_OF_METHOD[m]}
     scopes = manifest["oauth_config"]["scopes"]["bot"]
     assert len(scopes) == len(set(scopes))
-    assert set(scopes) == needed == {"commands", "chat:write", "im:write", "usergroups:read"}
+    assert set(scopes) == needed == {"commands", "chat:write", "im:write", "usergroups:read", "channels:read",
+                                     "groups:read", "im:read", "mpim:read"}
     assert "user" not in manifest["oauth_config"]["scopes"]
 
 
@@ -295,6 +299,15 @@ def test_the_deployment_runs_replicas_in_http_mode_with_probes(k8s):
     names = {e["name"] for e in container["env"]} | set(k8s["Secret"]["stringData"])
     assert "SLACK_APP_TOKEN" not in names
     assert {"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SIGNOFF_DATABASE_URL"} <= set(k8s["Secret"]["stringData"])
+
+
+def test_every_deployment_says_who_approves(k8s):
+    # `signoff serve` refuses to start without SIGNOFF_APPROVERS: the examples set it, or say to.
+    [container] = containers(k8s["Deployment"])
+    approvers = {e["name"]: e.get("value") for e in container["env"]}["SIGNOFF_APPROVERS"]
+    assert bot.settings.Settings.from_env({"SIGNOFF_APPROVERS": approvers}).approvers
+    comment = (ROOT / ".env.example").read_text().split("\nSIGNOFF_APPROVERS=")[0].rsplit("\n", 2)[-2:]
+    assert "required by `signoff serve`" in comment[0] and "*" in comment[1]
 
 
 def test_the_migration_job_and_the_deployment_share_image_and_secret(k8s):

@@ -7,6 +7,7 @@ back, and can be told to fail (500, 429 with Retry-After) or to be slow.
 
 from __future__ import annotations
 
+import base64
 import copy
 import itertools
 import json
@@ -47,14 +48,19 @@ class FakeSlack:
 
     def __init__(
         self, token: str = "xoxb-test", *, app_token: str = "xapp-test", bot_user: str = "U0SIGNOFF",
-        usergroups: dict[str, list[str]] | None = None, socket_url: str | None = None,
+        usergroups: dict[str, list[str]] | None = None, channels: dict[str, list[str]] | None = None,
+        socket_url: str | None = None,
     ) -> None:
         self.token, self.app_token, self.bot_user = token, app_token, bot_user
         self.usergroups: dict[str, list[str]] = dict(usergroups or {})
+        self.channels: dict[str, list[str]] = dict(channels or {})
+        """Members of each channel the bot is in, for `conversations.members`; other channels are not found."""
         self.socket_url = socket_url
         self.calls: list[Call] = []
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self.views: dict[str, dict[str, Any]] = {}
+        self.modals: dict[str, dict[str, Any]] = {}
+        """Open modals by view id, as last opened or updated (each carries its `id` and `hash`)."""
         self.responses: list[dict[str, Any]] = []
         self._faults: dict[str, list[_Fault]] = {}
         self._triggers: set[str] = set()
@@ -135,6 +141,12 @@ class FakeSlack:
         with self._lock:
             return [copy.deepcopy(m) for m in self.messages.values()
                     if m["channel"] == channel and m.get("thread_ts") == ts]
+
+    def modal(self, view_id: str | None = None) -> dict[str, Any]:
+        """A snapshot of a modal as it is now (the last one opened when `view_id` is None)."""
+        with self._lock:
+            assert self.modals, f"no modal was opened; calls: {[c.method for c in self.calls]}"
+            return copy.deepcopy(self.modals[view_id or list(self.modals)[-1]])
 
     def dm_channel(self, user: str) -> str:
         return "D" + user[1:]
@@ -251,7 +263,24 @@ class FakeSlack:
         problem = _view_problems(view)
         if problem:
             return problem
-        return {"ok": True, "view": {"id": f"V{len(self._triggers):08d}", "team_id": "T0TEST", **view}}
+        view_id = f"V{len(self._triggers):08d}"
+        self.modals[view_id] = {**view, "id": view_id, "team_id": "T0TEST", "hash": self._next_ts()}
+        return {"ok": True, "view": copy.deepcopy(self.modals[view_id])}
+
+    def _api_views_update(self, body: dict[str, Any]) -> dict[str, Any]:
+        view_id = str(body.get("view_id") or "")
+        if not view_id:
+            return {"ok": False, "error": "invalid_arguments"}
+        if view_id not in self.modals:
+            return {"ok": False, "error": "not_found"}
+        if body.get("hash") and body["hash"] != self.modals[view_id]["hash"]:
+            return {"ok": False, "error": "hash_conflict"}
+        view = body.get("view")
+        problem = _view_problems(view)
+        if problem:
+            return problem
+        self.modals[view_id] = {**view, "id": view_id, "team_id": "T0TEST", "hash": self._next_ts()}
+        return {"ok": True, "view": copy.deepcopy(self.modals[view_id])}
 
     def _api_views_publish(self, body: dict[str, Any]) -> dict[str, Any]:
         user = str(body.get("user_id") or "")
@@ -269,6 +298,17 @@ class FakeSlack:
         if group not in self.usergroups:
             return {"ok": False, "error": "no_such_subteam"}
         return {"ok": True, "users": list(self.usergroups[group])}
+
+    def _api_conversations_members(self, body: dict[str, Any]) -> dict[str, Any]:
+        channel = str(body.get("channel") or "")
+        if channel not in self.channels:
+            return {"ok": False, "error": "channel_not_found"}
+        members = list(self.channels[channel])
+        limit = max(1, min(int(body.get("limit") or 100), 1000))
+        start = int(base64.b64decode(str(body.get("cursor") or "")).decode().removeprefix("member:") or 0)
+        end = start + limit
+        more = base64.b64encode(f"member:{end}".encode()).decode() if end < len(members) else ""
+        return {"ok": True, "members": members[start:end], "response_metadata": {"next_cursor": more}}
 
     def _api_apps_connections_open(self, body: dict[str, Any]) -> dict[str, Any]:
         if not self.socket_url:

@@ -26,7 +26,7 @@ POLICY = Policy()
 def clean() -> Evidence:
     """One run that asked once, was approved by someone else in time, ran once and finished."""
     run = {"run_id": RUN, "status": "done", "requester": "U0ASKER", "pending_key": None, "command": None,
-           "lease_owner": None, "lease_expires_at": None}
+           "lease_owner": None, "lease_expires_at": None, "version": 4, "origin": '{"channel": "C0RUNS"}'}
     approval = {"approval_id": "apr_one", "run_id": RUN, "key": KEY, "digest": DIGEST, "status": "consumed",
                 "decided_by": "U0LEAD", "decided_at": T0 + timedelta(seconds=5), "expires_at": T0 + timedelta(minutes=30),
                 "consumed_at": T0 + timedelta(seconds=6), "message": {"channel": "C0RUNS", "ts": "1.2"}}
@@ -93,6 +93,9 @@ BREACHES = {
     "a step without a decision event": ("I5", lambda e: e.steps[RUN].add(4)),
     "live buttons on a consumed approval": ("I6", lambda e: e.messages.append(live_buttons("apr_one"))),
     "a failed run whose buttons Slack never showed": ("I6", lambda e: e.runs[RUN].update(status="failed")),
+    "a failed run offered only an older state's buttons": ("I6", lambda e: (e.runs[RUN].update(status="failed"), e.messages.append(
+        {"ts": "1.5", "channel": "C0RUNS", "blocks": [{"type": "actions", "elements": [
+            {"action_id": RETRY_ACTION, "value": f"{RUN}:3"}]}]}))),
 }
 
 
@@ -127,7 +130,7 @@ def test_a_failed_run_offering_retry_is_fine():
     def offered(e: Evidence) -> None:
         e.runs[RUN].update(status="failed")
         e.messages.append({"ts": "1.5", "channel": "C0RUNS", "blocks": [{"type": "actions", "elements": [
-            {"action_id": RETRY_ACTION, "value": RUN}]}]})
+            {"action_id": RETRY_ACTION, "value": f"{RUN}:4"}]}]})
 
     assert "I6" not in broken(mutate(offered))
 
@@ -138,3 +141,9 @@ def test_approvers_and_groups_decide_who_is_allowed():
     assert policy.refusal("U0STRANGER", "U0ASKER") == "U0STRANGER is not an approver"
     assert policy.refusal("U0LEAD", "U0LEAD") == "U0LEAD approved their own run"
     assert Policy(allow_self=True).refusal("U0LEAD", "U0LEAD") is None
+
+
+def test_channel_members_decide_where_approvers_is_a_star():
+    assert Policy().refusal("U0ONCALL1", "U0ASKER") is None  # in #runs
+    assert Policy().refusal("U0ONCALL1", "U0ASKER", "C0PRIVATE") == "U0ONCALL1 is not an approver"
+    assert Policy().refusal("U0STRANGER", "U0ASKER") == "U0STRANGER is not an approver"
