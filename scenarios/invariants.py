@@ -1,7 +1,8 @@
 """The six invariants, checked after every scenario over the real database, FakeSlack's messages and
 the tools' own effects log. Each check returns human-readable violations; none means it held.
 
-I1 effect_approved   no side effect ran without an approval approved by an allowed person before it expired
+I1 effect_approved   no side effect ran without an approval by an allowed person, given before it expired
+                     and used within the dispatch window
 I2 effect_once       no non-idempotent side effect ran twice (an idempotent one took effect at most once)
 I3 approval_settled  every approval ended in exactly one state; consumed ones have exactly one ledger row
 I4 run_settled       every run is terminal, waiting for a human, or needs_reconciliation; none stuck
@@ -23,6 +24,7 @@ from sqlalchemy import select
 from bot.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
 from bot.payloads import run_value
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from runtime.runner import RunnerConfig
 from runtime.state import TERMINAL
 from scenarios.serve import buttons
 from scenarios.toolset import NON_IDEMPOTENT
@@ -35,7 +37,7 @@ INVARIANTS = {
     "I5": "audit_complete",
     "I6": "slack_matches_db",
 }
-WAITING = frozenset({"budget_exhausted", "failed", "needs_reconciliation"})
+WAITING = frozenset({"budget_exhausted", "stalled", "failed", "needs_reconciliation"})
 
 
 @dataclass
@@ -94,8 +96,14 @@ def check(evidence: Evidence, policy: Any) -> dict[str, list[str]]:
     }
 
 
+DISPATCH_WINDOW = RunnerConfig().dispatch_window
+"""How long after an approval its call may start; the serve processes keep the default."""
+
+
 def _by_key(evidence: Evidence) -> dict[str, dict[str, Any]]:
-    return {a["key"]: a for a in evidence.approvals.values()}
+    """Each key's approval in force (a superseded one only when none replaced it)."""
+    ranked = sorted(evidence.approvals.values(), key=lambda a: a["status"] != "superseded")
+    return {a["key"]: a for a in ranked}
 
 
 def effect_approved(evidence: Evidence, policy: Any) -> list[str]:
@@ -119,9 +127,11 @@ def effect_approved(evidence: Evidence, policy: Any) -> list[str]:
         decided, expires = approval["decided_at"], approval["expires_at"]
         if decided is None or decided >= expires:
             problems.append(f"decided at {decided} but the approval expired at {expires}")
+        # A yes given in time holds after the request's expiry, within the dispatch window of it.
         consumed = approval["consumed_at"]
-        if consumed is None or consumed >= expires:
-            problems.append(f"executed (consumed {consumed}) after the approval expired at {expires}")
+        if consumed is None or decided is None or consumed - decided > DISPATCH_WINDOW:
+            problems.append(f"executed (consumed {consumed}) more than {DISPATCH_WINDOW} after it was approved "
+                            f"({decided})")
         if problems:
             found.append(f"{tool} ({key}): " + "; ".join(problems))
     return found

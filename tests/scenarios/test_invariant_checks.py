@@ -74,6 +74,8 @@ BREACHES = {
     "an effect the requester approved": ("I1", lambda e: e.approvals["apr_one"].update(decided_by="U0ASKER")),
     "an effect approved after expiry": ("I1", lambda e: e.approvals["apr_one"].update(
         decided_at=T0 + timedelta(hours=1))),
+    "an effect started long after it was approved": ("I1", lambda e: e.approvals["apr_one"].update(
+        consumed_at=T0 + timedelta(minutes=20))),
     "an effect with other arguments than approved": ("I1", lambda e: e.effects[0].update(digest="0" * 64)),
     "a non-idempotent effect twice": ("I2", lambda e: e.effects.append(dict(e.effects[0]))),
     "an idempotent effect applied twice": ("I2", lambda e: e.effects.extend(
