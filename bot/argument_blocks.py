@@ -65,8 +65,8 @@ def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
     full = code_sections(lines, room)
     if full is not None:
         label = f"*Arguments* ({len(lines)}, one a line, in full)" if lines else "*Arguments*: none"
-        return ShownArguments(label, [_code(s) for s in full], [button("Approve", APPROVE_ACTION, value, "primary"),
-                                                               deny], True)
+        approve = button("Approve", APPROVE_ACTION, value, "primary")
+        return ShownArguments(label, [code_section(s) for s in full], [approve, deny], True)
     size = f"*Arguments* ({len(lines)}): {sum(map(len, lines)):,} characters, too long to show in full here"
     if approval.status != "pending":
         label = f"{size}; `signoff runs show {safe(run.run_id, 80)} --json` has them in full."
@@ -78,7 +78,7 @@ def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
     else:
         label = f"{size}. {too_long_for_slack(run.run_id)}"
         buttons = [deny]
-    return ShownArguments(label, [_code(_short_form(approval, display))], buttons, False)
+    return ShownArguments(label, [code_section(_short_form(approval, display))], buttons, False)
 
 
 def too_long_for_slack(run_id: str) -> str:
@@ -106,7 +106,8 @@ def _short_form(approval: ApprovalRecord, display: ToolDisplay) -> str:
     return "```\n" + "\n".join(lines) + "\n```"
 
 
-def _code(text: str) -> dict[str, Any]:
+def code_section(text: str) -> dict[str, Any]:
+    """A section holding one of `code_sections`' blocks, shown as it is."""
     block = section(text)
     block["text"]["verbatim"] = True  # no auto-linking of names, channels or URLs inside the arguments
     return block
@@ -122,7 +123,7 @@ def arguments_modal(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
     heading = (f"*Approve `{safe(approval.tool, 64)}`?* Asked by {user(run.requester)}, key "
                f"`{safe(approval.key, 120)}`{about}\n>{safe(run.goal, 600)}\n"
                f"*Arguments* ({len(lines)}, one a line, in full)")
-    blocks = [section(heading), *(_code(s) for s in sections),
+    blocks = [section(heading), *(code_section(s) for s in sections),
               context(f"expires {slack_date(approval.expires_at)} · budget used: {budget_line(run.state)}"),
               {"type": "actions", "block_id": "signoff.approval",
                "elements": [button("Approve", APPROVE_ACTION, approval_value(approval), "primary")]}]

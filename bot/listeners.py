@@ -207,7 +207,7 @@ class Listeners:
             self._refuse_malformed(body, click)
             return
         outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True)
-        self._after_decision(outcome, click.where, modal=_modal_id(body))
+        self._after_decision(outcome, click.where, modal=click.where.modal_id)
 
     def on_view_args(self, ack: Ack, body: dict[str, Any]) -> None:
         ack()
@@ -415,14 +415,6 @@ class Listeners:
                 self.notifier.client.chat_postMessage(channel=where.user, **message.as_kwargs())
         except SlackApiError as exc:
             log.warning("could not tell %s: %s", where.user, exc.response.get("error"))
-
-
-def _modal_id(body: dict[str, Any]) -> str | None:
-    """The id of the modal a click came from (None for a message or App Home)."""
-    view = body.get("view")
-    if (body.get("container") or {}).get("type") != "view" or not isinstance(view, dict) or view.get("type") != "modal":
-        return None
-    return view["id"] if isinstance(view.get("id"), str) else None
 
 
 def _no_visible_run(run_id: str) -> str:

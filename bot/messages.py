@@ -9,8 +9,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bot.argument_blocks import CARD_SECTIONS, HOME_SECTIONS, ShownArguments, shown_arguments
-from bot.arguments import UNKNOWN_TOOL, ToolDisplay
+from bot.argument_blocks import CARD_SECTIONS, HOME_SECTIONS, ShownArguments, code_section, shown_arguments
+from bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
 from bot.blocks import (
     CLOSE_ACTION,
     COMMAND,
@@ -36,6 +36,7 @@ from bot.blocks import (
     clip,
     clip_lines,
     code,
+    code_sections,
     context,
     header,
     json_text,
@@ -182,18 +183,39 @@ def _approval_body(
 # -- stopped runs -------------------------------------------------------------------------------
 
 
-def stopped_message(run: RunRecord, *, last_steps: int = 3) -> Message:
-    """Why a run stopped short, its usage and last steps, and the buttons that fit its status."""
+RECONCILE_SECTIONS = 2
+"""Code sections of a call's arguments a reconciliation notice holds, as an approval card does."""
+
+
+def stopped_message(run: RunRecord, *, last_steps: int = 3, display: ToolDisplay | None = None) -> Message:
+    """Why a run stopped short, its usage and last steps, and the buttons that fit its status.
+
+    A call of unknown outcome is shown as an approval card shows it (`display` is its tool's): Retry
+    runs it again, so it is offered only beside every argument in full.
+    """
     stop = run.stop or {}
     title, buttons = _stop_title(run), _stop_buttons(run)
     lines = [f"*{title}* {safe(stop.get('reason', ''), 300)}"]
     if stop.get("detail"):
         lines.append(safe(stop["detail"], 500))
+    call: list[dict[str, Any]] = []
+    pending = run.state.get("pending") or {}
     if stop.get("tool") and run.status == "needs_reconciliation":
         lines.append(f"Call `{safe(stop['tool'], 64)}` with key `{safe(stop.get('key', ''), 120)}` may or may not "
                      "have taken effect. Check, then mark it done, retry it, or abort the run.")
+        arguments = argument_lines(pending.get("args", {}), display)
+        sections = code_sections(arguments, RECONCILE_SECTIONS)
+        if sections is not None:
+            call = [section(f"*The call's arguments* ({len(arguments)}, one a line, in full)"),
+                    *(code_section(s) for s in sections)]
+        else:
+            call = [section(f"*The call's arguments* ({len(arguments)}) are too long to show here, so Retry is "
+                            f"not offered in Slack: `signoff runs resume {safe(run.run_id, 80)}` shows them all "
+                            "and can retry it.")]
+            buttons = [b for b in buttons if b["action_id"] != RECONCILE_RETRY_ACTION]
     blocks = [
         section("\n".join(lines)),
+        *call,
         section(f"*Goal*\n>{safe(run.goal, _GOAL_CHARS)}"),
         context(f"usage: {budget_line(run.state)}", f"run `{safe(run.run_id, 80)}` · asked by {user(run.requester)}"),
     ]

@@ -94,7 +94,8 @@ class SlackNotifier:
             self._update(thread[0], thread[1], messages.run_message(run))
 
     def run_stopped(self, run: RunRecord) -> None:
-        message = messages.stopped_message(run)
+        message = messages.stopped_message(run, display=self.display(((run.state.get("pending") or {}).get("tool"))
+                                                                      or ""))
         thread = self._thread(run)
         if thread is not None:
             self._post(thread[0], message, thread_ts=thread[1])

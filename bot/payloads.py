@@ -51,6 +51,8 @@ class Where:
     trigger_id: str | None = None
     response_url: str | None = None
     in_home: bool = False
+    modal_id: str | None = None
+    """The modal the click came from (the full-arguments modal), to show the outcome in."""
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,8 @@ def _where(body: dict[str, Any]) -> Where | Malformed:
         return Malformed("no user in the click")
     container = _dict(body.get("container"))
     channel = container.get("channel_id") or _dict(body.get("channel")).get("id")
+    view, in_view = _dict(body.get("view")), container.get("type") == "view"
+    view_id = _str(view.get("id"))
     ts = container.get("message_ts")
     return Where(
         user=user,
@@ -244,7 +248,8 @@ def _where(body: dict[str, Any]) -> Where | Malformed:
         message_ts=ts if isinstance(ts, str) and _TS.match(ts) else None,
         trigger_id=_str(body.get("trigger_id")),
         response_url=_str(body.get("response_url")),
-        in_home=container.get("type") == "view" and _dict(body.get("view")).get("type") == "home",
+        in_home=in_view and view.get("type") == "home",
+        modal_id=view_id if in_view and view.get("type") == "modal" else None,
     )
 
 

@@ -252,8 +252,12 @@ def settle_here(runner: Runner, run: RunRecord, console: Console, notifier: Term
 def reconcile_here(runner: Runner, run: RunRecord, console: Console, notifier: TerminalNotifier,
                    user: str) -> RunOutcome | None:
     pending = run.state.get("pending") or {}
-    args = redact(pending.get("args", {}), notifier.secret_keys(pending.get("tool", "")))
-    console.say(f"  the call: {pending.get('tool')} {one_line(as_text(args), 300)} (key {pending.get('key')})")
+    tool = pending.get("tool", "")
+    # Retry runs the call again: it is shown in full, as an approval card shows it.
+    console.say(f"  the call: {tool} (key {pending.get('key')}), its arguments in full:")
+    for line in argument_lines(pending.get("args", {}), ToolDisplay.of(notifier.tools.get(tool),
+                                                                        notifier.secret_keys(tool))):
+        console.say(f"    {line}")
     console.say("  it may or may not have taken effect; check, then say what happened")
     # Whole words: claiming a side effect happened, or running it again, must not be one stray letter.
     choice = console.choose("Type done (it happened), retry (run it again) or abort (end the run), or q to quit: ",

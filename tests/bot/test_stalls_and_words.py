@@ -1,5 +1,5 @@
-"""A run going round in circles is stopped and shown with what a person can do; and a goal may say
-anything, the word "payload" included."""
+"""A run going round in circles is stopped and shown with what a person can do; a call of unknown
+outcome is shown in full beside its Retry; and a goal may say anything, the word "payload" included."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ import json
 from bot_fakes import final, tool_call
 from slack_harness import buttons
 
-from bot.blocks import CLOSE_ACTION, EXTEND_ACTION
+from bot.blocks import (
+    APPROVE_ACTION,
+    CLOSE_ACTION,
+    EXTEND_ACTION,
+    RECONCILE_ABORT_ACTION,
+    RECONCILE_DONE_ACTION,
+    VIEW_ARGS_ACTION,
+)
 
 
 def test_a_stalled_run_is_shown_with_let_it_go_on_and_close(make_signoff, slack):
@@ -29,3 +36,26 @@ def test_a_goal_that_mentions_a_payload_starts_a_run(signoff, slack):
     reply = signoff.command("check the webhook payload of order 42")
     assert "Started run" in reply.text, reply.text
     assert signoff.only_run().goal == "check the webhook payload of order 42"
+
+
+def test_a_call_of_unknown_outcome_is_shown_in_full_beside_its_retry(signoff, slack):
+    signoff.script.decisions = [tool_call("slow_refund", order_id="42\nto: attacker", amount_usd=5.0), final("ok")]
+    signoff.command("Refund order 42")
+    signoff.click(signoff.approval_message(), APPROVE_ACTION, user="U0LEAD")
+    run = signoff.only_run()
+    assert run.status == "needs_reconciliation"
+    notice = json.dumps(slack.thread("C0RUNS", run.origin["ts"])[-1]["blocks"])
+    assert 'order_id: \\"42\\\\nto: attacker\\"' in notice and "amount_usd: 5.0" in notice
+    assert "in full" in notice
+
+
+def test_retry_is_not_offered_beside_a_call_too_long_to_show(signoff, slack):
+    signoff.script.decisions = [tool_call("slow_refund", order_id="4" * 7000, amount_usd=5.0), final("ok")]
+    signoff.command("Refund the long order")
+    signoff.click(signoff.approval_message(), VIEW_ARGS_ACTION, user="U0LEAD")
+    signoff.click(slack.modal(), APPROVE_ACTION, user="U0LEAD")  # approved where it is shown in full
+    run = signoff.only_run()
+    assert run.status == "needs_reconciliation"
+    notice = slack.thread("C0RUNS", run.origin["ts"])[-1]
+    assert buttons(notice) == [RECONCILE_DONE_ACTION, RECONCILE_ABORT_ACTION]
+    assert "signoff runs resume" in json.dumps(notice["blocks"])

@@ -157,7 +157,7 @@ def test_resume_settles_a_side_effect_with_an_unknown_outcome(signoff, tmp_path,
     assert stopped.lines[-1].startswith(f"{run_id} needs_reconciliation: timed out")
     assert stopped.lines[-1].endswith(f"(settle with: signoff runs resume {run_id} --tools slow_tools:TOOLS)")
     assert settled.code == 0, settled.err
-    assert "the call: deploy {\"version\": 7}" in settled.out
+    assert f"the call: deploy (key {run_id}:1), its arguments in full:\n    version: 7\n" in settled.out
     assert "please answer done, retry, abort, q" in settled.out  # a lone "d" is not enough
     assert settled.lines[-1] == f"{run_id} done: Version 7 is out."
     assert (tmp_path / "deploy-calls.txt").read_text() == f"{run_id}:1\n"  # settled, not run again
