@@ -122,21 +122,23 @@ def finish_execution(conn: Connection, execution: dict[str, Any], now: datetime)
 
 
 def insert_approval(conn: Connection, run_id: str, pending: dict[str, Any], requester: str, now: datetime,
-                    ttl: timedelta, *, supersede: bool = False) -> tuple[ApprovalRecord, list[ApprovalRecord]]:
-    """The approval for `pending`, and the approvals of the same call it `supersede`s (asked again)."""
+                    ttl: timedelta) -> ApprovalRecord:
     values = dict(
         approval_id="apr_" + secrets.token_urlsafe(12), run_id=run_id, step=pending["step"], tool=pending["tool"],
         args=canonical_json(pending["args"]), key=pending["key"],
         digest=call_digest(pending["tool"], pending["args"], pending["key"]), status="pending",
         requester=requester, requested_at=now, expires_at=now + ttl, contract=pending.get("contract"),
     )
-    replaced: list[ApprovalRecord] = []
-    if supersede:  # the call is asked about again (its tool changed): the earlier answer no longer holds
-        replaced = [approval_record(r) for r in conn.execute(
-            update(approvals).where(approvals.c.key == pending["key"], approvals.c.status.in_(("pending", "approved")))
-            .values(status="superseded", decided_at=now).returning(*approvals.c)).all()]
     conn.execute(insert(approvals).values(**values))
-    return ApprovalRecord(**{**values, "args": pending["args"]}), replaced
+    return ApprovalRecord(**{**values, "args": pending["args"]})
+
+
+def supersede_approvals(conn: Connection, key: str, now: datetime) -> list[ApprovalRecord]:
+    """Close the approvals in force for a call that is being reconsidered (its tool changed): the
+    answer given no longer holds, whether the call is now asked about again, refused or read-only."""
+    return [approval_record(r) for r in conn.execute(
+        update(approvals).where(approvals.c.key == key, approvals.c.status.in_(("pending", "approved")))
+        .values(status="superseded", decided_at=now).returning(*approvals.c)).all()]
 
 
 def loads(text: str | None) -> Any:

@@ -33,6 +33,7 @@ from runtime.adapters.rows import (
     loads,
     lock_runs,
     step_params,
+    supersede_approvals,
 )
 from runtime.adapters.tables import approvals, runs, tool_executions
 from runtime.agent import Checkpoint
@@ -224,12 +225,12 @@ class SqlStore(SqlReads):
             insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now)
             if checkpoint.execution is not None:
                 finish_execution(conn, checkpoint.execution, now)
-            approval: ApprovalRecord | None = None
-            replaced: list[ApprovalRecord] = []
-            requested = next((e for e in checkpoint.events if e["type"] == "approval_requested"), None)
-            if state["status"] == "awaiting_approval" and requested is not None:
-                approval, replaced = insert_approval(conn, run_id, state["pending"], row.requester, now,
-                                                     approval_ttl, supersede=bool(requested.get("supersedes")))
+            replaced = [superseded for e in checkpoint.events if e["type"] == "call_reconsidered"
+                        for superseded in supersede_approvals(conn, e["key"], now)]
+            approval = None
+            if state["status"] == "awaiting_approval" and any(e["type"] == "approval_requested"
+                                                                 for e in checkpoint.events):
+                approval = insert_approval(conn, run_id, state["pending"], row.requester, now, approval_ttl)
             command = json.loads(row.command) if row.command and not clear_command else None
             cancelled: Sequence[Row[Any]] = ()
             if state["status"] in ("cancelled", "expired", "done"):

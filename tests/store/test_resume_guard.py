@@ -88,3 +88,11 @@ def test_a_changed_model_or_prompt_is_recorded_and_the_run_goes_on(store: SqlSto
     assert later.execute(run.run_id) == "done"
     [changed] = [e for e in later.timeline(run.run_id) if e["type"] == "versions_changed"]
     assert changed["now"]["prompt"] == "f" * 16 and changed["was"]["prompt"] != changed["now"]["prompt"]
+
+
+def test_a_call_whose_tool_became_read_only_runs_and_its_approval_is_closed(store: SqlStore, effects: Path) -> None:
+    runner, run_id, first = approved_then_deployed(store, effects, side_effect=False)
+    assert runner.execute(run_id) == "done"
+    assert len(side_effects(effects)) == 1
+    assert store.get_approval(first).status == "superseded"
+    assert runner.pending_approval(run_id) is None
