@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from slack_bolt import App, BoltContext, BoltResponse, Respond
 from slack_sdk import WebClient
@@ -121,7 +122,7 @@ def build_app(
     Listeners(runner, workers, notifier, clock=options.clock, replay_window_s=options.replay_window_s).register(app)
 
     @app.error
-    def on_error(error: Exception, body: dict, respond: Respond | None = None) -> None:
+    def on_error(error: Exception, body: dict[str, Any], respond: Respond | None = None) -> None:
         tell_failure(error, body, respond)
 
     return app
@@ -130,7 +131,7 @@ def build_app(
 NOT_INSTALLED_HERE = "Signoff is not installed in your workspace; nothing was done."
 
 
-def installed_workspace_only(context: BoltContext, body: dict, next: Callable[[], BoltResponse]) -> BoltResponse:
+def installed_workspace_only(context: BoltContext, body: dict[str, Any], next: Callable[[], BoltResponse]) -> BoltResponse:
     """Global middleware: a request from another team or enterprise than the installed one is
     acknowledged and dropped (a Slack Connect channel or a second installation can send one)."""
     installed = context.authorize_result
@@ -156,13 +157,13 @@ def foreign_reason(team: str | None, enterprise: str | None, teams: set[str], en
     return None
 
 
-def request_teams(context: BoltContext, body: dict) -> set[str]:
+def request_teams(context: BoltContext, body: dict[str, Any]) -> set[str]:
     user = body.get("user")
     found = {context.team_id, context.actor_team_id, user.get("team_id") if isinstance(user, dict) else None}
     return {t for t in found if isinstance(t, str) and t}
 
 
-def request_enterprises(context: BoltContext, body: dict) -> set[str]:
+def request_enterprises(context: BoltContext, body: dict[str, Any]) -> set[str]:
     user, team = body.get("user"), body.get("team")
     found = {context.enterprise_id, context.actor_enterprise_id,
              user.get("enterprise_id") if isinstance(user, dict) else None,

@@ -231,8 +231,8 @@ def _stop_title(run: RunRecord) -> str:
     stop = run.stop or {}
     match run.status:
         case "budget_exhausted":
-            limit = stop.get("budget")
-            return f"Out of budget ({LIMIT_NAMES.get(limit, limit or 'a limit')}):"
+            limit = str(stop.get("budget") or "a limit")
+            return f"Out of budget ({LIMIT_NAMES.get(limit, limit)}):"
         case "stalled":
             return "Stalled, going round in circles:"
         case "failed":

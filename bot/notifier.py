@@ -135,9 +135,8 @@ class SlackNotifier:
             return self._threads.get(run.run_id)
 
     def _post(self, channel: str, message: Message, thread_ts: str | None = None) -> Any:
-        extra = {"thread_ts": thread_ts} if thread_ts else {}
         return self.client.chat_postMessage(channel=channel, unfurl_links=False, unfurl_media=False,
-                                            **message.as_kwargs(), **extra)
+                                            thread_ts=thread_ts or None, **message.as_kwargs())
 
     def _post_or_dm(self, channel: str, user: str, message: Message) -> Any:
         try:
@@ -156,7 +155,7 @@ class SlackNotifier:
             known = self._dms.get(user)
         if known:
             return known
-        channel = self.client.conversations_open(users=user)["channel"]["id"]
+        channel = str(self.client.conversations_open(users=user)["channel"]["id"])
         with self._lock:
             self._dms[user] = channel
         return channel

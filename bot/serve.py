@@ -145,7 +145,7 @@ def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> No
         threading.Thread(target=health.serve_forever, name="healthz", daemon=True).start()
         log.info("Socket Mode: connecting to Slack (health checks on port %d%s)", settings.port, HEALTH_PATH)
         try:
-            service.socket_mode_handler().start()
+            service.socket_mode_handler().start()  # type: ignore[no-untyped-call]  # slack_bolt leaves it unannotated
         finally:
             health.shutdown()
             service.close()
@@ -191,11 +191,15 @@ class _Gunicorn:
 
         services: list[Service] = []
 
+        def close_services(server: object, worker: object) -> None:
+            for service in services:
+                service.close(wait=True)
+
         class Application(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type hints
             def load_config(self) -> None:
                 for key, value in options.items():
                     self.cfg.set(key, value)
-                self.cfg.set("worker_exit", lambda server, worker: [s.close(wait=True) for s in services])
+                self.cfg.set("worker_exit", close_services)
 
             def load(self) -> WsgiApp:
                 service = factory()

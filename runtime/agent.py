@@ -58,7 +58,8 @@ class Checkpoint:
 
     @property
     def new_history(self) -> list[dict[str, Any]]:
-        return self.state["history"][self.history_start :]
+        history: list[dict[str, Any]] = self.state["history"]
+        return history[self.history_start :]
 
 
 @dataclass
@@ -142,7 +143,7 @@ class Agent:
 
     @property
     def status(self) -> str:
-        return self.state["status"]
+        return str(self.state["status"])
 
     def start(self, goal: str) -> str:
         """Record the goal and run until the run finishes, pauses or runs out of budget."""

@@ -40,11 +40,11 @@ def used(state: dict[str, Any], limit: str) -> float:
     usage = state["usage"]
     match LIMIT_TO_USAGE[limit]:
         case "steps":
-            return state["steps"]
+            return float(state["steps"])
         case "tokens":
-            return usage["input_tokens"] + usage["output_tokens"]
+            return float(usage["input_tokens"] + usage["output_tokens"])
         case other:
-            return usage[other]
+            return float(usage[other])
 
 
 def exhausted_limit(state: dict[str, Any]) -> str | None:

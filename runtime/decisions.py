@@ -50,7 +50,7 @@ def shortened(value: Any) -> str:
     return text if len(text) <= MAX_MALFORMED_CHARS else text[:MAX_MALFORMED_CHARS] + "…"
 
 
-def reported_count(value: Any, kind: type = int) -> float:
+def reported_count(value: Any, kind: type[int] | type[float] = int) -> float:
     """A token count or cost as reported; anything negative, infinite or not a number counts as 0."""
     try:
         number = kind(value or 0)

@@ -39,11 +39,13 @@ class RunRecord:
 
     @property
     def usage(self) -> dict[str, Any]:
-        return self.state["usage"]
+        usage: dict[str, Any] = self.state["usage"]
+        return usage
 
     @property
     def budget(self) -> dict[str, Any]:
-        return self.state["budget"]
+        budget: dict[str, Any] = self.state["budget"]
+        return budget
 
     @property
     def stop(self) -> dict[str, Any] | None:

@@ -108,7 +108,7 @@ def _drive(agent: Agent, state: dict[str, Any], expected: list[dict[str, Any]], 
         event = expected[len(produced)]
         if event["type"] not in _OUTSIDE:
             return  # the recording goes on where the replay cannot follow: the comparison says where
-        _acting(lambda event=event: _act(agent, state, event))  # type: ignore[misc]
+        _acting(lambda event=event: _act(agent, state, event))
 
 
 def _acting(transition: Any) -> None:

@@ -6,6 +6,7 @@ database, never the other way round.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import secrets
 from collections.abc import Callable
@@ -101,13 +102,14 @@ class Teller:
         runs = self.store.runs_by_id([a.run_id for a in [*unposted, *stale]])
         for approval in unposted:
             if _readable(runs.get(approval.run_id)):
-                self._holding(approval.run_id, lambda a=approval: self._repost(runs[a.run_id], a.approval_id))
+                self._holding(approval.run_id, functools.partial(self._repost, runs[approval.run_id],
+                                                                 approval.approval_id))
         for approval in stale:  # an update shows the same thing however often it is made
             if _readable(runs.get(approval.run_id)):
                 self.show_approval(runs[approval.run_id], approval)
         for run in self.store.runs_out_of_sync(ENDINGS):
             if _readable(run):
-                self._holding(run.run_id, lambda r=run: self._retell_end(r.run_id))
+                self._holding(run.run_id, functools.partial(self._retell_end, run.run_id))
 
     def _holding(self, run_id: str, errand: Callable[[], None]) -> None:
         """Run `errand` holding the run's lease, or skip it if a live worker or replica holds the run.

@@ -81,11 +81,11 @@ def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
 def reply_from_completion(completion: Any) -> Reply:
     """Reduce a `ChatCompletion` to a `Reply`; a refusal counts as text."""
     usage = completion.usage
-    tokens = {"input_tokens": getattr(usage, "prompt_tokens", 0) or 0,
-              "output_tokens": getattr(usage, "completion_tokens", 0) or 0,
-              "cache_read_tokens": _cached_prompt_tokens(usage)}
+    inputs, outputs = int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+    cached = _cached_prompt_tokens(usage)
     if not completion.choices:
-        return Reply("", [], **tokens, served_model=completion.model, notes=["the reply had no choices"])
+        return Reply("", [], inputs, outputs, served_model=completion.model, cache_read_tokens=cached,
+                     notes=["the reply had no choices"])
     message = completion.choices[0].message
     calls = [
         ReplyCall(call.id, call.function.name, parse_arguments(call.function.arguments))
@@ -93,7 +93,7 @@ def reply_from_completion(completion: Any) -> Reply:
         if getattr(call, "function", None) is not None
     ]
     text = message.content or getattr(message, "refusal", None) or ""
-    return Reply(text, calls, **tokens, served_model=completion.model)
+    return Reply(text, calls, inputs, outputs, served_model=completion.model, cache_read_tokens=cached)
 
 
 def _cached_prompt_tokens(usage: Any) -> int:
@@ -151,5 +151,5 @@ def _error_message(exc: Any) -> str:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
+            return str(error["message"])
     return str(exc.message)

@@ -65,7 +65,7 @@ class RetryPolicy:
     def backoff(self, attempt: int) -> float:
         """Exponential backoff with jitter between half and the whole of the step, for `attempt` >= 1."""
         step = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
-        return round(step * (0.5 + self.jitter() / 2), 3)
+        return round(float(step) * (0.5 + self.jitter() / 2), 3)
 
 
 def call_with_retries(call: Callable[[], T], policy: RetryPolicy, what: str) -> T:
