@@ -9,6 +9,8 @@ I4 run_settled       every run is terminal, waiting for a human, or needs_reconc
 I5 audit_complete    the audit log accounts for every step, decision and execution
 I6 slack_matches_db  no live Approve/Deny buttons on a decided, expired or cancelled approval; pending
                      approvals and runs waiting for a person show their buttons
+I7 replay_identical  every run, re-driven through the loop with its recorded replies, results and
+                     decisions (`runtime.replay`), does what it was recorded doing
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from sqlalchemy import select
 from bot.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
 from bot.payloads import run_value
 from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from runtime.errors import IncompatibleState
+from runtime.replay import replay
 from runtime.runner import RunnerConfig
 from runtime.state import TERMINAL
 from scenarios.serve import buttons
@@ -36,6 +40,7 @@ INVARIANTS = {
     "I4": "run_settled",
     "I5": "audit_complete",
     "I6": "slack_matches_db",
+    "I7": "replay_identical",
 }
 WAITING = frozenset({"budget_exhausted", "stalled", "failed", "needs_reconciliation"})
 
@@ -52,6 +57,8 @@ class Evidence:
     """Run id -> the steps at which the model decided something (from the history)."""
     effects: list[dict[str, Any]]
     messages: list[dict[str, Any]]
+    histories: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Run id -> its history entries, in order."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     grace: timedelta = timedelta(seconds=5)
     """How long a pending approval may sit past its expiry before the sweep must have taken it."""
@@ -67,13 +74,17 @@ def gather(world: Any) -> Evidence:
         for r in conn.execute(select(events).order_by(events.c.run_id, events.c.seq)):
             timeline[r.run_id].append({"seq": r.seq, "type": r.type, **json.loads(r.payload)})
         steps: dict[str, set[int]] = defaultdict(set)
-        for r in conn.execute(select(run_history.c.run_id, run_history.c.entry)):
+        histories: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in conn.execute(select(run_history.c.run_id, run_history.c.entry)
+                              .order_by(run_history.c.run_id, run_history.c.seq)):
             entry = json.loads(r.entry)
+            histories[r.run_id].append(entry)
             if entry.get("role") == "assistant":
                 steps[r.run_id].add(int(entry.get("step", -1)))
     with world.slack._lock:
         messages = [json.loads(json.dumps(m)) for m in world.slack.messages.values()]
-    return Evidence(run_rows, approval_rows, ledger, dict(timeline), dict(steps), world.effect_lines(), messages)
+    return Evidence(run_rows, approval_rows, ledger, dict(timeline), dict(steps), world.effect_lines(), messages,
+                    histories=dict(histories))
 
 
 def _channel(run: dict[str, Any]) -> str:
@@ -93,6 +104,7 @@ def check(evidence: Evidence, policy: Any) -> dict[str, list[str]]:
         "I4": run_settled(evidence),
         "I5": audit_complete(evidence),
         "I6": slack_matches_db(evidence),
+        "I7": replay_identical(evidence),
     }
 
 
@@ -260,4 +272,25 @@ def slack_matches_db(evidence: Evidence) -> list[str]:
         if run["status"] in WAITING and run_value(run["run_id"], run["version"]) not in offered:
             found.append(f"{run['run_id']} is {run['status']} but no Slack message offers its buttons "
                          f"for version {run['version']}")
+    return found
+
+
+def replay_identical(evidence: Evidence) -> list[str]:
+    """Each readable run replayed through today's loop and the scenario tools' contracts."""
+    from scenarios.toolset import TOOLS  # the serve processes' tools (SIGNOFF_TOOLS)
+
+    found = []
+    for run_id, run in evidence.runs.items():
+        if run.get("state") is None:
+            continue  # evidence made by hand, without a stored state
+        try:
+            state = {**json.loads(run["state"]), "history": evidence.histories.get(run_id, [])}
+            result = replay(state, evidence.events.get(run_id, []), TOOLS)
+        except (ValueError, IncompatibleState) as exc:  # a run the scenario damaged on purpose
+            if "damaged" not in str(run.get("goal", "")):
+                found.append(f"{run_id} could not be replayed: {exc}")
+            continue
+        if result.divergence is not None:
+            where = result.divergence
+            found.append(f"{run_id} diverged at step {where.step}: expected {where.expected}, got {where.got}")
     return found

@@ -149,3 +149,33 @@ def test_channel_members_decide_where_approvers_is_a_star():
     assert Policy().refusal("U0ONCALL1", "U0ASKER") is None  # in #runs
     assert Policy().refusal("U0ONCALL1", "U0ASKER", "C0PRIVATE") == "U0ONCALL1 is not an approver"
     assert Policy().refusal("U0STRANGER", "U0ASKER") == "U0STRANGER is not an approver"
+
+
+def recorded_run(evidence: Evidence) -> str:
+    """A real run of the scenario tools, as the store keeps it: state row, history, loop events."""
+    from runtime.adapters.rows import dump_without_history
+    from runtime.agent import Agent
+    from scenarios.toolset import TOOLS
+
+    events: list[dict] = []
+    script = iter([{"tool": "lookup", "args": {"query": "A-1"}}, {"final": "found A-1"}])
+    agent = Agent(lambda history: next(script), TOOLS, run_id="run-recorded", on_event=events.append)
+    assert agent.start("find A-1") == "done"
+    evidence.runs["run-recorded"] = {"run_id": "run-recorded", "status": "done", "requester": "U0ASKER",
+                                     "pending_key": None, "command": None, "lease_owner": None,
+                                     "lease_expires_at": None, "version": 3, "origin": "{}",
+                                     "state": dump_without_history(agent.state)}
+    evidence.histories["run-recorded"] = agent.state["history"]
+    evidence.events["run-recorded"] = [{"seq": i + 1, **e} for i, e in enumerate(events)]
+    evidence.steps["run-recorded"] = {1, 2}
+    return "run-recorded"
+
+
+def test_a_recorded_run_replays_and_a_tampered_record_is_caught():
+    evidence = clean()
+    run_id = recorded_run(evidence)
+    assert broken(evidence) == {}
+    for event in evidence.events[run_id]:
+        if event["type"] == "decision" and event.get("kind") == "tool":
+            event["args"] = {"query": "A-2"}  # the record says the model asked for something else
+    assert "I7" in broken(evidence)
