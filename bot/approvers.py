@@ -16,6 +16,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.settings import CHANNEL_MEMBERS
+from bot.words import is_slack_user, is_user_group
 from runtime.records import RunRecord
 
 log = logging.getLogger("signoff.bot.approvers")
@@ -38,8 +39,8 @@ class Approvers:
     def __init__(self, ids: frozenset[str], client: WebClient, *, approval_channel: str | None = None,
                  cache_seconds: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.channel_members = CHANNEL_MEMBERS in ids
-        self.users = frozenset(i for i in ids if i[:1] in ("U", "W"))
-        self.groups = frozenset(i for i in ids if i.startswith("S"))
+        self.users = frozenset(i for i in ids if is_slack_user(i))
+        self.groups = frozenset(i for i in ids if is_user_group(i))
         self.approval_channel = approval_channel
         self._client, self._cache_seconds, self._clock = client, cache_seconds, clock
         self._members: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}

@@ -10,20 +10,22 @@ from typing import Any
 
 from bot.arguments import ToolDisplay, argument_lines, argument_pairs
 from bot.blocks import (
-    APPROVE_ACTION,
+    APPROVAL_BLOCK,
     ARGS_MODAL,
-    DENY_ACTION,
     MAX_MODAL_TITLE,
     MAX_PRIVATE_METADATA,
     MAX_SECTION_TEXT,
     MAX_VIEW_BLOCKS,
     VIEW_ARGS_ACTION,
+    actions,
     approval_value,
+    approve_button,
     budget_line,
     button,
     clip,
     code_sections,
     context,
+    deny_button,
     escape,
     safe,
     section,
@@ -60,13 +62,11 @@ def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
     arguments* (the modal, with Approve) if the modal holds them, and otherwise only Deny.
     """
     lines = argument_lines(approval.args, display)
-    value = approval_value(approval)
-    deny = button("Deny", DENY_ACTION, value, "danger")
+    deny = deny_button(approval)
     full = code_sections(lines, room)
     if full is not None:
         label = f"*Arguments* ({len(lines)}, one a line, in full)" if lines else "*Arguments*: none"
-        approve = button("Approve", APPROVE_ACTION, value, "primary")
-        return ShownArguments(label, [code_section(s) for s in full], [approve, deny], True)
+        return ShownArguments(label, [code_section(s) for s in full], [approve_button(approval), deny], True)
     size = f"*Arguments* ({len(lines)}): {sum(map(len, lines)):,} characters, too long to show in full here"
     if approval.status != "pending":
         label = f"{size}; `signoff runs show {safe(run.run_id, 80)} --json` has them in full."
@@ -74,7 +74,7 @@ def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
     elif code_sections(lines, MODAL_SECTIONS) is not None:
         label = (f"{size}, so Approve is not offered on this short form. *View full arguments* shows every "
                  "one of them, with Approve.")
-        buttons = [button("View full arguments", VIEW_ARGS_ACTION, value, "primary"), deny]
+        buttons = [button("View full arguments", VIEW_ARGS_ACTION, approval_value(approval), "primary"), deny]
     else:
         label = f"{size}. {too_long_for_slack(run.run_id)}"
         buttons = [deny]
@@ -125,8 +125,7 @@ def arguments_modal(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
                f"*Arguments* ({len(lines)}, one a line, in full)")
     blocks = [section(heading), *(code_section(s) for s in sections),
               context(f"expires {slack_date(approval.expires_at)} · budget used: {budget_line(run.state)}"),
-              {"type": "actions", "block_id": "signoff.approval",
-               "elements": [button("Approve", APPROVE_ACTION, approval_value(approval), "primary")]}]
+              actions(APPROVAL_BLOCK, [approve_button(approval)])]
     return _modal(approval, blocks)
 
 

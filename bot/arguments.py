@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.state import DEFAULT_REDACT_KEYS, canonical_json, redact
+from runtime.state import DEFAULT_REDACT_KEYS, canonical_json, redact, secret_names
 from tools.base import Tool
 
 _BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -64,12 +64,13 @@ class ToolDisplay:
     secret_names: frozenset[str] = DEFAULT_REDACT_KEYS
 
     @classmethod
-    def of(cls, tool: Tool | None, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS) -> ToolDisplay:
+    def of(cls, tool: Tool | None, configured: Iterable[str] = DEFAULT_REDACT_KEYS) -> ToolDisplay:
         """The display of `tool` (None: a tool this process does not have loaded)."""
+        names = secret_names(tool, configured=configured)
         if tool is None:
-            return cls(secret_names=frozenset(redact_keys))
+            return cls(secret_names=names)
         order = tuple(tool.args_model.model_fields) if tool.args_model is not None else ()
-        return cls(tool.description, order, frozenset(redact_keys) | frozenset(tool.redact))
+        return cls(tool.description, order, names)
 
 
 UNKNOWN_TOOL = ToolDisplay()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.budget import usage_report
+from bot.words import LIMIT_NAMES, budget_figures, is_slack_user
 from runtime.records import ApprovalRecord
 
 APPROVE_ACTION = "signoff.approve"
@@ -29,6 +29,8 @@ DENY_REASON_BLOCK = "signoff.deny_reason"
 DENY_REASON_INPUT = "reason"
 ARGS_MODAL = "signoff.args_modal"
 COMMAND = "/signoff"
+APPROVAL_BLOCK = "signoff.approval"
+"""The block of decision buttons under an approval request, on its card and in its modal."""
 
 APPROVAL_ACTIONS = (APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION)
 """Buttons on an approval request; each carries `approval_value`."""
@@ -49,12 +51,6 @@ MAX_MODAL_TITLE = 24
 MAX_PRIVATE_METADATA = 3000
 MAX_FALLBACK = 1000
 MAX_REASON = 500
-
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
-LIMIT_NAMES = {
-    "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",
-    "max_cost_usd": "cost (USD)", "max_seconds": "seconds",
-}
 
 
 @dataclass(frozen=True)
@@ -105,7 +101,7 @@ def code(text: Any, limit: int) -> str:
 
 def user(user_id: Any) -> str:
     """A mention for a real-looking user id; anything else is shown as escaped text."""
-    return f"<@{user_id}>" if isinstance(user_id, str) and _SLACK_USER.match(user_id) else safe(user_id, 40)
+    return f"<@{user_id}>" if is_slack_user(user_id) else safe(user_id, 40)
 
 
 def slack_date(moment: datetime) -> str:
@@ -142,28 +138,24 @@ def approval_value(approval: ApprovalRecord) -> str:
     return f"{approval.approval_id}:{approval.digest}"
 
 
+def approve_button(approval: ApprovalRecord) -> dict[str, Any]:
+    return button("Approve", APPROVE_ACTION, approval_value(approval), "primary")
+
+
+def deny_button(approval: ApprovalRecord) -> dict[str, Any]:
+    return button("Deny", DENY_ACTION, approval_value(approval), "danger")
+
+
+def actions(block_id: str, elements: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "actions", "block_id": block_id, "elements": elements}
+
+
 # -- shared pieces -----------------------------------------------------------------------------
 
 
-def model_label(model: str) -> str:
-    """The model as people should read it; a scripted model says so plainly."""
-    if model.startswith("scripted:"):
-        return f"scripted ({safe(model.removeprefix('scripted:'), 80)}; replays a fixed script, not a real model)"
-    return safe(model, 120)
-
-
 def budget_line(state: Mapping[str, Any]) -> str:
-    """Usage against each limit, e.g. `steps 2/8 · tool calls 1/5`."""
-    parts = []
-    for limit, figures in usage_report(dict(state)).items():
-        used, cap = figures["used"], figures["limit"]
-        if limit == "max_cost_usd":
-            parts.append(f"cost ${used:.4f}/${cap:.2f}")
-        elif limit == "max_seconds":
-            parts.append(f"seconds {used:.0f}/{cap:g}")
-        else:
-            parts.append(f"{LIMIT_NAMES[limit]} {used:g}/{cap:g}")
-    return " · ".join(parts) or "no limits"
+    """`words.budget_figures` for Slack, e.g. `steps 2/8 · tool calls 1/5`."""
+    return " · ".join(budget_figures(state)) or "no limits"
 
 
 def budget_limits(budget: Mapping[str, Any]) -> str:

@@ -10,11 +10,10 @@ from sqlalchemy.exc import ArgumentError
 
 from bot.settings import Settings
 from bot.terminal import one_line
-from bot.wiring import model_env, resolve_model_spec
+from bot.wiring import load_tools, model_env, resolve_model_spec
 from runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
 from runtime.errors import ConfigError, SignoffError
 from runtime.models import check_model
-from tools.registry import load_toolsets
 
 
 def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
@@ -25,7 +24,7 @@ def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
 
 def check_tools(settings: Settings) -> str:
     try:
-        tools = load_toolsets(settings.tools, outbox=settings.outbox)
+        tools = load_tools(settings)
     except ConfigError as exc:
         return f"FAIL tools: {exc}"
     return f"ok tools: {settings.tools} -> {', '.join(tools)}"

@@ -26,14 +26,8 @@ from bot.replays import summary_line, verdict_lines
 from bot.settings import ENV_VARS, Settings
 from bot.story import dumps, run_records, story_lines
 from bot.terminal import EXIT_ERROR, EXIT_OK, Console, TerminalNotifier, drive, finish, one_line
-from bot.wiring import (
-    DEMO_MODEL,
-    PACKAGE_DIR,
-    build_runner,
-    is_scripted,
-    model_env,
-    open_store,
-)
+from bot.wiring import PACKAGE_DIR, build_runner, load_tools, model_env, open_store, runner_config
+from bot.words import DEMO_MODEL, model_label
 from runtime.adapters.db import (
     is_default_sqlite,
     make_engine,
@@ -42,11 +36,10 @@ from runtime.adapters.db import (
 )
 from runtime.adapters.sql import SqlStore
 from runtime.errors import ConfigError, SignoffError
-from runtime.models import describe_model
 from runtime.records import RunRecord
 from runtime.replay import replay
-from runtime.state import DEFAULT_REDACT_KEYS, TERMINAL
-from tools.registry import load_toolsets
+from runtime.runner import Runner
+from runtime.state import TERMINAL, secret_names
 
 DEMO_DATABASE_URL = "sqlite:///signoff-demo.db"
 DEMO_GOAL = "Ada Lovelace says order A-1001 arrived damaged. Refund her and let her know."
@@ -250,10 +243,7 @@ demo.help = with_approver_note(demo.help)
 
 def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, demo: bool) -> int:
     console = make_console(quiet)
-    notifier = TerminalNotifier(console, {})
-    runner = build_runner(settings, notifier, env=model_env(os.environ), allow_self_approval=True,
-                          auto_upgrade=may_create(settings.database_url, demo))
-    notifier.tools = runner.tools
+    runner, notifier = terminal_runner(settings, console, auto_upgrade=may_create(settings.database_url, demo))
     console.say(f"model:    {model_label(settings.model)}")
     console.say(f"tools:    {', '.join(runner.tools)}")
     console.say(f"database: {masked(settings.database_url)}   outbox: {settings.outbox}")
@@ -265,12 +255,15 @@ def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, de
     return finish(console, final, resume_hint(final.run_id, settings, demo))
 
 
-def model_label(spec: str) -> str:
-    """How the model is named to people; a scripted one says plainly that it is not a model."""
-    if is_scripted(spec):
-        source = "the built-in demo script" if spec.strip() == DEMO_MODEL else spec.partition(":")[2]
-        return f"scripted (not a real model), replaying {source}"
-    return describe_model(spec)
+def terminal_runner(settings: Settings, console: Console, *, store: SqlStore | None = None,
+                    auto_upgrade: bool | None = None) -> tuple[Runner, TerminalNotifier]:
+    """A runner that tells `console`, where the person at the keyboard decides (their own runs too)."""
+    tools = load_tools(settings)
+    config = runner_config(settings, allow_self_approval=True)
+    notifier = TerminalNotifier(console, tools, redact_keys=config.redact_keys)
+    runner = build_runner(settings, notifier, env=model_env(os.environ), tools=tools, config=config, store=store,
+                          auto_upgrade=auto_upgrade)
+    return runner, notifier
 
 
 def resume_hint(run_id: str, settings: Settings, demo: bool) -> str:
@@ -382,11 +375,8 @@ def runs_resume(run_id: str, tools: str | None, outbox: str | None, database_url
     if run.status in TERMINAL:
         console.say(f"run {run_id} has ended; nothing to resume")
         return finish(console, run, hint)
-    notifier = TerminalNotifier(console, {})
     # The run keeps the model it started with; build that one, whatever SIGNOFF_MODEL says now.
-    runner = build_runner(settings.model_copy(update={"model": run.model}), notifier, env=model_env(os.environ),
-                          store=store, allow_self_approval=True)
-    notifier.tools = runner.tools
+    runner, notifier = terminal_runner(settings.model_copy(update={"model": run.model}), console, store=store)
     console.say(f"resuming {run_id} ({run.status}); model: {model_label(run.model)}")
     final = drive(runner, run_id, console, notifier, user, settle=True)
     return finish(console, final, hint)
@@ -413,7 +403,7 @@ def runs_replay(run_id: str | None, every: bool, since: datetime | None, databas
     if since is not None and not every:
         raise click.UsageError("--since goes with --all")
     settings, store = runs_store(database_url, demo, tools)
-    toolset = load_toolsets(settings.tools, outbox=settings.outbox)
+    toolset = load_tools(settings)
     started = time.monotonic()
     if run_id:
         chosen = [the_run(store, run_id, settings.database_url)]
@@ -437,11 +427,11 @@ def runs_replay(run_id: str | None, every: bool, since: datetime | None, databas
 def secret_keys(settings: Settings) -> frozenset[str]:
     """The global secret names plus every loadable tool's own; warns if the tools cannot be loaded."""
     try:
-        tools = load_toolsets(settings.tools, outbox=settings.outbox)
+        tools = load_tools(settings)
     except ConfigError as exc:
         click.echo(f"warning: tools not loaded ({exc}); only the standard secret names are redacted", err=True)
-        return DEFAULT_REDACT_KEYS
-    return DEFAULT_REDACT_KEYS.union(*(tool.redact for tool in tools.values()))
+        return secret_names()
+    return secret_names(*tools.values())
 
 
 # -- operations ----------------------------------------------------------------------------------

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import Any, assert_never
 
 from slack_bolt import Ack, App, Respond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.webhook import WebhookClient
 
 from bot import argument_blocks, blocks, messages
-from bot.blocks import Message, notice, safe, slack_date, user
+from bot.blocks import Message, notice, safe
+from bot.notifier import SlackNotifier
 from bot.payloads import (
     ApprovalClick,
     CancelRun,
@@ -36,6 +34,19 @@ from bot.payloads import (
     parse_command,
     parse_deny_submission,
 )
+from bot.replies import (
+    APPROVAL_GONE,
+    already_text,
+    approval_outcome,
+    decided_text,
+    done_text,
+    expired_text,
+    no_visible_run,
+    not_done_text,
+)
+from bot.seen import SeenTriggers
+from bot.words import is_slack_user
+from bot.workers import Workers
 from runtime.records import (
     AlreadyDecided,
     AlreadyDone,
@@ -51,11 +62,7 @@ from runtime.records import (
     RunOutcome,
     RunRecord,
 )
-
-if TYPE_CHECKING:
-    from bot.app import Workers
-    from bot.notifier import SlackNotifier
-    from runtime.runner import Runner
+from runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.listeners")
 
@@ -64,18 +71,6 @@ _REQUEST_OF_BUTTON = {  # each stopped-run button, and what it asks of the runne
     blocks.RECONCILE_DONE_ACTION: "reconcile.done", blocks.RECONCILE_RETRY_ACTION: "reconcile.retry",
     blocks.RECONCILE_ABORT_ACTION: "reconcile.abort",
 }
-_REQUEST_WORDS = {  # request -> (what it did, what follows once done, or "")
-    "extend": ("extended", "the run continues"),
-    "cancel": ("closed", ""),
-    "retry": ("retried", "the run continues"),
-    "reconcile.done": ("marked done", "the run continues"),
-    "reconcile.retry": ("retried", "the call runs again"),
-    "reconcile.abort": ("aborted", ""),
-}
-NO_VISIBLE_RUN = "There is no run `{run}` you can see."
-"""Also for runs that exist but are not the person's to see: the answer must not tell them apart."""
-
-
 FAILED_REQUEST = ("Signoff could not finish handling that (the error is in its log). If nothing above "
                   "changed, nothing was decided: please try again in a moment.")
 
@@ -116,7 +111,7 @@ class Listeners:
     def __init__(self, runner: Runner, workers: Workers, notifier: SlackNotifier, *,
                  clock: Callable[[], float] = time.time, replay_window_s: float = 300.0) -> None:
         self.runner, self.workers, self.notifier, self.clock = runner, workers, notifier, clock
-        self._seen = _Seen(replay_window_s, clock)
+        self._seen = SeenTriggers(replay_window_s, clock)
 
     def register(self, app: App) -> None:
         app.command(blocks.COMMAND)(answered(self.on_command))
@@ -151,13 +146,13 @@ class Listeners:
             case ShowStatus(run_id=run_id):
                 run = self._visible_run(run_id, who)
                 if run is None:
-                    return notice(_no_visible_run(run_id)), None
+                    return notice(no_visible_run(run_id)), None
                 return messages.status_message(run, self.runner.pending_approval(run_id)), None
             case ListRuns():
                 return messages.list_message(self.runner.runs_for(who), self.runner.waiting_on(who)), None
             case CancelRun(run_id=run_id):
                 if self._visible_run(run_id, who) is None:
-                    return notice(_no_visible_run(run_id)), None
+                    return notice(no_visible_run(run_id)), None
                 outcome = self.runner.cancel(run_id, who, reason=f"cancelled by {who} with /signoff cancel")
                 return notice(self._run_outcome(outcome, run_id, lambda: self._cancelling_text(run_id))), None
             case ShowHelp():
@@ -219,7 +214,7 @@ class Listeners:
         refusal = self._deny_refusal(click, approval)
         run = self.runner.get_run(approval.run_id, history=False) if approval is not None else None
         if refusal or approval is None or run is None:
-            self._tell(click.where, refusal or "This approval request no longer exists.")
+            self._tell(click.where, refusal or APPROVAL_GONE)
             return
         view = argument_blocks.arguments_modal(run, approval, self.notifier.display(approval.tool))
         if view is None:
@@ -246,13 +241,13 @@ class Listeners:
     def _deny_refusal(self, click: ApprovalClick, approval: ApprovalRecord | None) -> str | None:
         """Why the Deny or the full-arguments modal should not open; the decision is checked again."""
         if approval is None:
-            return "This approval request no longer exists."
+            return APPROVAL_GONE
         if approval.digest != click.digest:
             return "This button no longer matches the request it was posted with."
         if approval.status != "pending":
-            return _decided_text(approval)
+            return decided_text(approval)
         if approval.expires_at <= self.runner.store.now():  # the database's clock decides expiry, not ours
-            return f"This request expired {slack_date(approval.expires_at)}; nothing was executed."
+            return expired_text(approval)
         run = self.runner.get_run(approval.run_id, history=False)
         if run is None:
             return "The run behind this request no longer exists."
@@ -278,17 +273,16 @@ class Listeners:
             case Decided(approval=approval):
                 self.workers.submit(approval.run_id)
                 if modal:  # a channel card shows the outcome itself; a modal has to be told
-                    self._tell(where, f"{messages.approval_outcome(approval)[0]}. The result follows in the "
+                    self._tell(where, f"{approval_outcome(approval)[0]}. The result follows in the "
                                       "run's thread.", modal)
             case AlreadyDecided(approval=approval):
-                self._tell(where, _decided_text(approval), modal)
+                self._tell(where, decided_text(approval), modal)
                 self._refresh(approval)
             case Expired(approval=approval):
-                self._tell(where, f"This request expired {slack_date(approval.expires_at)}; nothing was executed.",
-                           modal)
+                self._tell(where, expired_text(approval), modal)
                 self.workers.submit(approval.run_id)  # ends the run now rather than at the next sweep
             case NotAllowed(reason=reason) | Mismatch(reason=reason):
-                self._tell(where, f"Not done: {safe(reason, 500)}", modal)
+                self._tell(where, not_done_text(reason), modal)
             case Missing(what=what):
                 self._tell(where, f"This {what} no longer exists.", modal)
             case _:
@@ -332,7 +326,7 @@ class Listeners:
                 self._tell(click.where, text)
                 current = self.runner.get_run(click.run_id, history=False)
                 if current is not None:  # this copy of the message may still show its buttons
-                    self._show_closed(click.where, current, _done_text(what, by, at))
+                    self._show_closed(click.where, current, done_text(what, by, at))
             case _:
                 self._tell(click.where, text)
 
@@ -351,7 +345,7 @@ class Listeners:
                 return Refused("unknown button")
 
     def _pressed_text(self, click: RunClick) -> str:
-        text = _done_text(_REQUEST_OF_BUTTON[click.action], click.where.user, None)
+        text = done_text(_REQUEST_OF_BUTTON[click.action], click.where.user, None)
         running = self._running_text(click.run_id) if click.action == blocks.CLOSE_ACTION else None
         return f"{text} {running}" if running else text
 
@@ -363,11 +357,11 @@ class Listeners:
                 self.workers.submit(run_id)
                 return text
             case AlreadyDone(what=what, by=by, at=at):
-                return _already_text(what, by, at)
+                return already_text(what, by, at)
             case Refused(reason=reason) | NotAllowed(reason=reason):
-                return f"Not done: {safe(reason, 500)}"
+                return not_done_text(reason)
             case Missing():
-                return _no_visible_run(run_id)
+                return no_visible_run(run_id)
             case _:
                 assert_never(outcome)
 
@@ -397,7 +391,7 @@ class Listeners:
         reason = problem.reason if isinstance(problem, Malformed) else "this button does not fit here"
         clicker = (body.get("user") or {}).get("id") if isinstance(body, dict) else None
         log.warning("click not understood: %s", reason)
-        if isinstance(clicker, str) and clicker[:1] in ("U", "W") and clicker.isalnum():
+        if is_slack_user(clicker):
             self._tell(Where(user=clicker), f"Sorry, I could not read that click: {safe(reason, 200)}.")
 
     def _tell(self, where: Where, text: str, modal: str | None = None) -> None:
@@ -415,73 +409,3 @@ class Listeners:
                 self.notifier.client.chat_postMessage(channel=where.user, **message.as_kwargs())
         except SlackApiError as exc:
             log.warning("could not tell %s: %s", where.user, exc.response.get("error"))
-
-
-def _no_visible_run(run_id: str) -> str:
-    return NO_VISIBLE_RUN.format(run=safe(run_id, 80))
-
-
-def _done_text(what: str, by: str | None, at: datetime | None) -> str:
-    """e.g. "Extended by @lee; the run continues." for the message whose buttons were pressed."""
-    did, then = _REQUEST_WORDS.get(what, ("acted on", ""))
-    when = f" {slack_date(at)}" if at else ""
-    return f"{did[:1].upper()}{did[1:]} by {user(by) if by else 'someone'}{when}" + (f"; {then}." if then else ".")
-
-
-def _already_text(what: str, by: str | None, at: datetime | None) -> str:
-    """e.g. "Already extended by @lee <date>; nothing changed." for a second press."""
-    did, _ = _REQUEST_WORDS.get(what, ("acted on", ""))
-    when = f" {slack_date(at)}" if at else ""
-    return f"Already {did} by {user(by) if by else 'someone'}{when}; nothing changed."
-
-
-def _decided_text(approval: ApprovalRecord) -> str:
-    when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
-    match approval.status:
-        case "approved" | "consumed":
-            return f"Already approved by {user(approval.decided_by)}{when}."
-        case "denied":
-            return f"Already denied by {user(approval.decided_by)}{when}."
-        case "expired" if approval.decided_by:
-            return (f"Approved by {user(approval.decided_by)}{when}, but it could not start in time; "
-                    "nothing was executed.")
-        case "expired":
-            return f"This request expired {slack_date(approval.expires_at)}; nothing was executed."
-        case "cancelled":
-            return "This request was cancelled with its run; nothing was executed."
-        case "superseded":
-            return "This request was replaced by a new one (its tool changed); nothing was executed."
-        case _:
-            return "This request is still waiting for a decision."
-
-
-class _Seen:
-    """Slash-command trigger ids taken inside the signature window, with the run each started."""
-
-    def __init__(self, window_s: float, clock: Callable[[], float]) -> None:
-        self._window, self._clock = window_s, clock
-        self._items: OrderedDict[str, tuple[float, str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def claim(self, key: str | None) -> str | None:
-        """None if `key` is new (and now taken); else the run it started ("" while starting)."""
-        if not key:
-            return None
-        with self._lock:
-            limit = self._clock() - self._window
-            while self._items and next(iter(self._items.values()))[0] < limit:
-                self._items.popitem(last=False)
-            if key in self._items:
-                return self._items[key][1]
-            self._items[key] = (self._clock(), "")
-        return None
-
-    def settle(self, key: str | None, run_id: str) -> None:
-        if key:
-            with self._lock:
-                self._items[key] = (self._clock(), run_id)
-
-    def forget(self, key: str | None) -> None:
-        if key:
-            with self._lock:
-                self._items.pop(key, None)

@@ -6,19 +6,19 @@ Every untrusted string (goals, arguments, tool output, answers, reasons) passes 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.argument_blocks import CARD_SECTIONS, HOME_SECTIONS, ShownArguments, code_section, shown_arguments
 from bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
 from bot.blocks import (
+    APPROVAL_BLOCK,
     CLOSE_ACTION,
     COMMAND,
     DENY_MODAL,
     DENY_REASON_BLOCK,
     DENY_REASON_INPUT,
     EXTEND_ACTION,
-    LIMIT_NAMES,
     MAX_FALLBACK,
     MAX_MODAL_TITLE,
     MAX_PRIVATE_METADATA,
@@ -30,6 +30,7 @@ from bot.blocks import (
     RECONCILE_RETRY_ACTION,
     RETRY_ACTION,
     Message,
+    actions,
     budget_limits,
     budget_line,
     button,
@@ -40,13 +41,14 @@ from bot.blocks import (
     context,
     header,
     json_text,
-    model_label,
     safe,
     section,
     slack_date,
     user,
 )
 from bot.payloads import run_value
+from bot.replies import approval_outcome
+from bot.words import LIMIT_NAMES, model_label, status_words
 from runtime.records import ApprovalRecord, RunRecord
 from runtime.state import DEFAULT_REDACT_KEYS, redact
 
@@ -67,6 +69,10 @@ def _fallback(text: str) -> str:
     return safe(text, MAX_FALLBACK)
 
 
+def _model(spec: str) -> str:
+    return safe(model_label(spec), 160)
+
+
 # -- run messages ------------------------------------------------------------------------------
 
 
@@ -75,7 +81,7 @@ def run_message(run: RunRecord) -> Message:
     emoji = _STATUS_EMOJI.get(run.status, "")
     blocks = [
         section(f"*Run for* {user(run.requester)}\n>{safe(run.goal, _GOAL_CHARS)}"),
-        context(f"{emoji} *{run.status.replace('_', ' ')}* · model: {model_label(run.model)}",
+        context(f"{emoji} *{status_words(run.status)}* · model: {_model(run.model)}",
                 f"budget: {budget_line(run.state)} · run `{safe(run.run_id, 80)}`"),
     ]
     outcome = _outcome_line(run)
@@ -92,7 +98,7 @@ def _outcome_line(run: RunRecord) -> str | None:
         case "idle" | "running" | "awaiting_approval":
             return None
         case _:
-            return f"*Stopped: {run.status.replace('_', ' ')}.* {safe(stop.get('reason', ''), 500)}"
+            return f"*Stopped: {status_words(run.status)}.* {safe(stop.get('reason', ''), 500)}"
 
 
 def answer_message(run: RunRecord) -> Message:
@@ -103,15 +109,16 @@ def answer_message(run: RunRecord) -> Message:
     return Message(_fallback(f"Answer: {answer}"), blocks)
 
 
-def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *, redact_keys: Iterable[str] = ()) -> Message:
-    """One tool observation for the run's thread: its result or its error."""
+def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
+                        secret_names: frozenset[str] = DEFAULT_REDACT_KEYS) -> Message:
+    """One tool observation for the run's thread: its result or its error, `secret_names` redacted."""
     tool, step = safe(entry.get("tool", "?"), 64), entry.get("step", "?")
     if "error" in entry:
         kind = safe(entry.get("error_kind") or "error", 30)
         body = f":x: `{tool}` (step {step}) {kind}:\n{code(entry['error'], _RESULT_CHARS)}"
         fallback = f"{entry.get('tool')} failed: {entry['error']}"
     else:
-        shown = redact(entry.get("result"), frozenset(DEFAULT_REDACT_KEYS) | frozenset(redact_keys))
+        shown = redact(entry.get("result"), secret_names)
         rendered = shown if isinstance(shown, str) else json_text(shown)
         body = f":white_check_mark: `{tool}` (step {step}) returned:\n{code(rendered, _RESULT_CHARS)}"
         fallback = f"{entry.get('tool')} returned a result"
@@ -128,7 +135,7 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
     """
     shown = shown_arguments(run, approval, display, CARD_SECTIONS)
     blocks = _approval_body(run, approval, display, shown)
-    blocks.append({"type": "actions", "block_id": "signoff.approval", "elements": shown.buttons})
+    blocks.append(actions(APPROVAL_BLOCK, shown.buttons))
     text = f"Approval needed: {approval.tool} for run {run.run_id} (expires {approval.expires_at:%H:%M} UTC)"
     return Message(_fallback(text), blocks)
 
@@ -139,31 +146,6 @@ def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDi
     line, fallback = approval_outcome(approval)
     blocks.append(section(line))
     return Message(_fallback(f"{fallback}: {approval.tool} for run {run.run_id}"), blocks)
-
-
-def approval_outcome(approval: ApprovalRecord) -> tuple[str, str]:
-    """(mrkdwn, plain) lines saying what became of an approval: who, when, why."""
-    when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
-    who = user(approval.decided_by) if approval.decided_by else "someone"
-    note = f": {safe(approval.note, MAX_REASON)}" if approval.note else ""
-    match approval.status:
-        case "approved" | "consumed":
-            return f":white_check_mark: *Approved* by {who}{when}{note}", f"Approved by {approval.decided_by}"
-        case "denied":
-            return f":no_entry: *Denied* by {who}{when}{note}", f"Denied by {approval.decided_by}"
-        case "expired" if approval.decided_by:
-            # Approved in time, but no worker could start it within the dispatch window.
-            return (f":hourglass: *Approved* by {who}{when}, *but it could not start in time: not executed.*",
-                    f"Approved by {approval.decided_by} but not started in time; not executed")
-        case "expired":
-            return ":hourglass: *Expired, not executed.*", "Expired, not executed"
-        case "cancelled":
-            return f":no_entry_sign: *Cancelled, not executed.*{note}", "Cancelled, not executed"
-        case "superseded":
-            return (":arrows_counterclockwise: *Replaced, not executed:* the tool changed before this call ran, "
-                    "so it is asked about again in a new request.", "Replaced by a new request; not executed")
-        case _:
-            return ":raised_hand: *Waiting for a decision.*", "Waiting for a decision"
 
 
 def _approval_body(
@@ -223,7 +205,7 @@ def stopped_message(run: RunRecord, *, last_steps: int = 3, display: ToolDisplay
     if recent:
         blocks.append(section("*Last steps*\n" + safe("\n".join(recent), 1500)))
     if buttons:
-        blocks.append({"type": "actions", "block_id": "signoff.run", "elements": buttons})
+        blocks.append(actions("signoff.run", buttons))
     return Message(_fallback(f"Run {run.run_id} stopped ({run.status}): {stop.get('reason', '')}"), blocks)
 
 
@@ -283,7 +265,7 @@ def recent_steps(history: Sequence[Mapping[str, Any]], count: int) -> list[str]:
 def run_closed_message(run: RunRecord, note: str) -> Message:
     """A stopped-run notice after someone acted on it: the buttons replaced by what happened."""
     blocks = [section(f"{note}\n*Goal*\n>{safe(run.goal, _GOAL_CHARS)}"),
-              context(f"run `{safe(run.run_id, 80)}` · now *{run.status.replace('_', ' ')}*")]
+              context(f"run `{safe(run.run_id, 80)}` · now *{status_words(run.status)}*")]
     return Message(_fallback(f"Run {run.run_id}: {run.status}"), blocks)
 
 
@@ -339,8 +321,7 @@ def home_view(
                     f"{shown.label}"),
             *shown.sections,
             context(f"key `{safe(approval.key, 120)}` · expires {slack_date(approval.expires_at)}"),
-            {"type": "actions", "block_id": f"signoff.home.{clip(approval.approval_id, 200)}",
-             "elements": shown.buttons},
+            actions(f"signoff.home.{clip(approval.approval_id, 200)}", shown.buttons),
         ]
     if len(waiting) > _HOME_APPROVALS:
         blocks.append(context(f"and {len(waiting) - _HOME_APPROVALS} more; see `/signoff list`"))
@@ -353,7 +334,7 @@ def runs_text(runs: Sequence[RunRecord]) -> str:
     """One line per run: status, id, goal."""
     if not runs:
         return "You have no runs yet. Start one with `/signoff <goal>`."
-    lines = [f"{_STATUS_EMOJI.get(r.status, '')} `{safe(r.run_id, 60)}` *{r.status.replace('_', ' ')}*"
+    lines = [f"{_STATUS_EMOJI.get(r.status, '')} `{safe(r.run_id, 60)}` *{status_words(r.status)}*"
              f"{' (its stored state cannot be read; ask an operator)' if r.unreadable else ''} · "
              f"{safe(r.goal, 120)}" for r in runs]
     return clip_lines(lines, MAX_SECTION_TEXT)
@@ -372,16 +353,16 @@ def help_message() -> Message:
 
 def started_message(run: RunRecord) -> Message:
     """The ephemeral reply to `/signoff <goal>`: run id and budget."""
-    text = (f"Started run `{safe(run.run_id, 80)}` with {model_label(run.model)}.\n"
+    text = (f"Started run `{safe(run.run_id, 80)}` with {_model(run.model)}.\n"
             f"Budget: {budget_limits(run.budget)}. Side effects will wait for an approval.")
     return Message(_fallback(f"Started run {run.run_id}"), [section(text)])
 
 
 def status_message(run: RunRecord, approval: ApprovalRecord | None = None) -> Message:
     """The reply to `/signoff status <run>`."""
-    lines = [f"{_STATUS_EMOJI.get(run.status, '')} Run `{safe(run.run_id, 80)}` is *{run.status.replace('_', ' ')}*",
+    lines = [f"{_STATUS_EMOJI.get(run.status, '')} Run `{safe(run.run_id, 80)}` is *{status_words(run.status)}*",
              f">{safe(run.goal, _GOAL_CHARS)}",
-             f"asked by {user(run.requester)} · model: {model_label(run.model)}",
+             f"asked by {user(run.requester)} · model: {_model(run.model)}",
              f"usage: {budget_line(run.state)}"]
     if approval is not None and approval.status == "pending":
         lines.append(f"waiting for approval of `{safe(approval.tool, 64)}` until {slack_date(approval.expires_at)}")

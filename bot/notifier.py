@@ -18,6 +18,7 @@ from slack_sdk.errors import SlackApiError
 from bot import blocks, messages
 from bot.arguments import ToolDisplay
 from bot.blocks import Message, slack_date
+from bot.words import is_slack_user
 from runtime.records import ApprovalRecord, RunRecord
 from runtime.state import DEFAULT_REDACT_KEYS
 from tools.base import Tool
@@ -33,7 +34,7 @@ class SlackNotifier:
     """Posts runs, approval requests and outcomes to Slack, threading progress under the run message."""
 
     def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,
-                 approval_channel: str | None = None, redact_keys: Iterable[str] = (),
+                 approval_channel: str | None = None, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
                  update_attempts: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
         self.client = client
         self.tools = dict(tools or {})
@@ -75,7 +76,7 @@ class SlackNotifier:
             # Every late click on an expired approval reports it expired again; tell the requester once.
             first = approval.approval_id not in self._told_expired
             self._told_expired.add(approval.approval_id)
-        if first and _is_slack_user(run.requester):
+        if first and is_slack_user(run.requester):
             self._dm(run.requester, blocks.notice(
                 f"Your run `{blocks.safe(run.run_id, 80)}` waited too long: the approval for "
                 f"`{blocks.safe(approval.tool, 64)}` expired {slack_date(approval.expires_at)}. "
@@ -84,7 +85,8 @@ class SlackNotifier:
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         thread = self._thread(run)
         if thread is not None:
-            message = messages.tool_result_message(run, entry, redact_keys=self._redact_keys(entry.get("tool")))
+            secrets = self.display(str(entry.get("tool") or "")).secret_names
+            message = messages.tool_result_message(run, entry, secret_names=secrets)
             self._post(thread[0], message, thread_ts=thread[1])
 
     def run_finished(self, run: RunRecord) -> None:
@@ -100,7 +102,7 @@ class SlackNotifier:
         if thread is not None:
             self._post(thread[0], message, thread_ts=thread[1])
             self._update(thread[0], thread[1], messages.run_message(run))
-        if run.status in TELL_REQUESTER and _is_slack_user(run.requester):
+        if run.status in TELL_REQUESTER and is_slack_user(run.requester):
             self._dm(run.requester, message)
 
     # -- also used by the listeners --------------------------------------------------------
@@ -114,7 +116,7 @@ class SlackNotifier:
 
     def display(self, tool_name: str) -> ToolDisplay:
         """How approvers are shown `tool_name`: description, argument order, secret names."""
-        return ToolDisplay.of(self.tools.get(tool_name), DEFAULT_REDACT_KEYS | self.redact_keys)
+        return ToolDisplay.of(self.tools.get(tool_name), self.redact_keys)
 
     # -- Slack calls ---------------------------------------------------------------------------
 
@@ -142,7 +144,7 @@ class SlackNotifier:
         try:
             return self._post(channel, message)
         except SlackApiError as exc:
-            if exc.response.get("error") not in UNPOSTABLE or not _is_slack_user(user):
+            if exc.response.get("error") not in UNPOSTABLE or not is_slack_user(user):
                 raise
             log.warning("cannot post in %s (%s); using %s's DM", channel, exc.response.get("error"), user)
             return self._post(self._dm_channel(user), message)
@@ -178,10 +180,6 @@ class SlackNotifier:
             log.info("chat.update %s/%s: retrying in %.2fs (attempt %d)", channel, ts, delay, attempt)
             self.sleep(delay)
 
-    def _redact_keys(self, tool_name: Any) -> frozenset[str]:
-        tool = self.tools.get(tool_name) if isinstance(tool_name, str) else None
-        return self.redact_keys | frozenset(tool.redact if tool else ())
-
 
 def _retry_after(headers: Mapping[str, Any]) -> float:
     for key, value in headers.items():
@@ -192,7 +190,3 @@ def _retry_after(headers: Mapping[str, Any]) -> float:
             except (TypeError, ValueError):
                 break
     return 1.0
-
-
-def _is_slack_user(user: str) -> bool:
-    return bool(user) and user[0] in "UW" and user[1:].isalnum() and user.isupper()

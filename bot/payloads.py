@@ -20,8 +20,8 @@ from bot.blocks import (
     MAX_REASON,
     RUN_ACTIONS,
 )
+from bot.words import is_slack_user
 
-_USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
 _CHANNEL = re.compile(r"^[CGDU][A-Z0-9]{2,30}$")
 _APPROVAL_ID = re.compile(r"^apr_[A-Za-z0-9_-]{1,64}$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -207,7 +207,7 @@ def parse_command(body: Any) -> Command | Malformed:
     if not isinstance(body, dict):
         return Malformed("not a slash command")
     user, channel = body.get("user_id"), body.get("channel_id")
-    if not isinstance(user, str) or not _USER.match(user):
+    if not is_slack_user(user):
         return Malformed("no user in the command")
     if not isinstance(channel, str) or not _CHANNEL.match(channel):
         return Malformed("no channel in the command")
@@ -260,7 +260,7 @@ def _dict(value: Any) -> dict[str, Any]:
 def _user_id(body: dict[str, Any]) -> str | None:
     user = body.get("user")
     uid = user.get("id") if isinstance(user, dict) else None
-    return uid if isinstance(uid, str) and _USER.match(uid) else None
+    return uid if is_slack_user(uid) else None
 
 
 def _str(value: Any) -> str | None:

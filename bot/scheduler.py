@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-if TYPE_CHECKING:
-    from bot.app import Workers
-    from runtime.runner import Runner
+from bot.workers import Workers
+from runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.scheduler")
 

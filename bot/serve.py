@@ -22,12 +22,13 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.app import AppOptions, Workers, build_app
+from bot.app import AppOptions, build_app
 from bot.approvers import Approvers
 from bot.notifier import SlackNotifier
 from bot.scheduler import start_scheduler
 from bot.settings import Settings
-from bot.wiring import build_runner, model_env, policy_factory, runner_config
+from bot.wiring import build_runner, load_tools, model_env, policy_factory, runner_config
+from bot.workers import Workers
 from bot.wsgi import EVENTS_PATH, HEALTH_PATH, WsgiApp, http_server, make_wsgi
 from runtime.adapters.sql import SqlStore
 from runtime.agent import Policy
@@ -93,16 +94,22 @@ class Parts:
 def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | None = None) -> Service:
     """Build the bot `settings` describe; raises `ConfigError` for anything unusable."""
     parts = parts or Parts()
+    given = parts.tools is not None or parts.policies is not None or parts.store is not None
+    if given and (parts.store is None or parts.tools is None):
+        raise ConfigError("give both a store and tools, or neither")
     client = parts.client or web_client(settings)
     approvers = Approvers(settings.approvers, client, approval_channel=settings.approval_channel)
-    if parts.tools is not None or parts.policies is not None or parts.store is not None:
-        runner = _runner_from_parts(settings, parts, environ, approvers)
+    tools = load_tools(settings) if parts.tools is None else parts.tools
+    config = runner_config(settings)
+    notifier = SlackNotifier(client, tools=tools, approval_channel=settings.approval_channel,
+                             redact_keys=config.redact_keys)
+    if parts.store is not None:
+        policies = parts.policies or policy_factory(settings, tools, model_env(environ))
+        runner = Runner(parts.store, tools, policies, config, notifier, may_approve=approvers.may_approve,
+                        may_see=approvers.may_see)
     else:
-        runner = build_runner(settings, None, env=model_env(environ), may_approve=approvers.may_approve,
-                              may_see=approvers.may_see)
-    notifier = SlackNotifier(client, tools=runner.tools, approval_channel=settings.approval_channel,
-                             redact_keys=runner.config.redact_keys)
-    runner.notifier = notifier
+        runner = build_runner(settings, notifier, env=model_env(environ), tools=tools, config=config,
+                              may_approve=approvers.may_approve, may_see=approvers.may_see)
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="signoff-run")
     workers = Workers(runner, pool)
     options = parts.app_options or AppOptions(
@@ -110,15 +117,6 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     app = build_app(runner, client=client, workers=workers, notifier=notifier, options=options)
     scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
     return Service(settings, runner, client, notifier, workers, app, pool, scheduler)
-
-
-def _runner_from_parts(settings: Settings, parts: Parts, environ: Mapping[str, str],
-                       approvers: Approvers) -> Runner:
-    if parts.store is None or parts.tools is None:
-        raise ConfigError("give both a store and tools, or neither")
-    policies = parts.policies or policy_factory(settings, parts.tools, model_env(environ))
-    return Runner(parts.store, parts.tools, policies, runner_config(settings), None,
-                  may_approve=approvers.may_approve, may_see=approvers.may_see)
 
 
 def web_client(settings: Settings) -> WebClient:

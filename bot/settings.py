@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from bot.words import is_slack_user, is_user_group
 from runtime.budget import Budget
 from runtime.errors import ConfigError
 from runtime.failpoints import Failpoints
@@ -61,7 +62,6 @@ CHANNEL_MEMBERS = "*"
 SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"})
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-_SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")
 
 
 def parse_duration(value: Any) -> timedelta:
@@ -86,7 +86,7 @@ def parse_duration(value: Any) -> timedelta:
 def _parse_ids(value: Any) -> frozenset[str]:
     items = value if isinstance(value, list | set | frozenset | tuple) else str(value).split(",")
     ids = frozenset(str(item).strip() for item in items if str(item).strip())
-    bad = sorted(i for i in ids if not _SLACK_ID.match(i) and i != CHANNEL_MEMBERS)
+    bad = sorted(i for i in ids if not (is_slack_user(i) or is_user_group(i)) and i != CHANNEL_MEMBERS)
     if bad:
         raise ValueError(f"expected Slack user ids (U..., W...), user group ids (S...) or {CHANNEL_MEMBERS}, "
                          f"got {', '.join(bad)}")

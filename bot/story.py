@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from bot.terminal import as_text, budget_line, find_call, one_line, step_lines
+from bot.terminal import as_text, find_call, one_line, plain_budget_line, step_lines
 from runtime.adapters.sql import SqlStore
 from runtime.records import RunRecord
 from runtime.state import REDACTED, redact
@@ -63,7 +63,7 @@ def story_lines(record: Mapping[str, Any]) -> list[str]:
              f"  requester:  {run['requester']}",
              f"  model:      {run['model']}",
              f"  created:    {run['created_at']:%Y-%m-%d %H:%M:%S} UTC   updated: {run['updated_at']:%Y-%m-%d %H:%M:%S} UTC",
-             f"  budget:     {budget_line({'budget': run['budget'], 'usage': run['usage'], 'steps': run['steps']})}"]
+             f"  budget:     {plain_budget_line({'budget': run['budget'], 'usage': run['usage'], 'steps': run['steps']})}"]
     if run.get("answer") is not None:
         lines.append(f"  answer:     {run['answer']}")
     if run.get("stop"):

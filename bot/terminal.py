@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import click
 
 from bot.arguments import ToolDisplay, argument_lines
-from runtime.budget import usage_report
+from bot.words import budget_figures, unlimited_figures
 from runtime.records import (
     AlreadyDecided,
     AlreadyDone,
@@ -36,10 +36,6 @@ from tools.base import Tool
 MAX_INVALID_ANSWERS = 3
 _WIDTH = 78
 _RESULT_CHARS = 300
-_LIMIT_NAMES = {
-    "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",
-    "max_cost_usd": "cost", "max_seconds": "seconds",
-}
 
 
 EXIT_OK, EXIT_ERROR, EXIT_PAUSED, EXIT_STOPPED = 0, 1, 3, 4
@@ -113,7 +109,7 @@ class TerminalNotifier:
         if run.run_id not in self.announced:
             self.announced.add(run.run_id)
             self.console.say(f"run {run.run_id} by {run.requester}: {one_line(run.goal, 200)}")
-            self.console.say(f"  budget: {budget_line(run.state)}")
+            self.console.say(f"  budget: {plain_budget_line(run.state)}")
         return None
 
     def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
@@ -126,8 +122,9 @@ class TerminalNotifier:
         if approval.approval_id in self.shown:
             return
         self.shown.add(approval.approval_id)
-        tool = self.tools.get(approval.tool)
-        self.console.say(approval_card(run, approval, tool, self.secret_keys(approval.tool), self.clock()))
+        display = self.display(approval.tool)
+        self.console.say(approval_card(run, approval, self.tools.get(approval.tool), display.secret_names,
+                                       self.clock()))
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         verb = "approved" if approval.status in ("approved", "consumed") else approval.status
@@ -139,19 +136,19 @@ class TerminalNotifier:
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         call = find_call(run.state.get("history", []), entry)
-        for line in step_lines(call, entry, self.secret_keys(entry.get("tool", ""))):
+        for line in step_lines(call, entry, self.display(entry.get("tool", "")).secret_names):
             self.console.say(line)
 
     def run_finished(self, run: RunRecord) -> None:
-        self.console.say(f"  finished after {run.state.get('steps', 0)} step(s); {budget_line(run.state)}")
+        self.console.say(f"  finished after {run.state.get('steps', 0)} step(s); {plain_budget_line(run.state)}")
 
     def run_stopped(self, run: RunRecord) -> None:
         reason = (run.stop or {}).get("reason", "")
         self.console.say(f"  stopped: {run.status}{': ' + reason if reason else ''}")
 
-    def secret_keys(self, tool_name: str) -> frozenset[str]:
-        tool = self.tools.get(tool_name)
-        return self.redact_keys | frozenset(tool.redact if tool else ())
+    def display(self, tool_name: str) -> ToolDisplay:
+        """How the person at the keyboard is shown `tool_name`, as Slack shows it to approvers."""
+        return ToolDisplay.of(self.tools.get(tool_name), self.redact_keys)
 
 
 # -- driving a run in the terminal ------------------------------------------------------------
@@ -219,7 +216,7 @@ def settle_here(runner: Runner, run: RunRecord, console: Console, notifier: Term
     console.say(f"run {run.run_id} is {run.status}: {stop.get('reason', '')}")
     if stop.get("detail"):
         console.say(f"  {one_line(stop['detail'], 300)}")
-    console.say(f"  budget: {budget_line(run.state)}")
+    console.say(f"  budget: {plain_budget_line(run.state)}")
     match run.status:
         case "budget_exhausted":
             limit = stop.get("budget", "max_steps")
@@ -255,8 +252,7 @@ def reconcile_here(runner: Runner, run: RunRecord, console: Console, notifier: T
     tool = pending.get("tool", "")
     # Retry runs the call again: it is shown in full, as an approval card shows it.
     console.say(f"  the call: {tool} (key {pending.get('key')}), its arguments in full:")
-    for line in argument_lines(pending.get("args", {}), ToolDisplay.of(notifier.tools.get(tool),
-                                                                        notifier.secret_keys(tool))):
+    for line in argument_lines(pending.get("args", {}), notifier.display(tool)):
         console.say(f"    {line}")
     console.say("  it may or may not have taken effect; check, then say what happened")
     # Whole words: claiming a side effect happened, or running it again, must not be one stray letter.
@@ -323,22 +319,9 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def budget_line(state: Mapping[str, Any]) -> str:
-    """Usage against each limit, plus tool calls and cost when they are not limited."""
-    report = usage_report(dict(state))
-    parts = []
-    for limit, figures in report.items():
-        used, cap = figures["used"], figures["limit"]
-        if limit == "max_cost_usd":
-            parts.append(f"cost ${used:.4f}/${cap:.2f}")
-        else:
-            parts.append(f"{_LIMIT_NAMES[limit]} {used:g}/{cap:g}")
-    usage = state.get("usage", {})
-    if "max_tool_calls" not in report:
-        parts.append(f"tool calls {usage.get('tool_calls', 0)}")
-    if "max_cost_usd" not in report and usage.get("cost_usd"):
-        parts.append(f"cost ${usage['cost_usd']:.4f}")
-    return ", ".join(parts)
+def plain_budget_line(state: Mapping[str, Any]) -> str:
+    """`words.budget_figures` and `words.unlimited_figures` in ASCII, e.g. `steps 3/8, tool calls 2`."""
+    return ", ".join(budget_figures(state) + unlimited_figures(state))
 
 
 def find_call(history: Iterable[Mapping[str, Any]], result: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -376,7 +359,7 @@ def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, s
         ("Requested by", run.requester),
         ("Tool", f"{approval.tool}: {description}"),
         ("Key", approval.key),
-        ("Budget used", budget_line(run.state)),
+        ("Budget used", plain_budget_line(run.state)),
         ("Expires", f"{approval.expires_at:%Y-%m-%d %H:%M:%S} UTC ({until(approval.expires_at, now)})"),
     ]
     call = next((e for e in run.state.get("history", []) if e.get("role") == "assistant"

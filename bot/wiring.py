@@ -9,18 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from bot.settings import Settings
+from bot.words import DEMO_MODEL
 from runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine
 from runtime.adapters.sql import SqlStore
 from runtime.agent import Policy
+from runtime.errors import ConfigError
 from runtime.failpoints import Failpoints
 from runtime.models import policy_from_spec
 from runtime.ports import Notifier
 from runtime.runner import MayApprove, MaySee, Runner, RunnerConfig
 from tools.base import Tool
-from tools.registry import load_toolsets
-
-DEMO_MODEL = "scripted:demo"
-"""The built-in scripted demo: looks up an order, searches the handbook, proposes an email and a refund."""
+from tools.registry import ToolsetError, load_toolsets
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 """Where the package data (demo script, Slack manifest) lives, in a checkout and in an installation."""
@@ -42,10 +41,6 @@ def resolve_model_spec(spec: str) -> str:
     return f"scripted:{demo_script_path()}" if spec.strip() == DEMO_MODEL else spec
 
 
-def is_scripted(spec: str) -> bool:
-    return spec.strip().lower().startswith("scripted:")
-
-
 def model_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The part of `environ` a model adapter may read."""
     return {k: v for k, v in environ.items() if k.startswith(MODEL_ENV_PREFIXES)}
@@ -60,6 +55,14 @@ def open_store(database_url: str, auto_upgrade: bool = False) -> SqlStore:
     engine = make_engine(database_url)
     ensure_schema(engine, auto_upgrade=auto_upgrade)
     return SqlStore(engine)
+
+
+def load_tools(settings: Settings) -> dict[str, Tool]:
+    """The toolsets `settings` name; raises `ConfigError` naming each one that cannot be loaded."""
+    try:
+        return load_toolsets(settings.tools, outbox=settings.outbox)
+    except ToolsetError as exc:
+        raise ConfigError(exc.problems) from None
 
 
 def runner_config(settings: Settings, **overrides: Any) -> RunnerConfig:
@@ -94,20 +97,22 @@ def policy_factory(settings: Settings, tools: dict[str, Tool], env: Mapping[str,
 
 
 def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[str, str],
+                 tools: dict[str, Tool] | None = None, config: RunnerConfig | None = None,
                  store: SqlStore | None = None, auto_upgrade: bool | None = None,
-                 may_approve: MayApprove | None = None, may_see: MaySee | None = None, **config: Any) -> Runner:
+                 may_approve: MayApprove | None = None, may_see: MaySee | None = None) -> Runner:
     """The runner `settings` describe: store, tools, model policies and timings.
 
     Args:
         env: where model adapters find their keys and base URLs (see `model_env`).
+        tools: the tools, loaded first when the notifier shows them too; by default `load_tools(settings)`.
+        config: by default `runner_config(settings)`.
         store: an open store; by default one on `settings.database_url`.
         auto_upgrade: create or upgrade that database's schema; by default only for the
             zero-configuration SQLite file.
-        config: `RunnerConfig` fields that replace what `settings` say.
 
     Raises `ConfigError` for bad toolsets, a bad model spec, or an unusable database.
     """
-    tools = load_toolsets(settings.tools, outbox=settings.outbox)
+    tools = load_tools(settings) if tools is None else tools
     policies = policy_factory(settings, tools, env)
     # Build the default model's policy now, so a bad spec is a start-up error, not a failed run.
     policies(settings.model)
@@ -115,5 +120,5 @@ def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[
         if auto_upgrade is None:
             auto_upgrade = is_default_sqlite(settings.database_url)
         store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
-    return Runner(store, tools, policies, runner_config(settings, **config), notifier, may_approve=may_approve,
+    return Runner(store, tools, policies, config or runner_config(settings), notifier, may_approve=may_approve,
                   may_see=may_see)

@@ -34,6 +34,7 @@ from runtime.state import (
     load_state,
     new_state,
     redact,
+    secret_names,
 )
 from runtime.tool_calls import ToolTimeout, run_tool
 from tools.base import Tool
@@ -547,9 +548,7 @@ class Agent:
             self.on_checkpoint(Checkpoint(self.state, start, step.events, step.execution))
 
     def _redacted(self, tool_name: str, args: Any) -> Any:
-        tool = self.tools.get(tool_name)
-        extra = set(tool.redact) if tool else set()
-        return redact(args, self.redact_keys | extra)
+        return redact(args, secret_names(self.tools.get(tool_name), configured=self.redact_keys))
 
 
 _STOP_EVENTS = {

@@ -76,6 +76,10 @@ class _PersonActs(BaseException):  # noqa: N818 - a signal, not an error
     """The recording has a person act before the next model turn: leave the loop and let them."""
 
 
+class _RecordingEnds(BaseException):  # noqa: N818 - a signal, not an error
+    """The recording stops here with the run still going (it was recorded mid-run): so does the replay."""
+
+
 def loop_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The loop's own events of a run's audit log, without what differs between executions."""
     return [_comparable(e) for e in events if e.get("type") in AGENT_EVENTS]
@@ -112,7 +116,7 @@ def _drive(agent: Agent, state: dict[str, Any], expected: list[dict[str, Any]], 
 
 
 def _acting(transition: Any) -> None:
-    with contextlib.suppress(_PersonActs):
+    with contextlib.suppress(_PersonActs, _RecordingEnds):
         transition()
 
 
@@ -153,6 +157,8 @@ class _Recording:
             if upcoming is not None and upcoming["type"] == "failed" and upcoming.get("reason") in _MODEL_STOPS:
                 raise _MODEL_STOPS[upcoming["reason"]](upcoming.get("detail") or upcoming["reason"])
             if self.next_turn >= len(self.turns):
+                if upcoming is None:
+                    raise _RecordingEnds()
                 raise ModelUnavailable("the recording has no more model replies")
             turn = self.turns[self.next_turn]
             self.next_turn += 1

@@ -123,15 +123,6 @@ class Runner:
         self.may_approve = may_approve or (lambda user, run: None)
         self.may_see = may_see or (lambda user, run: False)
 
-    @property
-    def notifier(self) -> Notifier | None:
-        """Who hears about runs; a server sets it once its Slack client exists."""
-        return self.teller.notifier
-
-    @notifier.setter
-    def notifier(self, notifier: Notifier | None) -> None:
-        self.teller.notifier = notifier
-
     # -- starting and driving runs ---------------------------------------------------------
 
     def start_run(self, goal: str, requester: str, origin: dict[str, Any] | None = None,

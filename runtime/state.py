@@ -30,10 +30,11 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from runtime.errors import IncompatibleState
+from tools.base import Tool
 
 SCHEMA_VERSION = 1
 
@@ -160,6 +161,12 @@ def call_digest(tool: str, args: Any, key: str) -> str:
 def idempotency_key(run_id: str, step: int) -> str:
     """`run_id:step`, the key a side-effecting tool receives."""
     return f"{run_id}:{step}"
+
+
+def secret_names(*tools: Tool | None, configured: Iterable[str] = DEFAULT_REDACT_KEYS) -> frozenset[str]:
+    """The names hidden in the calls of `tools`: `configured` (which replaces the built-in names)
+    plus each tool's own `Tool.redact`; None stands for a tool this process has not loaded."""
+    return frozenset(configured).union(*(tool.redact for tool in tools if tool is not None))
 
 
 def redact(value: Any, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS,

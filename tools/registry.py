@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from runtime.errors import ConfigError
 from tools.base import Tool
 from tools.demo import demo_tools
 
@@ -20,19 +19,31 @@ DEMO = "demo"
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
+class ToolsetError(ValueError):
+    """`SIGNOFF_TOOLS` names something that is not a usable toolset; every problem found, at once.
+
+    Ours, not the engine's `ConfigError`: the tool contract and its loader import nothing from the
+    engine. The edge that reads the setting reports it as a `ConfigError`.
+    """
+
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("; ".join(self.problems))
+
+
 class _BadEntry(Exception):
-    """One problem with one entry; collected and reported together as a `ConfigError`."""
+    """One problem with one entry; collected and reported together as a `ToolsetError`."""
 
 
 def load_toolsets(spec: str, *, outbox: str | Path) -> dict[str, Tool]:
     """Every tool of every toolset in `spec`, by name.
 
-    Raises `ConfigError` listing each bad entry (unknown module or attribute, something other
+    Raises `ToolsetError` listing each bad entry (unknown module or attribute, something other
     than a list of `Tool`) and each tool name defined twice.
     """
     entries = [entry.strip() for entry in spec.split(",")]
     if not any(entries):
-        raise ConfigError(f"no toolsets named: give {DEMO!r} or 'package.module:attribute', comma-separated")
+        raise ToolsetError(f"no toolsets named: give {DEMO!r} or 'package.module:attribute', comma-separated")
     problems: list[str] = []
     tools: dict[str, Tool] = {}
     defined_by: dict[str, str] = {}
@@ -59,7 +70,7 @@ def load_toolsets(spec: str, *, outbox: str | Path) -> dict[str, Tool]:
             tools[tool.name] = tool
             defined_by[tool.name] = entry
     if problems:
-        raise ConfigError(problems)
+        raise ToolsetError(problems)
     return tools
 
 

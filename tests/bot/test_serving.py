@@ -231,7 +231,8 @@ def test_socket_mode_process_connects_and_still_answers_health_checks(slack: Fak
     finally:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=10)
+            process.communicate(timeout=10)  # reads and closes its pipes, which `wait` would leave open
         except subprocess.TimeoutExpired:
             process.kill()
+            process.communicate()
         ws.close()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 CORE = ["runtime", "runtime.agent", "runtime.state", "runtime.budget", "runtime.decisions", "runtime.tool_calls",
         "runtime.records", "runtime.errors", "runtime.failpoints", "runtime.ports", "tools.base"]
@@ -16,3 +18,30 @@ def test_the_core_imports_no_adapter_library():
              f"print(','.join(sorted({{m.split('.')[0] for m in sys.modules}} & {ADAPTER_LIBRARIES!r})))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "", f"the pure core pulled in {loaded}"
+
+
+LAYERS = {"tools": set(), "runtime": {"tools"}, "bot": {"runtime", "tools"}}
+"""Each top-level package, and the ones it may import: imports flow bot -> runtime -> tools, never back."""
+
+
+def imported_packages(path: Path) -> set[str]:
+    """The top-level names a module imports (at any depth of its body, `TYPE_CHECKING` blocks included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_imports_flow_from_the_slack_edge_to_the_engine_to_the_tool_contract_never_back():
+    root = Path(__file__).resolve().parents[2]
+    wrong = []
+    for package, allowed in LAYERS.items():
+        forbidden = set(LAYERS) - allowed - {package}
+        for path in sorted((root / package).rglob("*.py")):
+            for name in imported_packages(path) & forbidden:
+                wrong.append(f"{path.relative_to(root)} imports {name}")
+    assert wrong == []

@@ -6,9 +6,8 @@ import textwrap
 
 import pytest
 
-from runtime.errors import ConfigError
 from tools.base import Tool
-from tools.registry import describe_tools, load_toolsets
+from tools.registry import ToolsetError, describe_tools, load_toolsets
 
 DEMO_NAMES = ["search_handbook", "lookup_orders", "send_email", "issue_refund"]
 _numbers = itertools.count()
@@ -51,7 +50,7 @@ TOOLS_SOURCE = """
 
 
 def problems_of(spec: str, outbox) -> list[str]:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ToolsetError) as info:
         load_toolsets(spec, outbox=outbox)
     return info.value.problems
 

@@ -1,0 +1,98 @@
+"""What people are told became of what they asked: decisions, run buttons, refusals. Pure: mrkdwn out.
+
+A channel card shows `approval_outcome`; the person who clicked hears the sentences below it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from bot.blocks import MAX_REASON, safe, slack_date, user
+from runtime.records import ApprovalRecord
+
+_REQUEST_WORDS = {  # request -> (what it did, what follows once done, or "")
+    "extend": ("extended", "the run continues"),
+    "cancel": ("closed", ""),
+    "retry": ("retried", "the run continues"),
+    "reconcile.done": ("marked done", "the run continues"),
+    "reconcile.retry": ("retried", "the call runs again"),
+    "reconcile.abort": ("aborted", ""),
+}
+APPROVAL_GONE = "This approval request no longer exists."
+NO_VISIBLE_RUN = "There is no run `{run}` you can see."
+"""Also for runs that exist but are not the person's to see: the answer must not tell them apart."""
+
+
+def approval_outcome(approval: ApprovalRecord) -> tuple[str, str]:
+    """(mrkdwn, plain) lines saying what became of an approval: who, when, why."""
+    when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
+    who = user(approval.decided_by) if approval.decided_by else "someone"
+    note = f": {safe(approval.note, MAX_REASON)}" if approval.note else ""
+    match approval.status:
+        case "approved" | "consumed":
+            return f":white_check_mark: *Approved* by {who}{when}{note}", f"Approved by {approval.decided_by}"
+        case "denied":
+            return f":no_entry: *Denied* by {who}{when}{note}", f"Denied by {approval.decided_by}"
+        case "expired" if approval.decided_by:
+            # Approved in time, but no worker could start it within the dispatch window.
+            return (f":hourglass: *Approved* by {who}{when}, *but it could not start in time: not executed.*",
+                    f"Approved by {approval.decided_by} but not started in time; not executed")
+        case "expired":
+            return ":hourglass: *Expired, not executed.*", "Expired, not executed"
+        case "cancelled":
+            return f":no_entry_sign: *Cancelled, not executed.*{note}", "Cancelled, not executed"
+        case "superseded":
+            return (":arrows_counterclockwise: *Replaced, not executed:* the tool changed before this call ran, "
+                    "so it is asked about again in a new request.", "Replaced by a new request; not executed")
+        case _:
+            return ":raised_hand: *Waiting for a decision.*", "Waiting for a decision"
+
+
+def no_visible_run(run_id: str) -> str:
+    """`NO_VISIBLE_RUN` for `run_id`."""
+    return NO_VISIBLE_RUN.format(run=safe(run_id, 80))
+
+
+def done_text(what: str, by: str | None, at: datetime | None) -> str:
+    """e.g. "Extended by @lee; the run continues." for the message whose buttons were pressed."""
+    did, then = _REQUEST_WORDS.get(what, ("acted on", ""))
+    when = f" {slack_date(at)}" if at else ""
+    return f"{did[:1].upper()}{did[1:]} by {user(by) if by else 'someone'}{when}" + (f"; {then}." if then else ".")
+
+
+def already_text(what: str, by: str | None, at: datetime | None) -> str:
+    """e.g. "Already extended by @lee <date>; nothing changed." for a second press."""
+    did, _ = _REQUEST_WORDS.get(what, ("acted on", ""))
+    when = f" {slack_date(at)}" if at else ""
+    return f"Already {did} by {user(by) if by else 'someone'}{when}; nothing changed."
+
+
+def expired_text(approval: ApprovalRecord) -> str:
+    """A pending approval past its deadline, as the person who clicked it is told."""
+    return f"This request expired {slack_date(approval.expires_at)}; nothing was executed."
+
+
+def decided_text(approval: ApprovalRecord) -> str:
+    """What became of an approval, for someone who clicks it after it was decided."""
+    when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
+    match approval.status:
+        case "approved" | "consumed":
+            return f"Already approved by {user(approval.decided_by)}{when}."
+        case "denied":
+            return f"Already denied by {user(approval.decided_by)}{when}."
+        case "expired" if approval.decided_by:
+            return (f"Approved by {user(approval.decided_by)}{when}, but it could not start in time; "
+                    "nothing was executed.")
+        case "expired":
+            return expired_text(approval)
+        case "cancelled":
+            return "This request was cancelled with its run; nothing was executed."
+        case "superseded":
+            return "This request was replaced by a new one (its tool changed); nothing was executed."
+        case _:
+            return "This request is still waiting for a decision."
+
+
+def not_done_text(reason: str) -> str:
+    """A runner's refusal (`NotAllowed`, `Mismatch`, `Refused`), as the person who asked is told."""
+    return f"Not done: {safe(reason, 500)}"

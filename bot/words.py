@@ -1,0 +1,77 @@
+"""The words Slack and the terminal both say, and the Slack-id rule. Pure: no I/O, no Slack.
+
+Plain ASCII text; each surface formats it (`bot.blocks` escapes it into mrkdwn, `bot.terminal`
+prints it as it is).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, TypeGuard
+
+from runtime.budget import usage_report
+
+LIMIT_NAMES = {
+    "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",
+    "max_cost_usd": "cost (USD)", "max_seconds": "seconds",
+}
+"""Each budget limit as people read it; the keys are `runtime.budget.LIMIT_TO_USAGE`'s."""
+
+DEMO_MODEL = "scripted:demo"
+"""The built-in scripted demo: looks up an order, searches the handbook, proposes an email and a refund."""
+
+_SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,30}")
+_USER_GROUP = re.compile(r"S[A-Z0-9]{2,30}")
+
+
+def status_words(status: str) -> str:
+    """A run status as people read it: `budget_exhausted` is `budget exhausted`."""
+    return status.replace("_", " ")
+
+
+def budget_figures(state: Mapping[str, Any]) -> list[str]:
+    """Usage against each limit the run has, e.g. `["steps 2/8", "cost $0.0100/$1.00"]`."""
+    figures = []
+    for limit, report in usage_report(dict(state)).items():
+        used, cap = report["used"], report["limit"]
+        if limit == "max_cost_usd":
+            figures.append(f"cost ${used:.4f}/${cap:.2f}")
+        elif limit == "max_seconds":
+            figures.append(f"seconds {used:.0f}/{cap:g}")
+        else:
+            figures.append(f"{LIMIT_NAMES[limit]} {used:g}/{cap:g}")
+    return figures
+
+
+def unlimited_figures(state: Mapping[str, Any]) -> list[str]:
+    """Tool calls and cost so far where no limit holds them, e.g. `["tool calls 2"]` (cost only once spent)."""
+    budget, usage = state.get("budget", {}), state.get("usage", {})
+    figures = []
+    if budget.get("max_tool_calls") is None:
+        figures.append(f"tool calls {usage.get('tool_calls', 0)}")
+    if budget.get("max_cost_usd") is None and usage.get("cost_usd"):
+        figures.append(f"cost ${usage['cost_usd']:.4f}")
+    return figures
+
+
+def is_scripted(spec: str) -> bool:
+    return spec.strip().lower().startswith("scripted:")
+
+
+def model_label(spec: str) -> str:
+    """The model as people should read it; a scripted one says plainly that it is not a model."""
+    if not is_scripted(spec):
+        return spec
+    source = "the built-in demo script" if spec.strip() == DEMO_MODEL else spec.partition(":")[2]
+    return f"scripted (not a real model), replaying {source}"
+
+
+def is_slack_user(value: object) -> TypeGuard[str]:
+    """Whether `value` looks like a Slack user id (`U...`, or `W...` in Enterprise Grid)."""
+    return isinstance(value, str) and _SLACK_USER.fullmatch(value) is not None
+
+
+def is_user_group(value: object) -> TypeGuard[str]:
+    """Whether `value` looks like a Slack user group id (`S...`)."""
+    return isinstance(value, str) and _USER_GROUP.fullmatch(value) is not None
