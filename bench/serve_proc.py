@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlencode
 
 from bench import report
@@ -47,6 +47,8 @@ class Server:
     port: int
     slack: Any
     workdir: tempfile.TemporaryDirectory[str]
+    log: IO[bytes]
+    """The server's output file, which this process opened and closes in `stop`."""
     triggers: Any = field(default_factory=lambda: iter(range(1, 10**9)))
 
     def post(self, body: str, content_type: str) -> tuple[int, float, str]:
@@ -54,13 +56,15 @@ class Server:
         timestamp = str(int(time.time()))
         signature = "v0=" + hmac.new(SECRET.encode(), f"v0:{timestamp}:{body}".encode(), hashlib.sha256).hexdigest()
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        start = time.perf_counter()
-        conn.request("POST", "/slack/events", body=body.encode(), headers={
-            "Content-Type": content_type, "X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": signature})
-        response = conn.getresponse()
-        text = response.read().decode()
-        elapsed = time.perf_counter() - start
-        conn.close()
+        try:
+            start = time.perf_counter()
+            conn.request("POST", "/slack/events", body=body.encode(), headers={
+                "Content-Type": content_type, "X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": signature})
+            response = conn.getresponse()
+            text = response.read().decode()
+            elapsed = time.perf_counter() - start
+        finally:
+            conn.close()
         return response.status, elapsed, text
 
     def command(self, text: str, user: str) -> tuple[int, float, str]:
@@ -119,6 +123,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.log.close()
         self.slack.stop()
         self.workdir.cleanup()
 
@@ -142,10 +147,10 @@ def start(database_url: str, *, sweep_interval: str = "1s", workers: int = 4) ->
         "SIGNOFF_SWEEP_INTERVAL": sweep_interval, "SIGNOFF_WORKERS": str(workers), "SIGNOFF_LOG_LEVEL": "WARNING",
         "SIGNOFF_OUTBOX": str(Path(workdir.name) / "outbox"), "SIGNOFF_APPROVERS": "U0APPROVER,UAPPROVER1",
     })
-    log = open(Path(workdir.name) / "serve.log", "wb")  # noqa: SIM115  # closed with the process
+    log = open(Path(workdir.name) / "serve.log", "wb")  # noqa: SIM115  # closed by Server.stop
     process = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], env=env, cwd=workdir.name,
                                stdout=log, stderr=subprocess.STDOUT)
-    server = Server(process, port, slack, workdir)
+    server = Server(process, port, slack, workdir, log)
     try:
         wait_healthy(server)
     except BaseException:
@@ -160,13 +165,15 @@ def wait_healthy(server: Server, timeout: float = 60.0) -> None:
         if server.process.poll() is not None:
             log = (Path(server.workdir.name) / "serve.log").read_text(errors="replace")
             raise RuntimeError(f"signoff serve exited with {server.process.returncode}:\n{log[-3000:]}")
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=2)
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=2)
             conn.request("GET", "/healthz")
             if conn.getresponse().status == 200:
                 return
         except OSError:
             pass
+        finally:
+            conn.close()
         time.sleep(0.1)
     raise RuntimeError("signoff serve did not become healthy in time")
 

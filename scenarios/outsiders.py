@@ -46,6 +46,7 @@ def run_outsiders(kind: str = "sqlite") -> Outcome:
                        "the approval changed under outsiders' requests")
         serve.click(card, APPROVE_ACTION, APPROVER)  # a member of #private
         wait_until(lambda: len(world.effect_lines()) == 1, 20, what="the note sent once a member approved")
+        wait_until(lambda: _ended(world, run_id), 20, what="the run to end once its note was sent")
     return outcome
 
 
@@ -136,3 +137,8 @@ def _form_payload(body: str) -> str:
 def _pending(world: World, run_id: str) -> Any:
     found = world.db.store.list_approvals(run_id=run_id, status="pending", limit=1)
     return found[0] if found else None
+
+
+def _ended(world: World, run_id: str) -> bool:
+    run = world.db.store.get_run(run_id, history=False)
+    return run is not None and run.status == "done"

@@ -88,14 +88,14 @@ class Serve:
         self.workers = children(self.process.pid)
 
     def healthy(self) -> bool:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
             conn.request("GET", "/healthz")
-            ok = conn.getresponse().status == 200
-            conn.close()
-            return ok
+            return conn.getresponse().status == 200
         except OSError:
             return False
+        finally:
+            conn.close()
 
     def alive(self) -> bool:
         """The arbiter and the worker it started with are both running."""

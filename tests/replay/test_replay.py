@@ -89,3 +89,15 @@ def test_a_loop_that_is_no_longer_stopped_diverges_at_the_stall(tmp_path: Path) 
     recorded = recording("stalled-then-closed")
     result = replay(recorded["state"], recorded["events"], tools_of(recorded, tmp_path), stall_after=None)
     assert result.divergence is not None and result.divergence.expected["type"] == "stalled"
+
+
+def test_a_run_recorded_mid_way_replays_up_to_where_the_recording_ends(tmp_path: Path) -> None:
+    """A run still going when it was read (a worker between two turns): its replay stops there."""
+    recorded = recording("budget-extended")
+    state = json.loads(json.dumps(recorded["state"]))
+    cut = next(i for i, e in enumerate(state["history"]) if e.get("role") == "assistant" and e.get("step") == 4)
+    state["history"] = state["history"][:cut]
+    last = max(i for i, e in enumerate(recorded["events"]) if e.get("type") == "tool_executed" and e.get("step") == 3)
+    result = replay(state, recorded["events"][: last + 1], tools_of(recorded, tmp_path))
+    assert result.divergence is None, result.divergence
+    assert result.status == "running"
