@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import logging
 import secrets
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -33,6 +34,11 @@ class Teller:
                  lease: timedelta) -> None:
         self.store, self.notifier, self.failpoints = store, notifier, failpoints
         self.worker_id, self.lease = worker_id, lease
+        self._unrecorded: dict[str, dict[str, Any]] = {}
+        """Cards posted whose place the database could not record (it failed right then), by approval
+        id: recovery records them instead of posting a second card, whose first copy would keep
+        live buttons nobody ever takes away."""
+        self._unrecorded_lock = threading.Lock()
 
     def announce(self, run: RunRecord) -> RunRecord:
         """Post the run message; progress threads under it, so the run carries where it is."""
@@ -50,10 +56,20 @@ class Teller:
         self.failpoints.hit("before_approval_post")
         ref = self.notify("approval_requested", run, approval)
         if isinstance(ref, dict) and ref:
-            now = self.store.set_approval_message(approval.approval_id, ref)
-            # A click can land between the post and recording where it went: show what it decided.
-            if now is not None and now.status != "pending":
-                self.show_approval(run, now)
+            self._record_post(run, approval.approval_id, ref)
+
+    def _record_post(self, run: RunRecord, approval_id: str, ref: dict[str, Any]) -> None:
+        try:
+            now = self.store.set_approval_message(approval_id, ref)
+        except Exception:  # the database failed; the card is in Slack all the same: remember where
+            with self._unrecorded_lock:
+                self._unrecorded[approval_id] = ref
+            raise
+        with self._unrecorded_lock:
+            self._unrecorded.pop(approval_id, None)
+        # A click can land between the post and recording where it went: show what it decided.
+        if now is not None and now.status != "pending":
+            self.show_approval(run, now)
 
     def show_approval(self, run: RunRecord, approval: ApprovalRecord, method: str = "approval_decided") -> None:
         """Bring the approval's message in line with its status, and remember that it is."""
@@ -95,6 +111,17 @@ class Teller:
         another outcome than the stored one, and re-tell endings nobody heard of."""
         if self.notifier is None:
             return
+        with self._unrecorded_lock:
+            unrecorded = list(self._unrecorded.items())
+        for approval_id, ref in unrecorded:  # first, and without waiting: no other replica knows of them
+            approval = self.store.get_approval(approval_id)
+            run = self.store.get_run(approval.run_id, history=False) if approval is not None else None
+            if approval is None or approval.message is not None or not _readable(run):
+                with self._unrecorded_lock:
+                    self._unrecorded.pop(approval_id, None)
+                continue
+            assert run is not None
+            self._holding(run.run_id, functools.partial(self._record_post, run, approval_id, ref))
         # A run whose state cannot be read is skipped (and logged), never allowed to stop the pass:
         # the other runs' messages and recoveries come after it.
         unposted = self.store.list_approvals(status="pending", unposted=True, older_than=min_age)

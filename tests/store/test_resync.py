@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError
 from store_harness import APPROVER, REQUESTER, ManualClock, Told, build_runner, set_state
 
 from runtime.adapters.sql import SqlStore
@@ -174,3 +176,46 @@ def test_two_replicas_recovering_at_once_post_a_lost_message_once(store: SqlStor
 
     subject = approval.approval_id if method == "approval_requested" else run.run_id
     assert (slow.of(method), quick.of(method)) == ([subject], [])
+
+
+class LoseTheRecordOfAPost:
+    """The database fails right after Slack took a card: the statement recording where it was posted
+    meets a dead connection (closed on SQLite, terminated on PostgreSQL), once."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine, self.fired = engine, False
+
+    def __call__(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        if self.fired or not (statement.startswith("UPDATE approvals SET message") and "shown_status" in statement):
+            return
+        self.fired = True
+        dbapi = conn.connection.dbapi_connection
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.connect() as other:
+                other.exec_driver_sql(f"SELECT pg_terminate_backend({dbapi.info.backend_pid}, 5000)")
+        else:
+            dbapi.close()
+
+    def __enter__(self) -> LoseTheRecordOfAPost:
+        event.listen(self.engine, "before_cursor_execute", self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        event.remove(self.engine, "before_cursor_execute", self)
+
+
+def test_a_card_whose_place_the_database_lost_is_recorded_by_recovery_not_posted_twice(
+        store: SqlStore, effects: Path) -> None:
+    told = Told()
+    runner = build_runner(store, effects, notifier=told, lease=30.0)
+    run = runner.start_run("tell Ana her refund is approved", REQUESTER)
+    with LoseTheRecordOfAPost(store.engine) as lost, pytest.raises(DBAPIError):
+        runner.execute(run.run_id)
+    assert lost.fired
+    [approval] = store.list_approvals(run_id=run.run_id)
+    assert approval.message is None and told.of("approval_requested") == [approval.approval_id]
+    runner.recover(min_age=timedelta(0))
+    assert told.of("approval_requested") == [approval.approval_id], "one card, not a second one"
+    assert store.get_approval(approval.approval_id).message == {"channel": "C1", "ts": "2.0"}
+    runner.recover(min_age=timedelta(0))
+    assert told.of("approval_requested") == [approval.approval_id]
