@@ -211,9 +211,8 @@ class Listeners:
             self._refuse_malformed(body, click)
             return
         approval = self.runner.get_approval(click.approval_id)
-        refusal = self._deny_refusal(click, approval)
-        run = self.runner.get_run(approval.run_id, history=False) if approval is not None else None
-        if refusal or approval is None or run is None:
+        refusal, run = self._modal_refusal(click, approval)
+        if refusal is not None or approval is None or run is None:
             self._tell(click.where, refusal or APPROVAL_GONE)
             return
         view = argument_blocks.arguments_modal(run, approval, self.notifier.display(approval.tool))
@@ -229,8 +228,8 @@ class Listeners:
             self._refuse_malformed(body, click)
             return
         approval = self.runner.get_approval(click.approval_id)
-        refusal = self._deny_refusal(click, approval)
-        if refusal:
+        refusal, _ = self._modal_refusal(click, approval)
+        if refusal is not None:
             self._tell(click.where, refusal)
             return
         assert approval is not None
@@ -238,22 +237,24 @@ class Listeners:
         self.notifier.client.views_open(trigger_id=click.where.trigger_id,
                           view=messages.deny_modal(approval, channel=click.where.channel))
 
-    def _deny_refusal(self, click: ApprovalClick, approval: ApprovalRecord | None) -> str | None:
-        """Why the Deny or the full-arguments modal should not open; the decision is checked again."""
+    def _modal_refusal(self, click: ApprovalClick,
+                       approval: ApprovalRecord | None) -> tuple[str | None, RunRecord | None]:
+        """Why the Deny or the full-arguments modal should not open (None if it may), and the
+        approval's run, read once for the modal too; the decision itself is checked again."""
         if approval is None:
-            return APPROVAL_GONE
+            return APPROVAL_GONE, None
         if approval.digest != click.digest:
-            return "This button no longer matches the request it was posted with."
+            return "This button no longer matches the request it was posted with.", None
         if approval.status != "pending":
-            return decided_text(approval)
+            return decided_text(approval), None
         if approval.expires_at <= self.runner.store.now():  # the database's clock decides expiry, not ours
-            return expired_text(approval)
+            return expired_text(approval), None
         run = self.runner.get_run(approval.run_id, history=False)
         if run is None:
-            return "The run behind this request no longer exists."
+            return "The run behind this request no longer exists.", None
         if not click.where.trigger_id:
-            return "Slack did not send what is needed to open the form; please click again."
-        return self.runner.approval_refusal(click.where.user, run)
+            return "Slack did not send what is needed to open the form; please click again.", run
+        return self.runner.approval_refusal(click.where.user, run), run
 
     def on_deny_submitted(self, ack: Ack, body: dict[str, Any]) -> None:
         ack()
