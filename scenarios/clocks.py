@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from bot.blocks import APPROVE_ACTION
-from scenarios.drive import APPROVER, REQUESTER, approval_message, started_run
+from scenarios.drive import APPROVER, REQUESTER, approval_message, has_ended, posted_approval, started_run
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import click_body
 from scenarios.world import World, wait_until
@@ -47,12 +46,12 @@ def run_replica_ahead(runs: int = 6) -> Outcome:
         run_ids = [started_run(on_time.command(f"skew run {i}: tell Hal about his refund", REQUESTER).text)
                    for i in range(runs)]
         for run_id in run_ids:
-            approval = wait_until(lambda run_id=run_id: _posted(world, run_id), 30, what=f"{run_id}'s approval")
+            approval = wait_until(lambda run_id=run_id: posted_approval(world, run_id), 30, what=f"{run_id}'s approval")
             message = approval_message(world, approval.approval_id)
             ahead.post(click_body(message, APPROVE_ACTION, APPROVER))  # the fast replica hears the click
         for run_id in run_ids:
             try:
-                wait_until(lambda run_id=run_id: _ended(world, run_id), 60, interval=0.2, what=f"{run_id} to end")
+                wait_until(lambda run_id=run_id: has_ended(world, run_id), 60, interval=0.2, what=f"{run_id} to end")
             except TimeoutError as exc:
                 outcome.expectations.append(str(exc))
         store = world.db.store
@@ -84,7 +83,7 @@ def run_replica_behind() -> Outcome:
 
         # Posted by the slow replica, the approval is open for its whole TTL by the database's clock.
         first = started_run(behind.command("tell Ida her order shipped", REQUESTER).text)
-        approval = wait_until(lambda: _posted(world, first), 30, what="the first approval")
+        approval = wait_until(lambda: posted_approval(world, first), 30, what="the first approval")
         outcome.expect(approval.expires_at - approval.requested_at == timedelta(seconds=ttl),
                        f"expires {approval.expires_at - approval.requested_at} after it was requested")
         outcome.expect(approval.expires_at > datetime.now(UTC) + timedelta(seconds=ttl / 3),
@@ -97,7 +96,7 @@ def run_replica_behind() -> Outcome:
 
         # A click after the card's expiry time, on the slow replica (for which it is 4 minutes early).
         second = started_run(behind.command("tell Ida again", REQUESTER).text)
-        late = wait_until(lambda: _posted(world, second), 30, what="the second approval")
+        late = wait_until(lambda: posted_approval(world, second), 30, what="the second approval")
         message = approval_message(world, late.approval_id)
         time.sleep(max(0.0, (late.expires_at - datetime.now(UTC)).total_seconds()) + 1.5)
         behind.post(click_body(message, APPROVE_ACTION, APPROVER))
@@ -112,7 +111,7 @@ def run_replica_behind() -> Outcome:
 
 def _settle(outcome: Outcome, world: World, run_id: str, status: str) -> None:
     try:
-        wait_until(lambda: _ended(world, run_id), 30, interval=0.1, what=f"{run_id} to end")
+        wait_until(lambda: has_ended(world, run_id), 30, interval=0.1, what=f"{run_id} to end")
     except TimeoutError as exc:
         outcome.expectations.append(str(exc))
         return
@@ -120,15 +119,4 @@ def _settle(outcome: Outcome, world: World, run_id: str, status: str) -> None:
     outcome.expect(run.status == status, f"{run_id} ended {run.status} ({run.stop}), not {status}")
 
 
-def _posted(world: World, run_id: str) -> Any:
-    for approval in world.db.store.list_approvals(run_id=run_id, limit=5):
-        if approval.message:
-            return approval
-    return None
-
-
-def _ended(world: World, run_id: str) -> bool:
-    run = world.db.store.get_run(run_id, history=False)
-    return run is not None and run.status in ("done", "cancelled", "expired", "failed", "needs_reconciliation",
-                                              "budget_exhausted")
 

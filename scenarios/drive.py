@@ -46,6 +46,29 @@ def message_with(world: Any, action_id: str, value_prefix: str) -> dict[str, Any
     return found[-1] if found else None
 
 
+def pending_approval(world: Any, run_id: str) -> Any:
+    """The run's pending approval, posted or not; None if it has none."""
+    found = world.db.store.list_approvals(run_id=run_id, status="pending", limit=1)
+    return found[0] if found else None
+
+
+def posted_approval(world: Any, run_id: str) -> Any:
+    """The run's latest approval whose card Slack shows (whatever its status); None if none yet."""
+    for approval in world.db.store.list_approvals(run_id=run_id, limit=5):
+        if approval.message:
+            return approval
+    return None
+
+
+ENDED = frozenset({"done", "cancelled", "expired", "failed", "needs_reconciliation", "budget_exhausted"})
+"""Where a run driven by a scenario stops moving on its own: terminal, or waiting for a person."""
+
+
+def has_ended(world: Any, run_id: str, statuses: frozenset[str] = ENDED) -> bool:
+    run = world.db.store.get_run(run_id, history=False)
+    return run is not None and run.status in statuses
+
+
 def approval_message(world: Any, approval_id: str) -> dict[str, Any] | None:
     return message_with(world, APPROVE_ACTION, approval_id + ":")
 

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from bot.blocks import APPROVE_ACTION
-from scenarios.drive import APPROVER, REQUESTER, approval_message, started_run
+from scenarios.drive import APPROVER, REQUESTER, approval_message, has_ended, pending_approval, started_run
 from scenarios.hostile import Probe
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import click_body, home_opened_body
@@ -36,7 +36,7 @@ def run_outsiders(kind: str = "sqlite") -> Outcome:
         serve = world.start()
         probe = Probe(world, serve, outcome)
         run_id = started_run(serve.command(SECRET_GOAL, REQUESTER, channel=PRIVATE).text)
-        approval = wait_until(lambda: _pending(world, run_id), 20, what="the note's approval")
+        approval = wait_until(lambda: pending_approval(world, run_id), 20, what="the note's approval")
         card = wait_until(lambda: approval_message(world, approval.approval_id), 10, what="the approval card")
         _slow_senders(probe)
         _unreadable_bodies(probe)
@@ -46,7 +46,7 @@ def run_outsiders(kind: str = "sqlite") -> Outcome:
                        "the approval changed under outsiders' requests")
         serve.click(card, APPROVE_ACTION, APPROVER)  # a member of #private
         wait_until(lambda: len(world.effect_lines()) == 1, 20, what="the note sent once a member approved")
-        wait_until(lambda: _ended(world, run_id), 20, what="the run to end once its note was sent")
+        wait_until(lambda: has_ended(world, run_id, frozenset({"done"})), 20, what="the run to end once its note was sent")
     return outcome
 
 
@@ -134,11 +134,4 @@ def _form_payload(body: str) -> str:
     return parse_qs(body)["payload"][0]
 
 
-def _pending(world: World, run_id: str) -> Any:
-    found = world.db.store.list_approvals(run_id=run_id, status="pending", limit=1)
-    return found[0] if found else None
 
-
-def _ended(world: World, run_id: str) -> bool:
-    run = world.db.store.get_run(run_id, history=False)
-    return run is not None and run.status == "done"

@@ -12,7 +12,14 @@ import time
 from typing import Any
 
 from bot.blocks import APPROVE_ACTION, CLOSE_ACTION, EXTEND_ACTION, RECONCILE_RETRY_ACTION
-from scenarios.drive import APPROVER, REQUESTER, approval_message, messages_with, started_run
+from scenarios.drive import (
+    APPROVER,
+    REQUESTER,
+    approval_message,
+    messages_with,
+    pending_approval,
+    started_run,
+)
 from scenarios.hostile import Probe
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Reply, click_body
@@ -48,7 +55,7 @@ def run_replayed_buttons(kind: str = "sqlite") -> Outcome:
 def _approve_lost_note(probe: Probe, run_id: str, index: int) -> None:
     """Approve note `index`; its first attempt is lost, so the run stops for a person."""
     world = probe.world
-    approval = wait_until(lambda: _pending(world, run_id), 20, what=f"note {index}'s approval")
+    approval = wait_until(lambda: pending_approval(world, run_id), 20, what=f"note {index}'s approval")
     message = wait_until(lambda: approval_message(world, approval.approval_id), 10, what="the approval card")
     probe.serve.click(message, APPROVE_ACTION, APPROVER)
     wait_until(lambda: _status(world, run_id) == "needs_reconciliation" and _newest(
@@ -110,9 +117,6 @@ def _newest(world: World, action_id: str, run_id: str, *, channel: str | None = 
     return found[-1] if found else None
 
 
-def _pending(world: World, run_id: str) -> Any:
-    found = world.db.store.list_approvals(run_id=run_id, status="pending", limit=1)
-    return found[0] if found else None
 
 
 def _status(world: World, run_id: str) -> str | None:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.blocks import APPROVE_ACTION
-from scenarios.drive import APPROVER, REQUESTER, started_run
+from scenarios.drive import APPROVER, REQUESTER, has_ended, posted_approval, started_run
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Serve, click_body
 from scenarios.world import World, wait_until
@@ -84,7 +84,7 @@ def drive_one(world: World, fleet: Fleet, index: int, race: str, timeout: float 
     reply = first.command(f"run {index}: tell Grace her order ships", REQUESTER)
     run_id = started_run(reply.text)
     try:
-        approval = wait_until(lambda: _posted(world, run_id), timeout, interval=0.1, what=f"{run_id}'s approval")
+        approval = wait_until(lambda: posted_approval(world, run_id), timeout, interval=0.1, what=f"{run_id}'s approval")
     except TimeoutError as exc:
         fleet.problem(str(exc))
         return run_id
@@ -110,7 +110,7 @@ def drive_one(world: World, fleet: Fleet, index: int, race: str, timeout: float 
             at_once(lambda: a.post(approve), lambda: b.command(f"cancel {run_id}", REQUESTER),
                     delays=(0.0, rng.uniform(0, 0.3)))
     try:
-        wait_until(lambda: _ended(world, run_id), timeout, interval=0.1, what=f"{run_id} to end")
+        wait_until(lambda: has_ended(world, run_id), timeout, interval=0.1, what=f"{run_id} to end")
     except TimeoutError as exc:
         fleet.problem(str(exc))
     final = world.db.store.get_approval(approval.approval_id)
@@ -119,16 +119,8 @@ def drive_one(world: World, fleet: Fleet, index: int, race: str, timeout: float 
     return run_id
 
 
-def _posted(world: World, run_id: str) -> Any:
-    for approval in world.db.store.list_approvals(run_id=run_id, limit=5):
-        if approval.message:
-            return approval
-    return None
 
 
-def _ended(world: World, run_id: str) -> bool:
-    run = world.db.store.get_run(run_id, history=False)
-    return run is not None and run.status in ("done", "cancelled", "expired", "failed", "needs_reconciliation")
 
 
 def run_replicas(runs: int = 200, replicas: int = 3, in_flight: int = 12, seed: int = 7) -> Outcome:
@@ -153,14 +145,14 @@ def run_expiry_races(runs: int = 24, replicas: int = 3, seed: int = 11) -> Outco
 
         def race(i: int) -> None:
             run_id = started_run(fleet.pick().command(f"expiry race {i}", REQUESTER).text)
-            approval = wait_until(lambda: _posted(world, run_id), 30, interval=0.05, what="the approval")
+            approval = wait_until(lambda: posted_approval(world, run_id), 30, interval=0.05, what="the approval")
             message = world.slack.message(approval.message["channel"], approval.message["ts"])
             body = click_body(message, APPROVE_ACTION, APPROVER)
             offset = fleet.rng.uniform(-1.0, 0.3)
             wait = (approval.expires_at - datetime.now(UTC)).total_seconds() + offset
             time.sleep(max(wait, 0))
             at_once(lambda: fleet.pick().post(body), lambda: fleet.pick().post(body))
-            wait_until(lambda: _ended(world, run_id), 30, interval=0.1, what=f"{run_id} to end")
+            wait_until(lambda: has_ended(world, run_id), 30, interval=0.1, what=f"{run_id} to end")
             final = world.db.store.get_approval(approval.approval_id)
             fleet.note("approve_expiry", f"{'early' if offset < 0 else 'late'} click, approval "
                                          f"{final.status if final else None}")

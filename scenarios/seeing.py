@@ -14,7 +14,7 @@ from typing import Any
 from bot.arguments import ToolDisplay, argument_lines, read_literal
 from bot.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, code_section_lines
 from runtime.state import call_digest
-from scenarios.drive import APPROVER, Driver, message_with
+from scenarios.drive import APPROVER, Driver, message_with, pending_approval
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Serve, buttons, home_click_body, home_opened_body
 from scenarios.toolset import TOOLS
@@ -40,7 +40,7 @@ def run_what_you_see(kind: str = "sqlite") -> Outcome:
         serve = world.start()
         driver = Driver(world, pick=lambda: serve)
         run_id = driver.start("email Ana about her refund")
-        first = wait_until(lambda: _pending(world, run_id), 20, what="the long email's approval")
+        first = wait_until(lambda: pending_approval(world, run_id), 20, what="the long email's approval")
         card = wait_until(lambda: message_with(world, DENY_ACTION, first.approval_id + ":"), 20, what="its card")
         outcome.expect(APPROVE_ACTION not in [a for a, _ in buttons(card)],
                        "the card offered Approve beside arguments it could not show in full")
@@ -49,7 +49,7 @@ def run_what_you_see(kind: str = "sqlite") -> Outcome:
         outcome.expect(VIEW_ARGS_ACTION in [a for a, _ in buttons(home)], "App Home offers no View full arguments")
         _approve_in_modal(world, serve, card, outcome)
         wait_until(lambda: _ran(world, first.key), 20, what="the long email being sent")
-        second = wait_until(lambda: _pending(world, run_id), 20, what="the short email's approval")
+        second = wait_until(lambda: pending_approval(world, run_id), 20, what="the short email's approval")
         serve.post(home_opened_body(APPROVER), "application/json")  # Home offers Approve for this one
         wait_until(lambda: second.approval_id in str(world.slack.views.get(APPROVER)), 10, what="App Home again")
         outcome.expect(driver.settle([run_id], 30), "the run did not finish")
@@ -106,9 +106,6 @@ def _contains(lines: list[str], part: list[str]) -> bool:
     return any(lines[i:i + len(part)] == part for i in range(len(lines) - len(part) + 1))
 
 
-def _pending(world: World, run_id: str) -> Any:
-    found = world.db.store.list_approvals(run_id=run_id, status="pending", limit=1)
-    return found[0] if found else None
 
 
 def _ran(world: World, key: str) -> bool:

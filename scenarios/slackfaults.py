@@ -6,10 +6,9 @@ be reachable (`/signoff list`, App Home, re-posted by recovery), and nothing may
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from bot.blocks import APPROVE_ACTION
-from scenarios.drive import APPROVER, Driver, approval_message
+from scenarios.drive import APPROVER, Driver, approval_message, pending_approval
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import buttons, home_click_body, home_opened_body
 from scenarios.world import World, wait_until
@@ -39,9 +38,6 @@ def _updates_of(slack: FakeSlack, ts: str) -> int:
         return sum(1 for c in slack.calls if c.method == "chat.update" and c.body.get("ts") == ts)
 
 
-def _pending(world: World, run_id: str) -> Any:
-    found = world.db.store.list_approvals(run_id=run_id, status="pending", limit=1)
-    return found[0] if found else None
 
 
 def run_post_outage(kind: str = "sqlite") -> Outcome:
@@ -51,12 +47,12 @@ def run_post_outage(kind: str = "sqlite") -> Outcome:
         driver = Driver(world, pick=lambda: serve)
         world.slack.fail("chat.postMessage", OUTAGE, status=500)
         runs = [driver.start(f"outage run {i}: tell Linus and credit him") for i in range(2)]
-        approvals = [wait_until(lambda r=r: _pending(world, r), 20, what="an approval while Slack is down")
+        approvals = [wait_until(lambda r=r: pending_approval(world, r), 20, what="an approval while Slack is down")
                      for r in runs]
         slack_is_back(world.slack, "chat.postMessage")
         world.slack.fail("chat.postMessage", OUTAGE, status=429, retry_after=1)
         runs.append(driver.start("outage run 2: tell Linus and credit him"))
-        approvals.append(wait_until(lambda: _pending(world, runs[2]), 20, what="an approval while rate limited"))
+        approvals.append(wait_until(lambda: pending_approval(world, runs[2]), 20, what="an approval while rate limited"))
         outcome.expect(all(a.message is None for a in approvals), "an approval claims a Slack message during the outage")
         outcome.expect(not world.effect_lines(), "a side effect ran while its approval could not be posted")
 
@@ -93,7 +89,7 @@ def run_update_outage(kind: str = "sqlite") -> Outcome:
         serve = world.start()
         driver = Driver(world, pick=lambda: serve)
         run_id = driver.start("credit Linus")
-        approval = wait_until(lambda: _pending(world, run_id), 20, what="the approval")
+        approval = wait_until(lambda: pending_approval(world, run_id), 20, what="the approval")
         message = wait_until(lambda: approval_message(world, approval.approval_id), 20, what="the approval message")
         world.slack.fail("chat.update", OUTAGE, status=500)
         serve.click(message, APPROVE_ACTION, APPROVER)
@@ -116,7 +112,7 @@ def run_post_timeout(kind: str = "sqlite") -> Outcome:
         world.slack.slow("chat.postMessage", 31.0)  # the approval: delivered after the client timed out
         started = time.monotonic()
         run_id = driver.start("credit Linus, slowly")
-        approval = wait_until(lambda: _pending(world, run_id), 20, what="the approval")
+        approval = wait_until(lambda: pending_approval(world, run_id), 20, what="the approval")
         outcome.expect(not world.effect_lines(), "a side effect ran before its approval was even posted")
         time.sleep(max(0.0, started + 33 - time.monotonic()))  # until the slow post has landed too
         outcome.expect(driver.settle([run_id], 30), "the run did not finish")
