@@ -164,7 +164,7 @@ def run_record(row: Row[Any], history: list[dict[str, Any]] | None, *, listing: 
 
 
 def _record(row: Row[Any], state: dict[str, Any], *, lenient: bool, unreadable: str | None = None) -> RunRecord:
-    read = _json_or if lenient else _json_strict
+    read = json_or if lenient else _json_strict
     return RunRecord(
         run_id=row.run_id, goal=row.goal, requester=row.requester, origin=read(row.origin, {}),
         model=row.model, status=row.status, state=state, version=row.version, created_at=row.created_at,
@@ -178,7 +178,7 @@ def _json_strict(text: str | None, default: Any) -> Any:
     return json.loads(text) if text else default
 
 
-def _json_or(text: str | None, default: Any) -> Any:
+def json_or(text: str | None, default: Any) -> Any:
     """A small JSON column (origin, command); damaged, it reads as `default` rather than hiding the run."""
     try:
         return json.loads(text) if text else default

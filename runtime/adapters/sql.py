@@ -30,6 +30,7 @@ from runtime.adapters.rows import (
     finish_execution,
     insert_approval,
     insert_events,
+    json_or,
     loads,
     lock_runs,
     step_params,
@@ -105,14 +106,6 @@ class CommandRefusal:
     """The request already waiting for the run, when that is the reason."""
     stale: bool = False
     """The request was made from a message showing an earlier version of the run."""
-
-
-def _json_or_none(text: str | None) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text) if text else None
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _duration(span: timedelta) -> str:
@@ -268,8 +261,8 @@ class SqlStore(SqlReads):
                                    .where(runs.c.run_id == run_id)).first()
                 if row is None:
                     return CommandRefusal("no such run")
-                waiting = _json_or_none(row.command)
-                if waiting is not None:
+                waiting = json_or(row.command, None)
+                if isinstance(waiting, dict):
                     return CommandRefusal(f"another request ({waiting.get('op')}) is already waiting for this run",
                                           waiting=waiting)
                 if shown is not None and row.version != shown:
@@ -359,7 +352,8 @@ class SqlStore(SqlReads):
         version = None
         by = None
         if restart == "requested":
-            request = _json_or_none(held.command) or {}
+            request = json_or(held.command, None)
+            request = request if isinstance(request, dict) else {}
             if request.get("op") != "reconcile" or request.get("action") != "retry":
                 return Existing(existing.status, None, None)  # the request was used up already: ask again
             # Used up with the restart, and the run moves on a version: a replayed or old Retry finds
