@@ -34,11 +34,11 @@ from bench.workload import (
     notify_result,
     signoff_tools,
 )
-from runtime.adapters.db import make_engine, upgrade
-from runtime.adapters.sql import SqlStore
-from runtime.budget import Budget
-from runtime.records import Decided
-from runtime.runner import Runner, RunnerConfig
+from signoff.runtime.adapters.db import make_engine, upgrade
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.budget import Budget
+from signoff.runtime.records import Decided
+from signoff.runtime.runner import Runner, RunnerConfig
 
 APPROVER, REQUESTER = "U_APPROVER", "U_REQUESTER"
 

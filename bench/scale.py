@@ -18,12 +18,12 @@ from sqlalchemy import Engine, func, select, text, update
 from bench import pg, report, serve_proc
 from bench.stats import ms, summary
 from bench.workload import GOAL, SignoffPolicy, signoff_tools
-from runtime.adapters.db import make_engine, upgrade
-from runtime.adapters.sql import SqlStore
-from runtime.adapters.tables import approvals, events, run_history, runs
-from runtime.budget import Budget
-from runtime.runner import Runner, RunnerConfig
-from runtime.state import call_digest
+from signoff.runtime.adapters.db import make_engine, upgrade
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.adapters.tables import approvals, events, run_history, runs
+from signoff.runtime.budget import Budget
+from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.state import call_digest
 
 FULL = {"runs": 10_000, "runner_sample": 100, "requesters": 100, "repeats": 20, "settle_s": 3.0}
 QUICK = {"runs": 50, "runner_sample": 5, "requesters": 10, "repeats": 2, "settle_s": 0.3}

@@ -34,7 +34,7 @@ def available() -> bool:
     if str(report.ROOT) not in sys.path:
         sys.path.insert(0, str(report.ROOT))
     try:
-        import bot.serve  # noqa: F401
+        import signoff.bot.serve  # noqa: F401
         import tests.fakes.slack  # noqa: F401
     except ImportError:
         return False
@@ -148,7 +148,7 @@ def start(database_url: str, *, sweep_interval: str = "1s", workers: int = 4) ->
         "SIGNOFF_OUTBOX": str(Path(workdir.name) / "outbox"), "SIGNOFF_APPROVERS": "U0APPROVER,UAPPROVER1",
     })
     log = open(Path(workdir.name) / "serve.log", "wb")  # noqa: SIM115  # closed by Server.stop
-    process = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], env=env, cwd=workdir.name,
+    process = subprocess.Popen([sys.executable, "-m", "signoff.bot.cli", "serve"], env=env, cwd=workdir.name,
                                stdout=log, stderr=subprocess.STDOUT)
     server = Server(process, port, slack, workdir, log)
     try:

@@ -21,8 +21,8 @@ from sqlalchemy import Engine, func, select
 
 from bench import pg, report, serve_proc
 from bench.stats import ms, summary
-from runtime.adapters.db import make_engine, upgrade
-from runtime.adapters.tables import approvals, tool_executions
+from signoff.runtime.adapters.db import make_engine, upgrade
+from signoff.runtime.adapters.tables import approvals, tool_executions
 
 FULL = {"burst": 100, "backends": ("sqlite", "postgresql")}
 QUICK = {"burst": 5, "backends": ("sqlite",)}

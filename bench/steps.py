@@ -21,11 +21,11 @@ from sqlalchemy import Engine, create_engine, event, select, text
 from bench import pg, report
 from bench.stats import ms, ratio, summary, times
 from bench.workload import GOAL, SignoffPolicy, intervals, signoff_tools
-from runtime.adapters.db import make_engine, upgrade
-from runtime.adapters.sql import SqlStore
-from runtime.adapters.tables import run_history, runs
-from runtime.budget import Budget
-from runtime.runner import Runner, RunnerConfig
+from signoff.runtime.adapters.db import make_engine, upgrade
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.adapters.tables import run_history, runs
+from signoff.runtime.budget import Budget
+from signoff.runtime.runner import Runner, RunnerConfig
 
 FULL = {"sizes": (10, 100, 1000), "repeats": {10: 5, 100: 3, 1000: 1}, "floor_samples": 100, "edge": 50,
         "experiment_sizes": (10, 100)}

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tools.base import Tool
+from signoff.tools.base import Tool
 
 GOAL = "benchmark: look things up, then notify the channel"
 NOTIFY_ARGS = {"channel": "#ops", "text": "all lookups done"}

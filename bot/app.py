@@ -12,10 +12,10 @@ from typing import Any
 from slack_bolt import App, BoltContext, BoltResponse, Respond
 from slack_sdk import WebClient
 
-from bot.listeners import Listeners, tell_failure
-from bot.notifier import SlackNotifier
-from bot.workers import Workers
-from runtime.runner import Runner
+from signoff.bot.listeners import Listeners, tell_failure
+from signoff.bot.notifier import SlackNotifier
+from signoff.bot.workers import Workers
+from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot")
 

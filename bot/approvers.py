@@ -15,9 +15,9 @@ from collections.abc import Callable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.settings import CHANNEL_MEMBERS
-from bot.words import is_slack_user, is_user_group
-from runtime.records import RunRecord
+from signoff.bot.settings import CHANNEL_MEMBERS
+from signoff.bot.words import is_slack_user, is_user_group
+from signoff.runtime.records import RunRecord
 
 log = logging.getLogger("signoff.bot.approvers")
 

@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bot.arguments import ToolDisplay, argument_lines, argument_pairs
-from bot.blocks import (
+from signoff.bot.arguments import ToolDisplay, argument_lines, argument_pairs
+from signoff.bot.blocks import (
     APPROVAL_BLOCK,
     ARGS_MODAL,
     MAX_MODAL_TITLE,
@@ -32,7 +32,7 @@ from bot.blocks import (
     slack_date,
     user,
 )
-from runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.records import ApprovalRecord, RunRecord
 
 CARD_SECTIONS = 2
 """Code sections of arguments a channel card holds; with the rest it stays under Slack's ~12k characters."""

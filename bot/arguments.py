@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.state import DEFAULT_REDACT_KEYS, canonical_json, redact, secret_names
-from tools.base import Tool
+from signoff.runtime.state import DEFAULT_REDACT_KEYS, canonical_json, redact, secret_names
+from signoff.tools.base import Tool
 
 _BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}

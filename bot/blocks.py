@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.words import LIMIT_NAMES, budget_figures, is_slack_user
-from runtime.records import ApprovalRecord
+from signoff.bot.words import LIMIT_NAMES, budget_figures, is_slack_user
+from signoff.runtime.records import ApprovalRecord
 
 APPROVE_ACTION = "signoff.approve"
 DENY_ACTION = "signoff.deny"

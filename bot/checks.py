@@ -8,12 +8,12 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from bot.settings import Settings
-from bot.terminal import one_line
-from bot.wiring import load_tools, model_env, resolve_model_spec
-from runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
-from runtime.errors import ConfigError, SignoffError
-from runtime.models import check_model
+from signoff.bot.settings import Settings
+from signoff.bot.terminal import one_line
+from signoff.bot.wiring import load_tools, model_env, resolve_model_spec
+from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
+from signoff.runtime.errors import ConfigError, SignoffError
+from signoff.runtime.models import check_model
 
 
 def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:

@@ -21,25 +21,25 @@ from typing import Any
 import click
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from bot.checks import check_lines
-from bot.replays import summary_line, verdict_lines
-from bot.settings import ENV_VARS, Settings
-from bot.story import dumps, run_records, story_lines
-from bot.terminal import EXIT_ERROR, EXIT_OK, Console, TerminalNotifier, drive, finish, one_line
-from bot.wiring import PACKAGE_DIR, build_runner, load_tools, model_env, open_store, runner_config
-from bot.words import DEMO_MODEL, model_label
-from runtime.adapters.db import (
+from signoff.bot.checks import check_lines
+from signoff.bot.replays import summary_line, verdict_lines
+from signoff.bot.settings import ENV_VARS, Settings
+from signoff.bot.story import dumps, run_records, story_lines
+from signoff.bot.terminal import EXIT_ERROR, EXIT_OK, Console, TerminalNotifier, drive, finish, one_line
+from signoff.bot.wiring import PACKAGE_DIR, build_runner, load_tools, model_env, open_store, runner_config
+from signoff.bot.words import DEMO_MODEL, model_label
+from signoff.runtime.adapters.db import (
     is_default_sqlite,
     make_engine,
     masked,
     upgrade,
 )
-from runtime.adapters.sql import SqlStore
-from runtime.errors import ConfigError, SignoffError
-from runtime.records import RunRecord
-from runtime.replay import replay
-from runtime.runner import Runner
-from runtime.state import TERMINAL, secret_names
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.errors import ConfigError, SignoffError
+from signoff.runtime.records import RunRecord
+from signoff.runtime.replay import replay
+from signoff.runtime.runner import Runner
+from signoff.runtime.state import TERMINAL, secret_names
 
 DEMO_DATABASE_URL = "sqlite:///signoff-demo.db"
 DEMO_GOAL = "Ada Lovelace says order A-1001 arrived damaged. Refund her and let her know."
@@ -498,7 +498,7 @@ def manifest() -> int:
 def serve() -> int:
     """Run the Slack bot (Socket Mode when SLACK_APP_TOKEN is set, HTTP on SIGNOFF_PORT otherwise)."""
     settings = load_settings({})
-    from bot.serve import serve as serve_slack  # imported here: only this command needs the Slack app
+    from signoff.bot.serve import serve as serve_slack  # imported here: only this command needs the Slack app
 
     serve_slack(settings, environ=os.environ)
     return EXIT_OK

@@ -16,10 +16,10 @@ from slack_bolt import Ack, App, Respond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.webhook import WebhookClient
 
-from bot import argument_blocks, blocks, messages
-from bot.blocks import Message, notice, safe
-from bot.notifier import SlackNotifier
-from bot.payloads import (
+from signoff.bot import argument_blocks, blocks, messages
+from signoff.bot.blocks import Message, notice, safe
+from signoff.bot.notifier import SlackNotifier
+from signoff.bot.payloads import (
     ApprovalClick,
     CancelRun,
     Command,
@@ -34,7 +34,7 @@ from bot.payloads import (
     parse_command,
     parse_deny_submission,
 )
-from bot.replies import (
+from signoff.bot.replies import (
     APPROVAL_GONE,
     already_text,
     approval_outcome,
@@ -44,10 +44,10 @@ from bot.replies import (
     no_visible_run,
     not_done_text,
 )
-from bot.seen import SeenTriggers
-from bot.words import is_slack_user
-from bot.workers import Workers
-from runtime.records import (
+from signoff.bot.seen import SeenTriggers
+from signoff.bot.words import is_slack_user
+from signoff.bot.workers import Workers
+from signoff.runtime.records import (
     AlreadyDecided,
     AlreadyDone,
     ApprovalRecord,
@@ -62,7 +62,7 @@ from runtime.records import (
     RunOutcome,
     RunRecord,
 )
-from runtime.runner import Runner
+from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.listeners")
 

@@ -9,9 +9,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.argument_blocks import CARD_SECTIONS, HOME_SECTIONS, ShownArguments, code_section, shown_arguments
-from bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
-from bot.blocks import (
+from signoff.bot.argument_blocks import (
+    CARD_SECTIONS,
+    HOME_SECTIONS,
+    ShownArguments,
+    code_section,
+    shown_arguments,
+)
+from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
+from signoff.bot.blocks import (
     APPROVAL_BLOCK,
     CLOSE_ACTION,
     COMMAND,
@@ -46,11 +52,11 @@ from bot.blocks import (
     slack_date,
     user,
 )
-from bot.payloads import run_value
-from bot.replies import approval_outcome
-from bot.words import LIMIT_NAMES, model_label, status_words
-from runtime.records import ApprovalRecord, RunRecord
-from runtime.state import DEFAULT_REDACT_KEYS, redact
+from signoff.bot.payloads import run_value
+from signoff.bot.replies import approval_outcome
+from signoff.bot.words import LIMIT_NAMES, model_label, status_words
+from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.state import DEFAULT_REDACT_KEYS, redact
 
 _GOAL_CHARS = 600
 _RESULT_CHARS = 2400

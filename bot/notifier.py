@@ -15,13 +15,13 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import blocks, messages
-from bot.arguments import ToolDisplay
-from bot.blocks import Message, slack_date
-from bot.words import is_slack_user
-from runtime.records import ApprovalRecord, RunRecord
-from runtime.state import DEFAULT_REDACT_KEYS
-from tools.base import Tool
+from signoff.bot import blocks, messages
+from signoff.bot.arguments import ToolDisplay
+from signoff.bot.blocks import Message, slack_date
+from signoff.bot.words import is_slack_user
+from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.state import DEFAULT_REDACT_KEYS
+from signoff.tools.base import Tool
 
 log = logging.getLogger("signoff.bot.notifier")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from bot.blocks import (
+from signoff.bot.blocks import (
     APPROVAL_ACTIONS,
     DENY_MODAL,
     DENY_REASON_BLOCK,
@@ -20,7 +20,7 @@ from bot.blocks import (
     MAX_REASON,
     RUN_ACTIONS,
 )
-from bot.words import is_slack_user
+from signoff.bot.words import is_slack_user
 
 _CHANNEL = re.compile(r"^[CGDU][A-Z0-9]{2,30}$")
 _APPROVAL_ID = re.compile(r"^apr_[A-Za-z0-9_-]{1,64}$")

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.replay import Replayed
+from signoff.runtime.replay import Replayed
 
 _EVENT_CHARS = 400
 

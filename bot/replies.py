@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.blocks import MAX_REASON, safe, slack_date, user
-from runtime.records import ApprovalRecord
+from signoff.bot.blocks import MAX_REASON, safe, slack_date, user
+from signoff.runtime.records import ApprovalRecord
 
 _REQUEST_WORDS = {  # request -> (what it did, what follows once done, or "")
     "extend": ("extended", "the run continues"),

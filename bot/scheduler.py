@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.workers import Workers
-from runtime.runner import Runner
+from signoff.bot.workers import Workers
+from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.scheduler")
 

@@ -13,10 +13,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
-from bot.words import is_slack_user, is_user_group
-from runtime.budget import Budget
-from runtime.errors import ConfigError
-from runtime.failpoints import Failpoints
+from signoff.bot.words import is_slack_user, is_user_group
+from signoff.runtime.budget import Budget
+from signoff.runtime.errors import ConfigError
+from signoff.runtime.failpoints import Failpoints
 
 # name, default as documented ("" for none), one-line description
 _TABLE: tuple[tuple[str, str, str], ...] = (

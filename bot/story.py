@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from bot.terminal import as_text, find_call, one_line, plain_budget_line, step_lines
-from runtime.adapters.sql import SqlStore
-from runtime.records import RunRecord
-from runtime.state import REDACTED, redact
+from signoff.bot.terminal import as_text, find_call, one_line, plain_budget_line, step_lines
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.records import RunRecord
+from signoff.runtime.state import REDACTED, redact
 
 
 def dumps(value: Any, **options: Any) -> str:

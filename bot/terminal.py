@@ -13,9 +13,9 @@ from typing import Any, TextIO
 
 import click
 
-from bot.arguments import ToolDisplay, argument_lines
-from bot.words import budget_figures, unlimited_figures
-from runtime.records import (
+from signoff.bot.arguments import ToolDisplay, argument_lines
+from signoff.bot.words import budget_figures, unlimited_figures
+from signoff.runtime.records import (
     AlreadyDecided,
     AlreadyDone,
     ApprovalRecord,
@@ -29,9 +29,9 @@ from runtime.records import (
     RunOutcome,
     RunRecord,
 )
-from runtime.runner import Runner
-from runtime.state import DEFAULT_REDACT_KEYS, redact
-from tools.base import Tool
+from signoff.runtime.runner import Runner
+from signoff.runtime.state import DEFAULT_REDACT_KEYS, redact
+from signoff.tools.base import Tool
 
 MAX_INVALID_ANSWERS = 3
 _WIDTH = 78

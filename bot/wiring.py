@@ -8,18 +8,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.settings import Settings
-from bot.words import DEMO_MODEL
-from runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine
-from runtime.adapters.sql import SqlStore
-from runtime.agent import Policy
-from runtime.errors import ConfigError
-from runtime.failpoints import Failpoints
-from runtime.models import policy_from_spec
-from runtime.ports import Notifier
-from runtime.runner import MayApprove, MaySee, Runner, RunnerConfig
-from tools.base import Tool
-from tools.registry import ToolsetError, load_toolsets
+from signoff.bot.settings import Settings
+from signoff.bot.words import DEMO_MODEL
+from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.agent import Policy
+from signoff.runtime.errors import ConfigError
+from signoff.runtime.failpoints import Failpoints
+from signoff.runtime.models import policy_from_spec
+from signoff.runtime.ports import Notifier
+from signoff.runtime.runner import MayApprove, MaySee, Runner, RunnerConfig
+from signoff.tools.base import Tool
+from signoff.tools.registry import ToolsetError, load_toolsets
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 """Where the package data (demo script, Slack manifest) lives, in a checkout and in an installation."""

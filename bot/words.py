@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from runtime.budget import usage_report
+from signoff.runtime.budget import usage_report
 
 LIMIT_NAMES = {
     "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",

@@ -8,8 +8,8 @@ import threading
 import time
 from concurrent.futures import Executor
 
-from runtime.errors import IncompatibleState
-from runtime.runner import Runner
+from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.workers")
 

@@ -26,7 +26,7 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.adapter.wsgi.http_request import WsgiHttpRequest
 from slack_bolt.request.internals import build_context
 
-from bot.payloads import screen_request
+from signoff.bot.payloads import screen_request
 
 log = logging.getLogger("signoff.bot.wsgi")
 

@@ -1,8 +1,8 @@
 """Signoff's agent runtime: a JSON state machine with budgets, checkpoints and an approval gate."""
 
-from runtime.agent import Agent, Checkpoint, Executor, Policy
-from runtime.budget import Budget
-from runtime.errors import (
+from signoff.runtime.agent import Agent, Checkpoint, Executor, Policy
+from signoff.runtime.budget import Budget
+from signoff.runtime.errors import (
     ConfigError,
     Conflict,
     DispatchRefused,
@@ -14,9 +14,9 @@ from runtime.errors import (
     OutcomeUnknown,
     SignoffError,
 )
-from runtime.state import SCHEMA_VERSION, STATUSES, TERMINAL, WAITING_ON_HUMAN, call_digest, redact
-from runtime.tool_calls import ToolTimeout, run_tool
-from tools.base import Tool, ToolFailed
+from signoff.runtime.state import SCHEMA_VERSION, STATUSES, TERMINAL, WAITING_ON_HUMAN, call_digest, redact
+from signoff.runtime.tool_calls import ToolTimeout, run_tool
+from signoff.tools.base import Tool, ToolFailed
 
 __all__ = [
     "Agent", "Budget", "Checkpoint", "Conflict", "ConfigError", "DispatchRefused", "Executor",

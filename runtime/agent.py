@@ -14,16 +14,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.budget import Budget, exhausted_limit, usage_report
-from runtime.decisions import charge_usage, jsonable, malformed, shortened
-from runtime.errors import (
+from signoff.runtime.budget import Budget, exhausted_limit, usage_report
+from signoff.runtime.decisions import charge_usage, jsonable, malformed, shortened
+from signoff.runtime.errors import (
     DispatchRefused,
     InvalidTransition,
     ModelAuthError,
     ModelUnavailable,
     OutcomeUnknown,
 )
-from runtime.state import (
+from signoff.runtime.state import (
     DEFAULT_REDACT_KEYS,
     TERMINAL,
     call_fingerprint,
@@ -36,8 +36,8 @@ from runtime.state import (
     redact,
     secret_names,
 )
-from runtime.tool_calls import ToolTimeout, run_tool
-from tools.base import Tool
+from signoff.runtime.tool_calls import ToolTimeout, run_tool
+from signoff.tools.base import Tool
 
 Policy = Callable[[list[dict[str, Any]]], Any]
 """history -> {"tool": name, "args": {...}} | {"final": text}; may add "usage", "call_id", "text", "note"."""

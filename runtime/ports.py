@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.records import ApprovalRecord, RunRecord
 
 
 class Notifier(Protocol):

@@ -16,18 +16,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.agent import Agent
-from runtime.budget import Budget
-from runtime.errors import (
+from signoff.runtime.agent import Agent
+from signoff.runtime.budget import Budget
+from signoff.runtime.errors import (
     DispatchRefused,
     InvalidTransition,
     ModelAuthError,
     ModelUnavailable,
     OutcomeUnknown,
 )
-from runtime.state import load_state
-from runtime.tool_calls import ToolTimeout
-from tools.base import Tool
+from signoff.runtime.state import load_state
+from signoff.runtime.tool_calls import ToolTimeout
+from signoff.tools.base import Tool
 
 AGENT_EVENTS = frozenset({
     "run_started", "decision", "approval_requested", "approval_decided", "tool_executed", "tool_failed",

@@ -18,13 +18,19 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, Restart, SqlStore
-from runtime.agent import Agent, Checkpoint, Policy
-from runtime.budget import Budget
-from runtime.errors import Conflict, DispatchRefused, IncompatibleState, InvalidTransition, OutcomeUnknown
-from runtime.failpoints import Failpoints
-from runtime.ports import Notifier
-from runtime.records import (
+from signoff.runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, Restart, SqlStore
+from signoff.runtime.agent import Agent, Checkpoint, Policy
+from signoff.runtime.budget import Budget
+from signoff.runtime.errors import (
+    Conflict,
+    DispatchRefused,
+    IncompatibleState,
+    InvalidTransition,
+    OutcomeUnknown,
+)
+from signoff.runtime.failpoints import Failpoints
+from signoff.runtime.ports import Notifier
+from signoff.runtime.records import (
     AlreadyDone,
     ApprovalRecord,
     Decided,
@@ -38,10 +44,10 @@ from runtime.records import (
     RunOutcome,
     RunRecord,
 )
-from runtime.state import DEFAULT_REDACT_KEYS, TERMINAL, new_state
-from runtime.telling import ENDINGS, Teller, skip_unreadable
-from runtime.tool_calls import run_tool
-from tools.base import Tool, ToolFailed
+from signoff.runtime.state import DEFAULT_REDACT_KEYS, TERMINAL, new_state
+from signoff.runtime.telling import ENDINGS, Teller, skip_unreadable
+from signoff.runtime.tool_calls import run_tool
+from signoff.tools.base import Tool, ToolFailed
 
 log = logging.getLogger("signoff.runner")
 

@@ -33,8 +33,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from runtime.errors import IncompatibleState
-from tools.base import Tool
+from signoff.runtime.errors import IncompatibleState
+from signoff.tools.base import Tool
 
 SCHEMA_VERSION = 1
 

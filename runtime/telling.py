@@ -14,10 +14,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from runtime.adapters.sql import SqlStore
-from runtime.failpoints import Failpoints
-from runtime.ports import Notifier
-from runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.failpoints import Failpoints
+from signoff.runtime.ports import Notifier
+from signoff.runtime.records import ApprovalRecord, RunRecord
 
 log = logging.getLogger("signoff.runner")
 

@@ -6,7 +6,7 @@ import queue
 import threading
 from typing import Any
 
-from tools.base import Tool
+from signoff.tools.base import Tool
 
 
 class ToolTimeout(Exception):

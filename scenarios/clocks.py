@@ -17,11 +17,11 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from bot.blocks import APPROVE_ACTION
 from scenarios.drive import APPROVER, REQUESTER, approval_message, has_ended, posted_approval, started_run
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import click_body
 from scenarios.world import World, wait_until
+from signoff.bot.blocks import APPROVE_ACTION
 
 SLOW_SCRIPT = [
     {"tool": "lookup", "args": {"query": "order A-3003", "delay_s": 3.0}},

@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.failpoints import POINTS
 from scenarios.drive import Driver
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Serve
 from scenarios.world import World, wait_until
+from signoff.runtime.failpoints import POINTS
 
 NOTE = {"tool": "send_note", "args": {"to": "ada@example.com", "text": "Your refund is on its way."}}
 CREDIT = {"tool": "apply_credit", "args": {"account": "A-1001", "amount": 42}}

@@ -10,12 +10,12 @@ import random
 import threading
 import time
 
-from bot.blocks import APPROVE_ACTION
 from scenarios.drive import Driver, messages_with
 from scenarios.outcome import Outcome, observed
 from scenarios.pgserver import PrivateServer, Unavailable
 from scenarios.serve import Serve
 from scenarios.world import World, wait_until
+from signoff.bot.blocks import APPROVE_ACTION
 
 SCRIPT = [
     {"tool": "lookup", "args": {"query": "order A-3003"}},

@@ -10,16 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.blocks import (
+from scenarios.serve import Serve, buttons
+from scenarios.world import wait_until
+from signoff.bot.blocks import (
     APPROVE_ACTION,
     RECONCILE_DONE_ACTION,
     RECONCILE_RETRY_ACTION,
     RETRY_ACTION,
 )
-from bot.payloads import run_value
-from runtime.state import TERMINAL
-from scenarios.serve import Serve, buttons
-from scenarios.world import wait_until
+from signoff.bot.payloads import run_value
+from signoff.runtime.state import TERMINAL
 
 RUN_ID = re.compile(r"run-[0-9a-f]{10}")
 REQUESTER = "U0ASKER"

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
-from bot.blocks import APPROVE_ACTION, DENY_ACTION
 from scenarios.drive import APPROVER, REQUESTER, Driver, approval_message, started_run
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Reply, Serve, command_body, home_opened_body
 from scenarios.world import ROOT, Policy, World, wait_until
+from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION
 
 SECRETS = ("hunter2-Pa55w0rd-7Q", "tok-9f8e7d6c5b4a-SECRET", "PIN-204863")
 MARKERS = ("<!channel", "<!here", "<!everyone", "<@U0EVIL", "<https://evil")
@@ -237,6 +237,6 @@ def _secrets_kept(probe: Probe, run_ids: list[str]) -> None:
 def _export(world: World, run_id: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "SLACK_"))}
     env.update(SIGNOFF_DATABASE_URL=world.db.url("export"), PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "bot.cli", "runs", "export", run_id], env=env, cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "signoff.bot.cli", "runs", "export", run_id], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     return done.stdout + done.stderr

@@ -23,15 +23,15 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bot.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
-from bot.payloads import run_value
-from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
-from runtime.errors import IncompatibleState
-from runtime.replay import replay
-from runtime.runner import RunnerConfig
-from runtime.state import TERMINAL
 from scenarios.serve import buttons
 from scenarios.toolset import NON_IDEMPOTENT
+from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
+from signoff.bot.payloads import run_value
+from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.replay import replay
+from signoff.runtime.runner import RunnerConfig
+from signoff.runtime.state import TERMINAL
 
 INVARIANTS = {
     "I1": "effect_approved",

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.blocks import APPROVE_ACTION
 from scenarios.drive import APPROVER, REQUESTER, has_ended, posted_approval, started_run
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Serve, click_body
 from scenarios.world import World, wait_until
+from signoff.bot.blocks import APPROVE_ACTION
 
 SCRIPT = [
     {"tool": "lookup", "args": {"query": "order A-2002"}},

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runtime.failpoints import POINTS
 from scenarios.invariants import INVARIANTS
 from scenarios.outcome import Outcome
+from signoff.runtime.failpoints import POINTS
 
 COLUMNS = ("Scenario", "Runs", "Faults", "Races", "Hostile", *INVARIANTS, "E", "Secs")
 LEGEND = [f"{code} {name}" for code, name in INVARIANTS.items()] + [

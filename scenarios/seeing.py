@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.arguments import ToolDisplay, argument_lines, read_literal
-from bot.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, code_section_lines
-from runtime.state import call_digest
 from scenarios.drive import APPROVER, Driver, message_with, pending_approval
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Serve, buttons, home_click_body, home_opened_body
 from scenarios.toolset import TOOLS
 from scenarios.world import Policy, World, wait_until
+from signoff.bot.arguments import ToolDisplay, argument_lines, read_literal
+from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, code_section_lines
+from signoff.runtime.state import call_digest
 
 HIDDEN = {
     "to": "attacker@evil.example",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from bot.blocks import DENY_MODAL, DENY_REASON_BLOCK, DENY_REASON_INPUT
+from signoff.bot.blocks import DENY_MODAL, DENY_REASON_BLOCK, DENY_REASON_INPUT
 
 _triggers = count(1)
 _lock = threading.Lock()
@@ -56,7 +56,7 @@ class Reply:
 
 
 class Serve:
-    """One `python -m bot.cli serve` process group."""
+    """One `python -m signoff.bot.cli serve` process group."""
 
     def __init__(self, env: dict[str, str], *, log: Path, root: Path, clock_offset: float = 0.0) -> None:
         self.env, self.log_path, self.root = env, log, root
@@ -73,8 +73,8 @@ class Serve:
         env.update(self.env, SIGNOFF_PORT=str(self.port), PYTHONPATH=str(self.root))
         with open(self.log_path, "ab") as log:
             skew = ["-m", "scenarios.skewed", str(self.clock_offset)] if self.clock_offset else []
-            command = [sys.executable, *skew, "-m", "bot.cli", "serve"] if not skew else [
-                sys.executable, *skew, "bot.cli", "serve"]
+            command = [sys.executable, *skew, "-m", "signoff.bot.cli", "serve"] if not skew else [
+                sys.executable, *skew, "signoff.bot.cli", "serve"]
             self.process = subprocess.Popen(command, env=env, cwd=self.root,
                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import time
 
-from bot.blocks import APPROVE_ACTION
 from scenarios.drive import APPROVER, Driver, approval_message, pending_approval
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import buttons, home_click_body, home_opened_body
 from scenarios.world import World, wait_until
+from signoff.bot.blocks import APPROVE_ACTION
 from tests.fakes.slack import FakeSlack
 
 SCRIPT = [

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from runtime.state import call_digest
-from tools.base import Tool
+from signoff.runtime.state import call_digest
+from signoff.tools.base import Tool
 
 LOG_ENV = "SCENARIO_EFFECTS_LOG"
 HOSTILE_OUTPUT = (

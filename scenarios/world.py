@@ -17,10 +17,10 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
 
-from runtime.adapters.db import make_engine, upgrade
-from runtime.adapters.sql import SqlStore
 from scenarios.serve import Serve
 from scenarios.toolset import LOG_ENV, read_effects
+from signoff.runtime.adapters.db import make_engine, upgrade
+from signoff.runtime.adapters.sql import SqlStore
 from tests.fakes.slack import FakeSlack
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import OperationalError
 
-from runtime.adapters.db import make_engine, upgrade
+from signoff.runtime.adapters.db import make_engine, upgrade
 
 POSTGRES_URL = os.environ.get("SIGNOFF_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 _postgres_reachable: bool | None = None

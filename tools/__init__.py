@@ -1,5 +1,5 @@
 """Tools: the registry and the built-in toolsets."""
 
-from tools.base import Tool, ToolFailed
+from signoff.tools.base import Tool, ToolFailed
 
 __all__ = ["Tool", "ToolFailed"]

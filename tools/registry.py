@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tools.base import Tool
-from tools.demo import demo_tools
+from signoff.tools.base import Tool
+from signoff.tools.demo import demo_tools
 
 DEMO = "demo"
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")

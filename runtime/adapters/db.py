@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import QueuePool
 
-from runtime.errors import ConfigError
+from signoff.runtime.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///signoff.db"
 WRITE_OPTION = "signoff_write"

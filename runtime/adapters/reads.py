@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, or_, select, text
 
-from runtime.adapters.rows import approval_record, loads, run_record
-from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
-from runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.adapters.rows import approval_record, loads, run_record
+from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from signoff.runtime.records import ApprovalRecord, RunRecord
 
 RESYNC_WINDOW = timedelta(days=2)
 """How far back recovery looks for messages out of line with the database."""

@@ -14,10 +14,10 @@ from typing import Any
 from sqlalchemy import Column, Connection, Select, bindparam, insert, update
 from sqlalchemy.engine import Row
 
-from runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
-from runtime.errors import IncompatibleState
-from runtime.records import ApprovalRecord, RunRecord
-from runtime.state import call_digest, canonical_json, load_state
+from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.state import call_digest, canonical_json, load_state
 
 
 def _bound(column: Column[Any]) -> Any:

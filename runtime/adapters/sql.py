@@ -18,9 +18,9 @@ from sqlalchemy import Connection, and_, insert, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 
-from runtime.adapters.db import WRITE_OPTION
-from runtime.adapters.reads import SqlReads
-from runtime.adapters.rows import (
+from signoff.runtime.adapters.db import WRITE_OPTION
+from signoff.runtime.adapters.reads import SqlReads
+from signoff.runtime.adapters.rows import (
     SAVE_STEP,
     append_events,
     append_history,
@@ -36,10 +36,10 @@ from runtime.adapters.rows import (
     step_params,
     supersede_approvals,
 )
-from runtime.adapters.tables import approvals, runs, tool_executions
-from runtime.agent import Checkpoint
-from runtime.errors import Conflict, IncompatibleState
-from runtime.records import (
+from signoff.runtime.adapters.tables import approvals, runs, tool_executions
+from signoff.runtime.agent import Checkpoint
+from signoff.runtime.errors import Conflict, IncompatibleState
+from signoff.runtime.records import (
     AlreadyDecided,
     ApprovalRecord,
     Decided,
@@ -47,7 +47,7 @@ from runtime.records import (
     Missing,
     RunRecord,
 )
-from runtime.state import call_digest, canonical_json
+from signoff.runtime.state import call_digest, canonical_json
 
 ACTIVE = ("idle", "running", "awaiting_approval")
 STOPPED = ("budget_exhausted", "failed", "needs_reconciliation", "stalled")

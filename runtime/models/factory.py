@@ -10,16 +10,16 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from runtime.agent import Policy
-from runtime.errors import ConfigError
-from runtime.models import anthropic as anthropic_adapter
-from runtime.models import openai as openai_adapter
-from runtime.models.anthropic import AnthropicPolicy
-from runtime.models.openai import OpenAIPolicy
-from runtime.models.pricing import load_prices
-from runtime.models.retry import RetryPolicy
-from runtime.models.scripted import ScriptedPolicy
-from tools.base import Tool
+from signoff.runtime.agent import Policy
+from signoff.runtime.errors import ConfigError
+from signoff.runtime.models import anthropic as anthropic_adapter
+from signoff.runtime.models import openai as openai_adapter
+from signoff.runtime.models.anthropic import AnthropicPolicy
+from signoff.runtime.models.openai import OpenAIPolicy
+from signoff.runtime.models.pricing import load_prices
+from signoff.runtime.models.retry import RetryPolicy
+from signoff.runtime.models.scripted import ScriptedPolicy
+from signoff.tools.base import Tool
 
 PROVIDERS = ("openai", "anthropic", "scripted")
 DEFAULT_TIMEOUT_S = 60.0

@@ -12,9 +12,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.errors import ConfigError
-from runtime.models.pricing import PriceTable
-from runtime.models.prompt import (
+from signoff.runtime.errors import ConfigError
+from signoff.runtime.models.pricing import PriceTable
+from signoff.runtime.models.prompt import (
     AssistantCall,
     AssistantText,
     ToolReply,
@@ -25,9 +25,9 @@ from runtime.models.prompt import (
     tool_description,
     turns,
 )
-from runtime.models.reply import ModelInfo, Reply, ReplyCall, decision_from_reply, parse_arguments
-from runtime.models.retry import RetryPolicy, call_with_retries, translate_sdk_errors
-from tools.base import Tool
+from signoff.runtime.models.reply import ModelInfo, Reply, ReplyCall, decision_from_reply, parse_arguments
+from signoff.runtime.models.retry import RetryPolicy, call_with_retries, translate_sdk_errors
+from signoff.tools.base import Tool
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 INSTALL_HINT = "the openai client is not installed: pip install 'signoff[openai]'"

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from runtime.errors import ConfigError
+from signoff.runtime.errors import ConfigError
 
 BUILTIN = "prices.json"
 CACHE_KEYS = ("cache_write", "cache_read")
@@ -76,7 +76,7 @@ class PriceTable:
 def load_prices(path: str | Path | None = None) -> PriceTable:
     """Read a price table: the operator's file, or the built-in sample table when `path` is None."""
     if path is None:
-        text = resources.files("runtime.models").joinpath(BUILTIN).read_text(encoding="utf-8")
+        text = resources.files("signoff.runtime.models").joinpath(BUILTIN).read_text(encoding="utf-8")
         return parse_prices(text, source=f"the built-in sample {BUILTIN}")
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.models.shaping import MAX_OUTPUT_CHARS, shape_json, shorten
-from tools.base import Tool
+from signoff.runtime.models.shaping import MAX_OUTPUT_CHARS, shape_json, shorten
+from signoff.tools.base import Tool
 
 MAX_GOAL_IN_REMINDER = 500
 

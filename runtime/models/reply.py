@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.models.pricing import PriceTable
+from signoff.runtime.models.pricing import PriceTable
 
 NO_REPLY = "the model returned neither a tool call nor text"
 

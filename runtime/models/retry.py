@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from runtime.errors import ModelAuthError, ModelUnavailable
+from signoff.runtime.errors import ModelAuthError, ModelUnavailable
 
 log = logging.getLogger("signoff.models")
 

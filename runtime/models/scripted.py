@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runtime.errors import ConfigError
+from signoff.runtime.errors import ConfigError
 
 
 class ScriptedPolicy:

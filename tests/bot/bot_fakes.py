@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from runtime.budget import Budget
-from runtime.records import ApprovalRecord, RunRecord
-from runtime.state import call_digest, new_state
-from tools.base import Tool, ToolFailed
+from signoff.runtime.budget import Budget
+from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.state import call_digest, new_state
+from signoff.tools.base import Tool, ToolFailed
 
 # The fakes live in `tests/fakes`; the repository root on the path makes `tests.fakes` importable
 # without putting `tests/` itself there, where its `runtime/` folder would shadow the real package.

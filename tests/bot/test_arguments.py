@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from bot.arguments import ToolDisplay, argument_lines, literal, read_literal
-from bot.blocks import MAX_SECTION_TEXT, code_section_lines, code_sections
-from runtime.state import DEFAULT_REDACT_KEYS
-from tools.base import Tool
+from signoff.bot.arguments import ToolDisplay, argument_lines, literal, read_literal
+from signoff.bot.blocks import MAX_SECTION_TEXT, code_section_lines, code_sections
+from signoff.runtime.state import DEFAULT_REDACT_KEYS
+from signoff.tools.base import Tool
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),

@@ -23,7 +23,7 @@ import pytest
 from slack_harness import SIGNING_SECRET, Signoff
 from slack_sdk.signature import SignatureVerifier
 
-from bot.wsgi import BodyLimits, BodyReader, http_server, make_wsgi
+from signoff.bot.wsgi import BodyLimits, BodyReader, http_server, make_wsgi
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -160,7 +160,7 @@ def test_on_gunicorn_more_slow_senders_than_threads_cannot_stop_slash_commands(s
     env.update(SLACK_BOT_TOKEN=slack.token, SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_API_URL=slack.url,
                SIGNOFF_DATABASE_URL=sqlite_url, SIGNOFF_PORT=str(port), SIGNOFF_OUTBOX=str(tmp_path / "outbox"),
                SIGNOFF_LOG_LEVEL="WARNING", SIGNOFF_APPROVERS="*")
-    process = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], env=env, stdout=subprocess.DEVNULL,
+    process = subprocess.Popen([sys.executable, "-m", "signoff.bot.cli", "serve"], env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -10,10 +10,10 @@ from typing import Any
 from bot_fakes import Ledger, RefundArgs, final, tool_call
 from slack_harness import Signoff, buttons, find_button
 
-from bot import blocks
-from bot.blocks import APPROVE_ACTION, CLOSE_ACTION, EXTEND_ACTION, RETRY_ACTION
-from runtime.errors import ModelUnavailable
-from tools.base import Tool
+from signoff.bot import blocks
+from signoff.bot.blocks import APPROVE_ACTION, CLOSE_ACTION, EXTEND_ACTION, RETRY_ACTION
+from signoff.runtime.errors import ModelUnavailable
+from signoff.tools.base import Tool
 
 FORM = "application/x-www-form-urlencoded"
 

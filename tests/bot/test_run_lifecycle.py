@@ -9,10 +9,10 @@ from bot_fakes import final, tool_call
 from slack_harness import buttons, find_button
 from sqlalchemy import text as sql
 
-from bot import blocks, messages
-from bot.blocks import APPROVE_ACTION, CLOSE_ACTION, DENY_ACTION, EXTEND_ACTION, RETRY_ACTION
-from bot.scheduler import RECOVER_JOB, JobFailures, expire_approvals, recover_runs
-from runtime.errors import ModelUnavailable
+from signoff.bot import blocks, messages
+from signoff.bot.blocks import APPROVE_ACTION, CLOSE_ACTION, DENY_ACTION, EXTEND_ACTION, RETRY_ACTION
+from signoff.bot.scheduler import RECOVER_JOB, JobFailures, expire_approvals, recover_runs
+from signoff.runtime.errors import ModelUnavailable
 
 
 def propose_refund(signoff, user="U0ASKER"):

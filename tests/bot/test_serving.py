@@ -20,14 +20,14 @@ from bot_fakes import Ledger, final, tool_call
 from slack_harness import SIGNING_SECRET, TrackingExecutor
 from slack_sdk.signature import SignatureVerifier
 
-from bot.app import AppOptions
-from bot.scheduler import EXPIRE_JOB, RECOVER_JOB
-from bot.serve import Parts, SecretFilter, compose, configure_logging, http_server
-from bot.settings import Settings
-from bot.wsgi import BodyLimits
-from runtime.adapters.db import make_engine
-from runtime.adapters.sql import SqlStore
-from runtime.errors import ConfigError
+from signoff.bot.app import AppOptions
+from signoff.bot.scheduler import EXPIRE_JOB, RECOVER_JOB
+from signoff.bot.serve import Parts, SecretFilter, compose, configure_logging, http_server
+from signoff.bot.settings import Settings
+from signoff.bot.wsgi import BodyLimits
+from signoff.runtime.adapters.db import make_engine
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.errors import ConfigError
 from tests.fakes.slack import FakeSlack, FakeSocketMode
 
 
@@ -136,7 +136,7 @@ def test_configure_logging_installs_the_filter(caplog):
 
 
 def test_serve_refuses_to_start_without_slack_credentials():
-    from bot.serve import serve
+    from signoff.bot.serve import serve
 
     with pytest.raises(ConfigError) as info:
         serve(Settings.from_env({}), environ={})
@@ -187,7 +187,7 @@ def test_http_mode_on_gunicorn_serves_signed_commands(how, slack: FakeSlack, sql
     if how == "signoff serve":
         command = [str(venv_bin / "signoff"), "serve"]
     else:
-        command = [str(venv_bin / "gunicorn"), "bot.serve:wsgi_app()", "-b", f"127.0.0.1:{port}",
+        command = [str(venv_bin / "gunicorn"), "signoff.bot.serve:wsgi_app()", "-b", f"127.0.0.1:{port}",
                    "-k", "gthread", "--threads", "4"]
     if not Path(command[0]).exists():
         pytest.skip(f"{command[0]} is not installed")
@@ -222,7 +222,7 @@ def test_socket_mode_process_connects_and_still_answers_health_checks(slack: Fak
     env.update(SLACK_BOT_TOKEN=slack.token, SLACK_APP_TOKEN=slack.app_token, SLACK_API_URL=slack.url,
                SIGNOFF_DATABASE_URL=sqlite_url, SIGNOFF_PORT=str(port), SIGNOFF_OUTBOX=str(tmp_path / "outbox"),
                SIGNOFF_LOG_LEVEL="WARNING", SIGNOFF_APPROVERS="*")
-    process = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "signoff.bot.cli", "serve"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_healthy(f"http://127.0.0.1:{port}", process)

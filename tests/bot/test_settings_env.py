@@ -4,9 +4,9 @@ from datetime import timedelta
 
 import pytest
 
-from bot.settings import ENV_DESCRIPTIONS, ENV_VARS, Settings, mask_url, parse_duration
-from runtime.budget import Budget
-from runtime.errors import ConfigError
+from signoff.bot.settings import ENV_DESCRIPTIONS, ENV_VARS, Settings, mask_url, parse_duration
+from signoff.runtime.budget import Budget
+from signoff.runtime.errors import ConfigError
 
 SECRETS = {
     "SLACK_BOT_TOKEN": "xoxb-very-secret-bot",

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.cli import main
+from signoff.bot.cli import main
 
 _SCRUBBED = ("SIGNOFF_", "SLACK_", "OPENAI_", "ANTHROPIC_")
 
@@ -43,7 +43,7 @@ class Signoff:
     def __call__(self, *args: str, answers: str | None = None, env: dict[str, str] | None = None) -> Result:
         """Run `python -m bot.cli ARGS` as a child process; no answers means stdin is /dev/null."""
         done = subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args], cwd=self.cwd, env={**self.env, **(env or {})},
+            [sys.executable, "-m", "signoff.bot.cli", *args], cwd=self.cwd, env={**self.env, **(env or {})},
             input=answers, stdin=None if answers is not None else subprocess.DEVNULL,
             capture_output=True, text=True, timeout=120,
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import pytest
 
-from bot.cli import cli
+from signoff.bot.cli import cli
 from tests.fakes.slack import FakeSlack
 
 ROOT = Path(__file__).resolve().parents[2]

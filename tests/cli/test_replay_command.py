@@ -6,7 +6,7 @@ import re
 
 DIVERGING_TOOLS = '''
 import dataclasses
-from tools.registry import demo_tools
+from signoff.tools.registry import demo_tools
 
 # The demo's tools as a later deploy might have them: the email no longer asks anyone.
 TOOLS = [dataclasses.replace(t, side_effect=False) if t.name == "send_email" else t

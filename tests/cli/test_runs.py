@@ -9,15 +9,15 @@ from datetime import timedelta
 
 import pytest
 
-from bot.settings import Settings
-from bot.wiring import build_runner
+from signoff.bot.settings import Settings
+from signoff.bot.wiring import build_runner
 from tests.fakes.openai_server import FakeOpenAI, completion
 
 PASSWORD, TOKEN, PIN = "pw-Sup3rSecret-1", "tk-Sup3rSecret-2", "pin-Sup3rSecret-3"
 
 SECRET_TOOLS = '''
 from pydantic import BaseModel
-from tools.base import Tool
+from signoff.tools.base import Tool
 
 
 class RotateArgs(BaseModel):
@@ -38,7 +38,7 @@ TOOLS = [Tool(name="rotate_credentials", fn=rotate, side_effect=True, idempotent
 SLOW_TOOLS = '''
 import time
 from pathlib import Path
-from tools.base import Tool
+from signoff.tools.base import Tool
 
 CALLS = Path("deploy-calls.txt")
 

@@ -15,14 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-import bot.settings
-from bot import blocks
+from signoff.bot import blocks, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 PROVIDER_VARS = {"OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"}
 OUR_PREFIXES = ("SIGNOFF_", "SLACK_", "OPENAI_", "ANTHROPIC_")
-PORT = int(bot.settings.ENV_VARS["SIGNOFF_PORT"])
+PORT = int(settings.ENV_VARS["SIGNOFF_PORT"])
 
 # Every Slack Web API method the bot calls, and the bot scopes it needs.
 SCOPE_OF_METHOD: dict[str, tuple[str, ...]] = {
@@ -41,7 +40,7 @@ SCOPE_OF_METHOD: dict[str, tuple[str, ...]] = {
 
 
 def known_env_names() -> set[str]:
-    return set(bot.settings.ENV_VARS) | PROVIDER_VARS
+    return set(settings.ENV_VARS) | PROVIDER_VARS
 
 
 def load_yaml(path: Path) -> list[dict[str, Any]]:
@@ -116,7 +115,7 @@ def signoff_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def signoff(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     """Run the `signoff` console script's entry point in this process: exit code and stdout."""
-    from bot.cli import main
+    from signoff.bot.cli import main
 
     with pytest.raises(SystemExit) as exited:
         main(list(args))
@@ -184,7 +183,7 @@ def test_signoff_manifest_prints_this_manifest(capsys):
 
 
 def test_the_server_paths_are_the_ones_deployed(manifest, k8s):
-    from bot.serve import EVENTS_PATH, HEALTH_PATH
+    from signoff.bot.serve import EVENTS_PATH, HEALTH_PATH
 
     assert manifest["settings"]["interactivity"]["request_url"].endswith(EVENTS_PATH)
     probes = containers(k8s["Deployment"])[0]
@@ -305,7 +304,7 @@ def test_every_deployment_says_who_approves(k8s):
     # `signoff serve` refuses to start without SIGNOFF_APPROVERS: the examples set it, or say to.
     [container] = containers(k8s["Deployment"])
     approvers = {e["name"]: e.get("value") for e in container["env"]}["SIGNOFF_APPROVERS"]
-    assert bot.settings.Settings.from_env({"SIGNOFF_APPROVERS": approvers}).approvers
+    assert settings.Settings.from_env({"SIGNOFF_APPROVERS": approvers}).approvers
     comment = (ROOT / ".env.example").read_text().split("\nSIGNOFF_APPROVERS=")[0].rsplit("\n", 2)[-2:]
     assert "required by `signoff serve`" in comment[0] and "*" in comment[1]
 
@@ -385,5 +384,5 @@ def test_every_environment_name_in_the_deploy_files_is_one_signoff_reads():
 def test_env_example_lists_every_variable_with_its_default():
     listed = dotenv_example()
     assert set(listed) == known_env_names()
-    for name, default in bot.settings.ENV_VARS.items():
+    for name, default in settings.ENV_VARS.items():
         assert listed[name] == default, name

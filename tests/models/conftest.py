@@ -15,7 +15,7 @@ ROOT = str(Path(__file__).resolve().parents[2])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from runtime import Tool  # noqa: E402
+from signoff.runtime import Tool  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 

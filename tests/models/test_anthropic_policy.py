@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from runtime import Agent, Budget, ModelAuthError
-from runtime.models import check_model, policy_from_spec
+from signoff.runtime import Agent, Budget, ModelAuthError
+from signoff.runtime.models import check_model, policy_from_spec
 from tests.fakes.anthropic_server import FakeAnthropic, error, message, text, tool_use
 
 GOAL = "Refund order A-1 if it was delivered"

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runtime import ConfigError, ModelAuthError, ModelUnavailable
-from runtime.models import RetryAttempt, RetryPolicy, load_prices
-from runtime.models.pricing import Price
-from runtime.models.retry import Retryable, call_with_retries, error_for_status, retry_after_s
+from signoff.runtime import ConfigError, ModelAuthError, ModelUnavailable
+from signoff.runtime.models import RetryAttempt, RetryPolicy, load_prices
+from signoff.runtime.models.pricing import Price
+from signoff.runtime.models.retry import Retryable, call_with_retries, error_for_status, retry_after_s
 
 
 class Flaky:

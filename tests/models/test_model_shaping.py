@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.models.prompt import frame_tool_reply, system_prompt, turns
-from runtime.models.shaping import shape_json
-from runtime.models.shaping import shorten as shorten_text
-from tools.base import Tool
+from signoff.runtime.models.prompt import frame_tool_reply, system_prompt, turns
+from signoff.runtime.models.shaping import shape_json
+from signoff.runtime.models.shaping import shorten as shorten_text
+from signoff.tools.base import Tool
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=1_500),

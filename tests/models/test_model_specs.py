@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from runtime import Agent, ConfigError
-from runtime.models import ScriptedPolicy, check_model, describe_model, policy_from_spec
+from signoff.runtime import Agent, ConfigError
+from signoff.runtime.models import ScriptedPolicy, check_model, describe_model, policy_from_spec
 
 
 @pytest.mark.parametrize(("spec", "message"), [

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from runtime import Agent, Budget, ModelAuthError, ModelUnavailable
-from runtime.models import check_model, policy_from_spec
+from signoff.runtime import Agent, Budget, ModelAuthError, ModelUnavailable
+from signoff.runtime.models import check_model, policy_from_spec
 from tests.fakes.openai_server import FakeOpenAI, completion, error, tool_call
 
 GOAL = "Refund order A-1 if it was delivered"

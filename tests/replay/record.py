@@ -16,15 +16,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from runtime.adapters.db import make_engine, upgrade
-from runtime.adapters.sql import SqlStore
-from runtime.budget import Budget
-from runtime.errors import ModelUnavailable
-from runtime.models.scripted import ScriptedPolicy
-from runtime.runner import Runner, RunnerConfig
-from runtime.state import SCHEMA_VERSION
+from signoff.runtime.adapters.db import make_engine, upgrade
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.budget import Budget
+from signoff.runtime.errors import ModelUnavailable
+from signoff.runtime.models.scripted import ScriptedPolicy
+from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.state import SCHEMA_VERSION
+from signoff.tools.registry import load_toolsets
 from tests.replay.toolset import TOOLSET
-from tools.registry import load_toolsets
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 REQUESTER, APPROVER = "U0ASKER", "U0LEAD"

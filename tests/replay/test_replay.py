@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from runtime.replay import replay
-from tools.base import Tool
-from tools.registry import load_toolsets
+from signoff.runtime.replay import replay
+from signoff.tools.base import Tool
+from signoff.tools.registry import load_toolsets
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 RECORDINGS = sorted(CORPUS.glob("*.json"))

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tools.base import Tool, ToolFailed
+from signoff.tools.base import Tool, ToolFailed
 
 
 class LookupArgs(BaseModel):

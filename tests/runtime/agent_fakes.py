@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from runtime import Checkpoint, Tool
+from signoff.runtime import Checkpoint, Tool
 
 
 def call(tool: str, **args: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from agent_fakes import Outbox, Script, call, final, last_observation, standard_tools
 
-from runtime import Agent, InvalidTransition, Tool
+from signoff.runtime import Agent, InvalidTransition, Tool
 
 EMAIL = {"to": "ops@example.com", "subject": "Refund policy"}
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from agent_fakes import ManualClock, Outbox, Recorder, Script, call, final, search_tool, standard_tools
 
-from runtime import Agent, Budget, InvalidTransition, Tool
+from signoff.runtime import Agent, Budget, InvalidTransition, Tool
 
 
 def searching_forever(**usage: Any) -> Script:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from agent_fakes import ManualClock, Outbox, Script, call, final, standard_tools
 
-from runtime import SCHEMA_VERSION, Agent, IncompatibleState, ModelUnavailable, SignoffError, Tool
+from signoff.runtime import SCHEMA_VERSION, Agent, IncompatibleState, ModelUnavailable, SignoffError, Tool
 
 DECISIONS = (call("search", query="refunds"), {"junk": 1}, call("send_email", to="a@x", subject="s"),
              {**call("search", query="more"), "usage": {"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.002}},

@@ -15,7 +15,7 @@ from agent_fakes import ManualClock, Outbox, Recorder, Script, call, final, stan
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from runtime import Agent, Budget, Tool, ToolFailed
+from signoff.runtime import Agent, Budget, Tool, ToolFailed
 
 USAGE = st.fixed_dictionaries({
     "input_tokens": st.integers(0, 60),

@@ -7,7 +7,7 @@ from typing import Any
 
 from agent_fakes import ManualClock, Outbox, Recorder, Script, call, final, standard_tools
 
-from runtime import Agent, ModelUnavailable, Tool
+from signoff.runtime import Agent, ModelUnavailable, Tool
 
 SCENARIO = (call("search", query="refund policy"), call("send_email", to="ops@example.com", subject="Refunds"),
             final("sent"))
@@ -167,7 +167,7 @@ def test_checkpoints_continue_seamlessly_after_a_resume():
 
 
 def test_secret_keys_are_recognised_in_any_common_spelling():
-    from runtime import redact
+    from signoff.runtime import redact
 
     args = {"accessToken": "a", "clientSecret": "b", "passwd": "c", "X-Auth-Token": "d", "API_KEY": "e",
             "apiKey": "f", "author": "Ann", "tokens_used": 5, "secretary": "Bob"}
@@ -176,7 +176,7 @@ def test_secret_keys_are_recognised_in_any_common_spelling():
 
 
 def test_names_that_merely_end_like_a_secret_are_shown():
-    from runtime import redact
+    from signoff.runtime import redact
 
     # Hiding these made approvers sign off blind; a tool whose `run_token` is secret declares it.
     args = {"run_token": "rt-1", "sql_auth": "peer", "userPassword": "c", "github_token": "g"}
@@ -185,7 +185,7 @@ def test_names_that_merely_end_like_a_secret_are_shown():
 
 
 def test_configured_secret_keys_match_in_any_spelling_too():
-    from runtime import redact
+    from signoff.runtime import redact
 
     assert redact({"x_pin": 1, "X-Pin": 2, "xPin": 3, "pin": 4, "my_x_pin": 5}, {"X-Pin"}) == {
         "x_pin": "[redacted]", "X-Pin": "[redacted]", "xPin": "[redacted]", "pin": 4, "my_x_pin": 5}

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from agent_fakes import Outbox, Script, call, final, last_observation, observations, standard_tools
 
-from runtime import Agent, ModelUnavailable, Tool, ToolFailed
+from signoff.runtime import Agent, ModelUnavailable, Tool, ToolFailed
 
 
 def make_agent(*decisions: Any, outbox: Outbox | None = None, **options: Any) -> Agent:
@@ -15,11 +15,11 @@ def make_agent(*decisions: Any, outbox: Outbox | None = None, **options: Any) ->
 
 
 def test_agent_and_tool_are_public_names_of_runtime():
-    import runtime
-    import tools.base
+    from signoff import runtime
+    from signoff.tools import base
 
     assert {"Agent", "Tool"} <= set(runtime.__all__)
-    assert runtime.Tool is tools.base.Tool
+    assert runtime.Tool is base.Tool
 
 
 def test_new_agent_state_has_the_documented_shape():
@@ -207,7 +207,7 @@ def test_model_unavailable_fails_the_run_and_retry_continues_it():
 
 
 def test_retry_when_not_failed_raises():
-    from runtime import InvalidTransition
+    from signoff.runtime import InvalidTransition
 
     agent = make_agent(final("ok"))
     agent.start("go")
@@ -216,7 +216,7 @@ def test_retry_when_not_failed_raises():
 
 
 def test_starting_twice_raises():
-    from runtime import InvalidTransition
+    from signoff.runtime import InvalidTransition
 
     agent = make_agent(final("ok"))
     agent.start("go")
@@ -225,7 +225,7 @@ def test_starting_twice_raises():
 
 
 def test_cancel_ends_the_run():
-    from runtime import InvalidTransition
+    from signoff.runtime import InvalidTransition
 
     agent = make_agent(call("send_email", to="a@x", subject="s"))
     agent.start("go")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from agent_fakes import Outbox, call, final, standard_tools
 
-from runtime import Agent, InvalidTransition
+from signoff.runtime import Agent, InvalidTransition
 
 GOAL = "Find our refund policy and email it to ops@example.com"
 EMAIL = {"to": "ops@example.com", "subject": "Refund policy", "body": "Refunds within 30 days."}

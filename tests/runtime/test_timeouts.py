@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from agent_fakes import Outbox, Recorder, Script, call, final, last_observation, standard_tools
 
-from runtime import (
+from signoff.runtime import (
     Agent,
     Budget,
     DispatchRefused,

@@ -8,7 +8,7 @@ import pytest
 from agent_fakes import EmailArgs
 from pydantic import BaseModel
 
-from runtime import Tool
+from signoff.runtime import Tool
 
 
 def noop(args: dict[str, Any], key: str) -> None:
@@ -74,7 +74,7 @@ def test_json_schema_is_what_the_model_sees():
 
 
 def test_agent_refuses_two_tools_with_one_name():
-    from runtime import Agent
+    from signoff.runtime import Agent
 
     with pytest.raises(ValueError, match="duplicate tool name 'lookup'"):
         Agent(lambda history: {"final": "x"}, [Tool("lookup", noop), Tool("lookup", noop)])

@@ -7,7 +7,7 @@ import json
 
 from agent_fakes import Outbox, Script, call, final, search_tool, send_email_tool, standard_tools
 
-from runtime.agent import Agent
+from signoff.runtime.agent import Agent
 
 
 def model(name: str, prompt: str) -> dict[str, str]:

@@ -21,14 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk import WebClient
 
-from bot.app import AppOptions
-from bot.blocks import APPROVE_ACTION, DENY_ACTION, DENY_MODAL, RUN_ACTIONS
-from bot.serve import Parts, Service, compose
-from bot.settings import Settings
-from runtime.adapters.db import make_engine, upgrade
-from runtime.adapters.sql import SqlStore
-from runtime.models.scripted import ScriptedPolicy
 from scenarios.toolset import TOOLS
+from signoff.bot.app import AppOptions
+from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, DENY_MODAL, RUN_ACTIONS
+from signoff.bot.serve import Parts, Service, compose
+from signoff.bot.settings import Settings
+from signoff.runtime.adapters.db import make_engine, upgrade
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.models.scripted import ScriptedPolicy
 from tests.fakes.slack import FakeSlack
 
 SECRET = "fuzz-signing-secret-0123456789abcdef"

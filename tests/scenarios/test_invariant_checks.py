@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.blocks import APPROVE_ACTION, DENY_ACTION, RETRY_ACTION
-from runtime.state import call_digest
 from scenarios.invariants import Evidence, check
 from scenarios.world import Policy
+from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, RETRY_ACTION
+from signoff.runtime.state import call_digest
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RUN = "run-0123456789"
@@ -153,9 +153,9 @@ def test_channel_members_decide_where_approvers_is_a_star():
 
 def recorded_run(evidence: Evidence) -> str:
     """A real run of the scenario tools, as the store keeps it: state row, history, loop events."""
-    from runtime.adapters.rows import dump_without_history
-    from runtime.agent import Agent
     from scenarios.toolset import TOOLS
+    from signoff.runtime.adapters.rows import dump_without_history
+    from signoff.runtime.agent import Agent
 
     events: list[dict] = []
     script = iter([{"tool": "lookup", "args": {"query": "A-1"}}, {"final": "found A-1"}])

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import Engine
 from store_harness import ManualClock, build_runner
 
-from runtime.adapters.sql import SqlStore
-from runtime.runner import Runner
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.runner import Runner
 
 
 @pytest.fixture

@@ -19,16 +19,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, text
 
-from runtime.adapters.db import make_engine
-from runtime.adapters.sql import SqlStore
-from runtime.agent import Checkpoint, Policy
-from runtime.budget import Budget
-from runtime.failpoints import Failpoints
-from runtime.models.scripted import ScriptedPolicy
-from runtime.records import RunRecord
-from runtime.runner import Runner, RunnerConfig
-from runtime.state import new_state
-from tools.base import Tool
+from signoff.runtime.adapters.db import make_engine
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.agent import Checkpoint, Policy
+from signoff.runtime.budget import Budget
+from signoff.runtime.failpoints import Failpoints
+from signoff.runtime.models.scripted import ScriptedPolicy
+from signoff.runtime.records import RunRecord
+from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.state import new_state
+from signoff.tools.base import Tool
 
 REQUESTER = "U_ASK"
 APPROVER = "U_LEAD"
@@ -226,7 +226,7 @@ def worker_context() -> Any:
     root are preloaded; anything else is imported by each child.)
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["runtime.runner", "runtime.adapters.db", "runtime.models.scripted", "psycopg"])
+    context.set_forkserver_preload(["signoff.runtime.runner", "signoff.runtime.adapters.db", "signoff.runtime.models.scripted", "psycopg"])
     return context
 
 

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import Engine, event
 from store_harness import LOOKUP, REQUESTER, build_runner
 
-from runtime.adapters.sql import SqlStore
-from runtime.budget import Budget
-from runtime.runner import Runner
-from runtime.state import new_state
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.budget import Budget
+from signoff.runtime.runner import Runner
+from signoff.runtime.state import new_state
 
 
 @dataclass

@@ -29,11 +29,11 @@ from store_harness import (
     worker_context,
 )
 
-from runtime.adapters.sql import SqlStore
-from runtime.failpoints import FailpointHit
-from runtime.records import AlreadyDone, Decided, Done
-from runtime.runner import Runner
-from runtime.state import TERMINAL
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.failpoints import FailpointHit
+from signoff.runtime.records import AlreadyDone, Decided, Done
+from signoff.runtime.runner import Runner
+from signoff.runtime.state import TERMINAL
 
 pytestmark = pytest.mark.slow
 

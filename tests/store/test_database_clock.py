@@ -16,8 +16,8 @@ from sqlalchemy import Engine
 from store_harness import APPROVER, LEASE, create
 from test_store_approvals import await_approval
 
-from runtime.adapters.sql import SqlStore
-from runtime.records import Decided, Expired
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.records import Decided, Expired
 
 pytestmark = pytest.mark.postgres
 

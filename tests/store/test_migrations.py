@@ -8,8 +8,8 @@ from alembic.config import Config
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
-from runtime.adapters.db import MIGRATIONS, current_revision, head_revision, upgrade
-from runtime.adapters.tables import metadata
+from signoff.runtime.adapters.db import MIGRATIONS, current_revision, head_revision, upgrade
+from signoff.runtime.adapters.tables import metadata
 
 
 def test_migrated_database_has_every_table_column_and_index_the_store_uses(engine: Engine) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 from pydantic import BaseModel
 from store_harness import APPROVER, REQUESTER, SEND, build_runner, make_tools, scripted_policies, side_effects
 
-from runtime.adapters.sql import SqlStore
-from runtime.records import Decided
-from runtime.runner import Runner, RunnerConfig
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.records import Decided
+from signoff.runtime.runner import Runner, RunnerConfig
 
 
 def approved_then_deployed(store: SqlStore, effects: Path, **change: object) -> tuple[Runner, str, str]:

@@ -12,9 +12,9 @@ from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 from store_harness import APPROVER, REQUESTER, ManualClock, Told, build_runner, set_state
 
-from runtime.adapters.sql import SqlStore
-from runtime.errors import IncompatibleState
-from runtime.records import Decided, RunRecord
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.records import Decided, RunRecord
 
 
 class Flaky(Told):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from store_harness import APPROVER, REQUESTER, build_runner, side_effects
 
-from runtime.adapters.sql import SqlStore
-from runtime.budget import Budget
-from runtime.records import AlreadyDone, Done, Refused
-from runtime.runner import Runner
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.budget import Budget
+from signoff.runtime.records import AlreadyDone, Done, Refused
+from signoff.runtime.runner import Runner
 
 SECOND = "U_OTHER"
 

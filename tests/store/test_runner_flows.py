@@ -25,13 +25,13 @@ from store_harness import (
     side_effects,
 )
 
-from runtime.adapters.sql import SqlStore
-from runtime.budget import Budget
-from runtime.errors import ModelUnavailable
-from runtime.failpoints import FailpointHit
-from runtime.records import AlreadyDecided, Decided, Done, Expired, Mismatch, NotAllowed, RunRecord
-from runtime.runner import Runner, RunnerConfig
-from tools.base import Tool
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.budget import Budget
+from signoff.runtime.errors import ModelUnavailable
+from signoff.runtime.failpoints import FailpointHit
+from signoff.runtime.records import AlreadyDecided, Decided, Done, Expired, Mismatch, NotAllowed, RunRecord
+from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.tools.base import Tool
 
 
 def paused(runner: Runner, model: str = "scripted:send") -> tuple[RunRecord, Any]:

@@ -11,11 +11,11 @@ from sqlalchemy import Engine, event, insert
 from sqlalchemy.exc import IntegrityError
 from store_harness import APPROVER, LEASE, REQUESTER, TTL, ManualClock, create, raw_run, save, snapshot, step
 
-from runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, Restart, SqlStore
-from runtime.adapters.tables import tool_executions
-from runtime.errors import Conflict
-from runtime.records import AlreadyDecided, ApprovalRecord, Decided, Expired
-from runtime.state import call_digest
+from signoff.runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, Restart, SqlStore
+from signoff.runtime.adapters.tables import tool_executions
+from signoff.runtime.errors import Conflict
+from signoff.runtime.records import AlreadyDecided, ApprovalRecord, Decided, Expired
+from signoff.runtime.state import call_digest
 
 ARGS = {"body": "refund approved", "to": "ana@example.com"}
 WINDOW = timedelta(minutes=10)

@@ -26,9 +26,9 @@ from store_harness import (
     worker_context,
 )
 
-from runtime.adapters.sql import SqlStore
-from runtime.records import Decided
-from runtime.runner import Runner
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.records import Decided
+from signoff.runtime.runner import Runner
 
 WORKERS = 8
 ONLY_POSTGRES = pytest.mark.parametrize(

@@ -19,8 +19,8 @@ from store_harness import (
     step,
 )
 
-from runtime.adapters.sql import SqlStore
-from runtime.errors import Conflict
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.errors import Conflict
 
 
 def test_a_created_run_reads_back_with_its_row_and_state(store: SqlStore) -> None:

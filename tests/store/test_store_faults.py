@@ -23,12 +23,12 @@ from store_harness import (
     side_effects,
 )
 
-from runtime.adapters.db import ensure_schema, head_revision, make_engine, masked
-from runtime.adapters.sql import SqlStore
-from runtime.adapters.tables import metadata
-from runtime.errors import ConfigError, IncompatibleState
-from runtime.records import Decided
-from runtime.runner import Runner
+from signoff.runtime.adapters.db import ensure_schema, head_revision, make_engine, masked
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.adapters.tables import metadata
+from signoff.runtime.errors import ConfigError, IncompatibleState
+from signoff.runtime.records import Decided
+from signoff.runtime.runner import Runner
 
 ONLY_POSTGRES = pytest.mark.parametrize(
     "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)

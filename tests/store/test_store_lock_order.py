@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import event, text
 from store_harness import APPROVER, REQUESTER, ManualClock, build_runner, side_effects
 
-from runtime.adapters.db import make_engine
-from runtime.adapters.sql import SqlStore
-from runtime.records import Decided, Done
+from signoff.runtime.adapters.db import make_engine
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.records import Decided, Done
 
 pytestmark = pytest.mark.parametrize(
     "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)

@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import tools.base
-from tools.base import ToolFailed
-from tools.demo.issue_refund import record_refund
-from tools.demo.send_email import deliver
+from signoff.tools import base
+from signoff.tools.base import ToolFailed
+from signoff.tools.demo.issue_refund import record_refund
+from signoff.tools.demo.send_email import deliver
 
 TARGETS = {"send_email": deliver, "issue_refund": record_refund}
-ROOT = Path(tools.base.__file__).resolve().parents[1]
+ROOT = Path(base.__file__).resolve().parents[1]
 
 
 def race(tool: str, calls: list[tuple[Path, dict[str, Any], str]]) -> list[tuple[str, Any]]:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from tools.demo import demo_tools
-from tools.demo.lookup_orders import orders
-from tools.demo.search_handbook import handbook
+from signoff.tools.demo import demo_tools
+from signoff.tools.demo.lookup_orders import orders
+from signoff.tools.demo.search_handbook import handbook
 
 
 @pytest.fixture

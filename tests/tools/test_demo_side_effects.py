@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from demo_race import race
 
-from tools.base import ToolFailed
-from tools.demo import demo_tools
-from tools.demo.send_email import SendEmailArgs
+from signoff.tools.base import ToolFailed
+from signoff.tools.demo import demo_tools
+from signoff.tools.demo.send_email import SendEmailArgs
 
 EMAIL = {"to": "ada@example.com", "subject": "Your refund", "body": "Hi Ada,\n\nYour refund of $12.50 is on its way.\n"}
 REFUND = {"order_id": "A-1001", "amount_usd": "12.50", "reason": "Arrived late"}

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from tools.base import Tool
-from tools.registry import ToolsetError, describe_tools, load_toolsets
+from signoff.tools.base import Tool
+from signoff.tools.registry import ToolsetError, describe_tools, load_toolsets
 
 DEMO_NAMES = ["search_handbook", "lookup_orders", "send_email", "issue_refund"]
 _numbers = itertools.count()
@@ -31,7 +31,7 @@ def user_module(tmp_path, monkeypatch):
 
 
 TOOLS_SOURCE = """
-    from tools import Tool
+    from signoff.tools import Tool
 
     def restart(args, key):
         return {"restarted": args["service"], "key": key}
@@ -137,7 +137,7 @@ def test_something_other_than_a_list_of_tools_is_named(user_module, tmp_path, so
 
 def test_a_tool_defined_in_two_sets_is_named_with_both(user_module, tmp_path):
     name = user_module("""
-        from tools import Tool
+        from signoff.tools import Tool
         TOOLS = [Tool("send_email", lambda args, key: None, side_effect=True)]
     """)
     assert problems_of(f"demo,{name}:TOOLS", tmp_path) == [
@@ -147,7 +147,7 @@ def test_a_tool_defined_in_two_sets_is_named_with_both(user_module, tmp_path):
 
 def test_a_tool_defined_twice_in_one_set_and_a_set_listed_twice_are_named(user_module, tmp_path):
     name = user_module("""
-        from tools import Tool
+        from signoff.tools import Tool
         TOOLS = [Tool("ping", lambda a, k: 1), Tool("ping", lambda a, k: 2)]
     """)
     assert problems_of(f"demo,{name}:TOOLS,demo", tmp_path) == [

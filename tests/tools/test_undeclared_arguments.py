@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from runtime import Agent
-from tools.base import Tool
+from signoff.runtime import Agent
+from signoff.tools.base import Tool
 
 
 class EmailArgs(BaseModel):

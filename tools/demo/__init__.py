@@ -1,5 +1,5 @@
 """The built-in demo toolset."""
 
-from tools.demo.toolset import demo_tools
+from signoff.tools.demo.toolset import demo_tools
 
 __all__ = ["demo_tools"]

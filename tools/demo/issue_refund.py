@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tools.base import Tool, ToolFailed
-from tools.demo.ledger import append_record, ledger_path, read_records, refunded_total
-from tools.demo.lookup_orders import find_order
-from tools.demo.outbox import args_digest, locked
+from signoff.tools.base import Tool, ToolFailed
+from signoff.tools.demo.ledger import append_record, ledger_path, read_records, refunded_total
+from signoff.tools.demo.lookup_orders import find_order
+from signoff.tools.demo.outbox import args_digest, locked
 
 CENT = Decimal("0.01")
 

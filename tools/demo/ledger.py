@@ -8,8 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
-from tools.base import ToolFailed
-from tools.demo.outbox import locked
+from signoff.tools.base import ToolFailed
+from signoff.tools.demo.outbox import locked
 
 LEDGER_NAME = "refunds.jsonl"
 

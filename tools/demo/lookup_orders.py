@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tools.base import Tool
-from tools.demo.ledger import refunded_per_order
+from signoff.tools.base import Tool
+from signoff.tools.demo.ledger import refunded_per_order
 
 
 class LookupOrdersArgs(BaseModel):

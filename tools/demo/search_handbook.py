@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tools.base import Tool
+from signoff.tools.base import Tool
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset({

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from tools.base import Tool, ToolFailed
-from tools.demo.outbox import args_digest, file_stem, locked, write_atomically
+from signoff.tools.base import Tool, ToolFailed
+from signoff.tools.demo.outbox import args_digest, file_stem, locked, write_atomically
 
 SENDER = "Signoff demo <outbox@signoff.invalid>"
 KEY_HEADER = "X-Signoff-Idempotency-Key"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.base import Tool
-from tools.demo.issue_refund import issue_refund_tool
-from tools.demo.lookup_orders import lookup_orders_tool
-from tools.demo.search_handbook import search_handbook_tool
-from tools.demo.send_email import send_email_tool
+from signoff.tools.base import Tool
+from signoff.tools.demo.issue_refund import issue_refund_tool
+from signoff.tools.demo.lookup_orders import lookup_orders_tool
+from signoff.tools.demo.search_handbook import search_handbook_tool
+from signoff.tools.demo.send_email import send_email_tool
 
 
 def demo_tools(outbox: str | Path) -> list[Tool]:

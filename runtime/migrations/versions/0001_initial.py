@@ -7,7 +7,7 @@ Revises:
 import sqlalchemy as sa
 from alembic import op
 
-from runtime.adapters.tables import UTCDateTime
+from signoff.runtime.adapters.tables import UTCDateTime
 
 revision = "0001"
 down_revision = None
