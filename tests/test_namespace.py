@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,3 +101,27 @@ def test_our_own_code_imports_only_the_signoff_names():
              for path in sorted((ROOT / folder).rglob("*.py")) if ".venv" not in path.parts
              for name in bare_imports(path)]
     assert wrong == []
+
+
+def test_the_wheel_installs_only_the_signoff_package_with_real_files(tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("runtime", "tools", "bot", "signoff"):
+        shutil.copytree(ROOT / folder, source / folder, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), "."],
+                           cwd=source, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    [wheel] = tmp_path.glob("signoff-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        top_level = archive.read(next(n for n in names if n.endswith(".dist-info/top_level.txt"))).decode()
+        infos = {info.filename: info for info in archive.infolist()}
+    assert top_level.split() == ["signoff"]
+    assert {name.split("/")[0] for name in names} == {"signoff", wheel.name.split("-py")[0] + ".dist-info"}
+    # The links in signoff/ become the files they point to, data files included.
+    for expected in ("signoff/runtime/agent.py", "signoff/tools/base.py", "signoff/bot/settings.py",
+                     "signoff/runtime/migrations/env.py", "signoff/runtime/models/prices.json"):
+        assert expected in infos and infos[expected].file_size > 0, expected
