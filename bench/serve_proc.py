@@ -34,7 +34,7 @@ def available() -> bool:
     if str(report.ROOT) not in sys.path:
         sys.path.insert(0, str(report.ROOT))
     try:
-        import signoff.bot.serve  # noqa: F401
+        import signoff.bot.slack.serve  # noqa: F401
         import tests.fakes.slack  # noqa: F401
     except ImportError:
         return False

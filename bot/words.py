@@ -1,7 +1,8 @@
 """The words Slack and the terminal both say, and the Slack-id rule. Pure: no I/O, no Slack.
 
-Plain ASCII text; each surface formats it (`bot.blocks` escapes it into mrkdwn, `bot.terminal`
-prints it as it is).
+Limit names, the budget figures and line, the model label, what became of an approval or a
+request, and what a Slack user or group id is. Plain ASCII text; each surface formats it
+(`bot.slack.blocks` escapes it into mrkdwn, `bot.cli` prints it as it is).
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ def unlimited_figures(state: Mapping[str, Any]) -> list[str]:
     return figures
 
 
+def plain_budget_line(state: Mapping[str, Any]) -> str:
+    """`budget_figures` then `unlimited_figures` in ASCII, e.g. `steps 3/8, tool calls 2`.
+
+    The terminal's line; Slack's (`bot.slack.blocks.budget_line`) joins the same figures with `·`.
+    """
+    return ", ".join(budget_figures(state) + unlimited_figures(state))
+
+
 def is_scripted(spec: str) -> bool:
     return spec.strip().lower().startswith("scripted:")
 
@@ -65,6 +74,55 @@ def model_label(spec: str) -> str:
         return spec
     source = "the built-in demo script" if spec.strip() == DEMO_MODEL else spec.partition(":")[2]
     return f"scripted (not a real model), replaying {source}"
+
+
+# -- outcome sentences ---------------------------------------------------------------------------
+# In lower case and without a full stop, so each surface can start, stress and end them its own way.
+
+
+def approval_words(status: str, decided_by: str | None) -> str:
+    """What became of an approval, e.g. `denied by U0LEAD` or `expired, not executed`."""
+    match status:
+        case "approved" | "consumed":
+            return f"approved by {decided_by}"
+        case "denied":
+            return f"denied by {decided_by}"
+        case "expired" if decided_by:
+            # Approved in time, but no worker could start it within the dispatch window.
+            return f"approved by {decided_by} but not started in time; not executed"
+        case "expired":
+            return "expired, not executed"
+        case "cancelled":
+            return "cancelled, not executed"
+        case "superseded":
+            return "replaced by a new request; not executed"
+        case _:
+            return "waiting for a decision"
+
+
+_REQUEST_WORDS = {  # request (`AlreadyDone.what`) -> (what it did, what follows once done, or "")
+    "extend": ("extended", "the run continues"),
+    "cancel": ("closed", ""),
+    "retry": ("retried", "the run continues"),
+    "reconcile.done": ("marked done", "the run continues"),
+    "reconcile.retry": ("retried", "the call runs again"),
+    "reconcile.abort": ("aborted", ""),
+}
+
+
+def request_words(request: str) -> tuple[str, str]:
+    """What a request on a stopped run did and what follows, e.g. `("extended", "the run continues")`."""
+    return _REQUEST_WORDS.get(request, ("acted on", ""))
+
+
+def not_done(reason: str) -> str:
+    """A runner's refusal (`NotAllowed`, `Mismatch`, `Refused`) as the person who asked is told it."""
+    return f"not done: {reason}"
+
+
+def capitalized(text: str) -> str:
+    """`text` with its first letter in upper case, the rest as it is: one of the sentences above, begun."""
+    return text[:1].upper() + text[1:]
 
 
 def is_slack_user(value: object) -> TypeGuard[str]:

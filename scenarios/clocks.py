@@ -21,7 +21,7 @@ from scenarios.drive import APPROVER, REQUESTER, approval_message, has_ended, po
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import click_body
 from scenarios.world import World, wait_until
-from signoff.bot.blocks import APPROVE_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION
 
 SLOW_SCRIPT = [
     {"tool": "lookup", "args": {"query": "order A-3003", "delay_s": 3.0}},

@@ -15,7 +15,7 @@ from scenarios.outcome import Outcome, observed
 from scenarios.pgserver import PrivateServer, Unavailable
 from scenarios.serve import Serve
 from scenarios.world import World, wait_until
-from signoff.bot.blocks import APPROVE_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION
 
 SCRIPT = [
     {"tool": "lookup", "args": {"query": "order A-3003"}},

@@ -12,13 +12,13 @@ from typing import Any
 
 from scenarios.serve import Serve, buttons
 from scenarios.world import wait_until
-from signoff.bot.blocks import (
+from signoff.bot.slack.blocks import (
     APPROVE_ACTION,
     RECONCILE_DONE_ACTION,
     RECONCILE_RETRY_ACTION,
     RETRY_ACTION,
 )
-from signoff.bot.payloads import run_value
+from signoff.bot.slack.payloads import run_value
 from signoff.runtime.state import TERMINAL
 
 RUN_ID = re.compile(r"run-[0-9a-f]{10}")

@@ -20,7 +20,7 @@ from scenarios.drive import APPROVER, REQUESTER, Driver, approval_message, start
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Reply, Serve, command_body, home_opened_body
 from scenarios.world import ROOT, Policy, World, wait_until
-from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION
 
 SECRETS = ("hunter2-Pa55w0rd-7Q", "tok-9f8e7d6c5b4a-SECRET", "PIN-204863")
 MARKERS = ("<!channel", "<!here", "<!everyone", "<@U0EVIL", "<https://evil")

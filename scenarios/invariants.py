@@ -25,8 +25,8 @@ from sqlalchemy import select
 
 from scenarios.serve import buttons
 from scenarios.toolset import NON_IDEMPOTENT
-from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
-from signoff.bot.payloads import run_value
+from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
+from signoff.bot.slack.payloads import run_value
 from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.replay import replay

@@ -19,7 +19,7 @@ from scenarios.hostile import Probe
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import click_body, home_opened_body
 from scenarios.world import World, wait_until
-from signoff.bot.blocks import APPROVE_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION
 
 NOTE = {"tool": "send_note", "args": {"to": "hr@example.com", "text": "Salary review for Grace: +12%"}}
 SECRET_GOAL = "Tell HR about Grace's salary review"

@@ -23,7 +23,7 @@ from scenarios.hostile import Probe
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Reply, click_body
 from scenarios.world import World, wait_until
-from signoff.bot.blocks import APPROVE_ACTION, CLOSE_ACTION, EXTEND_ACTION, RECONCILE_RETRY_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION, CLOSE_ACTION, EXTEND_ACTION, RECONCILE_RETRY_ACTION
 
 NOTES = [{"tool": "lost_first_note", "args": {"to": name, "text": "Your refund is on its way."}}
          for name in ("ada@example.com", "bob@example.com")]

@@ -18,7 +18,7 @@ from scenarios.drive import APPROVER, REQUESTER, has_ended, posted_approval, sta
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Serve, click_body
 from scenarios.world import World, wait_until
-from signoff.bot.blocks import APPROVE_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION
 
 SCRIPT = [
     {"tool": "lookup", "args": {"query": "order A-2002"}},

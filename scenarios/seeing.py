@@ -17,7 +17,7 @@ from scenarios.serve import Serve, buttons, home_click_body, home_opened_body
 from scenarios.toolset import TOOLS
 from scenarios.world import Policy, World, wait_until
 from signoff.bot.arguments import ToolDisplay, argument_lines, read_literal
-from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, code_section_lines
+from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, code_section_lines
 from signoff.runtime.state import call_digest
 
 HIDDEN = {

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from signoff.bot.blocks import DENY_MODAL, DENY_REASON_BLOCK, DENY_REASON_INPUT
+from signoff.bot.slack.blocks import DENY_MODAL, DENY_REASON_BLOCK, DENY_REASON_INPUT
 
 _triggers = count(1)
 _lock = threading.Lock()

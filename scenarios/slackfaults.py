@@ -11,7 +11,7 @@ from scenarios.drive import APPROVER, Driver, approval_message, pending_approval
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import buttons, home_click_body, home_opened_body
 from scenarios.world import World, wait_until
-from signoff.bot.blocks import APPROVE_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION
 from tests.fakes.slack import FakeSlack
 
 SCRIPT = [

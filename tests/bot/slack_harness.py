@@ -20,9 +20,9 @@ import httpx
 from bot_fakes import Ledger, Script
 from slack_sdk.signature import SignatureVerifier
 
-from signoff.bot.app import AppOptions
-from signoff.bot.serve import Parts, Service, compose, http_server
 from signoff.bot.settings import Settings
+from signoff.bot.slack.app import AppOptions
+from signoff.bot.slack.serve import Parts, Service, compose, http_server
 from signoff.runtime.adapters.db import make_engine
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.records import RunRecord
@@ -175,7 +175,7 @@ class Signoff:
         return self.post(self.click_body(message, action_id, user), "application/x-www-form-urlencoded", **kwargs)
 
     def submit_deny(self, view: dict[str, Any], user: str, reason: str | None, **kwargs: Any) -> Response:
-        from signoff.bot.blocks import DENY_REASON_BLOCK, DENY_REASON_INPUT
+        from signoff.bot.slack.blocks import DENY_REASON_BLOCK, DENY_REASON_INPUT
 
         payload = {
             "type": "view_submission", "team": {"id": "T0TEST"}, "user": {"id": user}, "api_app_id": "A0SIGNOFF",

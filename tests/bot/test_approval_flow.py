@@ -8,7 +8,7 @@ import threading
 from bot_fakes import HOSTILE, final, tool_call
 from slack_harness import buttons
 
-from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION
 
 
 def refund_script(signoff, amount=19.99):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from signoff.bot.arguments import ToolDisplay, argument_lines, literal, read_literal
-from signoff.bot.blocks import MAX_SECTION_TEXT, code_section_lines, code_sections
+from signoff.bot.slack.blocks import MAX_SECTION_TEXT, code_section_lines, code_sections
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 from signoff.tools.base import Tool
 

@@ -9,9 +9,9 @@ from bot_fakes import HOSTILE, NOW, make_approval, make_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from signoff.bot import blocks, messages
 from signoff.bot.arguments import ToolDisplay
-from signoff.bot.blocks import (
+from signoff.bot.slack import blocks, messages
+from signoff.bot.slack.blocks import (
     APPROVE_ACTION,
     DENY_ACTION,
     EXTEND_ACTION,
@@ -21,7 +21,13 @@ from signoff.bot.blocks import (
     escape,
     safe,
 )
-from signoff.bot.messages import approval_message, decided_message, deny_modal, home_view, stopped_message
+from signoff.bot.slack.messages import (
+    approval_message,
+    decided_message,
+    deny_modal,
+    home_view,
+    stopped_message,
+)
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 from tests.fakes.slack import block_kit_problems, view_problems
 

@@ -1,4 +1,6 @@
-"""The bot package's modules import one another without a cycle, and each imports on its own."""
+"""The bot package's modules import one another without a cycle, each imports on its own, and the
+imports go one way: the shared modules (settings, wiring, words, arguments) import neither surface,
+the Slack edge nothing of the CLI, and the CLI the Slack edge only inside a function (`signoff serve`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import signoff.bot
 
 PACKAGE = Path(signoff.bot.__file__).parent
 BOT = "signoff.bot"
+SLACK, CLI = f"{BOT}.slack", f"{BOT}.cli"
 
 
 def module_name(path: Path) -> str:
@@ -22,18 +25,36 @@ SOURCES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
 MODULES = set(SOURCES)
 
 
+def import_names(node: ast.Import | ast.ImportFrom, module: str) -> set[str]:
+    """The module names one import statement names: `from a import b` names `a` and `a.b` (b may be a module)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    assert node.level == 0 and node.module, f"{module}: a relative import"
+    return {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+
+
+def imports_by_place(module: str, source: str) -> tuple[set[str], set[str]]:
+    """The bot modules `source` (the text of `module`) imports: (when it is imported, at the top,
+    in a class or under TYPE_CHECKING; only when one of its functions runs)."""
+    at_import: set[str] = set()
+    in_functions: set[str] = set()
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                (in_functions if inside else at_import).update(import_names(child, module) & MODULES)
+            visit(child, inside)
+
+    visit(ast.parse(source), in_function=False)
+    return at_import, in_functions - at_import
+
+
 def bot_imports(module: str) -> set[str]:
-    """The bot modules `module` imports anywhere in its source: at the top, in a function, under TYPE_CHECKING."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(SOURCES[module].read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0 and node.module, f"{module}: a relative import"
-            # `from signoff.bot import blocks` imports the package and the module `signoff.bot.blocks`.
-            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    """The bot modules `module` imports anywhere in its source."""
+    at_import, in_functions = imports_by_place(module, SOURCES[module].read_text(encoding="utf-8"))
     # Importing `signoff.bot.x` runs the package's `__init__` first; that is not a cycle of ours.
-    return (found & MODULES) - {module, BOT}
+    return (at_import | in_functions) - {module, BOT}
 
 
 def first_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -55,6 +76,33 @@ def first_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return next((cycle for module in sorted(graph) if (cycle := visit(module, []))), None)
 
 
+# -- which way imports go ------------------------------------------------------------------------
+
+
+def side(module: str) -> str:
+    """`slack`, `cli`, or `shared` (the `signoff.bot` package and its top-level modules)."""
+    for package, name in ((SLACK, "slack"), (CLI, "cli")):
+        if module == package or module.startswith(package + "."):
+            return name
+    return "shared"
+
+
+FORBIDDEN = {"shared": {"slack", "cli"}, "slack": {"cli"}, "cli": set()}
+"""What each side may never import, not even inside a function."""
+LAZY_ONLY = {"cli": {"slack"}}
+"""What a side may import only inside a function, so importing the side does not import it."""
+
+
+def direction_problems(module: str, source: str) -> list[str]:
+    """Each import in `source` (the text of `module`) that goes the wrong way, as `module -> imported`."""
+    at_import, in_functions = imports_by_place(module, source)
+    mine = side(module)
+    problems = [f"{module} -> {name}" for name in sorted(at_import | in_functions) if side(name) in FORBIDDEN[mine]]
+    problems += [f"{module} -> {name} (outside a function)" for name in sorted(at_import)
+                 if side(name) in LAZY_ONLY.get(mine, set())]
+    return problems
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert first_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert first_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
@@ -62,9 +110,43 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_bot_modules_import_one_another_without_a_cycle():
     graph = {module: bot_imports(module) for module in MODULES}
-    assert graph["signoff.bot.app"] >= {"signoff.bot.listeners", "signoff.bot.workers"}  # the graph is read, not empty
+    assert graph[f"{SLACK}.app"] >= {f"{SLACK}.listeners", f"{SLACK}.workers"}  # the graph is read, not empty
     cycle = first_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_direction_check_catches_each_wrong_way():
+    assert direction_problems(f"{BOT}.words", "from signoff.bot.slack.blocks import safe") == [
+        f"{BOT}.words -> {SLACK}.blocks"]
+    assert direction_problems(f"{BOT}.wiring", "def f():\n    import signoff.bot.cli.console\n") == [
+        f"{BOT}.wiring -> {CLI}.console"]
+    assert direction_problems(f"{SLACK}.notifier", "def f():\n    from signoff.bot.cli import rendering\n") == [
+        f"{SLACK}.notifier -> {CLI}", f"{SLACK}.notifier -> {CLI}.rendering"]
+    assert direction_problems(f"{CLI}.ops", "from signoff.bot.slack.serve import serve") == [
+        f"{CLI}.ops -> {SLACK}.serve (outside a function)"]
+    assert direction_problems(f"{CLI}.ops", "class C:\n    from signoff.bot.slack import serve\n") == [
+        f"{CLI}.ops -> {SLACK} (outside a function)", f"{CLI}.ops -> {SLACK}.serve (outside a function)"]
+    lazy = "def serve():\n    from signoff.bot.slack.serve import serve\n"
+    assert direction_problems(f"{CLI}.ops", lazy) == []
+    assert direction_problems(f"{SLACK}.app", "from signoff.bot.words import is_slack_user") == []
+    assert direction_problems(f"{CLI}.rendering", "from signoff.bot.arguments import argument_lines") == []
+
+
+def test_shared_modules_import_neither_surface_and_slack_never_imports_the_cli():
+    assert {side(m) for m in MODULES} == {"shared", "slack", "cli"}  # all three sides are read
+    problems = [p for module in sorted(MODULES)
+                for p in direction_problems(module, SOURCES[module].read_text(encoding="utf-8"))]
+    assert problems == []
+
+
+def test_the_cli_imports_the_slack_edge_only_for_signoff_serve():
+    lazily = {name for module in MODULES if side(module) == "cli"
+              for name in bot_imports(module) if side(name) == "slack"}
+    assert lazily == {f"{SLACK}.serve"}
+    probe = subprocess.run([sys.executable, "-c", "import sys, signoff.bot.cli; "
+                            "print(sorted(m for m in sys.modules if m.startswith(('slack_bolt', 'signoff.bot.slack'))))"],
+                           capture_output=True, text=True, timeout=120, check=True)
+    assert probe.stdout.strip() == "[]"  # so `signoff --help` starts without Bolt
 
 
 def test_every_bot_module_imports_on_its_own_in_a_fresh_interpreter():

@@ -7,8 +7,8 @@ from bot_fakes import HOSTILE, NOW, make_approval, make_run
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from signoff.bot.approvers import NO_APPROVERS, NOT_AN_APPROVER, NOT_IN_THE_CHANNEL, Approvers
-from signoff.bot.notifier import SlackNotifier
+from signoff.bot.slack.approvers import NO_APPROVERS, NOT_AN_APPROVER, NOT_IN_THE_CHANNEL, Approvers
+from signoff.bot.slack.notifier import SlackNotifier
 from tests.fakes.slack import FakeSlack
 
 

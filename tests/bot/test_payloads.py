@@ -6,8 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from signoff.bot.blocks import APPROVE_ACTION, DENY_MODAL, DENY_REASON_BLOCK, DENY_REASON_INPUT, EXTEND_ACTION
-from signoff.bot.payloads import (
+from signoff.bot.slack.blocks import (
+    APPROVE_ACTION,
+    DENY_MODAL,
+    DENY_REASON_BLOCK,
+    DENY_REASON_INPUT,
+    EXTEND_ACTION,
+)
+from signoff.bot.slack.payloads import (
     OUTDATED_BUTTON,
     ApprovalClick,
     CancelRun,
@@ -201,7 +207,7 @@ def test_fuzzed_button_values_never_parse_into_wrong_ids(value, action_id):
 
 from urllib.parse import urlencode  # noqa: E402
 
-from signoff.bot.payloads import screen_body, screen_request  # noqa: E402
+from signoff.bot.slack.payloads import screen_body, screen_request  # noqa: E402
 
 
 def _form(payload: object) -> bytes:

@@ -23,7 +23,7 @@ import pytest
 from slack_harness import SIGNING_SECRET, Signoff
 from slack_sdk.signature import SignatureVerifier
 
-from signoff.bot.wsgi import BodyLimits, BodyReader, http_server, make_wsgi
+from signoff.bot.slack.wsgi import BodyLimits, BodyReader, http_server, make_wsgi
 
 FORM = "application/x-www-form-urlencoded"
 

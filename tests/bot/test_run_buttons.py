@@ -10,8 +10,8 @@ from typing import Any
 from bot_fakes import Ledger, RefundArgs, final, tool_call
 from slack_harness import Signoff, buttons, find_button
 
-from signoff.bot import blocks
-from signoff.bot.blocks import APPROVE_ACTION, CLOSE_ACTION, EXTEND_ACTION, RETRY_ACTION
+from signoff.bot.slack import blocks
+from signoff.bot.slack.blocks import APPROVE_ACTION, CLOSE_ACTION, EXTEND_ACTION, RETRY_ACTION
 from signoff.runtime.errors import ModelUnavailable
 from signoff.tools.base import Tool
 

@@ -9,9 +9,9 @@ from bot_fakes import final, tool_call
 from slack_harness import buttons, find_button
 from sqlalchemy import text as sql
 
-from signoff.bot import blocks, messages
-from signoff.bot.blocks import APPROVE_ACTION, CLOSE_ACTION, DENY_ACTION, EXTEND_ACTION, RETRY_ACTION
-from signoff.bot.scheduler import RECOVER_JOB, JobFailures, expire_approvals, recover_runs
+from signoff.bot.slack import blocks, messages
+from signoff.bot.slack.blocks import APPROVE_ACTION, CLOSE_ACTION, DENY_ACTION, EXTEND_ACTION, RETRY_ACTION
+from signoff.bot.slack.scheduler import RECOVER_JOB, JobFailures, expire_approvals, recover_runs
 from signoff.runtime.errors import ModelUnavailable
 
 
@@ -250,14 +250,14 @@ def test_a_failing_job_logs_one_traceback_then_one_line_per_failure_until_it_wor
     failures = JobFailures(RECOVER_JOB)
     with signoff.engine.begin() as conn:  # the database loses a table: every pass fails the same way
         conn.exec_driver_sql("ALTER TABLE approvals RENAME TO approvals_gone")
-    with caplog.at_level(logging.INFO, logger="signoff.bot.scheduler"):
+    with caplog.at_level(logging.INFO, logger="signoff.bot.slack.scheduler"):
         for _ in range(3):
             assert recover_runs(signoff.runner, signoff.service.workers, failures) == []
         with signoff.engine.begin() as conn:
             conn.exec_driver_sql("ALTER TABLE approvals_gone RENAME TO approvals")
         recover_runs(signoff.runner, signoff.service.workers, failures)
 
-    records = [r for r in caplog.records if r.name == "signoff.bot.scheduler"]
+    records = [r for r in caplog.records if r.name == "signoff.bot.slack.scheduler"]
     assert [r.exc_info is not None for r in records] == [True, False, False, False]
     assert records[1].getMessage().startswith("recover-runs failed again (2 in a row): OperationalError: ")
     assert "\n" not in records[2].getMessage()

@@ -20,11 +20,11 @@ from bot_fakes import Ledger, final, tool_call
 from slack_harness import SIGNING_SECRET, TrackingExecutor
 from slack_sdk.signature import SignatureVerifier
 
-from signoff.bot.app import AppOptions
-from signoff.bot.scheduler import EXPIRE_JOB, RECOVER_JOB
-from signoff.bot.serve import Parts, SecretFilter, compose, configure_logging, http_server
 from signoff.bot.settings import Settings
-from signoff.bot.wsgi import BodyLimits
+from signoff.bot.slack.app import AppOptions
+from signoff.bot.slack.scheduler import EXPIRE_JOB, RECOVER_JOB
+from signoff.bot.slack.serve import Parts, SecretFilter, compose, configure_logging, http_server
+from signoff.bot.slack.wsgi import BodyLimits
 from signoff.runtime.adapters.db import make_engine
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.errors import ConfigError
@@ -136,7 +136,7 @@ def test_configure_logging_installs_the_filter(caplog):
 
 
 def test_serve_refuses_to_start_without_slack_credentials():
-    from signoff.bot.serve import serve
+    from signoff.bot.slack.serve import serve
 
     with pytest.raises(ConfigError) as info:
         serve(Settings.from_env({}), environ={})
@@ -187,7 +187,7 @@ def test_http_mode_on_gunicorn_serves_signed_commands(how, slack: FakeSlack, sql
     if how == "signoff serve":
         command = [str(venv_bin / "signoff"), "serve"]
     else:
-        command = [str(venv_bin / "gunicorn"), "signoff.bot.serve:wsgi_app()", "-b", f"127.0.0.1:{port}",
+        command = [str(venv_bin / "gunicorn"), "signoff.bot.slack.serve:wsgi_app()", "-b", f"127.0.0.1:{port}",
                    "-k", "gthread", "--threads", "4"]
     if not Path(command[0]).exists():
         pytest.skip(f"{command[0]} is not installed")

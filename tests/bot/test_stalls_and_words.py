@@ -8,7 +8,7 @@ import json
 from bot_fakes import final, tool_call
 from slack_harness import buttons
 
-from signoff.bot.blocks import (
+from signoff.bot.slack.blocks import (
     APPROVE_ACTION,
     CLOSE_ACTION,
     EXTEND_ACTION,

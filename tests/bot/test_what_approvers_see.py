@@ -13,11 +13,11 @@ from bot_fakes import NOW, final, make_approval, make_run, tool_call
 from pydantic import BaseModel
 from slack_harness import buttons
 
-from signoff.bot.argument_blocks import arguments_modal
 from signoff.bot.arguments import ToolDisplay, argument_lines, read_literal
-from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, code_section_lines
-from signoff.bot.messages import approval_message, decided_message, home_view
-from signoff.bot.terminal import approval_card
+from signoff.bot.cli.rendering import approval_card
+from signoff.bot.slack.argument_blocks import arguments_modal
+from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, code_section_lines
+from signoff.bot.slack.messages import approval_message, decided_message, home_view
 from signoff.runtime.state import call_digest
 from signoff.tools.base import Tool
 from tests.fakes.slack import block_kit_problems, view_problems

@@ -15,8 +15,8 @@ from urllib.parse import parse_qs, urlencode
 from bot_fakes import final, tool_call
 from slack_harness import buttons
 
-from signoff.bot.app import NOT_INSTALLED_HERE
-from signoff.bot.blocks import APPROVE_ACTION
+from signoff.bot.slack.app import NOT_INSTALLED_HERE
+from signoff.bot.slack.blocks import APPROVE_ACTION
 
 FORM = "application/x-www-form-urlencoded"
 

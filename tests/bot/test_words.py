@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
-from signoff.bot import blocks, terminal
-from signoff.bot.words import LIMIT_NAMES, budget_figures, is_slack_user, is_user_group, model_label
+import io
+
+import pytest
+from bot_fakes import NOW, make_approval, make_run
+
+from signoff.bot.cli.console import Console
+from signoff.bot.cli.notifier import TerminalNotifier
+from signoff.bot.slack import blocks
+from signoff.bot.slack.replies import already_text, approval_outcome, not_done_text
+from signoff.bot.words import (
+    LIMIT_NAMES,
+    budget_figures,
+    is_slack_user,
+    is_user_group,
+    model_label,
+    plain_budget_line,
+    request_words,
+)
 from signoff.runtime.budget import LIMIT_TO_USAGE
 
 STATE = {"steps": 3, "budget": {"max_steps": 8, "max_tool_calls": None, "max_cost_usd": 1.0, "max_seconds": 60},
@@ -18,7 +34,7 @@ def test_slack_and_the_terminal_show_the_same_budget_figures():
     figures = budget_figures(STATE)
     assert figures == ["steps 3/8", "cost $0.0123/$1.00", "seconds 13/60"]
     assert blocks.budget_line(STATE) == " · ".join(figures)
-    assert terminal.plain_budget_line(STATE) == ", ".join([*figures, "tool calls 2"])  # ASCII, unlimited too
+    assert plain_budget_line(STATE) == ", ".join([*figures, "tool calls 2"])  # ASCII, unlimited too
 
 
 def test_a_scripted_model_is_named_as_no_model_on_both_surfaces():
@@ -32,3 +48,27 @@ def test_one_rule_says_what_a_slack_user_id_is():
     assert not any(is_slack_user(uid) for uid in ("S0ONCALL", "u0lead", "U0LEAD>", "U", "cli:ann", None, 7))
     assert is_user_group("S0ONCALL") and not is_user_group("U0LEAD")
     assert blocks.user("U0LEAD") == "<@U0LEAD>" and blocks.user("cli:<ann>") == "cli:&lt;ann&gt;"
+
+
+@pytest.mark.parametrize(("status", "decided_by", "said"), [
+    ("approved", "U0LEAD", "approved by U0LEAD"),
+    ("consumed", "U0LEAD", "approved by U0LEAD"),
+    ("denied", "U0LEAD", "denied by U0LEAD"),
+    ("expired", "U0LEAD", "approved by U0LEAD but not started in time; not executed"),
+    ("expired", None, "expired, not executed"),
+    ("cancelled", None, "cancelled, not executed"),
+    ("superseded", None, "replaced by a new request; not executed"),
+])
+def test_slack_and_the_terminal_say_the_same_outcome_of_an_approval(status, decided_by, said):
+    approval = make_approval(status=status, decided_by=decided_by, decided_at=NOW if decided_by else None)
+    out = io.StringIO()
+    TerminalNotifier(Console(out, io.StringIO()), {}).approval_decided(make_run(), approval)
+    assert out.getvalue() == f"  {said}\n"
+    assert approval_outcome(approval)[1] == said[0].upper() + said[1:]  # Slack's plain-text fallback
+
+
+def test_slack_and_the_terminal_name_what_a_request_did_and_a_refusal_alike():
+    assert request_words("extend") == ("extended", "the run continues")
+    assert request_words("reconcile.abort") == ("aborted", "")
+    assert already_text("extend", None, None) == "Already extended by someone; nothing changed."
+    assert not_done_text("the run has moved on") == "Not done: the run has moved on"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from signoff.bot.workers import Workers
+from signoff.bot.slack.workers import Workers
 
 
 class GatedRunner:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from signoff.bot import blocks, settings
+from signoff.bot import settings
+from signoff.bot.slack import blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -125,7 +126,7 @@ def signoff(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 
 def bot_sources() -> str:
-    return "\n".join(path.read_text() for path in sorted((ROOT / "bot").glob("*.py")))
+    return "\n".join(path.read_text() for path in sorted((ROOT / "bot").rglob("*.py")))
 
 
 # -- Slack app manifest -----------------------------------------------------------------------
@@ -183,7 +184,7 @@ def test_signoff_manifest_prints_this_manifest(capsys):
 
 
 def test_the_server_paths_are_the_ones_deployed(manifest, k8s):
-    from signoff.bot.serve import EVENTS_PATH, HEALTH_PATH
+    from signoff.bot.slack.serve import EVENTS_PATH, HEALTH_PATH
 
     assert manifest["settings"]["interactivity"]["request_url"].endswith(EVENTS_PATH)
     probes = containers(k8s["Deployment"])[0]

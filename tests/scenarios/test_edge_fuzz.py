@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from slack_sdk import WebClient
 
 from scenarios.toolset import TOOLS
-from signoff.bot.app import AppOptions
-from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, DENY_MODAL, RUN_ACTIONS
-from signoff.bot.serve import Parts, Service, compose
 from signoff.bot.settings import Settings
+from signoff.bot.slack.app import AppOptions
+from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, DENY_MODAL, RUN_ACTIONS
+from signoff.bot.slack.serve import Parts, Service, compose
 from signoff.runtime.adapters.db import make_engine, upgrade
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.models.scripted import ScriptedPolicy

@@ -12,7 +12,7 @@ import pytest
 
 from scenarios.invariants import Evidence, check
 from scenarios.world import Policy
-from signoff.bot.blocks import APPROVE_ACTION, DENY_ACTION, RETRY_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, RETRY_ACTION
 from signoff.runtime.state import call_digest
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -11,7 +11,7 @@ from concurrent.futures import Executor
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.runner import Runner
 
-log = logging.getLogger("signoff.bot.workers")
+log = logging.getLogger("signoff.bot.slack.workers")
 
 
 class Workers:

@@ -12,12 +12,12 @@ from typing import Any
 from slack_bolt import App, BoltContext, BoltResponse, Respond
 from slack_sdk import WebClient
 
-from signoff.bot.listeners import Listeners, tell_failure
-from signoff.bot.notifier import SlackNotifier
-from signoff.bot.workers import Workers
+from signoff.bot.slack.listeners import Listeners, tell_failure
+from signoff.bot.slack.notifier import SlackNotifier
+from signoff.bot.slack.workers import Workers
 from signoff.runtime.runner import Runner
 
-log = logging.getLogger("signoff.bot")
+log = logging.getLogger("signoff.bot.slack.app")
 
 LISTENER_THREADS = 32
 

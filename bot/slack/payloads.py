@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from signoff.bot.blocks import (
+from signoff.bot.slack.blocks import (
     APPROVAL_ACTIONS,
     DENY_MODAL,
     DENY_REASON_BLOCK,

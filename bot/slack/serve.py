@@ -1,6 +1,6 @@
 """`signoff serve`: compose store, runner, workers, scheduler and the Bolt app, then serve Slack.
 
-HTTP mode runs the WSGI app on gunicorn (`gunicorn 'signoff.bot.serve:wsgi_app()'` works too), with
+HTTP mode runs the WSGI app on gunicorn (`gunicorn 'signoff.bot.slack.serve:wsgi_app()'` works too), with
 slash commands, interactivity and events on `POST /slack/events` and `GET /healthz`. With
 `SLACK_APP_TOKEN` set it uses Socket Mode instead and needs no public URL.
 """
@@ -22,21 +22,21 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from signoff.bot.app import AppOptions, build_app
-from signoff.bot.approvers import Approvers
-from signoff.bot.notifier import SlackNotifier
-from signoff.bot.scheduler import start_scheduler
 from signoff.bot.settings import Settings
+from signoff.bot.slack.app import AppOptions, build_app
+from signoff.bot.slack.approvers import Approvers
+from signoff.bot.slack.notifier import SlackNotifier
+from signoff.bot.slack.scheduler import start_scheduler
+from signoff.bot.slack.workers import Workers
+from signoff.bot.slack.wsgi import EVENTS_PATH, HEALTH_PATH, WsgiApp, http_server, make_wsgi
 from signoff.bot.wiring import build_runner, load_tools, model_env, policy_factory, runner_config
-from signoff.bot.workers import Workers
-from signoff.bot.wsgi import EVENTS_PATH, HEALTH_PATH, WsgiApp, http_server, make_wsgi
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.agent import Policy
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.runner import Runner
 from signoff.tools.base import Tool
 
-log = logging.getLogger("signoff.bot.serve")
+log = logging.getLogger("signoff.bot.slack.serve")
 
 
 @dataclass
@@ -175,7 +175,7 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
 
 
 def wsgi_app() -> WsgiApp:
-    """App factory for an external WSGI server: `gunicorn 'signoff.bot.serve:wsgi_app()'`."""
+    """App factory for an external WSGI server: `gunicorn 'signoff.bot.slack.serve:wsgi_app()'`."""
     settings = Settings.from_env(os.environ).for_serve()
     configure_logging(settings)
     return compose(settings, environ=os.environ).wsgi

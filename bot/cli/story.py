@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from signoff.bot.terminal import as_text, find_call, one_line, plain_budget_line, step_lines
+from signoff.bot.cli.rendering import as_text, find_call, one_line, step_lines
+from signoff.bot.words import plain_budget_line
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.records import RunRecord
 from signoff.runtime.state import REDACTED, redact

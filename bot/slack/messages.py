@@ -1,6 +1,6 @@
-"""The messages, modal and Home tab Signoff shows, built from `bot.blocks`. Pure: records in, dicts out.
+"""The messages, modal and Home tab Signoff shows, built from `bot.slack.blocks`. Pure: records in, dicts out.
 
-Every untrusted string (goals, arguments, tool output, answers, reasons) passes through `bot.blocks.escape`.
+Every untrusted string (goals, arguments, tool output, answers, reasons) passes through `bot.slack.blocks.escape`.
 """
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from signoff.bot.argument_blocks import (
+from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
+from signoff.bot.slack.argument_blocks import (
     CARD_SECTIONS,
     HOME_SECTIONS,
     ShownArguments,
     code_section,
     shown_arguments,
 )
-from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
-from signoff.bot.blocks import (
+from signoff.bot.slack.blocks import (
     APPROVAL_BLOCK,
     CLOSE_ACTION,
     COMMAND,
@@ -52,8 +52,8 @@ from signoff.bot.blocks import (
     slack_date,
     user,
 )
-from signoff.bot.payloads import run_value
-from signoff.bot.replies import approval_outcome
+from signoff.bot.slack.payloads import run_value
+from signoff.bot.slack.replies import approval_outcome
 from signoff.bot.words import LIMIT_NAMES, model_label, status_words
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, redact

@@ -19,7 +19,7 @@ from signoff.bot.settings import CHANNEL_MEMBERS
 from signoff.bot.words import is_slack_user, is_user_group
 from signoff.runtime.records import RunRecord
 
-log = logging.getLogger("signoff.bot.approvers")
+log = logging.getLogger("signoff.bot.slack.approvers")
 
 NOT_AN_APPROVER = "you are not one of this workspace's Signoff approvers (SIGNOFF_APPROVERS)"
 NOT_IN_THE_CHANNEL = "you are not a member of the channel where this run's approvals are posted"

@@ -8,8 +8,8 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from signoff.bot.cli.rendering import one_line
 from signoff.bot.settings import Settings
-from signoff.bot.terminal import one_line
 from signoff.bot.wiring import load_tools, model_env, resolve_model_spec
 from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
 from signoff.runtime.errors import ConfigError, SignoffError

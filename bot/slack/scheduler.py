@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from signoff.bot.workers import Workers
+from signoff.bot.slack.workers import Workers
 from signoff.runtime.runner import Runner
 
-log = logging.getLogger("signoff.bot.scheduler")
+log = logging.getLogger("signoff.bot.slack.scheduler")
 
 EXPIRE_JOB = "expire-approvals"
 RECOVER_JOB = "recover-runs"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from signoff.bot.arguments import ToolDisplay, argument_lines, argument_pairs
-from signoff.bot.blocks import (
+from signoff.bot.slack.blocks import (
     APPROVAL_BLOCK,
     ARGS_MODAL,
     MAX_MODAL_TITLE,

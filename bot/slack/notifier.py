@@ -15,15 +15,15 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from signoff.bot import blocks, messages
 from signoff.bot.arguments import ToolDisplay
-from signoff.bot.blocks import Message, slack_date
+from signoff.bot.slack import blocks, messages
+from signoff.bot.slack.blocks import Message, slack_date
 from signoff.bot.words import is_slack_user
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 from signoff.tools.base import Tool
 
-log = logging.getLogger("signoff.bot.notifier")
+log = logging.getLogger("signoff.bot.slack.notifier")
 
 # Slack answers these when the bot may not post in a channel; the requester's DM is the fallback.
 UNPOSTABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})

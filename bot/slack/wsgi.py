@@ -2,7 +2,7 @@
 
 A body is read within a deadline, and only a few late bodies are awaited at once, so senders that
 trickle their bytes cannot hold every server thread. It is then screened, because Bolt parses a
-body before it verifies its signature and assumes Slack's shapes (`bot.payloads.screen_request`).
+body before it verifies its signature and assumes Slack's shapes (`bot.slack.payloads.screen_request`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.adapter.wsgi.http_request import WsgiHttpRequest
 from slack_bolt.request.internals import build_context
 
-from signoff.bot.payloads import screen_request
+from signoff.bot.slack.payloads import screen_request
 
-log = logging.getLogger("signoff.bot.wsgi")
+log = logging.getLogger("signoff.bot.slack.wsgi")
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"

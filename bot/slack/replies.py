@@ -7,45 +7,38 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from signoff.bot.blocks import MAX_REASON, safe, slack_date, user
+from signoff.bot.slack.blocks import MAX_REASON, safe, slack_date, user
+from signoff.bot.words import approval_words, capitalized, not_done, request_words
 from signoff.runtime.records import ApprovalRecord
 
-_REQUEST_WORDS = {  # request -> (what it did, what follows once done, or "")
-    "extend": ("extended", "the run continues"),
-    "cancel": ("closed", ""),
-    "retry": ("retried", "the run continues"),
-    "reconcile.done": ("marked done", "the run continues"),
-    "reconcile.retry": ("retried", "the call runs again"),
-    "reconcile.abort": ("aborted", ""),
-}
 APPROVAL_GONE = "This approval request no longer exists."
 NO_VISIBLE_RUN = "There is no run `{run}` you can see."
 """Also for runs that exist but are not the person's to see: the answer must not tell them apart."""
 
 
 def approval_outcome(approval: ApprovalRecord) -> tuple[str, str]:
-    """(mrkdwn, plain) lines saying what became of an approval: who, when, why."""
+    """(mrkdwn, plain) lines saying what became of an approval: who, when, why; the plain one is
+    `words.approval_words`, as the terminal says it."""
+    plain = capitalized(approval_words(approval.status, approval.decided_by))
     when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
     who = user(approval.decided_by) if approval.decided_by else "someone"
     note = f": {safe(approval.note, MAX_REASON)}" if approval.note else ""
     match approval.status:
         case "approved" | "consumed":
-            return f":white_check_mark: *Approved* by {who}{when}{note}", f"Approved by {approval.decided_by}"
+            return f":white_check_mark: *Approved* by {who}{when}{note}", plain
         case "denied":
-            return f":no_entry: *Denied* by {who}{when}{note}", f"Denied by {approval.decided_by}"
+            return f":no_entry: *Denied* by {who}{when}{note}", plain
         case "expired" if approval.decided_by:
-            # Approved in time, but no worker could start it within the dispatch window.
-            return (f":hourglass: *Approved* by {who}{when}, *but it could not start in time: not executed.*",
-                    f"Approved by {approval.decided_by} but not started in time; not executed")
+            return f":hourglass: *Approved* by {who}{when}, *but it could not start in time: not executed.*", plain
         case "expired":
-            return ":hourglass: *Expired, not executed.*", "Expired, not executed"
+            return ":hourglass: *Expired, not executed.*", plain
         case "cancelled":
-            return f":no_entry_sign: *Cancelled, not executed.*{note}", "Cancelled, not executed"
+            return f":no_entry_sign: *Cancelled, not executed.*{note}", plain
         case "superseded":
             return (":arrows_counterclockwise: *Replaced, not executed:* the tool changed before this call ran, "
-                    "so it is asked about again in a new request.", "Replaced by a new request; not executed")
+                    "so it is asked about again in a new request.", plain)
         case _:
-            return ":raised_hand: *Waiting for a decision.*", "Waiting for a decision"
+            return ":raised_hand: *Waiting for a decision.*", plain
 
 
 def no_visible_run(run_id: str) -> str:
@@ -55,14 +48,14 @@ def no_visible_run(run_id: str) -> str:
 
 def done_text(what: str, by: str | None, at: datetime | None) -> str:
     """e.g. "Extended by @lee; the run continues." for the message whose buttons were pressed."""
-    did, then = _REQUEST_WORDS.get(what, ("acted on", ""))
+    did, then = request_words(what)
     when = f" {slack_date(at)}" if at else ""
-    return f"{did[:1].upper()}{did[1:]} by {user(by) if by else 'someone'}{when}" + (f"; {then}." if then else ".")
+    return f"{capitalized(did)} by {user(by) if by else 'someone'}{when}" + (f"; {then}." if then else ".")
 
 
 def already_text(what: str, by: str | None, at: datetime | None) -> str:
     """e.g. "Already extended by @lee <date>; nothing changed." for a second press."""
-    did, _ = _REQUEST_WORDS.get(what, ("acted on", ""))
+    did, _ = request_words(what)
     when = f" {slack_date(at)}" if at else ""
     return f"Already {did} by {user(by) if by else 'someone'}{when}; nothing changed."
 
@@ -95,4 +88,4 @@ def decided_text(approval: ApprovalRecord) -> str:
 
 def not_done_text(reason: str) -> str:
     """A runner's refusal (`NotAllowed`, `Mismatch`, `Refused`), as the person who asked is told."""
-    return f"Not done: {safe(reason, 500)}"
+    return capitalized(not_done(safe(reason, 500)))

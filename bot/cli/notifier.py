@@ -1,0 +1,75 @@
+"""`runtime.ports.Notifier` for a person at a terminal: progress per step, proposals as Slack shows them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from signoff.bot.arguments import ToolDisplay
+from signoff.bot.cli.console import Console
+from signoff.bot.cli.rendering import approval_card, find_call, one_line, step_lines
+from signoff.bot.words import approval_words, plain_budget_line
+from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.state import DEFAULT_REDACT_KEYS
+from signoff.tools.base import Tool
+
+
+class TerminalNotifier:
+    """Tells `console` what a run does, and prints each approval card once per process."""
+
+    def __init__(self, console: Console, tools: Mapping[str, Tool], *,
+                 redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.console = console
+        self.tools = tools
+        self.redact_keys = frozenset(redact_keys)
+        self.clock = clock
+        self.announced: set[str] = set()
+        self.shown: set[str] = set()
+        """Approvals whose card this process has printed."""
+
+    def run_started(self, run: RunRecord) -> dict[str, Any] | None:
+        # The runner announces a run on every `execute` until a Slack thread exists; say it once.
+        if run.run_id not in self.announced:
+            self.announced.add(run.run_id)
+            self.console.say(f"run {run.run_id} by {run.requester}: {one_line(run.goal, 200)}")
+            self.console.say(f"  budget: {plain_budget_line(run.state)}")
+        return None
+
+    def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
+        self.show_approval(run, approval)
+        # Recorded as the approval's message, so no Slack process re-posts it as "never shown".
+        return {"shown_in": "terminal", "to": run.requester}
+
+    def show_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        """Print the approval card once per process."""
+        if approval.approval_id in self.shown:
+            return
+        self.shown.add(approval.approval_id)
+        display = self.display(approval.tool)
+        self.console.say(approval_card(run, approval, self.tools.get(approval.tool), display.secret_names,
+                                       self.clock()))
+
+    def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        note = f": {approval.note}" if approval.note else ""
+        self.console.say(f"  {approval_words(approval.status, approval.decided_by)}{note}")
+
+    def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        self.console.say(f"  the approval for {approval.tool} ({approval.key}) expired; nothing was executed")
+
+    def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+        call = find_call(run.state.get("history", []), entry)
+        for line in step_lines(call, entry, self.display(entry.get("tool", "")).secret_names):
+            self.console.say(line)
+
+    def run_finished(self, run: RunRecord) -> None:
+        self.console.say(f"  finished after {run.state.get('steps', 0)} step(s); {plain_budget_line(run.state)}")
+
+    def run_stopped(self, run: RunRecord) -> None:
+        reason = (run.stop or {}).get("reason", "")
+        self.console.say(f"  stopped: {run.status}{': ' + reason if reason else ''}")
+
+    def display(self, tool_name: str) -> ToolDisplay:
+        """How the person at the keyboard is shown `tool_name`, as Slack shows it to approvers."""
+        return ToolDisplay.of(self.tools.get(tool_name), self.redact_keys)

@@ -1,0 +1,110 @@
+"""What the `signoff` commands share: their flags, the settings those override, the demo's fixed
+configuration, the help texts, and the console."""
+
+from __future__ import annotations
+
+import getpass
+import inspect
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import click
+
+from signoff.bot.cli.console import Console
+from signoff.bot.settings import Settings
+from signoff.bot.words import DEMO_MODEL
+from signoff.runtime.adapters.db import is_default_sqlite
+
+DEMO_DATABASE_URL = "sqlite:///signoff-demo.db"
+DEMO_GOAL = "Ada Lovelace says order A-1001 arrived damaged. Refund her and let her know."
+DEMO_ENV = {"SIGNOFF_DATABASE_URL": DEMO_DATABASE_URL, "SIGNOFF_MODEL": DEMO_MODEL, "SIGNOFF_TOOLS": "demo"}
+"""The demo's whole configuration; it reads no SIGNOFF_* or SLACK_* variable."""
+
+FLAG_VARS = {
+    "model": "SIGNOFF_MODEL", "tools": "SIGNOFF_TOOLS", "max_steps": "SIGNOFF_MAX_STEPS",
+    "max_tool_calls": "SIGNOFF_MAX_TOOL_CALLS", "max_tokens": "SIGNOFF_MAX_TOKENS",
+    "max_cost_usd": "SIGNOFF_MAX_COST_USD", "max_seconds": "SIGNOFF_MAX_SECONDS",
+    "database_url": "SIGNOFF_DATABASE_URL", "outbox": "SIGNOFF_OUTBOX",
+}
+EXIT_CODES_HELP = (
+    "\b\nExit codes: 0 done, 1 error, 2 bad usage, 3 paused waiting for a decision\n"
+    "(resume with `signoff runs resume`), 4 stopped without an answer (budget, failure,\n"
+    "unknown outcome, cancelled, expired)."
+)
+TERMINAL_APPROVER_HELP = (
+    "In the terminal the person at the keyboard is the approver: decisions are recorded as --user, "
+    "who may approve their own run's side effects here (unlike in Slack)."
+)
+
+
+def with_approver_note(help_text: str | None) -> str:
+    # Dedent first: click dedents a docstring as a whole, and the note has no indentation of its own.
+    return inspect.cleandoc(help_text or "") + "\n\n" + TERMINAL_APPROVER_HELP
+
+
+def deciding_command(name: str | None = None) -> Callable[[Callable[..., Any]], click.Command]:
+    """`click.command` for a command where the person at the keyboard decides: its docstring, then
+    `TERMINAL_APPROVER_HELP`, as its help; and the exit codes as its epilog."""
+    def build(function: Callable[..., Any]) -> click.Command:
+        return click.command(name, help=with_approver_note(function.__doc__), epilog=EXIT_CODES_HELP)(function)
+
+    return build
+
+
+def default_user() -> str:
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (OSError, KeyError):  # no login name anywhere (e.g. a bare container)
+        return "cli:unknown"
+
+
+def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
+    """Several `click.option`s as one decorator, in the order given."""
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return apply
+
+
+_POSITIVE_INT, _POSITIVE = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
+DATABASE_URL = click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
+TOOLS = click.option("--tools", help="Toolsets: demo or package.module:attribute, comma-separated "
+                                     "(overrides SIGNOFF_TOOLS).")
+OUTBOX = click.option("--outbox", help="Directory for the demo send_email .eml files and refund ledger.")
+QUIET = click.option("--quiet", "-q", is_flag=True, help="Print only the outcome line.")
+USER = click.option("--user", default=default_user, show_default="cli:$USER",
+                    help="Who starts and decides, as recorded in the audit log.")
+DEMO = click.option("--demo", is_flag=True,
+                    help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, demo tools), as `signoff demo` does.")
+RUN_OPTIONS = options(
+    click.option("--model", help="Model spec: openai:<model>, anthropic:<model> or scripted:<path>."),
+    TOOLS,
+    click.option("--max-steps", type=_POSITIVE_INT, help="Budget: model calls."),
+    click.option("--max-tool-calls", type=_POSITIVE_INT, help="Budget: tool executions."),
+    click.option("--max-tokens", type=_POSITIVE_INT, help="Budget: input plus output tokens."),
+    click.option("--max-cost-usd", type=_POSITIVE, help="Budget: model cost in US dollars."),
+    click.option("--max-seconds", type=_POSITIVE, help="Budget: seconds spent running."),
+    DATABASE_URL, OUTBOX, QUIET, USER,
+)
+"""The flags `run` and `demo` share; each overrides its SIGNOFF_* variable."""
+
+
+def load_settings(flags: Mapping[str, Any], *, demo: bool = False) -> Settings:
+    """Settings from the environment (or the demo's fixed configuration), flags taking precedence."""
+    base: Mapping[str, str] = DEMO_ENV if demo else os.environ
+    overrides = {FLAG_VARS[name]: str(value) for name, value in flags.items()
+                 if name in FLAG_VARS and value is not None}
+    return Settings.from_env({**base, **overrides})
+
+
+def may_create(database_url: str, demo: bool) -> bool:
+    """Only the zero-configuration SQLite files are created and upgraded without asking."""
+    return is_default_sqlite(database_url) or (demo and database_url == DEMO_DATABASE_URL)
+
+
+def make_console(quiet: bool) -> Console:
+    return Console(sys.stdout, sys.stdin, quiet=quiet, echo_answers=not sys.stdin.isatty())

@@ -1,0 +1,88 @@
+"""Runs as terminal text: one-line summaries, tool steps and the approval card. Pure: data in, ASCII out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from signoff.bot.arguments import ToolDisplay, argument_lines
+from signoff.bot.words import plain_budget_line
+from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.state import redact
+from signoff.tools.base import Tool
+
+_WIDTH = 78
+_RESULT_CHARS = 300
+
+
+def one_line(text: Any, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def find_call(history: Iterable[Mapping[str, Any]], result: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The assistant entry that asked for the call a tool entry answers."""
+    for entry in history:
+        if (entry.get("role") == "assistant" and "tool" in entry and entry.get("step") == result.get("step")
+                and entry.get("call_id") == result.get("call_id")):
+            return entry
+    return None
+
+
+def step_lines(call: Mapping[str, Any] | None, entry: Mapping[str, Any], secret_keys: frozenset[str]) -> list[str]:
+    """`step 2  lookup_orders {...}` then `-> result` or `x error`, secrets redacted."""
+    lines = []
+    if call is not None and call.get("text"):
+        lines.append(f"  step {entry.get('step')}  model: {one_line(call['text'], 200)}")
+    args = as_text(redact(call.get("args", {}), secret_keys)) if call is not None else ""
+    lines.append(f"  step {entry.get('step')}  {entry.get('tool')} {one_line(args, 200)}")
+    if "error" in entry:
+        lines.append(f"          x {one_line(entry['error'], _RESULT_CHARS)}")
+    else:
+        lines.append(f"          -> {one_line(as_text(redact(entry.get('result'), secret_keys)), _RESULT_CHARS)}")
+    return lines
+
+
+def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, secret_keys: frozenset[str],
+                  now: datetime) -> str:
+    """The approval request as Slack shows it: goal, requester, tool, arguments, key, budget, expiry.
+
+    The arguments are `argument_lines`, the same lines every Slack surface shows, never shortened.
+    """
+    description = one_line(tool.description, 300) if tool is not None else "(tool not loaded here)"
+    rows = [
+        ("Goal", one_line(run.goal, 300)),
+        ("Requested by", run.requester),
+        ("Tool", f"{approval.tool}: {description}"),
+        ("Key", approval.key),
+        ("Budget used", plain_budget_line(run.state)),
+        ("Expires", f"{approval.expires_at:%Y-%m-%d %H:%M:%S} UTC ({until(approval.expires_at, now)})"),
+    ]
+    call = next((e for e in run.state.get("history", []) if e.get("role") == "assistant"
+                 and e.get("step") == approval.step and "tool" in e), None)
+    if call is not None and call.get("text"):
+        rows.insert(2, ("Model says", one_line(call["text"], 300)))
+    lines = [f"+-- Approval needed: {approval.tool} ".ljust(_WIDTH, "-")]
+    lines += [f"| {name + ':':<14}{value}" for name, value in rows[:-3]]
+    lines.append("| Arguments:")
+    lines += ["|   " + line for line in argument_lines(approval.args, ToolDisplay.of(tool, secret_keys)) or ["(none)"]]
+    lines += [f"| {name + ':':<14}{value}" for name, value in rows[-3:]]
+    lines.append("+" + "-" * (_WIDTH - 1))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def until(moment: datetime, now: datetime) -> str:
+    seconds = int((moment - now).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    hours, rest = divmod(seconds, 3600)
+    minutes = rest // 60
+    if hours:
+        return f"in {hours}h{minutes:02d}m"
+    return f"in {minutes}m" if minutes else f"in {seconds}s"

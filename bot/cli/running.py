@@ -1,0 +1,103 @@
+"""`signoff run` and `signoff demo`: start a run in the terminal and decide it there."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import click
+
+from signoff.bot.cli.console import Console
+from signoff.bot.cli.deciding import drive
+from signoff.bot.cli.notifier import TerminalNotifier
+from signoff.bot.cli.options import (
+    DEMO_ENV,
+    DEMO_GOAL,
+    RUN_OPTIONS,
+    deciding_command,
+    load_settings,
+    make_console,
+    may_create,
+)
+from signoff.bot.cli.outcomes import finish
+from signoff.bot.settings import ENV_VARS, Settings
+from signoff.bot.wiring import build_runner, load_tools, model_env, runner_config
+from signoff.bot.words import model_label
+from signoff.runtime.adapters.db import masked
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.runner import Runner
+
+
+@deciding_command()
+@click.argument("goal")
+@RUN_OPTIONS
+def run(goal: str, quiet: bool, user: str, **flags: Any) -> int:
+    """Run GOAL in the terminal with the configured model and tools.
+
+    Every side-effecting call is shown as Slack would show it and waits for an answer:
+    approve [a], deny [d] (then a reason, which the model is told) or quit [q] (the run stays
+    paused in the database; `signoff runs resume` continues it). Answers may be piped, one a
+    line; the end of input counts as quit.
+
+    """
+    settings = load_settings(flags)
+    return run_in_terminal(settings, goal, user=user, quiet=quiet, demo=False)
+
+
+@deciding_command()
+@click.argument("goal", default=DEMO_GOAL)
+@RUN_OPTIONS
+def demo(goal: str, quiet: bool, user: str, **flags: Any) -> int:
+    """A run with zero configuration: a scripted model (not a real one), the built-in demo tools
+    and a SQLite file (./signoff-demo.db) created on first use.
+
+    The script looks up an order, searches the handbook, then proposes an email and a refund,
+    each waiting for your answer. The email lands as an .eml file in ./outbox, the refund in
+    ./outbox/refunds.jsonl. Ignores SIGNOFF_* variables; the flags still apply. To answer
+    without a terminal:
+
+    \b
+        printf 'a\\na\\n' | signoff demo     # approve both
+        printf 'd\\ntoo early\\na\\n' | signoff demo   # deny the email, approve the refund
+
+    """
+    settings = load_settings(flags, demo=True)
+    return run_in_terminal(settings, goal, user=user, quiet=quiet, demo=True)
+
+
+def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, demo: bool) -> int:
+    console = make_console(quiet)
+    runner, notifier = terminal_runner(settings, console, auto_upgrade=may_create(settings.database_url, demo))
+    console.say(f"model:    {model_label(settings.model)}")
+    console.say(f"tools:    {', '.join(runner.tools)}")
+    console.say(f"database: {masked(settings.database_url)}   outbox: {settings.outbox}")
+    try:
+        started = runner.start_run(goal, requester=user, origin={"source": "cli", "user": user})
+    except ValueError as exc:
+        raise click.UsageError(f"GOAL: {exc}") from None
+    final = drive(runner, started.run_id, console, notifier, user, settle=False)
+    return finish(console, final, resume_hint(final.run_id, settings, demo))
+
+
+def terminal_runner(settings: Settings, console: Console, *, store: SqlStore | None = None,
+                    auto_upgrade: bool | None = None) -> tuple[Runner, TerminalNotifier]:
+    """A runner that tells `console`, where the person at the keyboard decides (their own runs too)."""
+    tools = load_tools(settings)
+    config = runner_config(settings, allow_self_approval=True)
+    notifier = TerminalNotifier(console, tools, redact_keys=config.redact_keys)
+    runner = build_runner(settings, notifier, env=model_env(os.environ), tools=tools, config=config, store=store,
+                          auto_upgrade=auto_upgrade)
+    return runner, notifier
+
+
+def resume_hint(run_id: str, settings: Settings, demo: bool) -> str:
+    """The `runs resume` command line, with the flags that differ from what it would read by itself."""
+    base: Mapping[str, str] = DEMO_ENV if demo else os.environ
+    command = f"signoff runs resume {run_id}" + (" --demo" if demo else "")
+    for flag, name, value in (("--tools", "SIGNOFF_TOOLS", settings.tools),
+                              ("--outbox", "SIGNOFF_OUTBOX", settings.outbox),
+                              ("--database-url", "SIGNOFF_DATABASE_URL", settings.database_url)):
+        if value != (base.get(name, "").strip() or ENV_VARS[name]):
+            command += f" {flag} {masked(value) if name == 'SIGNOFF_DATABASE_URL' else value}"
+    return command

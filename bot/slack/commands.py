@@ -1,0 +1,96 @@
+"""`/signoff ...`: start a run, or say where runs stand; each answered in the command's ack."""
+
+from __future__ import annotations
+
+from typing import Any, assert_never
+
+from slack_bolt import Ack
+
+from signoff.bot.slack import messages
+from signoff.bot.slack.blocks import Message, notice, safe
+from signoff.bot.slack.payloads import (
+    CancelRun,
+    Command,
+    ListRuns,
+    Malformed,
+    ShowHelp,
+    ShowStatus,
+    StartRun,
+    parse_command,
+)
+from signoff.bot.slack.replies import no_visible_run
+from signoff.bot.slack.run_buttons import run_outcome_text, running_text
+from signoff.bot.slack.seen import SeenTriggers
+from signoff.bot.slack.workers import Workers
+from signoff.runtime.records import RunRecord
+from signoff.runtime.runner import Runner
+
+
+class Commands:
+    """The slash command's listener; `seen` keeps a replayed command from starting a second run."""
+
+    def __init__(self, runner: Runner, workers: Workers, seen: SeenTriggers) -> None:
+        self.runner, self.workers, self.seen = runner, workers, seen
+
+    def on_command(self, ack: Ack, body: dict[str, Any]) -> None:
+        command = parse_command(body)
+        if isinstance(command, Malformed):
+            ack(text=f"Sorry, Slack sent a command I could not read: {command.reason}.")
+            return
+        reply, started = self._answer(command)
+        ack(**reply.as_kwargs())
+        if started is not None:
+            # Only after the answer is on its way: a replica dying in the run's first step must
+            # not also swallow the "Started run ..." reply.
+            self.workers.submit(started)
+
+    def _answer(self, command: Command) -> tuple[Message, str | None]:
+        """The reply to the command, and the run it started (to hand to a worker once replied)."""
+        who = command.where.user
+        match command.request:
+            case StartRun(goal=goal):
+                return self._start(command, goal)
+            case ShowStatus(run_id=run_id):
+                run = self._visible_run(run_id, who)
+                if run is None:
+                    return notice(no_visible_run(run_id)), None
+                return messages.status_message(run, self.runner.pending_approval(run_id)), None
+            case ListRuns():
+                return messages.list_message(self.runner.runs_for(who), self.runner.waiting_on(who)), None
+            case CancelRun(run_id=run_id):
+                return self._cancel(run_id, who), None
+            case ShowHelp():
+                return messages.help_message(), None
+            case _:
+                assert_never(command.request)
+
+    def _visible_run(self, run_id: str, who: str) -> RunRecord | None:
+        run = self.runner.get_run(run_id, history=False)
+        return run if run is not None and self.runner.visibility_refusal(who, run) is None else None
+
+    def _cancel(self, run_id: str, who: str) -> Message:
+        if self._visible_run(run_id, who) is None:
+            return notice(no_visible_run(run_id))
+        outcome = self.runner.cancel(run_id, who, reason=f"cancelled by {who} with /signoff cancel")
+        return notice(run_outcome_text(outcome, run_id, lambda: self._cancelling_text(run_id), self.workers))
+
+    def _cancelling_text(self, run_id: str) -> str:
+        running = running_text(self.runner, run_id)
+        return f"Cancelling run `{safe(run_id, 80)}`" + (f": {running}" if running else
+                                                         "; nothing pending will be executed.")
+
+    def _start(self, command: Command, goal: str) -> tuple[Message, str | None]:
+        """The reply to `/signoff <goal>`, and the run it started, if it started one."""
+        where = command.where
+        earlier = self.seen.claim(where.trigger_id)
+        if earlier is not None:  # a replay of a command we already took
+            return notice(f"Already started as run `{safe(earlier, 80)}`." if earlier else "Already starting."), None
+        try:
+            # The trigger_id makes a replay that lands on another replica return the same run.
+            run = self.runner.start_run(goal, where.user, origin={"channel": where.channel, "team": command.team},
+                                        request_id=where.trigger_id or None)
+        except ValueError as exc:
+            self.seen.forget(where.trigger_id)
+            return notice(f"Could not start a run: {safe(exc, 300)}"), None
+        self.seen.settle(where.trigger_id, run.run_id)
+        return messages.started_message(run), run.run_id

@@ -1,0 +1,162 @@
+"""Approve, Deny (and its reason modal) and View full arguments: deciding an approval in Slack."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, assert_never
+
+from slack_bolt import Ack
+from slack_sdk.errors import SlackApiError
+
+from signoff.bot.slack import argument_blocks, messages
+from signoff.bot.slack.home import Home
+from signoff.bot.slack.notices import Notices
+from signoff.bot.slack.notifier import SlackNotifier
+from signoff.bot.slack.payloads import ApprovalClick, Malformed, Where, parse_click, parse_deny_submission
+from signoff.bot.slack.replies import (
+    APPROVAL_GONE,
+    approval_outcome,
+    decided_text,
+    expired_text,
+    not_done_text,
+)
+from signoff.bot.slack.workers import Workers
+from signoff.runtime.records import (
+    AlreadyDecided,
+    ApprovalRecord,
+    Decided,
+    DecisionOutcome,
+    Expired,
+    Mismatch,
+    Missing,
+    NotAllowed,
+    RunRecord,
+)
+from signoff.runtime.runner import Runner
+
+log = logging.getLogger("signoff.bot.slack.decisions")
+
+
+class Decisions:
+    """The listeners of an approval request's buttons and of the Deny modal."""
+
+    def __init__(self, runner: Runner, workers: Workers, notifier: SlackNotifier, notices: Notices,
+                 home: Home) -> None:
+        self.runner, self.workers, self.notifier = runner, workers, notifier
+        self.notices, self.home = notices, home
+
+    def on_approve(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        click = parse_click(body)
+        if not isinstance(click, ApprovalClick):
+            self.notices.refuse_malformed(body, click)
+            return
+        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True)
+        self._after_decision(outcome, click.where, modal=click.where.modal_id)
+
+    def on_view_args(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        click = parse_click(body)
+        if not isinstance(click, ApprovalClick):
+            self.notices.refuse_malformed(body, click)
+            return
+        approval = self.runner.get_approval(click.approval_id)
+        refusal, run = self._modal_refusal(click, approval)
+        if refusal is not None or approval is None or run is None:
+            self.notices.tell(click.where, refusal or APPROVAL_GONE)
+            return
+        view = argument_blocks.arguments_modal(run, approval, self.notifier.display(approval.tool))
+        if view is None:
+            self.notices.tell(click.where, argument_blocks.too_long_for_slack(run.run_id))
+            return
+        self.notifier.client.views_open(trigger_id=click.where.trigger_id, view=view)
+
+    def on_deny(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        click = parse_click(body)
+        if not isinstance(click, ApprovalClick):
+            self.notices.refuse_malformed(body, click)
+            return
+        approval = self.runner.get_approval(click.approval_id)
+        refusal, _ = self._modal_refusal(click, approval)
+        if refusal is not None:
+            self.notices.tell(click.where, refusal)
+            return
+        assert approval is not None
+        # The trigger_id is good once, for 3 seconds: open the modal before anything slow.
+        self.notifier.client.views_open(trigger_id=click.where.trigger_id,
+                                        view=messages.deny_modal(approval, channel=click.where.channel))
+
+    def _modal_refusal(self, click: ApprovalClick,
+                       approval: ApprovalRecord | None) -> tuple[str | None, RunRecord | None]:
+        """Why the Deny or the full-arguments modal should not open (None if it may), and the
+        approval's run, read once for the modal too; the decision itself is checked again."""
+        if approval is None:
+            return APPROVAL_GONE, None
+        if approval.digest != click.digest:
+            return "This button no longer matches the request it was posted with.", None
+        if approval.status != "pending":
+            return decided_text(approval), None
+        if approval.expires_at <= self.runner.store.now():  # the database's clock decides expiry, not ours
+            return expired_text(approval), None
+        run = self.runner.get_run(approval.run_id, history=False)
+        if run is None:
+            return "The run behind this request no longer exists.", None
+        if not click.where.trigger_id:
+            return "Slack did not send what is needed to open the form; please click again.", run
+        return self.runner.approval_refusal(click.where.user, run), run
+
+    def on_deny_submitted(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        submission = parse_deny_submission(body)
+        if isinstance(submission, Malformed):
+            log.warning("deny form not understood: %s", submission.reason)
+            return
+        outcome = self.runner.decide(submission.approval_id, submission.digest, submission.where.user,
+                                     approved=False, note=submission.reason)
+        self._after_decision(outcome, submission.where)
+
+    def _after_decision(self, outcome: DecisionOutcome, where: Where, modal: str | None = None) -> None:
+        """Act on a decision's outcome and say what it was; `modal` is the view clicked in, if any."""
+        if isinstance(outcome, Decided | AlreadyDecided | Expired):
+            self._refresh_clicked(outcome.approval, where)
+        match outcome:
+            case Decided(approval=approval):
+                self.workers.submit(approval.run_id)
+                if modal:  # a channel card shows the outcome itself; a modal has to be told
+                    self.notices.tell(where, f"{approval_outcome(approval)[0]}. The result follows in the "
+                                             "run's thread.", modal)
+            case AlreadyDecided(approval=approval):
+                self.notices.tell(where, decided_text(approval), modal)
+                self._refresh(approval)
+            case Expired(approval=approval):
+                self.notices.tell(where, expired_text(approval), modal)
+                self.workers.submit(approval.run_id)  # ends the run now rather than at the next sweep
+            case NotAllowed(reason=reason) | Mismatch(reason=reason):
+                self.notices.tell(where, not_done_text(reason), modal)
+            case Missing(what=what):
+                self.notices.tell(where, f"This {what} no longer exists.", modal)
+            case _:
+                assert_never(outcome)
+        if where.in_home or modal:  # a modal may have been opened from Home, whose buttons are now stale
+            self.home.publish(where.user)
+
+    def _refresh_clicked(self, approval: ApprovalRecord, where: Where) -> None:
+        """The clicked message may be a copy of the request (a post that timed out but arrived, then
+        was posted again): take its buttons away too, not only those of the copy we recorded."""
+        recorded = approval.message or {}
+        if where.in_home or not (where.channel and where.message_ts):
+            return
+        if (recorded.get("channel"), recorded.get("ts")) == (where.channel, where.message_ts):
+            return
+        self._refresh(dataclasses.replace(approval, message={"channel": where.channel, "ts": where.message_ts}))
+
+    def _refresh(self, approval: ApprovalRecord) -> None:
+        """A lost race may find the message still showing buttons (its winner crashed): fix it."""
+        run = self.runner.get_run(approval.run_id, history=False)
+        if run is not None:
+            try:
+                self.notifier.show_approval(run, approval)
+            except SlackApiError as exc:
+                log.warning("approval %s: could not refresh its message: %s", approval.approval_id, exc)
