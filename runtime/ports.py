@@ -1,10 +1,32 @@
-"""What the runner needs from the world, as Protocols: fakes and adapters need not inherit anything."""
+"""What the runner needs from the world, as Protocols: fakes and adapters need not inherit anything.
+
+`Notifier` tells people; `Store` keeps runs, approvals and the execution ledger (`adapters/sql.py`
+on SQLite or PostgreSQL, `adapters/memory.py` in one process). Every store method that writes is
+atomic: it happens whole or not at all, and concurrent callers, threads or replicas, see it so.
+Times (leases, expiries, `requested_at`) are the store's clock, one clock for every replica. The
+rules (when an approval opens or closes, which statuses a request needs) come from
+`runtime/rules.py` as data; a store applies them and decides none itself.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.agent import Checkpoint
+from signoff.runtime.records import (
+    AlreadyDecided,
+    ApprovalRecord,
+    CommandRefusal,
+    Decided,
+    ExecutionStart,
+    Expired,
+    Missing,
+    Restart,
+    RunRecord,
+    Saved,
+)
+from signoff.runtime.rules import CommandRule, StepWrite
 
 
 class Notifier(Protocol):
@@ -31,3 +53,193 @@ class Notifier(Protocol):
 
     def run_stopped(self, run: RunRecord) -> None:
         """The run stopped short (budget, failure, reconciliation, cancelled, expired): say why and offer what fits."""
+
+
+class RunStore(Protocol):
+    """Runs: their state and appended history, the audit log, leases and people's requests.
+
+    A run's `version` moves on with every step saved (and with a used-up retry request); a step is
+    saved only by the lease holder and only from the version it read (optimistic concurrency).
+    """
+
+    def now(self) -> datetime:
+        """The store's time now: what every lease and expiry is measured by."""
+
+    def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
+                   model: str, request_id: str | None = None) -> RunRecord:
+        """Record a new run at version 1 with its history and a `run_created` event, atomically.
+
+        A `request_id` already used returns that request's run instead (without its history) and
+        writes nothing: a replayed request starts nothing new. A `run_id` already used raises.
+        """
+
+    def get_run(self, run_id: str, *, history: bool = True) -> RunRecord | None:
+        """One run, None if there is none; `history=False` leaves the history out (state["history"]
+        is empty). Raises `IncompatibleState` for a state this Signoff cannot read."""
+
+    def list_runs(self, *, requester: str | None = None, status: str | None = None,
+                  limit: int = 20) -> list[RunRecord]:
+        """Recent runs, newest first, without history; a run whose state cannot be read is listed
+        with `unreadable` set instead of hiding the others."""
+
+    def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
+        """Several runs without their history (listed as `list_runs` lists them)."""
+
+    def count_runs(self) -> dict[str, int]:
+        """How many runs are in each status."""
+
+    def timeline(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's audit events in order: `seq` (1, 2, ... per run), `type`, `at` (ISO), payload."""
+
+    def append_event(self, run_id: str, event: dict[str, Any]) -> None:
+        """Append one audit event to an existing run, numbered after the last."""
+
+    def update_origin(self, run_id: str, origin: dict[str, Any]) -> None:
+        """Record where the run is shown (its message), for progress to thread under."""
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
+        """Take the run's lease until now + `lease` if nobody else holds a live one (the holder may
+        claim again) and the run has not ended (`rules.NOT_ENDED`); returns the run with its history, or None.
+
+        A run whose state cannot be read is let go again and `IncompatibleState` raised, so it
+        does not stay held from other workers.
+        """
+
+    def hold(self, run_id: str, owner: str, lease: timedelta) -> bool:
+        """Take the lease for a short errand whatever the run's status (recovery re-posting a
+        message); False if anyone, this owner included, holds a live lease."""
+
+    def renew(self, run_id: str, owner: str, lease: timedelta) -> bool:
+        """Move the holder's lease to now + `lease`; False if `owner` no longer holds it."""
+
+    def release(self, run_id: str, owner: str, *, shown_status: str | None = None) -> None:
+        """Let go of the run if `owner` holds it; `shown_status` records, in the same write, the
+        ending people were told. Another owner's release changes nothing."""
+
+    # -- steps and requests ---------------------------------------------------------------
+
+    def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, write: StepWrite,
+                  lease: timedelta, clear_command: bool = False) -> Saved:
+        """Commit one step atomically: state, the history it appended, its events, the ledger
+        outcome of its call (`checkpoint.execution`), the lease renewed, and `write` applied
+        (`rules.step_write`: the approval it opens, those it supersedes or closes, a waiting
+        request it refuses). `clear_command` drops the request the step applied.
+
+        Raises `Conflict`, writing nothing, if the run is not at `version` or `owner` does not hold
+        its lease. Opening an approval for a key that has one in force raises too (the adapter's
+        integrity error), writing nothing. Returns the new version, the approval opened, a request
+        left meanwhile (and not refused), and the approvals it closed.
+        """
+
+    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule) -> CommandRefusal | None:
+        """Leave a person's request for the run's worker, atomically with its `command_recorded`
+        event and what `rule` does at once (close the pending approval); None if it was taken.
+
+        Taken only while the run is in `rule.accepts` and no other request waits, and, when the
+        command carries `shown_version` (pressed on a message showing the run at that version),
+        only while the run is still at it. Otherwise nothing changes and the refusal says why
+        (`rules.command_refusal`).
+        """
+
+    def clear_command(self, run_id: str, event: dict[str, Any]) -> None:
+        """Drop a request that could not be applied, with `event` saying why, atomically."""
+
+    def command_shown_at(self, run_id: str, version: int) -> tuple[dict[str, Any], datetime] | None:
+        """The request a person made from a message showing the run at `version`, and when
+        (among the run's latest `rules.COMMANDS_LOOKED_AT` requests)."""
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def runs_needing_work(self, *, limit: int = 100) -> list[str]:
+        """Runs no live lease holds that have something to do, least recently updated first:
+        idle or running (orphaned), with a request waiting, or awaiting an approval now decided."""
+
+    def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
+        """Runs updated within `rules.RESYNC_WINDOW` that ended in `statuses` without people being
+        told (`shown_status` differs) and that no live lease holds; without history."""
+
+    def mark_run_shown(self, run_id: str, status: str) -> None:
+        """Record the ending people were told about."""
+
+
+class ExecutionLedger(Protocol):
+    """One row per side-effecting call (its idempotency key): started, then succeeded or failed."""
+
+    def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
+                        lease: timedelta, dispatch_window: timedelta,
+                        restart: Restart | None = None) -> ExecutionStart:
+        """Consume the call's approval and write its ledger row "started", atomically, or say why not.
+
+        Fenced on the lease: only `owner` holding a live lease may start the run's call (the lease is
+        renewed here, so the call starts with a whole lease ahead of it); anyone else gets
+        `Conflict` and nothing changes. The approval must be the call's (same run, same digest of
+        tool, arguments and key), approved, and approved within `dispatch_window`
+        (`rules.dispatch_refusal`); an approval approved too long ago is marked expired. A key
+        already in the ledger is `Existing`: a recorded outcome is never run again, whoever asks,
+        and a start with no outcome is restarted (`Fresh` with the next attempt) only when
+        `restart` says why: `idempotent`, or `requested` by a waiting Retry request, which is used
+        up (and the run's version moved on) in the same write.
+        """
+
+    def complete_execution(self, execution: dict[str, Any]) -> None:
+        """Record a call's outcome (key, ok, result or error, seconds) outside a step (its step
+        could not be saved)."""
+
+    def executions(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's ledger rows, oldest first, with their results."""
+
+    def running_call(self, run_id: str) -> tuple[str, str] | None:
+        """(tool, key) of the run's latest call that started and has no outcome yet."""
+
+
+class ApprovalStore(Protocol):
+    """Requests for a human decision on one exact call. At most one approval per key is in force
+    (`rules.LIVE_APPROVAL`); a superseded one stays for the record. Approvals are opened,
+    superseded and closed by `RunStore.save_step`, and cancelled by `set_command` (`CANCEL`)."""
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """One approval, None if there is none."""
+
+    def approval_for_key(self, key: str) -> ApprovalRecord | None:
+        """The call's approval in force (or, when none is, its latest)."""
+
+    def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
+                       exclude_requester: str | None = None, unposted: bool = False,
+                       older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]:
+        """Approvals, newest first: by status, run, not asked by `exclude_requester`, not yet
+        posted (`unposted`), requested longer than `older_than` ago."""
+
+    def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
+               digest: str | None = None) -> Decided | AlreadyDecided | Expired | Missing:
+        """Move a pending, unexpired approval (with `digest`, when given) to approved or denied,
+        with a `approval_recorded` event, atomically: of any number of concurrent callers exactly
+        one gets `Decided`. The others learn who decided (`AlreadyDecided`), or that it expired
+        (`Expired`, `just_now` for the one call that noticed it before any sweep and marked it)."""
+
+    def expire_due(self) -> list[ApprovalRecord]:
+        """Every pending approval past its expiry becomes expired, each with an `approval_expired`
+        event, atomically; returns them. Concurrent sweeps never return one approval twice."""
+
+    def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
+        """Record where the request was posted (its message now shows it pending); returns the
+        approval as it is now, so a decision made in between can be shown."""
+
+    def mark_approval_shown(self, approval_id: str, status: str) -> None:
+        """Record the status the approval's message now shows."""
+
+    def approvals_out_of_sync(self, limit: int = 50) -> list[ApprovalRecord]:
+        """Posted approvals requested within `rules.RESYNC_WINDOW` whose message does not show their
+        status (a consumed approval shown approved is in line), oldest first."""
+
+
+class Store(RunStore, ExecutionLedger, ApprovalStore, Protocol):
+    """Everything the runner keeps: runs, the execution ledger and approvals, in one store, so a
+    step, its approval and its call's outcome are written together."""
+
+    def close(self) -> None:
+        """Let go of what the store holds open (pooled connections); it reconnects if used again.
+
+        Called before a process forks (gunicorn), since a connection carried into a child and closed
+        there breaks the parent's (SQLite drops its locks)."""

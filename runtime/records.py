@@ -1,4 +1,4 @@
-"""Stored runs and approvals as values, and the outcomes of what people do to them. Pure."""
+"""Stored runs and approvals as values, what the store answers, and the outcomes of what people do. Pure."""
 
 from __future__ import annotations
 
@@ -157,3 +157,61 @@ class AlreadyDone:
 
 DecisionOutcome = Decided | AlreadyDecided | Expired | NotAllowed | Mismatch | Missing
 RunOutcome = Done | Refused | NotAllowed | Missing | AlreadyDone
+
+
+# -- what the store answers (see `ports.Store`) --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Saved:
+    """The result of a committed step."""
+
+    version: int
+    approval: ApprovalRecord | None
+    command: dict[str, Any] | None
+    """A command a person left for this run while the step ran; the runner applies it next."""
+    cancelled: list[ApprovalRecord] = field(default_factory=list)
+    """Approvals this step closed (the run ended, or a fresh request superseded them); their
+    messages need their buttons removed."""
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """The ledger row was written; the call may run now."""
+
+    attempt: int
+    version: int | None = None
+    """The run's new version, when starting the call also used up a person's request."""
+
+
+@dataclass(frozen=True)
+class Existing:
+    """The ledger already has this key: the call ran, or started and left no outcome."""
+
+    status: str
+    result: Any
+    error: str | None
+
+
+@dataclass(frozen=True)
+class NotDispatchable:
+    """The call must not run; `status` is what the run becomes."""
+
+    reason: str
+    status: str
+
+
+ExecutionStart = Fresh | Existing | NotDispatchable
+Restart = Literal["idempotent", "requested"]
+"""Why a call that started and left no outcome may start again."""
+
+
+@dataclass(frozen=True)
+class CommandRefusal:
+    """Why a person's request was not left for the run."""
+
+    reason: str
+    waiting: dict[str, Any] | None = None
+    """The request already waiting for the run, when that is the reason."""
+    stale: bool = False
+    """The request was made from a message showing an earlier version of the run."""

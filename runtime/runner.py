@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from signoff.runtime.adapters.sql import ExecutionStart, Existing, Fresh, NotDispatchable, Restart, SqlStore
 from signoff.runtime.agent import Agent, Checkpoint, Policy
 from signoff.runtime.budget import Budget
 from signoff.runtime.errors import (
@@ -29,20 +28,34 @@ from signoff.runtime.errors import (
     OutcomeUnknown,
 )
 from signoff.runtime.failpoints import Failpoints
-from signoff.runtime.ports import Notifier
+from signoff.runtime.ports import Notifier, RunStore, Store
 from signoff.runtime.records import (
     AlreadyDone,
     ApprovalRecord,
     Decided,
     DecisionOutcome,
     Done,
+    ExecutionStart,
+    Existing,
     Expired,
+    Fresh,
     Mismatch,
     Missing,
     NotAllowed,
+    NotDispatchable,
     Refused,
+    Restart,
     RunOutcome,
     RunRecord,
+)
+from signoff.runtime.rules import (
+    CANCEL,
+    EXTEND_BUDGET,
+    EXTEND_STALLED,
+    RECONCILE,
+    RETRY,
+    CommandRule,
+    step_write,
 )
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, TERMINAL, new_state
 from signoff.runtime.telling import ENDINGS, Teller, skip_unreadable
@@ -117,7 +130,7 @@ class _Session:
 class Runner:
     """Starts, continues and settles runs; every method is safe to call from several threads and replicas."""
 
-    def __init__(self, store: SqlStore, tools: dict[str, Tool], policies: Callable[[str], Policy],
+    def __init__(self, store: Store, tools: dict[str, Tool], policies: Callable[[str], Policy],
                  config: RunnerConfig | None = None, notifier: Notifier | None = None,
                  may_approve: MayApprove | None = None, may_see: MaySee | None = None) -> None:
         self.store = store
@@ -313,9 +326,8 @@ class Runner:
         run = session.run
         try:
             saved = self.store.save_step(run.run_id, owner=session.owner, version=session.version,
-                                         checkpoint=checkpoint, lease=self.config.lease,
-                                         approval_ttl=self.config.approval_ttl,
-                                         clear_command=session.clear_command)
+                                         checkpoint=checkpoint, write=step_write(checkpoint, self.config.approval_ttl),
+                                         lease=self.config.lease, clear_command=session.clear_command)
         except Conflict:
             if checkpoint.execution is not None:
                 self.store.complete_execution(checkpoint.execution)
@@ -376,9 +388,8 @@ class Runner:
         A call already running is not stopped (`running_call` says which): it finishes, and nothing
         after it runs.
         """
-        outcome = self._command(run_id, user, {"op": "cancel", "reason": reason},
-                                ("idle", "running", "awaiting_approval", "budget_exhausted", "stalled", "failed",
-                                 "needs_reconciliation"), requester_may=True, shown_version=shown_version)
+        outcome = self._command(run_id, user, {"op": "cancel", "reason": reason}, CANCEL, requester_may=True,
+                                shown_version=shown_version)
         if isinstance(outcome, Done):
             for approval in self.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
                 if approval.message and approval.shown_status != approval.status:
@@ -392,7 +403,7 @@ class Runner:
         if run is None:
             return Missing("run")
         if run.status == "stalled":
-            return self._command(run_id, user, {"op": "extend", "limits": {}}, ("stalled",),
+            return self._command(run_id, user, {"op": "extend", "limits": {}}, EXTEND_STALLED,
                                  shown_version=shown_version)
         if run.status != "budget_exhausted":
             return self._stale(run, shown_version) or Refused(f"run {run_id} is {run.status}, not out of budget")
@@ -400,12 +411,12 @@ class Runner:
         current = run.budget.get(limit) or 0
         bump = self.config.extend_steps if limit in ("max_steps", "max_tool_calls") else current * 0.5
         limits = {limit: type(current)(current + bump) if current else bump}
-        return self._command(run_id, user, {"op": "extend", "limits": limits}, ("budget_exhausted",),
+        return self._command(run_id, user, {"op": "extend", "limits": limits}, EXTEND_BUDGET,
                              shown_version=shown_version)
 
     def retry(self, run_id: str, user: str, *, shown_version: int | None = None) -> RunOutcome:
         """Continue a failed run from its last checkpoint."""
-        return self._command(run_id, user, {"op": "retry"}, ("failed",), requester_may=True,
+        return self._command(run_id, user, {"op": "retry"}, RETRY, requester_may=True,
                              shown_version=shown_version)
 
     def reconcile(self, run_id: str, user: str, action: str, result: Any = None, note: str = "", *,
@@ -414,9 +425,9 @@ class Runner:
         if action not in ("done", "retry", "abort"):
             return Refused("choose done, retry or abort")
         return self._command(run_id, user, {"op": "reconcile", "action": action, "result": result, "note": note},
-                             ("needs_reconciliation",), shown_version=shown_version)
+                             RECONCILE, shown_version=shown_version)
 
-    def _command(self, run_id: str, user: str, command: dict[str, Any], statuses: tuple[str, ...],
+    def _command(self, run_id: str, user: str, command: dict[str, Any], rule: CommandRule,
                  requester_may: bool = False, shown_version: int | None = None) -> RunOutcome:
         run = self.store.get_run(run_id, history=False)
         if run is None:
@@ -427,7 +438,7 @@ class Runner:
                 return NotAllowed(reason)
         if shown_version is not None:
             command = {**command, "shown_version": shown_version}
-        refusal = self.store.set_command(run_id, {**command, "by": user}, statuses)
+        refusal = self.store.set_command(run_id, {**command, "by": user}, rule)
         if refusal is None:
             return Done(self.store.get_run(run_id, history=False) or run)
         if shown_version is not None and refusal.waiting is not None:
@@ -525,7 +536,7 @@ def _failing_policy(exc: Exception) -> Policy:
 class _Heartbeat:
     """Renews the run's lease while a worker drives it, so a long tool call is not taken for a crash."""
 
-    def __init__(self, store: SqlStore, run_id: str, owner: str, lease: timedelta) -> None:
+    def __init__(self, store: RunStore, run_id: str, owner: str, lease: timedelta) -> None:
         self._store, self._run_id, self._owner, self._lease = store, run_id, owner, lease
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{run_id}", daemon=True)

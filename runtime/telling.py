@@ -14,9 +14,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.failpoints import Failpoints
-from signoff.runtime.ports import Notifier
+from signoff.runtime.ports import Notifier, Store
 from signoff.runtime.records import ApprovalRecord, RunRecord
 
 log = logging.getLogger("signoff.runner")
@@ -30,7 +29,7 @@ FAILED = object()
 class Teller:
     """Tells the notifier what happened and remembers, in the store, what it has been told."""
 
-    def __init__(self, store: SqlStore, notifier: Notifier | None, *, failpoints: Failpoints, worker_id: str,
+    def __init__(self, store: Store, notifier: Notifier | None, *, failpoints: Failpoints, worker_id: str,
                  lease: timedelta) -> None:
         self.store, self.notifier, self.failpoints = store, notifier, failpoints
         self.worker_id, self.lease = worker_id, lease

@@ -158,7 +158,7 @@ def check(settings: Settings, environ: Mapping[str, str]) -> None:
     runner = build_runner(settings, None, env=model_env(environ))
     # gunicorn forks after this check: a pooled connection carried into the worker and closed there
     # drops the worker's own SQLite locks ("disk I/O error"), so none may cross the fork.
-    runner.store.engine.dispose()
+    runner.store.close()
     try:
         web_client(settings).auth_test()
     except SlackApiError as exc:

@@ -16,14 +16,9 @@ from sqlalchemy import Connection, Engine, and_, func, or_, select, text
 from signoff.runtime.adapters.rows import approval_record, loads, run_record
 from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from signoff.runtime.records import ApprovalRecord, RunRecord
-
-RESYNC_WINDOW = timedelta(days=2)
-"""How far back recovery looks for messages out of line with the database."""
-
+from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
 
 _SERVER_NOW = text("SELECT now()")
-_COMMANDS_LOOKED_AT = 50
-"""How many of a run's latest requests a stale button is matched against (a run sees a handful)."""
 
 
 def utcnow() -> datetime:
@@ -44,6 +39,10 @@ class SqlReads:
         self.engine = engine
         self.clock = clock
         self._server_clock = engine.dialect.name == "postgresql"
+
+    def close(self) -> None:
+        """Close the engine's pooled connections (before a fork); it opens new ones when next used."""
+        self.engine.dispose()
 
     def now(self) -> datetime:
         """The database's time now (see the class docstring)."""
@@ -162,7 +161,7 @@ class SqlReads:
         """Runs no live worker holds that have something to do: orphaned, decided, or with a command."""
         decided = select(approvals.c.key).where(
             approvals.c.key == runs.c.pending_key,
-            approvals.c.status.in_(("approved", "denied", "consumed", "expired", "cancelled")),
+            approvals.c.status.in_(DECIDED),
         ).exists()
         with self.engine.connect() as conn:
             free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < self._now(conn))
@@ -185,7 +184,7 @@ class SqlReads:
         """The request a person made from a message showing the run at `version`, and when."""
         query = (select(events.c.payload, events.c.at)
                  .where(events.c.run_id == run_id, events.c.type == "command_recorded")
-                 .order_by(events.c.seq.desc()).limit(_COMMANDS_LOOKED_AT))
+                 .order_by(events.c.seq.desc()).limit(COMMANDS_LOOKED_AT))
         with self.engine.connect() as conn:
             for payload, at in conn.execute(query).all():
                 command = json.loads(payload)

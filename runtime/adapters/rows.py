@@ -17,7 +17,8 @@ from sqlalchemy.engine import Row
 from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.records import ApprovalRecord, RunRecord
-from signoff.runtime.state import call_digest, canonical_json, load_state
+from signoff.runtime.rules import OPEN_APPROVAL, ApprovalRequest
+from signoff.runtime.state import canonical_json, load_state
 
 
 def _bound(column: Column[Any]) -> Any:
@@ -121,24 +122,23 @@ def finish_execution(conn: Connection, execution: dict[str, Any], now: datetime)
     })
 
 
-def insert_approval(conn: Connection, run_id: str, pending: dict[str, Any], requester: str, now: datetime,
-                    ttl: timedelta) -> ApprovalRecord:
-    values = dict(
-        approval_id="apr_" + secrets.token_urlsafe(12), run_id=run_id, step=pending["step"], tool=pending["tool"],
-        args=canonical_json(pending["args"]), key=pending["key"],
-        digest=call_digest(pending["tool"], pending["args"], pending["key"]), status="pending",
-        requester=requester, requested_at=now, expires_at=now + ttl, contract=pending.get("contract"),
+def insert_approval(conn: Connection, run_id: str, request: ApprovalRequest, requester: str,
+                    now: datetime) -> ApprovalRecord:
+    values: dict[str, Any] = dict(
+        approval_id="apr_" + secrets.token_urlsafe(12), run_id=run_id, step=request.step, tool=request.tool,
+        args=canonical_json(request.args), key=request.key, digest=request.digest, status="pending",
+        requester=requester, requested_at=now, expires_at=now + request.ttl, contract=request.contract,
     )
     conn.execute(insert(approvals).values(**values))
-    return ApprovalRecord(**{**values, "args": pending["args"]})
+    return ApprovalRecord(**{**values, "args": request.args})
 
 
-def supersede_approvals(conn: Connection, key: str, now: datetime) -> list[ApprovalRecord]:
-    """Close the approvals in force for a call that is being reconsidered (its tool changed): the
-    answer given no longer holds, whether the call is now asked about again, refused or read-only."""
+def close_approvals(conn: Connection, condition: Any, status: str, now: datetime) -> list[ApprovalRecord]:
+    """Close the open approvals that `condition` selects (a reconsidered call's, an ended run's) as
+    `status`; returns them, their messages to be brought in line."""
     return [approval_record(r) for r in conn.execute(
-        update(approvals).where(approvals.c.key == key, approvals.c.status.in_(("pending", "approved")))
-        .values(status="superseded", decided_at=now).returning(*approvals.c)).all()]
+        update(approvals).where(condition, approvals.c.status.in_(OPEN_APPROVAL))
+        .values(status=status, decided_at=now).returning(*approvals.c)).all()]
 
 
 def loads(text: str | None) -> Any:

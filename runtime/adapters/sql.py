@@ -2,17 +2,17 @@
 
 Every decision and every execution is a compare-and-set (`UPDATE ... WHERE status = ...`), so
 exactly one of any number of concurrent writers wins, on SQLite and on PostgreSQL alike.
-Each public write is one transaction.
+Each public write is one transaction. What a write does beyond its own rows (the approvals a step
+opens or closes, what a person's request does at once) comes from `runtime/rules.py` as data.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, and_, insert, or_, select, update
 from sqlalchemy.engine import Row
@@ -26,6 +26,7 @@ from signoff.runtime.adapters.rows import (
     append_history,
     append_one_event_each,
     approval_record,
+    close_approvals,
     dump_without_history,
     finish_execution,
     insert_approval,
@@ -34,7 +35,6 @@ from signoff.runtime.adapters.rows import (
     loads,
     lock_runs,
     step_params,
-    supersede_approvals,
 )
 from signoff.runtime.adapters.tables import approvals, runs, tool_executions
 from signoff.runtime.agent import Checkpoint
@@ -42,77 +42,26 @@ from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.records import (
     AlreadyDecided,
     ApprovalRecord,
+    CommandRefusal,
     Decided,
+    ExecutionStart,
+    Existing,
     Expired,
+    Fresh,
     Missing,
+    Restart,
     RunRecord,
+    Saved,
+)
+from signoff.runtime.rules import (
+    NOT_ENDED,
+    CommandRule,
+    StepWrite,
+    command_refusal,
+    dispatch_refusal,
+    is_retry_request,
 )
 from signoff.runtime.state import call_digest, canonical_json
-
-ACTIVE = ("idle", "running", "awaiting_approval")
-STOPPED = ("budget_exhausted", "failed", "needs_reconciliation", "stalled")
-
-
-@dataclass(frozen=True)
-class Saved:
-    """The result of a committed step."""
-
-    version: int
-    approval: ApprovalRecord | None
-    command: dict[str, Any] | None
-    """A command a person left for this run while the step ran; the runner applies it next."""
-    cancelled: list[ApprovalRecord] = field(default_factory=list)
-    """Approvals this step closed (the run ended, or a fresh request superseded them); their
-    messages need their buttons removed."""
-
-
-@dataclass(frozen=True)
-class Fresh:
-    """The ledger row was written; the call may run now."""
-
-    attempt: int
-    version: int | None = None
-    """The run's new version, when starting the call also used up a person's request."""
-
-
-@dataclass(frozen=True)
-class Existing:
-    """The ledger already has this key: the call ran, or started and left no outcome."""
-
-    status: str
-    result: Any
-    error: str | None
-
-
-@dataclass(frozen=True)
-class NotDispatchable:
-    """The call must not run; `status` is what the run becomes."""
-
-    reason: str
-    status: str
-
-
-ExecutionStart = Fresh | Existing | NotDispatchable
-Restart = Literal["idempotent", "requested"]
-"""Why a call that started and left no outcome may start again."""
-
-
-@dataclass(frozen=True)
-class CommandRefusal:
-    """Why a person's request was not left for the run."""
-
-    reason: str
-    waiting: dict[str, Any] | None = None
-    """The request already waiting for the run, when that is the reason."""
-    stale: bool = False
-    """The request was made from a message showing an earlier version of the run."""
-
-
-def _duration(span: timedelta) -> str:
-    seconds = int(span.total_seconds())
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600} h"
-    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
 
 class SqlStore(SqlReads):
@@ -160,7 +109,7 @@ class SqlStore(SqlReads):
             now = self._now(conn)
             claimed = conn.execute(
                 update(runs)
-                .where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE + STOPPED),
+                .where(runs.c.run_id == run_id, runs.c.status.in_(sorted(NOT_ENDED)),
                        or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now, runs.c.lease_owner == owner))
                 .values(lease_owner=owner, lease_expires_at=now + lease)
             ).rowcount
@@ -199,14 +148,13 @@ class SqlStore(SqlReads):
         with self._tx() as conn:
             conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner).values(**values))
 
-    def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, lease: timedelta,
-                  approval_ttl: timedelta, clear_command: bool = False) -> Saved:
-        """Commit one step: state, new history, its events, the ledger outcome and any new approval.
+    def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, write: StepWrite,
+                  lease: timedelta, clear_command: bool = False) -> Saved:
+        """Commit one step: state, new history, its events, the ledger outcome and `write` applied.
 
         Raises `Conflict` (writing nothing) if the run changed since `version` or the lease was lost.
         """
         state = checkpoint.state
-        new_history = checkpoint.new_history
         with self._tx() as conn:
             now = self._now(conn)
             params = step_params(run_id, owner, version, state, len(state["history"]), len(checkpoint.events),
@@ -214,41 +162,33 @@ class SqlStore(SqlReads):
             row = conn.execute(SAVE_STEP[clear_command], params).first()
             if row is None:
                 raise Conflict(f"run {run_id} changed since version {version}; step not saved")
-            append_history(conn, run_id, checkpoint.history_start, new_history)
+            append_history(conn, run_id, checkpoint.history_start, checkpoint.new_history)
             insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now)
             if checkpoint.execution is not None:
                 finish_execution(conn, checkpoint.execution, now)
-            replaced = [superseded for e in checkpoint.events if e["type"] == "call_reconsidered"
-                        for superseded in supersede_approvals(conn, e["key"], now)]
-            approval = None
-            if state["status"] == "awaiting_approval" and any(e["type"] == "approval_requested"
-                                                                 for e in checkpoint.events):
-                approval = insert_approval(conn, run_id, state["pending"], row.requester, now, approval_ttl)
+            replaced = [superseded for key in write.superseded
+                        for superseded in close_approvals(conn, approvals.c.key == key, "superseded", now)]
+            approval = (insert_approval(conn, run_id, write.approval, row.requester, now)
+                        if write.approval is not None else None)
             command = json.loads(row.command) if row.command and not clear_command else None
-            cancelled: Sequence[Row[Any]] = ()
-            if state["status"] in ("cancelled", "expired", "done"):
-                cancelled = conn.execute(update(approvals).where(approvals.c.run_id == run_id,
-                                                                 approvals.c.status.in_(("pending", "approved")))
-                                         .values(status="cancelled", decided_at=now)
-                                         .returning(*approvals.c)).all()
-                if command is not None:
-                    # A request that arrived while the last step ran can no longer apply; left in place,
-                    # it would make the ended run look like work for every recovering worker.
-                    conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
-                    append_events(conn, run_id, [{"type": "command_refused", **command,
-                                                   "reason": f"the run already ended ({state['status']})"}], now)
-                    command = None
-        return Saved(version + 1, approval, command, [approval_record(r) for r in cancelled] + replaced)
+            cancelled = (close_approvals(conn, approvals.c.run_id == run_id, "cancelled", now)
+                         if write.close_open_approvals else [])
+            if command is not None and write.refuse_waiting_command is not None:
+                conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
+                append_events(conn, run_id, [{"type": "command_refused", **command,
+                                               "reason": write.refuse_waiting_command}], now)
+                command = None
+        return Saved(version + 1, approval, command, cancelled + replaced)
 
-    def set_command(self, run_id: str, command: dict[str, Any], statuses: tuple[str, ...]) -> CommandRefusal | None:
-        """Leave a command for the run's worker; returns None, or why it was refused.
+    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule) -> CommandRefusal | None:
+        """Leave a command for the run's worker, applying `rule`; returns None, or why it was refused.
 
         A command with a `shown_version` (pressed on a message showing the run at that version) is
         taken only while the run is still at that version: a replayed click, or one on an old copy
         of the message, finds the run moved on and changes nothing.
         """
         shown = command.get("shown_version")
-        conditions = [runs.c.run_id == run_id, runs.c.status.in_(statuses), runs.c.command.is_(None)]
+        conditions = [runs.c.run_id == run_id, runs.c.status.in_(sorted(rule.accepts)), runs.c.command.is_(None)]
         if shown is not None:
             conditions.append(runs.c.version == shown)
         with self._tx() as conn:
@@ -257,19 +197,12 @@ class SqlStore(SqlReads):
                 update(runs).where(*conditions).values(command=canonical_json(command), updated_at=now)
             ).rowcount
             if done != 1:
-                row = conn.execute(select(runs.c.status, runs.c.command, runs.c.version)
-                                   .where(runs.c.run_id == run_id)).first()
-                if row is None:
-                    return CommandRefusal("no such run")
-                waiting = json_or(row.command, None)
-                if isinstance(waiting, dict):
-                    return CommandRefusal(f"another request ({waiting.get('op')}) is already waiting for this run",
-                                          waiting=waiting)
-                if shown is not None and row.version != shown:
-                    return CommandRefusal(f"this message is out of date: the run is now {row.status}", stale=True)
-                return CommandRefusal(f"the run is {row.status}")
-            if command["op"] == "cancel":
-                # Cancelling closes the approval at once, so a late click sees "cancelled", not a live button.
+                found = conn.execute(select(runs.c.status, runs.c.command, runs.c.version)
+                                     .where(runs.c.run_id == run_id)).first()
+                if found is None:
+                    return command_refusal(None, None, None, shown)
+                return command_refusal(found.status, json_or(found.command, None), found.version, shown)
+            if rule.closes_pending_approval:
                 conn.execute(update(approvals).where(approvals.c.run_id == run_id, approvals.c.status == "pending")
                              .values(status="cancelled", decided_at=now, decided_by=command.get("by")))
             append_events(conn, run_id, [{"type": "command_recorded", **command}], now)
@@ -314,35 +247,36 @@ class SqlStore(SqlReads):
             existing = conn.execute(select(tool_executions).where(tool_executions.c.key == key)).first()
             if existing is not None:
                 return self._restart(conn, run_id, tool, existing, held, restart, now)
-            approval = conn.execute(select(approvals).where(approvals.c.key == key, approvals.c.status != "superseded")
-                                    .order_by(approvals.c.requested_at.desc()).limit(1)).first()
-            if approval is None or approval.run_id != run_id:
-                return NotDispatchable(f"no approval recorded for {key}", "failed")
-            if approval.digest != digest:
-                return NotDispatchable(f"the call no longer matches what was approved for {key}", "failed")
-            # A decision made before the approval expired holds, however busy the workers were; but
-            # only for `dispatch_window` after it, so nobody's yes is acted on long after they gave it.
+            found = conn.execute(select(approvals).where(approvals.c.key == key, approvals.c.status != "superseded")
+                                 .order_by(approvals.c.requested_at.desc()).limit(1)).first()
+            approval = approval_record(found) if found is not None else None
+            refusal = dispatch_refusal(approval, run_id=run_id, key=key, digest=digest, now=now,
+                                       window=dispatch_window)
+            if refusal is not None:
+                if refusal.status == "expired" and approval is not None:
+                    self._expire_unused(conn, approval, now)
+                return refusal
+            assert approval is not None  # dispatch_refusal refuses a call with no approval
             consumed = conn.execute(
                 update(approvals).where(approvals.c.key == key, approvals.c.status == "approved",
                                         approvals.c.digest == digest, approvals.c.decided_at > now - dispatch_window)
                 .values(status="consumed", consumed_at=now)
             ).rowcount
-            if consumed != 1:
-                if approval.status == "approved":
-                    conn.execute(update(approvals).where(approvals.c.key == key, approvals.c.status == "approved")
-                                 .values(status="expired"))
-                    append_events(conn, run_id, [{"type": "approval_expired", "approval_id": approval.approval_id,
-                                                   "key": key, "approved_by": approval.decided_by,
-                                                   "reason": "not started in time after the approval"}], now)
-                    return NotDispatchable(f"{key} was approved but could not start within "
-                                           f"{_duration(dispatch_window)} of the approval; it was not executed",
-                                           "expired")
-                return NotDispatchable(f"the approval for {key} is {approval.status}", "failed")
+            if consumed != 1:  # the run's row is held, so nobody can have changed its approval meanwhile
+                raise Conflict(f"run {run_id}: the approval for {key} changed while it was being used")
             conn.execute(insert(tool_executions).values(
                 key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
             append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
                                            "approval_id": approval.approval_id}], now)
         return Fresh(1)
+
+    def _expire_unused(self, conn: Connection, approval: ApprovalRecord, now: datetime) -> None:
+        """An approval whose call could not start within the dispatch window expires, audited."""
+        conn.execute(update(approvals).where(approvals.c.key == approval.key, approvals.c.status == "approved")
+                     .values(status="expired"))
+        append_events(conn, approval.run_id, [{"type": "approval_expired", "approval_id": approval.approval_id,
+                                                "key": approval.key, "approved_by": approval.decided_by,
+                                                "reason": "not started in time after the approval"}], now)
 
     def _restart(self, conn: Connection, run_id: str, tool: str, existing: Row[Any], held: Row[Any],
                  restart: Restart | None, now: datetime) -> ExecutionStart:
@@ -353,8 +287,7 @@ class SqlStore(SqlReads):
         by = None
         if restart == "requested":
             request = json_or(held.command, None)
-            request = request if isinstance(request, dict) else {}
-            if request.get("op") != "reconcile" or request.get("action") != "retry":
+            if not is_retry_request(request):
                 return Existing(existing.status, None, None)  # the request was used up already: ask again
             # Used up with the restart, and the run moves on a version: a replayed or old Retry finds
             # it gone, and the stopped message is told again if this attempt never reports back.
@@ -447,3 +380,10 @@ class SqlStore(SqlReads):
     def mark_run_shown(self, run_id: str, status: str) -> None:
         with self._tx() as conn:
             conn.execute(update(runs).where(runs.c.run_id == run_id).values(shown_status=status))
+
+
+if TYPE_CHECKING:
+    from signoff.runtime.ports import Store
+
+    def _keeps_the_contract(store: SqlStore) -> Store:
+        return store  # mypy checks every method against the Protocol

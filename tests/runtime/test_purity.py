@@ -9,16 +9,29 @@ from pathlib import Path
 
 CORE = ["signoff", "signoff.runtime", "signoff.runtime.agent", "signoff.runtime.state", "signoff.runtime.budget",
         "signoff.runtime.decisions", "signoff.runtime.tool_calls", "signoff.runtime.records", "signoff.runtime.errors",
-        "signoff.runtime.failpoints", "signoff.runtime.ports", "signoff.tools.base"]
+        "signoff.runtime.failpoints", "signoff.runtime.ports", "signoff.runtime.rules", "signoff.tools.base"]
+STORE_FREE = ["signoff.runtime.runner", "signoff.runtime.telling", "signoff.runtime.adapters.memory"]
+"""The runner and what it tells people depend on the store's Protocols only, and the in-memory store
+needs no database library: none of them may pull one in."""
 ADAPTER_LIBRARIES = {"slack_sdk", "slack_bolt", "sqlalchemy", "alembic", "psycopg", "httpx", "requests", "urllib3",
                      "openai", "anthropic", "apscheduler", "gunicorn"}
 
 
-def test_the_core_imports_no_adapter_library():
-    probe = (f"import sys\nfor name in {CORE!r}: __import__(name)\n"
+def adapter_libraries_loaded_by(modules: list[str]) -> str:
+    """The adapter libraries a fresh interpreter has loaded after importing `modules`."""
+    probe = (f"import sys\nfor name in {modules!r}: __import__(name)\n"
              f"print(','.join(sorted({{m.split('.')[0] for m in sys.modules}} & {ADAPTER_LIBRARIES!r})))")
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_core_imports_no_adapter_library():
+    loaded = adapter_libraries_loaded_by(CORE)
     assert loaded == "", f"the pure core pulled in {loaded}"
+
+
+def test_the_runner_and_the_memory_store_import_no_adapter_library():
+    loaded = adapter_libraries_loaded_by(STORE_FREE)
+    assert loaded == "", f"the runner, telling or the memory store pulled in {loaded}"
 
 
 LAYERS = {"tools": set(), "runtime": {"tools"}, "bot": {"runtime", "tools"}}

@@ -18,14 +18,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import IntegrityError
 
 from signoff.runtime.adapters.db import make_engine
+from signoff.runtime.adapters.memory import KeyInUse
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.agent import Checkpoint, Policy
 from signoff.runtime.budget import Budget
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.models.scripted import ScriptedPolicy
-from signoff.runtime.records import RunRecord
+from signoff.runtime.ports import Store
+from signoff.runtime.records import RunRecord, Saved
+from signoff.runtime.rules import step_write
 from signoff.runtime.runner import Runner, RunnerConfig
 from signoff.runtime.state import new_state
 from signoff.tools.base import Tool
@@ -93,7 +97,7 @@ def scripted_policies(model: str) -> Policy:
     return ScriptedPolicy(SCRIPTS[model], name=model)
 
 
-def build_runner(store: SqlStore, effects: Path, *, failpoints: str = "", lease: float = 1.0,
+def build_runner(store: Store, effects: Path, *, failpoints: str = "", lease: float = 1.0,
                  policies: Any = scripted_policies, notifier: Any = None, **config: Any) -> Runner:
     """A runner over `store` with the test tools; `failpoints` like "after_tool=exit"."""
     config = {"model": "scripted:send", "lease": timedelta(seconds=lease),
@@ -178,7 +182,7 @@ LEASE = timedelta(seconds=30)
 TTL = timedelta(minutes=30)
 
 
-def create(store: SqlStore, run_id: str = "run-a") -> RunRecord:
+def create(store: Store, run_id: str = "run-a") -> RunRecord:
     return store.create_run(new_state(run_id, Budget().to_json()), goal="refund order A-1",
                             requester=REQUESTER, origin={"channel": "C1"}, model="scripted:send")
 
@@ -202,16 +206,27 @@ def lookup_step(state: dict[str, Any], marker: str) -> Checkpoint:
                 {"role": "tool", "step": n, "tool": "lookup", "call_id": f"c{n}", "result": {"found": marker}})
 
 
-def save(store: SqlStore, run_id: str, version: int, checkpoint: Checkpoint, owner: str = "w1") -> int:
-    return store.save_step(run_id, owner=owner, version=version, checkpoint=checkpoint, lease=LEASE,
-                           approval_ttl=TTL).version
+def commit(store: Store, run_id: str, version: int, checkpoint: Checkpoint, owner: str = "w1") -> Saved:
+    """Commit `checkpoint` as the runner does, with the effects the core decides for it."""
+    return store.save_step(run_id, owner=owner, version=version, checkpoint=checkpoint,
+                           write=step_write(checkpoint, TTL), lease=LEASE)
 
 
-def snapshot(store: SqlStore, engine: Engine, run_id: str) -> tuple[Any, ...]:
-    """Everything a step could have written for the run."""
-    row = raw_run(engine, run_id)
-    return (row["state"], row["version"], row["status"], row["event_count"], store.get_run(run_id).state["history"],
-            store.timeline(run_id), store.list_approvals(run_id=run_id), store.executions(run_id))
+def save(store: Store, run_id: str, version: int, checkpoint: Checkpoint, owner: str = "w1") -> int:
+    """`commit`, returning the run's new version."""
+    return commit(store, run_id, version, checkpoint, owner).version
+
+
+def snapshot(store: Store, run_id: str) -> tuple[Any, ...]:
+    """Everything a step could have written for the run, as the store reads it back."""
+    run = store.get_run(run_id)
+    return (run.state, run.version, run.status, run.command, store.timeline(run_id),
+            store.list_approvals(run_id=run_id), store.executions(run_id))
+
+
+def duplicate_error(store: Store) -> type[Exception]:
+    """What the store raises for a write that repeats what must be unique (SQL: a unique constraint)."""
+    return IntegrityError if isinstance(store, SqlStore) else KeyInUse
 
 
 # -- entry points of spawned processes ------------------------------------------------------

@@ -100,7 +100,8 @@ def long_running_state(run_id: str, steps: int) -> dict[str, Any]:
     return state
 
 
-def test_checkpoint_cost_does_not_grow_with_history(store: SqlStore, effects: Path, meter: Meter) -> None:
+def test_checkpoint_cost_does_not_grow_with_history(sql_store: SqlStore, effects: Path, meter: Meter) -> None:
+    store = sql_store
     short = build_runner(store, effects, lease=60.0, policies=lookups_until(12), model="lookups")
     run = short.start_run("read every page", REQUESTER, budget=Budget(max_steps=20))
     assert short.execute(run.run_id) == "done"

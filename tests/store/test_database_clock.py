@@ -2,7 +2,8 @@
 
 A replica whose clock is off is simulated by moving this process's wall clock (time-machine)
 while the database server keeps its own. PostgreSQL only: SQLite has no clock of its own, its
-file's host is every replica's host.
+file's host is every replica's host; and the memory store lives in one process, whose clock is
+the only one its callers have.
 """
 
 from __future__ import annotations

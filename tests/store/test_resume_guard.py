@@ -9,12 +9,12 @@ from pathlib import Path
 from pydantic import BaseModel
 from store_harness import APPROVER, REQUESTER, SEND, build_runner, make_tools, scripted_policies, side_effects
 
-from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.ports import Store
 from signoff.runtime.records import Decided
 from signoff.runtime.runner import Runner, RunnerConfig
 
 
-def approved_then_deployed(store: SqlStore, effects: Path, **change: object) -> tuple[Runner, str, str]:
+def approved_then_deployed(store: Store, effects: Path, **change: object) -> tuple[Runner, str, str]:
     """A run whose email was approved, and a runner of the next deploy, where the tool is changed."""
     before = build_runner(store, effects, lease=30.0)
     run = before.start_run("tell Ana her refund is approved", REQUESTER, model="scripted:send")
@@ -28,7 +28,7 @@ def approved_then_deployed(store: SqlStore, effects: Path, **change: object) -> 
 
 
 def test_an_approved_call_whose_tool_changed_is_asked_about_again_under_the_same_key(
-        store: SqlStore, effects: Path) -> None:
+        store: Store, effects: Path) -> None:
     runner, run_id, first = approved_then_deployed(store, effects, description="Send an email to anyone at all.")
     assert runner.execute(run_id) == "awaiting_approval"
     assert side_effects(effects) == [], "nothing runs on an approval given for the old tool"
@@ -45,7 +45,7 @@ def test_an_approved_call_whose_tool_changed_is_asked_about_again_under_the_same
     assert [k for _, k in side_effects(effects)] == [fresh.key]
 
 
-def test_a_click_on_the_replaced_request_does_nothing(store: SqlStore, effects: Path) -> None:
+def test_a_click_on_the_replaced_request_does_nothing(store: Store, effects: Path) -> None:
     runner, run_id, first = approved_then_deployed(store, effects, timeout_s=5.0)
     runner.execute(run_id)
     old = store.get_approval(first)
@@ -54,7 +54,7 @@ def test_a_click_on_the_replaced_request_does_nothing(store: SqlStore, effects: 
     assert runner.execute(run_id) == "awaiting_approval" and side_effects(effects) == []
 
 
-def test_a_call_that_no_longer_fits_its_tool_goes_back_to_the_model(store: SqlStore, effects: Path) -> None:
+def test_a_call_that_no_longer_fits_its_tool_goes_back_to_the_model(store: Store, effects: Path) -> None:
     class StricterSend(BaseModel):
         to: str
         body: str = ""
@@ -68,7 +68,7 @@ def test_a_call_that_no_longer_fits_its_tool_goes_back_to_the_model(store: SqlSt
     assert "no longer fits" in observation["error"]
 
 
-def test_a_changed_model_or_prompt_is_recorded_and_the_run_goes_on(store: SqlStore, effects: Path) -> None:
+def test_a_changed_model_or_prompt_is_recorded_and_the_run_goes_on(store: Store, effects: Path) -> None:
     """The deploy changed the system prompt between the proposal and the answer."""
     runner = build_runner(store, effects, lease=30.0)
     run = runner.start_run("tell Ana", REQUESTER, model="scripted:send")
@@ -90,7 +90,7 @@ def test_a_changed_model_or_prompt_is_recorded_and_the_run_goes_on(store: SqlSto
     assert changed["now"]["prompt"] == "f" * 16 and changed["was"]["prompt"] != changed["now"]["prompt"]
 
 
-def test_a_call_whose_tool_became_read_only_runs_and_its_approval_is_closed(store: SqlStore, effects: Path) -> None:
+def test_a_call_whose_tool_became_read_only_runs_and_its_approval_is_closed(store: Store, effects: Path) -> None:
     runner, run_id, first = approved_then_deployed(store, effects, side_effect=False)
     assert runner.execute(run_id) == "done"
     assert len(side_effects(effects)) == 1

@@ -14,6 +14,7 @@ from store_harness import APPROVER, REQUESTER, ManualClock, Told, build_runner, 
 
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.ports import Store
 from signoff.runtime.records import Decided, RunRecord
 
 
@@ -36,7 +37,7 @@ def paused_run(runner, told) -> tuple[RunRecord, Any]:
     return run, runner.pending_approval(run.run_id)
 
 
-def test_a_decision_whose_message_update_failed_is_shown_by_recovery(store: SqlStore, effects: Path) -> None:
+def test_a_decision_whose_message_update_failed_is_shown_by_recovery(store: Store, effects: Path) -> None:
     told = Flaky()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     run, approval = paused_run(runner, told)
@@ -52,7 +53,7 @@ def test_a_decision_whose_message_update_failed_is_shown_by_recovery(store: SqlS
     assert told.of("approval_decided") == [approval.approval_id], "in line now: nothing more to update"
 
 
-def test_an_ending_nobody_heard_of_is_told_once_by_recovery(store: SqlStore, effects: Path) -> None:
+def test_an_ending_nobody_heard_of_is_told_once_by_recovery(store: Store, effects: Path) -> None:
     told = Flaky()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     run, approval = paused_run(runner, told)
@@ -68,7 +69,7 @@ def test_an_ending_nobody_heard_of_is_told_once_by_recovery(store: SqlStore, eff
     assert store.get_run(run.run_id, history=False).shown_status == "done"
 
 
-def test_an_ending_told_by_the_worker_is_recorded_as_it_lets_go_and_not_told_again(store: SqlStore, effects: Path,
+def test_an_ending_told_by_the_worker_is_recorded_as_it_lets_go_and_not_told_again(store: Store, effects: Path,
                                                                                     clock: ManualClock) -> None:
     told = Told()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
@@ -82,7 +83,7 @@ def test_an_ending_told_by_the_worker_is_recorded_as_it_lets_go_and_not_told_aga
     assert told.of("run_finished") == [run.run_id]
 
 
-def test_a_click_between_posting_and_recording_the_message_is_shown(store: SqlStore, effects: Path) -> None:
+def test_a_click_between_posting_and_recording_the_message_is_shown(store: Store, effects: Path) -> None:
     told = Told()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     clicked: list[Any] = []
@@ -99,7 +100,7 @@ def test_a_click_between_posting_and_recording_the_message_is_shown(store: SqlSt
     assert told.of("approval_decided")[-1] == approval.approval_id
 
 
-def test_an_ending_without_any_approval_is_told_by_recovery(store: SqlStore, effects: Path) -> None:
+def test_an_ending_without_any_approval_is_told_by_recovery(store: Store, effects: Path) -> None:
     told = Flaky()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     run = runner.start_run("look it up", REQUESTER, model="scripted:lookups")
@@ -110,8 +111,9 @@ def test_an_ending_without_any_approval_is_told_by_recovery(store: SqlStore, eff
     assert told.of("run_finished") == [run.run_id]
 
 
-def test_one_unreadable_run_hides_no_other_run_from_recovery_or_lists(store: SqlStore, effects: Path,
+def test_one_unreadable_run_hides_no_other_run_from_recovery_or_lists(sql_store: SqlStore, effects: Path,
                                                                       clock: ManualClock) -> None:
+    store = sql_store
     told = Flaky()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     told.down.add("approval_requested")
@@ -152,7 +154,7 @@ class Stalled(Told):
 
 
 @pytest.mark.parametrize("method", ["approval_requested", "run_finished"])
-def test_two_replicas_recovering_at_once_post_a_lost_message_once(store: SqlStore, effects: Path,
+def test_two_replicas_recovering_at_once_post_a_lost_message_once(store: Store, effects: Path,
                                                                   clock: ManualClock, method: str) -> None:
     told = Flaky()
     first = build_runner(store, effects, notifier=told, lease=30.0)
@@ -205,7 +207,8 @@ class LoseTheRecordOfAPost:
 
 
 def test_a_card_whose_place_the_database_lost_is_recorded_by_recovery_not_posted_twice(
-        store: SqlStore, effects: Path) -> None:
+        sql_store: SqlStore, effects: Path) -> None:
+    store = sql_store
     told = Told()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     run = runner.start_run("tell Ana her refund is approved", REQUESTER)

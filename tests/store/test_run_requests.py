@@ -7,8 +7,8 @@ from pathlib import Path
 
 from store_harness import APPROVER, REQUESTER, build_runner, side_effects
 
-from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.budget import Budget
+from signoff.runtime.ports import Store
 from signoff.runtime.records import AlreadyDone, Done, Refused
 from signoff.runtime.runner import Runner
 
@@ -37,7 +37,7 @@ def test_a_replayed_extend_extends_once(runner: Runner) -> None:
     assert [e["type"] for e in runner.timeline(run_id)].count("budget_extended") == 1
 
 
-def test_an_old_copy_of_a_stopped_message_is_out_of_date(store: SqlStore, effects: Path) -> None:
+def test_an_old_copy_of_a_stopped_message_is_out_of_date(store: Store, effects: Path) -> None:
     """The run stopped, was extended, and stopped again: the first message's buttons are stale,
     and the new message's work."""
     runner = build_runner(store, effects, lease=30.0, extend_steps=1)
@@ -60,7 +60,7 @@ def test_a_button_for_a_state_nobody_acted_on_says_the_message_is_out_of_date(ru
     assert isinstance(outcome, Refused) and "out of date" in outcome.reason
 
 
-def test_a_replayed_reconcile_retry_runs_the_call_once(store: SqlStore, effects: Path) -> None:
+def test_a_replayed_reconcile_retry_runs_the_call_once(store: Store, effects: Path) -> None:
     runner = build_runner(store, effects, lease=30.0, failpoints="")
     run = runner.start_run("send it", REQUESTER, model="scripted:send")
     runner.execute(run.run_id)

@@ -1,4 +1,5 @@
-"""The runner end to end on a real database: approve, deny, cancel, extend, retry and reconcile."""
+"""The runner end to end on every store: approve, deny, cancel, extend, retry and reconcile. The runner
+needs nothing but `ports.Store`, so each flow runs on SQLite, PostgreSQL and in memory alike."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.budget import Budget
 from signoff.runtime.errors import ModelUnavailable
 from signoff.runtime.failpoints import FailpointHit
+from signoff.runtime.ports import Store
 from signoff.runtime.records import AlreadyDecided, Decided, Done, Expired, Mismatch, NotAllowed, RunRecord
 from signoff.runtime.runner import Runner, RunnerConfig
 from signoff.tools.base import Tool
@@ -89,7 +91,7 @@ def test_approve_then_execute_runs_the_call_once(runner: Runner, effects: Path) 
     ]
 
 
-def test_a_denial_reaches_the_model_with_the_note(store: SqlStore, effects: Path) -> None:
+def test_a_denial_reaches_the_model_with_the_note(store: Store, effects: Path) -> None:
     seen = Recording()
     runner = build_runner(store, effects, policies=seen)
     run, approval = paused(runner)
@@ -112,7 +114,9 @@ def test_the_requester_cannot_approve_their_own_run(runner: Runner, effects: Pat
     assert side_effects(effects) == []
 
 
-def test_what_waits_on_an_approver_is_two_queries_however_many_wait(runner: Runner, store: SqlStore) -> None:
+def test_what_waits_on_an_approver_is_two_queries_however_many_wait(sql_runner: Runner,
+                                                                    sql_store: SqlStore) -> None:
+    runner, store = sql_runner, sql_store
     waiting = [paused(runner) for _ in range(5)]
     statements: list[str] = []
 
@@ -129,7 +133,7 @@ def test_what_waits_on_an_approver_is_two_queries_however_many_wait(runner: Runn
     assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 2
 
 
-def test_only_approvers_see_and_decide_pending_approvals(store: SqlStore, effects: Path) -> None:
+def test_only_approvers_see_and_decide_pending_approvals(store: Store, effects: Path) -> None:
     runner = Runner(store, make_tools(effects), scripted_policies, RunnerConfig(model="scripted:send"),
                     may_approve=lambda user, run: None if user == APPROVER else "only the on-call lead approves")
     run, approval = paused(runner)
@@ -147,7 +151,8 @@ def test_a_click_for_different_arguments_is_refused(runner: Runner) -> None:
     assert runner.get_approval(approval.approval_id).status == "pending"
 
 
-def test_tampered_arguments_are_not_executed(runner: Runner, store: SqlStore, effects: Path) -> None:
+def test_tampered_arguments_are_not_executed(sql_runner: Runner, sql_store: Store, effects: Path) -> None:
+    runner, store = sql_runner, sql_store
     run, approval = approved(runner)
     pending = {**runner.get_run(run.run_id).state["pending"], "args": {"to": "mallory@example.com"}}
     edit_state(store.engine, run.run_id, pending=pending)
@@ -202,7 +207,7 @@ def test_extend_after_the_budget_ran_out_continues(runner: Runner) -> None:
     assert "budget_extended" in types(runner, run.run_id)
 
 
-def test_retry_after_a_failure_continues_from_the_checkpoint(store: SqlStore, effects: Path) -> None:
+def test_retry_after_a_failure_continues_from_the_checkpoint(store: Store, effects: Path) -> None:
     failures = [ModelUnavailable("503 from the model endpoint")]
 
     def flaky(model: str) -> Any:
@@ -223,7 +228,7 @@ def test_retry_after_a_failure_continues_from_the_checkpoint(store: SqlStore, ef
     assert [e["result"]["q"] for e in observations(runner, run.run_id)] == ["page 0", "page 1", "page 2"]
 
 
-def crash_after_tool(store: SqlStore, effects: Path, model: str) -> tuple[Runner, RunRecord]:
+def crash_after_tool(store: Store, effects: Path, model: str) -> tuple[Runner, RunRecord]:
     """Approve a call, then let the worker die after the tool ran and before its outcome was saved."""
     crashing = build_runner(store, effects, failpoints="after_tool=raise", lease=30.0)
     run, _ = approved(crashing, model)
@@ -233,7 +238,7 @@ def crash_after_tool(store: SqlStore, effects: Path, model: str) -> tuple[Runner
     return build_runner(store, effects, lease=30.0), run
 
 
-def test_an_unknown_outcome_of_a_non_idempotent_call_waits_for_a_person(store: SqlStore, effects: Path) -> None:
+def test_an_unknown_outcome_of_a_non_idempotent_call_waits_for_a_person(store: Store, effects: Path) -> None:
     runner, run = crash_after_tool(store, effects, "scripted:send")
     assert runner.execute(run.run_id) == "needs_reconciliation"
     assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]
@@ -243,7 +248,7 @@ def test_an_unknown_outcome_of_a_non_idempotent_call_waits_for_a_person(store: S
     assert types(runner, run.run_id)[-1] == "needs_reconciliation"
 
 
-def test_an_unknown_outcome_of_an_idempotent_call_reruns_it_with_the_same_key(store: SqlStore,
+def test_an_unknown_outcome_of_an_idempotent_call_reruns_it_with_the_same_key(store: Store,
                                                                               effects: Path) -> None:
     runner, run = crash_after_tool(store, effects, "scripted:send-once")
     assert runner.execute(run.run_id) == "done"
@@ -255,7 +260,7 @@ def test_an_unknown_outcome_of_an_idempotent_call_reruns_it_with_the_same_key(st
 
 
 @pytest.mark.parametrize("action", ["done", "retry", "abort"])
-def test_reconcile_settles_an_unknown_outcome(store: SqlStore, effects: Path, action: str) -> None:
+def test_reconcile_settles_an_unknown_outcome(store: Store, effects: Path, action: str) -> None:
     runner, run = crash_after_tool(store, effects, "scripted:send")
     assert runner.execute(run.run_id) == "needs_reconciliation"
     assert isinstance(runner.reconcile(run.run_id, REQUESTER, action), NotAllowed)
@@ -278,7 +283,7 @@ def test_reconcile_settles_an_unknown_outcome(store: SqlStore, effects: Path, ac
             assert status == "cancelled" and side_effects(effects) == [(SEND, key)]
 
 
-def test_a_cancel_that_arrives_as_the_run_finishes_is_settled(store: SqlStore, effects: Path) -> None:
+def test_a_cancel_that_arrives_as_the_run_finishes_is_settled(store: Store, effects: Path) -> None:
     """A person cancels while the model writes its final answer: the run ends done, and no command lingers."""
     runs: list[RunRecord] = []
 
@@ -311,7 +316,7 @@ class SlowSend:
             f.write(f"{SEND} {key}\n")
         return {"sent_to": args["to"]}
 
-    def runner(self, store: SqlStore, lease: float, worker_id: str = "w1") -> Runner:
+    def runner(self, store: Store, lease: float, worker_id: str = "w1") -> Runner:
         tools = {SEND: Tool(SEND, self, side_effect=True, args_model=SendArgs, timeout_s=None)}
         return Runner(store, tools, scripted_policies, RunnerConfig(
             model="scripted:send", lease=timedelta(seconds=lease), worker_id=worker_id))
@@ -332,7 +337,7 @@ def while_the_tool_runs(slow: SlowSend, first: Runner, run_id: str, meanwhile: A
     return result
 
 
-def test_two_threads_of_one_worker_never_drive_the_same_run_at_once(store: SqlStore, effects: Path) -> None:
+def test_two_threads_of_one_worker_never_drive_the_same_run_at_once(store: Store, effects: Path) -> None:
     """The bot's pool and its scheduler share one runner: the lease must exclude threads, not only processes."""
     slow = SlowSend(effects)
     runner = slow.runner(store, lease=30.0)

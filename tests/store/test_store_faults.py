@@ -96,7 +96,8 @@ def test_a_sqlite_file_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None
                  id="invalid_json"),
     pytest.param(lambda engine, run_id: edit_state(engine, run_id, schema_version=99), id="unknown_version"),
 ])
-def test_unreadable_state_is_refused_not_guessed(runner: Runner, store: SqlStore, corrupt: Any) -> None:
+def test_unreadable_state_is_refused_not_guessed(sql_runner: Runner, sql_store: SqlStore, corrupt: Any) -> None:
+    runner, store = sql_runner, sql_store
     run = runner.start_run("find the orders", REQUESTER, model="scripted:lookups")
     corrupt(store.engine, run.run_id)
     stored = raw_run(store.engine, run.run_id)
@@ -188,9 +189,9 @@ def interrupt_and_resume(store: SqlStore, effects: Path, fault: str) -> None:
     assert [e["seq"] for e in timeline] == list(range(1, len(timeline) + 1))
 
 
-def test_a_connection_lost_mid_step_leaves_the_last_checkpoint_and_the_run_resumes(store: SqlStore,
+def test_a_connection_lost_mid_step_leaves_the_last_checkpoint_and_the_run_resumes(sql_store: SqlStore,
                                                                                    effects: Path) -> None:
-    interrupt_and_resume(store, effects, "lost")
+    interrupt_and_resume(sql_store, effects, "lost")
 
 
 def test_a_full_disk_mid_step_leaves_the_last_checkpoint_and_the_run_resumes(sqlite_url: str, effects: Path) -> None:
@@ -200,7 +201,8 @@ def test_a_full_disk_mid_step_leaves_the_last_checkpoint_and_the_run_resumes(sql
 
 
 def test_a_connection_lost_after_a_side_effect_leaves_its_outcome_unknown(
-        runner: Runner, store: SqlStore, effects: Path) -> None:
+        sql_runner: Runner, sql_store: SqlStore, effects: Path) -> None:
+    runner, store = sql_runner, sql_store
     run = runner.start_run("tell Ana", REQUESTER, model="scripted:send")
     assert runner.execute(run.run_id) == "awaiting_approval"
     approval = runner.pending_approval(run.run_id)

@@ -1,0 +1,159 @@
+"""The reads of `MemoryStore`: what is kept per run, approval and ledger row, looked up under its lock.
+
+`MemoryStore` adds the writes; each read sees the store between two writes, never in the middle
+of one, as a read of the SQL store sees only committed transactions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from signoff.runtime.adapters.memory_rows import Approval, Execution, Run, thaw
+from signoff.runtime.errors import NotFound
+from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
+
+
+class MemoryReads:
+    """Runs, approvals, events and executions as kept, read one consistent moment at a time."""
+
+    def __init__(self, *, clock: Callable[[], datetime] | None = None) -> None:
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._runs: dict[str, Run] = {}
+        self._by_request: dict[str, str] = {}
+        self._approvals: dict[str, Approval] = {}
+        self._by_key: dict[str, list[Approval]] = {}
+        self._executions: dict[str, Execution] = {}
+        self._added = itertools.count()
+
+    def now(self) -> datetime:
+        return self.clock() if self.clock is not None else datetime.now(UTC)
+
+    def get_run(self, run_id: str, *, history: bool = True) -> RunRecord | None:
+        with self._lock:
+            run = self._runs.get(run_id)
+            return run.record(history=history) if run is not None else None
+
+    def list_runs(self, *, requester: str | None = None, status: str | None = None,
+                  limit: int = 20) -> list[RunRecord]:
+        with self._lock:
+            chosen = [r for r in self._runs.values()
+                      if (not requester or r.requester == requester) and (not status or r.status == status)]
+            return [r.record(history=False) for r in newest_first(chosen, "created_at")[:limit]]
+
+    def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
+        with self._lock:
+            return {i: self._runs[i].record(history=False) for i in set(run_ids) if i in self._runs}
+
+    def count_runs(self) -> dict[str, int]:
+        with self._lock:
+            return dict(Counter(r.status for r in self._runs.values()))
+
+    def timeline(self, run_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            run = self._runs.get(run_id)
+            return [{"seq": e.seq, "type": e.type, "at": e.at.isoformat(), **thaw(e.payload)}
+                    for e in (run.events if run is not None else [])]
+
+    def _run(self, run_id: str) -> Run:
+        if run_id not in self._runs:
+            raise NotFound(f"no run {run_id}")
+        return self._runs[run_id]
+
+    def command_shown_at(self, run_id: str, version: int) -> tuple[dict[str, Any], datetime] | None:
+        with self._lock:
+            run = self._runs.get(run_id)
+            made = [e for e in (run.events if run is not None else []) if e.type == "command_recorded"]
+            for event in reversed(made[-COMMANDS_LOOKED_AT:]):
+                command = thaw(event.payload)
+                if command.get("shown_version") == version:
+                    return command, event.at
+            return None
+
+    def runs_needing_work(self, *, limit: int = 100) -> list[str]:
+        with self._lock:
+            now = self.now()
+            chosen = [r for r in self._runs.values() if r.free(now) and (
+                r.status in ("idle", "running") or r.command is not None
+                or (r.status == "awaiting_approval" and self._decided(r.pending_key)))]
+            return [r.run_id for r in oldest_first(chosen, "updated_at")[:limit]]
+
+    def _decided(self, key: str | None) -> bool:
+        return key is not None and any(a.record.status in DECIDED for a in self._by_key.get(key, []))
+
+    def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
+        with self._lock:
+            now = self.now()
+            chosen = [r for r in self._runs.values()
+                      if r.updated_at >= now - RESYNC_WINDOW and r.status in statuses and r.free(now)
+                      and r.shown_status != r.status]
+            return [r.record(history=False) for r in oldest_first(chosen, "updated_at")[:limit]]
+
+    def executions(self, run_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = [x for x in self._executions.values() if x.run_id == run_id]
+            return [x.row() for x in oldest_first(rows, "started_at")]
+
+    def running_call(self, run_id: str) -> tuple[str, str] | None:
+        with self._lock:
+            started = [x for x in self._executions.values() if x.run_id == run_id and x.status == "started"]
+            latest = newest_first(started, "started_at")
+            return (latest[0].tool, latest[0].key) if latest else None
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        with self._lock:
+            approval = self._approvals.get(approval_id)
+            return approval.out() if approval is not None else None
+
+    def approval_for_key(self, key: str) -> ApprovalRecord | None:
+        with self._lock:
+            chosen = self._by_key.get(key, [])
+            in_force = [a for a in chosen if a.record.status != "superseded"]
+            latest = newest_first(in_force or chosen, "requested_at")
+            return latest[0].out() if latest else None
+
+    def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
+                       exclude_requester: str | None = None, unposted: bool = False,
+                       older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]:
+        with self._lock:
+            before = self.now() - older_than if older_than is not None else None
+            chosen = [a for a in self._approvals.values() if _matches(
+                a.record, status=status, run_id=run_id, exclude_requester=exclude_requester, unposted=unposted,
+                before=before)]
+            return [a.out() for a in newest_first(chosen, "requested_at")[:limit]]
+
+    def approvals_out_of_sync(self, limit: int = 50) -> list[ApprovalRecord]:
+        with self._lock:
+            since = self.now() - RESYNC_WINDOW
+            chosen = [a for a in self._approvals.values() if a.record.requested_at >= since
+                      and a.record.message is not None and a.record.shown_status != a.record.status
+                      and not (a.record.shown_status == "approved" and a.record.status == "consumed")]
+            return [a.out() for a in oldest_first(chosen, "requested_at")[:limit]]
+
+def _matches(record: ApprovalRecord, *, status: str | None, run_id: str | None, exclude_requester: str | None,
+             unposted: bool, before: datetime | None) -> bool:
+    return ((not status or record.status == status) and (not run_id or record.run_id == run_id)
+            and (not exclude_requester or record.requester != exclude_requester)
+            and (not unposted or record.message is None) and (before is None or record.requested_at < before))
+
+
+def oldest_first(rows: list[Any], time: str) -> list[Any]:
+    """By a time column, and by insertion order where times are equal."""
+    return sorted(rows, key=lambda row: (_time(row, time), row.added))
+
+
+def newest_first(rows: list[Any], time: str) -> list[Any]:
+    return oldest_first(rows, time)[::-1]
+
+
+def _time(row: Any, name: str) -> datetime:
+    value: datetime = getattr(row.record if isinstance(row, Approval) else row, name)
+    return value
+
+

@@ -1,0 +1,150 @@
+"""The store's rules, decided here and handed to every adapter as data. Pure.
+
+When an approval opens or closes, which statuses a person's request needs and what taking it does
+at once, when an approved call may still start: an adapter (SQL, in memory) applies these values
+in one transaction and decides none of them itself, so every adapter behaves the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from signoff.runtime.agent import Checkpoint
+from signoff.runtime.records import ApprovalRecord, CommandRefusal, NotDispatchable
+from signoff.runtime.state import STATUSES, TERMINAL, call_digest
+
+NOT_ENDED: frozenset[str] = frozenset(STATUSES) - TERMINAL
+"""A run in any of these has not ended: a worker may claim it (it is active, or stopped and waiting
+for a person's request), and a person may cancel it."""
+LIVE_APPROVAL: frozenset[str] = frozenset({"pending", "approved", "consumed"})
+"""The approvals still in force: at most one of them per key."""
+OPEN_APPROVAL: tuple[str, ...] = ("pending", "approved")
+"""Approvals not yet used: the ones a run's end or a changed tool closes."""
+DECIDED: tuple[str, ...] = ("approved", "denied", "consumed", "expired", "cancelled")
+"""What a run waiting on an approval can go on from: its worker has something to do."""
+RESYNC_WINDOW = timedelta(days=2)
+"""How far back recovery looks for messages out of line with the database."""
+COMMANDS_LOOKED_AT = 50
+"""How many of a run's latest requests a stale button is matched against (a run sees a handful)."""
+
+
+# -- a step's effects on approvals and on a waiting request ----------------------------------
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """The approval a step opens: for exactly this call, open for `ttl` from the store's now."""
+
+    step: int
+    tool: str
+    args: dict[str, Any]
+    key: str
+    digest: str
+    ttl: timedelta
+    contract: str | None = None
+
+
+@dataclass(frozen=True)
+class StepWrite:
+    """What saving a step does besides writing it, in the same transaction."""
+
+    approval: ApprovalRequest | None = None
+    """The approval to open (the step paused on a side effect)."""
+    superseded: tuple[str, ...] = ()
+    """Keys whose open approvals no longer hold (their tool changed): closed as `superseded`."""
+    close_open_approvals: bool = False
+    """The run ended: every open approval of the run is closed as `cancelled`."""
+    refuse_waiting_command: str | None = None
+    """Why a request left for the run while the step ran can no longer apply; it is dropped and
+    audited with this reason (left in place, the ended run would look like work to every worker)."""
+
+
+def step_write(checkpoint: Checkpoint, approval_ttl: timedelta) -> StepWrite:
+    """What the store must do, beyond writing it, when it saves `checkpoint`."""
+    state = checkpoint.state
+    status = state["status"]
+    asked = status == "awaiting_approval" and any(e["type"] == "approval_requested" for e in checkpoint.events)
+    ended = status in TERMINAL
+    return StepWrite(
+        approval=_request(state["pending"], approval_ttl) if asked else None,
+        superseded=tuple(e["key"] for e in checkpoint.events if e["type"] == "call_reconsidered"),
+        close_open_approvals=ended,
+        refuse_waiting_command=f"the run already ended ({status})" if ended else None,
+    )
+
+
+def _request(pending: Mapping[str, Any], ttl: timedelta) -> ApprovalRequest:
+    return ApprovalRequest(step=pending["step"], tool=pending["tool"], args=pending["args"], key=pending["key"],
+                           digest=call_digest(pending["tool"], pending["args"], pending["key"]), ttl=ttl,
+                           contract=pending.get("contract"))
+
+
+# -- people's requests of a run --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommandRule:
+    """Which statuses a person's request needs the run in, and what taking it does at once."""
+
+    accepts: frozenset[str]
+    closes_pending_approval: bool = False
+    """Taking the request closes the run's pending approval as `cancelled` in the same transaction,
+    so a late click sees "cancelled", not a live button."""
+
+
+CANCEL = CommandRule(NOT_ENDED, closes_pending_approval=True)
+EXTEND_BUDGET = CommandRule(frozenset({"budget_exhausted"}))
+EXTEND_STALLED = CommandRule(frozenset({"stalled"}))
+RETRY = CommandRule(frozenset({"failed"}))
+RECONCILE = CommandRule(frozenset({"needs_reconciliation"}))
+
+
+def command_refusal(status: str | None, waiting: Any, version: int | None,
+                    shown_version: int | None) -> CommandRefusal:
+    """Why a request was not taken, from the run as the store found it (`status` None: no such run)."""
+    if status is None:
+        return CommandRefusal("no such run")
+    if isinstance(waiting, dict):
+        return CommandRefusal(f"another request ({waiting.get('op')}) is already waiting for this run",
+                              waiting=waiting)
+    if shown_version is not None and version != shown_version:
+        return CommandRefusal(f"this message is out of date: the run is now {status}", stale=True)
+    return CommandRefusal(f"the run is {status}")
+
+
+def is_retry_request(command: Any) -> bool:
+    """A person asked to run again a call whose outcome is unknown (Retry on a reconciliation)."""
+    return isinstance(command, dict) and command.get("op") == "reconcile" and command.get("action") == "retry"
+
+
+# -- starting an approved call ---------------------------------------------------------------
+
+
+def dispatch_refusal(approval: ApprovalRecord | None, *, run_id: str, key: str, digest: str, now: datetime,
+                     window: timedelta) -> NotDispatchable | None:
+    """Why the call `key` with `digest` must not start now, or None: its approval may be consumed.
+
+    A decision made before the approval expired holds, however busy the workers were; but only for
+    `window` after it, so nobody's yes is acted on long after they gave it. A refusal with status
+    `expired` means the store marks the approval expired too (and audits it).
+    """
+    if approval is None or approval.run_id != run_id:
+        return NotDispatchable(f"no approval recorded for {key}", "failed")
+    if approval.digest != digest:
+        return NotDispatchable(f"the call no longer matches what was approved for {key}", "failed")
+    if approval.status != "approved":
+        return NotDispatchable(f"the approval for {key} is {approval.status}", "failed")
+    if approval.decided_at is None or approval.decided_at <= now - window:
+        return NotDispatchable(f"{key} was approved but could not start within {_duration(window)} of the "
+                               "approval; it was not executed", "expired")
+    return None
+
+
+def _duration(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
