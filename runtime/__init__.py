@@ -1,4 +1,4 @@
-"""Signoff's agent runtime: a JSON state machine with budgets, checkpoints and an approval gate."""
+"""Signoff's agent runtime: a typed, JSON-serialised state machine with budgets, checkpoints and an approval gate."""
 
 from signoff.runtime.agent import Agent, Checkpoint, Executor, Policy
 from signoff.runtime.budget import Budget
@@ -14,13 +14,22 @@ from signoff.runtime.errors import (
     OutcomeUnknown,
     SignoffError,
 )
-from signoff.runtime.state import SCHEMA_VERSION, STATUSES, TERMINAL, WAITING_ON_HUMAN, call_digest, redact
+from signoff.runtime.schema import (
+    ACTIVE,
+    SCHEMA_VERSION,
+    STATUSES,
+    TERMINAL,
+    WAITING_ON_HUMAN,
+    RunState,
+    Status,
+)
+from signoff.runtime.state import call_digest, redact
 from signoff.runtime.tool_calls import ToolTimeout, run_tool
 from signoff.tools.base import Tool, ToolFailed
 
 __all__ = [
-    "Agent", "Budget", "Checkpoint", "Conflict", "ConfigError", "DispatchRefused", "Executor",
+    "ACTIVE", "Agent", "Budget", "Checkpoint", "Conflict", "ConfigError", "DispatchRefused", "Executor",
     "IncompatibleState", "InvalidTransition", "ModelAuthError", "ModelUnavailable", "NotFound",
-    "OutcomeUnknown", "Policy", "SCHEMA_VERSION", "STATUSES", "SignoffError", "TERMINAL", "Tool",
+    "OutcomeUnknown", "Policy", "RunState", "SCHEMA_VERSION", "STATUSES", "SignoffError", "Status", "TERMINAL", "Tool",
     "ToolFailed", "ToolTimeout", "WAITING_ON_HUMAN", "call_digest", "redact", "run_tool",
 ]

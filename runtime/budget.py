@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from signoff.runtime.schema import RunState
+
+StateLike = RunState | Mapping[str, Any]
+"""The typed state, or its JSON (as stored, as `agent.state` shows it)."""
 
 LIMIT_TO_USAGE = {
     "max_steps": "steps",
@@ -35,31 +41,40 @@ class Budget:
         return asdict(self)
 
 
-def used(state: dict[str, Any], limit: str) -> float:
+def used(state: StateLike, limit: str) -> float:
     """How much of the resource behind `limit` the run has used."""
-    usage = state["usage"]
+    _, usage, steps = _figures(state)
     match LIMIT_TO_USAGE[limit]:
         case "steps":
-            return float(state["steps"])
+            return float(steps)
         case "tokens":
             return float(usage["input_tokens"] + usage["output_tokens"])
         case other:
             return float(usage[other])
 
 
-def exhausted_limit(state: dict[str, Any]) -> str | None:
+def exhausted_limit(state: StateLike) -> str | None:
     """The first limit the run has reached, or None if another policy call is allowed."""
+    budget = _figures(state)[0]
     for limit in LIMIT_TO_USAGE:
-        value = state["budget"].get(limit)
+        value = budget.get(limit)
         if value is not None and used(state, limit) >= value:
             return limit
     return None
 
 
-def usage_report(state: dict[str, Any]) -> dict[str, Any]:
+def usage_report(state: StateLike) -> dict[str, Any]:
     """Each limit with its usage, e.g. {"max_steps": {"used": 8, "limit": 8}}."""
+    budget = _figures(state)[0]
     return {
-        limit: {"used": used(state, limit), "limit": state["budget"].get(limit)}
+        limit: {"used": used(state, limit), "limit": budget.get(limit)}
         for limit in LIMIT_TO_USAGE
-        if state["budget"].get(limit) is not None
+        if budget.get(limit) is not None
     }
+
+
+def _figures(state: StateLike) -> tuple[Mapping[str, Any], Mapping[str, Any], int]:
+    """The limits, the usage and the step count of `state`, typed or not."""
+    if isinstance(state, RunState):
+        return state.budget.to_json(), state.usage.to_json(), state.steps
+    return state["budget"], state["usage"], state["steps"]

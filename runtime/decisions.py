@@ -9,25 +9,28 @@ import json
 import math
 from typing import Any
 
+from signoff.runtime.schema import Usage
+
 MAX_MALFORMED_CHARS = 500
 
 
-def charge_usage(raw: Any, usage: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+def charge_usage(raw: Any, usage: Usage) -> tuple[Any, dict[str, Any] | None, Usage]:
     """Count the model call and add the tokens and cost `raw` reports to `usage`.
 
-    Returns the decision without its `usage` and `model` keys, and the `model` metadata if any.
+    Returns the decision without its `usage` and `model` keys, the `model` metadata if any, and the
+    usage with this call charged.
     """
-    usage["model_calls"] += 1
+    charged: dict[str, Any] = {"model_calls": usage.model_calls + 1}
     if not isinstance(raw, dict):
-        return raw, None
+        return raw, None, usage.model_copy(update=charged)
     decision = dict(raw)
     reported = decision.pop("usage", None)
     if isinstance(reported, dict):
-        for key in ("input_tokens", "output_tokens"):
-            usage[key] += reported_count(reported.get(key))
-        usage["cost_usd"] = round(usage["cost_usd"] + float(reported_count(reported.get("cost_usd"), float)), 8)
+        charged["input_tokens"] = usage.input_tokens + int(reported_count(reported.get("input_tokens")))
+        charged["output_tokens"] = usage.output_tokens + int(reported_count(reported.get("output_tokens")))
+        charged["cost_usd"] = round(usage.cost_usd + float(reported_count(reported.get("cost_usd"), float)), 8)
     model = decision.pop("model", None)
-    return decision, model if isinstance(model, dict) else None
+    return decision, model if isinstance(model, dict) else None, usage.model_copy(update=charged)
 
 
 def malformed(decision: Any) -> str | None:

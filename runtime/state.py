@@ -1,9 +1,12 @@
-"""Run state as plain JSON: its shape, its version, and the pure helpers that read it.
+"""Run state as JSON: reading it (upgrading older versions, validating it whole), writing it, and
+the pure helpers around it (digests, keys, redaction).
 
-Pure: no I/O. A run's whole state is one JSON object, so pausing is a status plus a
-checkpoint and resuming is deserialisation.
+Pure: no I/O. A run's whole state is one JSON object, so pausing is a status plus a checkpoint and
+resuming is deserialisation. Its shape is defined once, as typed models, in `schema.py`
+(`RunState`, `SCHEMA_VERSION` 2); a state stored by an older Signoff is upgraded when read
+(`state_versions.upgrade`), and one of an unknown version is refused.
 
-History entries (each a dict, appended, never rewritten):
+History entries (each a JSON object, appended, never rewritten; `schema.HistoryEntry`):
 
     {"role": "user", "content": goal}                                   the goal, always first
     {"role": "assistant", "step": n, "tool": t, "args": {...}, "call_id": c}   a tool call
@@ -27,40 +30,36 @@ A call's `pending` entry carries `contract`, the hash of its tool's contract whe
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any
 
+from pydantic import ValidationError
+
+from signoff.runtime.digests import call_digest, call_fingerprint, canonical_json, idempotency_key
 from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.frozen import thawed
+from signoff.runtime.schema import (
+    ACTIVE,
+    ERROR_KINDS,
+    SCHEMA_VERSION,
+    STATUSES,
+    STOPPED,
+    TERMINAL,
+    USAGE_KEYS,
+    WAITING_ON_HUMAN,
+    RunState,
+    Status,
+)
+from signoff.runtime.state_versions import upgrade
 from signoff.tools.base import Tool
 
-SCHEMA_VERSION = 1
-
-Status = Literal[
-    "idle",
-    "running",
-    "awaiting_approval",
-    "done",
-    "budget_exhausted",
-    "failed",
-    "cancelled",
-    "expired",
-    "needs_reconciliation",
-    "stalled",
+__all__ = [
+    "ACTIVE", "DEFAULT_REDACT_KEYS", "ERROR_KINDS", "REDACTED", "SCHEMA_VERSION", "STATUSES", "STOPPED", "TERMINAL",
+    "USAGE_KEYS", "WAITING_ON_HUMAN", "Status", "call_digest", "call_fingerprint", "canonical_json", "dump_state",
+    "idempotency_key", "json_copy", "load_state", "new_state", "parse_state", "redact", "secret_names", "upgrade",
 ]
-STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]  # Literal keeps its members here
-TERMINAL: frozenset[str] = frozenset({"done", "cancelled", "expired"})
-"""Statuses a run never leaves."""
-WAITING_ON_HUMAN: frozenset[str] = frozenset(
-    {"awaiting_approval", "budget_exhausted", "failed", "needs_reconciliation", "stalled"}
-)
-"""Statuses where the run keeps its state and waits for a person (decide, extend, retry, reconcile)."""
-
-ERROR_KINDS = ("exception", "unknown_tool", "invalid_args", "denied", "duplicate", "timeout", "refused")
-
-USAGE_KEYS = ("model_calls", "tool_calls", "input_tokens", "output_tokens", "cost_usd", "seconds")
 
 DEFAULT_REDACT_KEYS: frozenset[str] = frozenset(
     {
@@ -75,43 +74,22 @@ A tool adds its own with `Tool.redact`; any other name is shown, so `run_token` 
 not hidden from the person asked to approve it."""
 REDACTED = "[redacted]"
 
+json_copy = thawed
+"""A plain deep copy of JSON-shaped data (see `frozen.thawed`)."""
+
 
 def new_state(run_id: str, budget: dict[str, Any]) -> dict[str, Any]:
-    """A fresh, not yet started run."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "goal": None,
-        "status": "idle",
-        "history": [],
-        "steps": 0,
-        "pending": None,
-        "answer": None,
-        "stop": None,
-        "budget": dict(budget),
-        "usage": {k: (0.0 if k in ("cost_usd", "seconds") else 0) for k in USAGE_KEYS},
-        "fingerprints": {},
-        "model": None,
-    }
+    """A fresh, not yet started run, as a plain JSON object of the current version."""
+    state = RunState.fresh(run_id, budget).to_json()
+    state["history"] = []
+    return state
 
 
-def json_copy(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (dicts, lists, scalars), several times faster than
-    `copy.deepcopy`, which a long run's history makes worth having. Other values are shared."""
-    if isinstance(value, dict):
-        return {k: json_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_copy(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(json_copy(v) for v in value)
-    return value
+def parse_state(blob: str | dict[str, Any], *, fresh: bool = False) -> tuple[RunState, dict[str, Any]]:
+    """Parse, upgrade and validate a checkpoint; refuse what we cannot read rather than guess.
 
-
-def load_state(blob: str | dict[str, Any], *, fresh: bool = False) -> dict[str, Any]:
-    """Parse and check a checkpoint; refuse what we cannot read rather than guess.
-
-    A dict is copied, so the caller's stays its own, unless `fresh` says nobody else holds it
-    (it was just parsed from storage).
+    Returns the typed state and its JSON (the current version's). A dict is copied, so the caller's
+    stays its own, unless `fresh` says nobody else holds it (it was just parsed from storage).
     """
     if isinstance(blob, str):
         try:
@@ -119,48 +97,47 @@ def load_state(blob: str | dict[str, Any], *, fresh: bool = False) -> dict[str, 
         except json.JSONDecodeError as exc:
             raise IncompatibleState(f"run state is not valid JSON: {exc}") from None
     else:
-        state = blob if fresh else json_copy(blob)
+        state = blob if fresh else thawed(blob)
     if not isinstance(state, dict):
         raise IncompatibleState("run state is not a JSON object")
-    version = state.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise IncompatibleState(
-            f"run state has schema version {version!r}; this Signoff reads version {SCHEMA_VERSION}"
-        )
-    missing = [k for k in ("run_id", "status", "history", "steps", "pending", "budget", "usage") if k not in state]
-    if missing:
-        raise IncompatibleState(f"run state is missing {', '.join(missing)}")
-    if state["status"] not in STATUSES:
-        raise IncompatibleState(f"run state has unknown status {state['status']!r}")
-    if not isinstance(state["history"], list) or not isinstance(state["steps"], int):
-        raise IncompatibleState("run state has a malformed history or step count")
-    state.setdefault("fingerprints", {})
-    return state
+    state = upgrade(state)
+    try:
+        return RunState.model_validate(state), state
+    except ValidationError as exc:
+        raise IncompatibleState(_refusal(exc)) from None
+
+
+def load_state(blob: str | dict[str, Any], *, fresh: bool = False) -> dict[str, Any]:
+    """`parse_state`'s JSON: a checkpoint checked whole and brought to the current version."""
+    return parse_state(blob, fresh=fresh)[1]
 
 
 def dump_state(state: dict[str, Any]) -> str:
     """Canonical JSON: the same state always gives the same text."""
-    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical_json(state)
 
 
-def canonical_json(value: Any) -> str:
-    """Canonical JSON used for digests and duplicate detection."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _refusal(exc: ValidationError) -> str:
+    """Why a state is refused, in words: the keys it lacks, an unknown status, or where its shape is
+    wrong (a few places at most, without echoing values, which may be secret)."""
+    errors = exc.errors(include_url=False)
+    missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and len(e["loc"]) == 1]
+    if missing:
+        return f"run state is missing {', '.join(missing)}"
+    status = next((e for e in errors if e["loc"] == ("status",)), None)
+    if status is not None:
+        return f"run state has unknown status {status['input']!r}; known: {', '.join(STATUSES)}"
+    places = [f"{_where(e['loc'])}: {e['msg']}" for e in errors[:3]]
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return f"run state is malformed: {'; '.join(places)}{more}"
 
 
-def call_fingerprint(tool: str, args: Any) -> str:
-    """Identity of a call regardless of when it was made: tool plus canonical arguments."""
-    return hashlib.sha256(f"{tool}\n{canonical_json(args)}".encode()).hexdigest()[:32]
-
-
-def call_digest(tool: str, args: Any, key: str) -> str:
-    """Binds an approval to exactly one call: tool, canonical arguments and idempotency key."""
-    return hashlib.sha256(f"{tool}\n{canonical_json(args)}\n{key}".encode()).hexdigest()
-
-
-def idempotency_key(run_id: str, step: int) -> str:
-    """`run_id:step`, the key a side-effecting tool receives."""
-    return f"{run_id}:{step}"
+def _where(loc: tuple[int | str, ...]) -> str:
+    """`history[3].tool_call.args`: a position in the state as a reader would write it."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text or "(the state)"
 
 
 def secret_names(*tools: Tool | None, configured: Iterable[str] = DEFAULT_REDACT_KEYS) -> frozenset[str]:

@@ -7,6 +7,7 @@ cannot shadow ours, nor ours theirs.
 """
 
 from signoff.runtime import (
+    ACTIVE,
     SCHEMA_VERSION,
     STATUSES,
     TERMINAL,
@@ -25,7 +26,9 @@ from signoff.runtime import (
     NotFound,
     OutcomeUnknown,
     Policy,
+    RunState,
     SignoffError,
+    Status,
     ToolTimeout,
     call_digest,
     redact,
@@ -34,8 +37,8 @@ from signoff.runtime import (
 from signoff.tools import Tool, ToolFailed
 
 __all__ = [
-    "Agent", "Budget", "Checkpoint", "Conflict", "ConfigError", "DispatchRefused", "Executor",
+    "ACTIVE", "Agent", "Budget", "Checkpoint", "Conflict", "ConfigError", "DispatchRefused", "Executor",
     "IncompatibleState", "InvalidTransition", "ModelAuthError", "ModelUnavailable", "NotFound",
-    "OutcomeUnknown", "Policy", "SCHEMA_VERSION", "STATUSES", "SignoffError", "TERMINAL", "Tool",
+    "OutcomeUnknown", "Policy", "RunState", "SCHEMA_VERSION", "STATUSES", "SignoffError", "Status", "TERMINAL", "Tool",
     "ToolFailed", "ToolTimeout", "WAITING_ON_HUMAN", "call_digest", "redact", "run_tool",
 ]

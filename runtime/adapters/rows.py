@@ -18,7 +18,7 @@ from signoff.runtime.adapters.tables import approvals, events, run_history, runs
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import OPEN_APPROVAL, ApprovalRequest
-from signoff.runtime.state import canonical_json, load_state
+from signoff.runtime.state import canonical_json, load_state, upgrade
 
 
 def _bound(column: Column[Any]) -> Any:
@@ -157,6 +157,7 @@ def run_record(row: Row[Any], history: list[dict[str, Any]] | None, *, listing: 
         if not listing:
             raise IncompatibleState(problem) from None
         return _record(row, {}, lenient=True, unreadable=problem)
+    state = upgrade(state, lenient=True)  # an older version's row reads as today's; a listing keeps the rest
     state["history"] = history if history is not None else []
     if history is not None:
         state = load_state(state, fresh=True)  # just parsed: no need for load_state's copy

@@ -95,7 +95,7 @@ def test_resume_with_max_steps_replaces_the_stored_limit():
 def test_unknown_schema_version_is_refused_with_a_clear_message():
     state = json.loads(paused().checkpoint())
     state["schema_version"] = 99
-    with pytest.raises(IncompatibleState, match="schema version 99.*reads version 1"):
+    with pytest.raises(IncompatibleState, match="schema version 99.*reads version 2"):
         Agent.resume(json.dumps(state), *fresh())
 
 
@@ -105,7 +105,7 @@ def test_unknown_schema_version_is_refused_with_a_clear_message():
     (lambda blob: "[1, 2]", "not a JSON object"),
     (lambda blob: json.dumps({k: v for k, v in json.loads(blob).items() if k != "history"}), "missing history"),
     (lambda blob: blob.replace('"status":"awaiting_approval"', '"status":"napping"'), "unknown status 'napping'"),
-    (lambda blob: blob.replace('"steps":3', '"steps":"3"'), "malformed history or step count"),
+    (lambda blob: blob.replace('"steps":3', '"steps":"3"'), "malformed: steps: Input should be a valid integer"),
 ], ids=["truncated", "empty", "array", "missing-key", "unknown-status", "steps-not-int"])
 def test_corrupted_state_is_refused(mangle, message):
     with pytest.raises(IncompatibleState, match=message):

@@ -29,7 +29,7 @@ def test_new_agent_state_has_the_documented_shape():
     assert state["history"] == [] and state["steps"] == 0
     assert state["status"] == "idle" and agent.status == "idle"
     assert state["pending"] is None and state["answer"] is None
-    assert state["schema_version"] == 1
+    assert state["schema_version"] == 2
     assert state["budget"]["max_steps"] == 5
     assert state["usage"] == {"model_calls": 0, "tool_calls": 0, "input_tokens": 0,
                               "output_tokens": 0, "cost_usd": 0.0, "seconds": 0.0}

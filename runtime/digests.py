@@ -1,0 +1,27 @@
+"""Canonical JSON and the hashes built on it: what binds an approval to one exact call. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON (sorted keys, compact): the same value always gives the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def call_fingerprint(tool: str, args: Any) -> str:
+    """Identity of a call regardless of when it was made: tool plus canonical arguments."""
+    return hashlib.sha256(f"{tool}\n{canonical_json(args)}".encode()).hexdigest()[:32]
+
+
+def call_digest(tool: str, args: Any, key: str) -> str:
+    """Binds an approval to exactly one call: tool, canonical arguments and idempotency key."""
+    return hashlib.sha256(f"{tool}\n{canonical_json(args)}\n{key}".encode()).hexdigest()
+
+
+def idempotency_key(run_id: str, step: int) -> str:
+    """`run_id:step`, the key a side-effecting tool receives."""
+    return f"{run_id}:{step}"

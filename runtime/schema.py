@@ -1,0 +1,284 @@
+"""The run state as typed, frozen, validated values: the one definition of its shape (version 2).
+
+Pure: pydantic only. Every model refuses keys it does not know (`extra="forbid"`) and values of
+the wrong type (`strict`: no `"3"` for 3, no `true` for 1). Optional fields that a writer leaves
+out stay out of the JSON (dump with `exclude_unset`), so an entry reads back exactly as written.
+
+History entries are a tagged union told apart by `role` and the key that defines each kind (a
+tool call has `tool`, a final answer `final`, a tool's result `result`, ...), which is how
+version 1 wrote them: the history's JSON is the same in both versions.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Annotated, Any, Final, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
+
+from signoff.runtime.digests import call_digest
+
+SCHEMA_VERSION: Final = 2
+"""The version this code writes; version 1 is upgraded when read (`state_versions.upgrade`)."""
+
+Status = Literal[
+    "idle", "running", "awaiting_approval", "done", "budget_exhausted", "failed", "cancelled", "expired",
+    "needs_reconciliation", "stalled",
+]
+StatusGroup = Literal["active", "waiting_on_human", "terminal"]
+STATUS_GROUPS: MappingProxyType[str, StatusGroup] = MappingProxyType({
+    "idle": "active", "running": "active",
+    "awaiting_approval": "waiting_on_human", "budget_exhausted": "waiting_on_human", "failed": "waiting_on_human",
+    "needs_reconciliation": "waiting_on_human", "stalled": "waiting_on_human",
+    "done": "terminal", "cancelled": "terminal", "expired": "terminal",
+})
+"""Every status in exactly one group: the sets below are derived from this table, nowhere else."""
+STATUSES: tuple[str, ...] = get_args(Status)
+assert set(STATUS_GROUPS) == set(STATUSES), "every status belongs to exactly one group"
+ACTIVE: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "active")
+"""Statuses a worker moves on by itself (not started yet, or running)."""
+WAITING_ON_HUMAN: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "waiting_on_human")
+"""Statuses where the run keeps its state and waits for a person (decide, extend, retry, reconcile)."""
+TERMINAL: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "terminal")
+"""Statuses a run never leaves."""
+STOPPED: frozenset[str] = WAITING_ON_HUMAN - {"awaiting_approval"}
+"""Waiting on a person without a call to decide: the run stopped short of an answer (out of budget,
+stalled, failed, unreconciled) until someone extends, retries or reconciles it."""
+
+ErrorKind = Literal["exception", "unknown_tool", "invalid_args", "denied", "duplicate", "timeout", "refused"]
+ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
+Number = Annotated[int | float, Field(gt=0)]
+"""A positive limit; an int stays an int (a budget given as 5 is written back as 5, not 5.0)."""
+Count = Annotated[int, Field(ge=0)]
+
+
+class Value(BaseModel):
+    """A frozen, strict value of the run state."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-shaped dict of this value, without the optional fields it was made without."""
+        return self.model_dump(mode="python", exclude_unset=True)
+
+
+class Usage(Value):
+    model_calls: Count
+    tool_calls: Count
+    input_tokens: Count
+    output_tokens: Count
+    cost_usd: float
+    seconds: float
+
+
+USAGE_KEYS: tuple[str, ...] = tuple(Usage.model_fields)
+NO_USAGE = Usage(model_calls=0, tool_calls=0, input_tokens=0, output_tokens=0, cost_usd=0.0, seconds=0.0)
+
+
+class BudgetLimits(Value):
+    """The limits of `budget.Budget` as stored; None is unlimited (steps are always bounded)."""
+
+    max_steps: Number
+    max_tool_calls: Number | None
+    max_tokens: Number | None
+    max_cost_usd: Number | None
+    max_seconds: Number | None
+
+
+class Versions(Value):
+    """What produced a model turn: the model spec, the system prompt's hash and the tool catalogue's
+    hash (a key of the state's `contracts`)."""
+
+    model: str | None
+    prompt: str | None
+    tools: str | None
+
+
+class LastVersions(Value):
+    """The model and prompt of the latest turn; a change is an audit event."""
+
+    model: str | None
+    prompt: str | None
+
+
+class ReportedUsage(Value):
+    """The usage a reply reported, as reported (untrusted: a replay charges the same)."""
+
+    input_tokens: JsonValue = None
+    output_tokens: JsonValue = None
+    cost_usd: JsonValue = None
+
+
+class _Turn(Value):
+    role: Literal["assistant"]
+    step: Count
+    versions: Versions | None = None
+    usage: ReportedUsage | None = None
+
+
+class Goal(Value):
+    role: Literal["user"]
+    content: str
+
+
+class ToolCall(_Turn):
+    tool: str
+    args: JsonValue
+    """As proposed: not necessarily an object (that is for the tool to refuse)."""
+    call_id: str
+    text: str | None = None
+    """What the model said beside its call."""
+    note: str | None = None
+    """What an adapter did with the reply, e.g. dropped calls."""
+
+
+class FinalAnswer(_Turn):
+    final: str
+
+
+class MalformedReply(_Turn):
+    malformed: str
+
+
+class _Observation(Value):
+    role: Literal["tool"]
+    step: Count
+    tool: str
+    call_id: str
+
+
+class ToolResult(_Observation):
+    result: JsonValue
+
+
+class ToolError(_Observation):
+    error: str
+    error_kind: ErrorKind | None = None
+
+
+class RuntimeFeedback(Value):
+    role: Literal["runtime"]
+    step: Count
+    error: str
+
+
+def entry_kind(entry: Any) -> str | None:
+    """The tag of a history entry (a dict or a model): its role and the key that defines its kind."""
+    if isinstance(entry, Value):
+        return _KINDS.get(type(entry))
+    if not isinstance(entry, dict):
+        return None
+    match entry.get("role"):
+        case "user":
+            return "goal"
+        case "assistant":
+            return next((kind for key, kind in _TURN_KEYS if key in entry), None)
+        case "tool":
+            return "tool_result" if "result" in entry else "tool_error" if "error" in entry else None
+        case "runtime":
+            return "runtime_feedback"
+    return None
+
+
+_TURN_KEYS = (("tool", "tool_call"), ("final", "final_answer"), ("malformed", "malformed_reply"))
+_KINDS: dict[type[Value], str] = {
+    Goal: "goal", ToolCall: "tool_call", FinalAnswer: "final_answer", MalformedReply: "malformed_reply",
+    ToolResult: "tool_result", ToolError: "tool_error", RuntimeFeedback: "runtime_feedback",
+}
+
+HistoryEntry = Annotated[
+    Annotated[Goal, Tag("goal")] | Annotated[ToolCall, Tag("tool_call")]
+    | Annotated[FinalAnswer, Tag("final_answer")] | Annotated[MalformedReply, Tag("malformed_reply")]
+    | Annotated[ToolResult, Tag("tool_result")] | Annotated[ToolError, Tag("tool_error")]
+    | Annotated[RuntimeFeedback, Tag("runtime_feedback")],
+    Discriminator(entry_kind, custom_error_type="unknown_history_entry",
+                  custom_error_message="not a history entry: its role is not user, assistant, tool or runtime, "
+                                       "or it lacks the key that says what it is (tool, final, malformed, "
+                                       "result or error)"),
+]
+
+
+class PendingCall(Value):
+    """A validated call waiting for a person (or for reconciliation), bound to its key `run_id:step`."""
+
+    tool: str
+    args: dict[str, JsonValue]
+    key: str
+    step: Count
+    call_id: str
+    contract: str | None = None
+    """The hash of its tool's contract when it was proposed (None: recorded before Signoff kept it)."""
+
+    @property
+    def digest(self) -> str:
+        """What an approval of this call is bound to. Derived, never stored: a stored copy could
+        disagree with the arguments, and it is the store that checks an approval against them."""
+        return call_digest(self.tool, self.args, self.key)
+
+
+class LimitUse(Value):
+    used: float
+    limit: int | float
+
+
+class Stop(Value):
+    """Why the run stopped where it did; which details are present depends on the ending."""
+
+    reason: str
+    step: Count
+    budget: str | None = None
+    """budget_exhausted: the limit reached, with every limit's use in `limits`."""
+    limits: dict[str, LimitUse] | None = None
+    detail: str | None = None
+    """failed: what the model or the policy raised."""
+    by: str | None = None
+    """cancelled: who cancelled it."""
+    repeats: int | None = None
+    """stalled: the turns in a row that repeated earlier calls."""
+    key: str | None = None
+    tool: str | None = None
+    """needs_reconciliation: the call whose outcome is unknown."""
+
+
+class Fingerprint(Value):
+    """What became of a side-effecting call, so an identical one is not proposed again."""
+
+    outcome: Literal["executed", "attempted", "denied"]
+    key: str
+
+
+class RunState(Value):
+    """A run's whole state. Every field is always present from version 2 on."""
+
+    schema_version: Literal[2]
+    run_id: str
+    goal: str | None
+    status: Status
+    history: tuple[HistoryEntry, ...] = Field(strict=False)  # a JSON array becomes the tuple
+    steps: Count
+    pending: PendingCall | None
+    answer: str | None
+    stop: Stop | None
+    budget: BudgetLimits
+    usage: Usage
+    fingerprints: dict[str, Fingerprint]
+    """By `state.call_fingerprint` of the call."""
+    model: dict[str, JsonValue] | None
+    """What the latest reply said about its model (name, system prompt hash)."""
+    contracts: dict[str, dict[str, str]]
+    """Tool catalogues by hash: {catalogue: {tool: contract hash}}."""
+    repeats: Count
+    """The latest turns in a row that repeated an earlier call and got its result again."""
+    last_versions: LastVersions | None
+
+    def to_json(self) -> dict[str, Any]:
+        state = super().to_json()
+        state["history"] = list(state["history"])  # a JSON array, as it was read
+        return state
+
+    @classmethod
+    def fresh(cls, run_id: str, budget: dict[str, Any]) -> RunState:
+        """A run not yet started."""
+        return cls(schema_version=SCHEMA_VERSION, run_id=run_id, goal=None, status="idle", history=(), steps=0,
+                   pending=None, answer=None, stop=None, budget=BudgetLimits.model_validate(budget), usage=NO_USAGE,
+                   fingerprints={}, model=None, contracts={}, repeats=0, last_versions=None)

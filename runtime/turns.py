@@ -1,0 +1,81 @@
+"""A policy's reply read as a turn of the run: its usage charged, and where it came from. Pure.
+
+What a turn records about its origin (`versions`: the model, the system prompt and the tool
+catalogue behind it; `usage`: what the reply reported) lets a replay charge the same and name the
+deploy that changed a run's behaviour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NotRequired, TypedDict
+
+from signoff.runtime.decisions import charge_usage, jsonable
+from signoff.runtime.digests import canonical_json
+from signoff.runtime.schema import LastVersions, ReportedUsage, RunState, Versions
+from signoff.tools.base import Tool
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The tools' contracts, and the hash that names them in a turn's `versions`."""
+
+    digest: str
+    contracts: dict[str, str]
+
+    @classmethod
+    def of(cls, tools: Mapping[str, Tool]) -> Catalogue:
+        contracts = {name: tool.contract for name, tool in sorted(tools.items())}
+        return cls(hashlib.sha256(canonical_json(contracts).encode()).hexdigest()[:16], contracts)
+
+
+class Provenance(TypedDict):
+    """What a turn's history entry records about where it came from."""
+
+    versions: Versions
+    usage: NotRequired[ReportedUsage]
+    """Only when the reply reported some."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A reply, read."""
+
+    decision: Any
+    """The reply without its `usage` and `model` keys: a call, a final answer or something malformed."""
+    provenance: Provenance
+    changes: dict[str, Any] = field(default_factory=dict)
+    """What the turn changes in the run state: usage, model, contracts, last versions."""
+    versions_changed: tuple[dict[str, Any], dict[str, Any]] | None = None
+    """(was, now) when the model or the system prompt differs from the previous turn's."""
+
+
+def read_turn(raw: Any, run: RunState, catalogue: Catalogue) -> Turn:
+    """Take usage and model metadata off a reply and work out what the turn records."""
+    reported = raw.get("usage") if isinstance(raw, dict) else None
+    decision, model, usage = charge_usage(raw, run.usage)
+    changes: dict[str, Any] = {"usage": usage}
+    if model is not None:
+        model = jsonable(model)
+        changes["model"] = model
+    if catalogue.digest not in run.contracts:
+        changes["contracts"] = {**run.contracts, catalogue.digest: dict(catalogue.contracts)}
+    versions = _versions(model, catalogue)
+    now = LastVersions(model=versions.model, prompt=versions.prompt)
+    changes["last_versions"] = now
+    last = run.last_versions
+    changed = (last.to_json(), now.to_json()) if last is not None and last != now else None
+    provenance: Provenance = {"versions": versions}
+    if isinstance(reported, dict):
+        provenance["usage"] = ReportedUsage.model_validate(
+            {k: jsonable(reported[k]) for k in ReportedUsage.model_fields if k in reported})
+    return Turn(decision, provenance, changes, changed)
+
+
+def _versions(model: dict[str, Any] | None, catalogue: Catalogue) -> Versions:
+    """The model spec, system prompt and tool contracts behind a turn."""
+    name, prompt = (model or {}).get("name"), (model or {}).get("system_prompt_sha256")
+    return Versions(model=name if name is None or isinstance(name, str) else str(name),
+                    prompt=prompt[:16] if isinstance(prompt, str) else None, tools=catalogue.digest)
