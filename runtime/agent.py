@@ -1,56 +1,65 @@
-"""The agent loop: a policy proposes, this code validates, gates and executes.
+"""The agent: the one driver of the loop. It does what each step of `loop` asks, in order (ask the
+model, run a call, commit the step), through `Ports`, and holds the run's state between requests.
 
-Pure: no Slack, no SQL, no HTTP. I/O reaches the loop only through what the caller passes in:
-the policy, the tools, an `executor` (how a call is dispatched), `on_event` (the audit sink)
-and `on_checkpoint` (where each step's state goes). The state is a frozen, validated
-`schema.RunState` (`agent.run_state`) that every transition replaces with a new value;
-`agent.state` shows it as read-only JSON.
+The decisions are in the pure `loop` and `requests`; the I/O is in the ports: in-process (the
+`executor` runs calls, `on_checkpoint` receives each step) or the runner's (the ledger, the
+store). Nothing in the loop calls back into either: a step is a value, and the driver acts on it.
+The state is a frozen, validated `schema.RunState` (`agent.run_state`); `agent.state` shows it as
+read-only JSON.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
-from signoff.runtime.budget import Budget, exhausted_limit, usage_report
-from signoff.runtime.checkpoints import Checkpoint
-from signoff.runtime.decisions import jsonable, malformed, shortened
-from signoff.runtime.dispatch import Dispatcher, Executor
-from signoff.runtime.errors import InvalidTransition, ModelAuthError, ModelUnavailable
-from signoff.runtime.frozen import frozen, thawed
-from signoff.runtime.schema import (
-    TERMINAL,
-    BudgetLimits,
-    ErrorKind,
-    FinalAnswer,
-    Goal,
-    MalformedReply,
-    PendingCall,
-    RunState,
-    RuntimeFeedback,
-    ToolCall,
-)
-from signoff.runtime.stalls import Repeats
-from signoff.runtime.state import (
-    DEFAULT_REDACT_KEYS,
-    call_fingerprint,
-    dump_state,
-    idempotency_key,
-    parse_state,
-)
-from signoff.runtime.tool_calls import run_tool
-from signoff.runtime.turns import Catalogue, Provenance, read_turn
+from signoff.runtime import loop, requests
+from signoff.runtime.budget import Budget
+from signoff.runtime.checkpoints import Checkpoint, StateJson, StepRecord
+from signoff.runtime.errors import ModelAuthError, ModelUnavailable
+from signoff.runtime.frozen import FrozenDict, frozen, thawed
+from signoff.runtime.loop import CallModel, Context, ModelFailed, Reply, RunTool, Step
+from signoff.runtime.schema import BudgetLimits, RunState
+from signoff.runtime.state import DEFAULT_REDACT_KEYS, dump_state, parse_state
+from signoff.runtime.tool_calls import Executor, Outcome, call_tool, run_tool
 from signoff.tools.base import Tool
 
-__all__ = ["Agent", "Checkpoint", "Executor", "Policy"]
+__all__ = ["Agent", "Checkpoint", "Executor", "InProcess", "Policy", "Ports"]
 
 Policy = Callable[[list[dict[str, Any]]], Any]
 """history -> {"tool": name, "args": {...}} | {"final": text}; may add "usage", "call_id", "text", "note"."""
 
 
-class Agent(Dispatcher):
+class Ports(Protocol):
+    """Where the driver's I/O goes."""
+
+    def run(self, action: RunTool) -> Outcome:
+        """Run the call once with its key and say what came of it (a tool's failure is an outcome).
+        Anything raised is not the tool's: it stops the driver and reaches the caller."""
+
+    def save(self, checkpoint: Checkpoint) -> bool:
+        """Commit one step. False: stop driving here (the run changed hands or a request arrived)."""
+
+
+class InProcess:
+    """Ports for a run held in this process: `executor` runs calls, `on_checkpoint` sees each step."""
+
+    def __init__(self, executor: Executor, on_checkpoint: Callable[[Checkpoint], None] | None,
+                 clock: Callable[[], float]) -> None:
+        self.executor, self.on_checkpoint, self.clock = executor, on_checkpoint, clock
+
+    def run(self, action: RunTool) -> Outcome:
+        # A copy: a tool that consumes its arguments must not rewrite the history or the fingerprint.
+        return call_tool(action.tool, thawed(action.call.args), action.call.key, self.executor, self.clock)
+
+    def save(self, checkpoint: Checkpoint) -> bool:
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(checkpoint)
+        return True
+
+
+class Agent:
     """Runs a policy against tools under a budget, pausing for a human before every side effect."""
 
     def __init__(
@@ -64,37 +73,32 @@ class Agent(Dispatcher):
         executor: Executor = run_tool,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         on_checkpoint: Callable[[Checkpoint], None] | None = None,
+        ports: Ports | None = None,
         redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
         clock: Callable[[], float] = time.monotonic,
         stall_after: int | None = 3,
     ) -> None:
-        budget = budget or Budget(max_steps=max_steps)
-        super().__init__(RunState.fresh(run_id, budget.to_json()), [], clock=clock, on_event=on_event,
-                         on_checkpoint=on_checkpoint)
-        self.policy = policy
-        self.tools = _tool_map(tools)
-        self.executor = executor
-        self.redact_keys = frozenset(redact_keys)
         if stall_after is not None and stall_after < 1:
             raise ValueError("stall_after must be a positive number of turns, or None")
-        self.stall_after = stall_after
-        """Turns in a row that repeat an earlier call and get its result again before the run stops
-        as `stalled` (None: never)."""
-        self._policy_copies: list[dict[str, Any]] = []
-        self._repeats = Repeats()
-        self._catalogue: Catalogue | None = None
+        self.policy = policy
+        self.tools = _tool_map(tools)
+        self.clock = clock
+        self.on_event = on_event
+        self.ports: Ports = ports or InProcess(executor, on_checkpoint, clock)
+        self.context = Context(self.tools, frozenset(redact_keys), stall_after)
+        """`stall_after`: turns in a row that repeat an earlier call and get its result again before
+        the run stops as `stalled` (None: never)."""
+        self._restore(RunState.fresh(run_id, (budget or Budget(max_steps=max_steps)).to_json()), [])
 
-    # -- construction from a checkpoint ---------------------------------------------------
+    def _restore(self, run: RunState, history_json: list[FrozenDict]) -> None:
+        self._run, self._json = run, StateJson(history_json)
+        self._view: FrozenDict | None = None
+        self._step, self._mark = StepRecord(), len(run.history)
+        self._policy_copies: list[dict[str, Any]] = []
 
     @classmethod
-    def resume(
-        cls,
-        blob: str | dict[str, Any],
-        policy: Policy,
-        tools: Iterable[Tool] | dict[str, Tool],
-        max_steps: int | None = None,
-        **options: Any,
-    ) -> Agent:
+    def resume(cls, blob: str | dict[str, Any], policy: Policy, tools: Iterable[Tool] | dict[str, Tool],
+               max_steps: int | None = None, **options: Any) -> Agent:
         """Rebuild an agent from `checkpoint()` (of this version or an older one, which is upgraded);
         it continues exactly where the original stopped.
 
@@ -112,34 +116,37 @@ class Agent(Dispatcher):
         agent._restore(run, [frozen(entry) for entry in state["history"]])  # validated: the entries' JSON
         return agent
 
+    # -- what it holds -------------------------------------------------------------------
+
+    @property
+    def run_state(self) -> RunState:
+        """The typed state: a frozen value, replaced (never changed) by each transition."""
+        return self._run
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The state as JSON, read-only (writing raises `TypeError`): `state["pending"]["key"]`."""
+        if self._view is None:
+            self._view = self._json.view(self._run)
+        return self._view
+
+    @property
+    def status(self) -> str:
+        return self._run.status
+
     def checkpoint(self) -> str:
         """The whole run state as canonical JSON."""
         return dump_state(self.state)
 
-    # -- public transitions --------------------------------------------------------------
+    # -- a person's requests, each followed by the run as far as it goes -----------------
 
     def start(self, goal: str) -> str:
         """Record the goal and run until the run finishes, pauses or runs out of budget."""
-        if self.status != "idle":
-            raise InvalidTransition(f"run {self._run.run_id} already started ({self.status})")
-        if not isinstance(goal, str) or not goal.strip():
-            raise ValueError("the goal must be a non-empty string")
-        self._append(Goal(role="user", content=goal))
-        self._evolve(goal=goal, status="running")
-        self._emit("run_started", goal=goal, budget=self._run.budget.to_json())
-        self._commit()
-        return self.run()
+        return self._drive(requests.start(self._run, goal))
 
     def run(self) -> str:
         """Continue a running run; any other status is returned unchanged."""
-        self._clock_mark = self.clock()
-        try:
-            while self.status == "running":
-                self._advance()
-        finally:
-            self._charge_time()
-            self._clock_mark = None
-        return self.status
+        return self._drive(loop.Draft(self._run).go_on(), committed=True)
 
     def decide(self, approved: bool, note: str = "", by: str | None = None) -> str:
         """Approve or deny the pending call, then continue the run.
@@ -147,163 +154,84 @@ class Agent(Dispatcher):
         Approving runs exactly the pending call, once, with its key. Denying tells the model
         `denied by human: <note>`. Raises `InvalidTransition` when nothing is pending.
         """
-        pending = self._run.pending
-        if self.status != "awaiting_approval" or pending is None:
-            raise InvalidTransition(f"run {self._run.run_id} has no pending approval ({self.status})")
-        self._emit("approval_decided", key=pending.key, tool=pending.tool, approved=approved, by=by, note=note)
-        self._evolve(status="running")
-        self._clock_mark = self.clock()  # running the approved call is running time; the wait was not
-        if approved:
-            self._dispatch(pending)
-        else:
-            self._settle(pending, "denied")
-            self._observe(pending, error=f"denied by human: {note.strip() or 'no reason given'}", kind="denied")
-            self._evolve(pending=None)
-        if self.status == "running":
-            self._commit()
-        return self.run()
+        return self._drive(requests.decide(self._run, self.context, approved, note, by))
 
     def reconsider(self, reason: str) -> str:
-        """The pending call's tool changed since it was proposed (a deploy in between), so the
-        approval given for it no longer holds: validate the call again under the tool as it is now.
-
-        Still valid, it is asked about afresh (a new approval, same key); no longer valid, the
-        model is told why and goes on; become read-only, it runs. `reason` says what changed.
-        """
-        pending = self._run.pending
-        if self.status != "awaiting_approval" or pending is None:
-            raise InvalidTransition(f"run {self._run.run_id} has no pending approval ({self.status})")
-        tool = self.tools.get(pending.tool)
-        self._emit("call_reconsidered", key=pending.key, tool=pending.tool, reason=reason,
-                   was=pending.contract, now=tool.contract if tool else None)
-        if tool is None:
-            return self._withdraw(pending, f"{reason}; tool {pending.tool} is no longer registered", "unknown_tool")
-        try:
-            args = tool.validate(pending.args)
-        except ValueError as exc:
-            return self._withdraw(pending, f"{reason}, and the call no longer fits it: {exc}", "invalid_args")
-        if not tool.side_effect:
-            self._evolve(status="running")
-            self._clock_mark = self.clock()
-            self._dispatch(_revised(pending, args=args))
-            self._evolve(pending=None)
-        else:
-            self._evolve(pending=_revised(pending, args=args, contract=tool.contract))
-            self._emit("approval_requested", key=pending.key, tool=tool.name,
-                       args=self._redacted(tool.name, args), supersedes=True, reason=reason)
-        self._commit()
-        return self.run()
-
-    def _withdraw(self, pending: PendingCall, reason: str, kind: ErrorKind) -> str:
-        """Drop the pending call unexecuted and tell the model why; the run goes on."""
-        self._observe(pending, error=f"not executed: {reason}", kind=kind)
-        self._evolve(pending=None, status="running")
-        self._commit()
-        return self.run()
+        """The pending call's tool changed since it was proposed: ask afresh, withdraw or run it
+        (see `requests.reconsider`)."""
+        return self._drive(requests.reconsider(self._run, self.context, reason))
 
     def extend(self, **limits: float) -> str:
         """Raise budget limits (e.g. `max_steps=12`) and continue a run that ran out."""
-        unknown = set(limits) - set(Budget.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown budget limits: {', '.join(sorted(unknown))}")
-        raised = {**self._run.budget.to_json(), **limits}
-        Budget(**raised)  # validates the new values
-        if self.status not in ("budget_exhausted", "stalled", "running", "awaiting_approval"):
-            raise InvalidTransition(f"run {self._run.run_id} cannot be extended ({self.status})")
-        self._evolve(budget=BudgetLimits.model_validate(raised))
-        self._emit("budget_extended", limits=limits)
-        if self.status in ("budget_exhausted", "stalled"):
-            # A person looked at the loop and let it go on: its repeats so far are forgiven.
-            self._evolve(status="running", stop=None, repeats=0)
-        self._commit()
-        return self.run()
+        return self._drive(requests.extend(self._run, **limits))
 
     def retry(self) -> str:
         """Continue a run that failed (e.g. model unavailable) from where it stopped."""
-        if self.status != "failed":
-            raise InvalidTransition(f"run {self._run.run_id} has not failed ({self.status})")
-        stop = self._run.stop
-        self._emit("retried", previous=stop.to_json() if stop is not None else None)
-        self._evolve(status="running", stop=None)
-        self._commit()
-        return self.run()
+        return self._drive(requests.retry(self._run))
 
     def reconcile(self, action: str, result: Any = None, note: str = "", by: str | None = None) -> str:
         """Settle a call whose outcome is unknown: `done` (with the real result), `retry` or `abort`."""
-        pending = self._run.pending
-        if self.status != "needs_reconciliation" or pending is None:
-            raise InvalidTransition(f"run {self._run.run_id} is not waiting for reconciliation")
-        if action not in ("done", "retry", "abort"):
-            raise ValueError("action must be 'done', 'retry' or 'abort'")
-        self._emit("reconciled", key=pending.key, tool=pending.tool, action=action, by=by, note=note)
-        if action == "abort":
-            return self.cancel(f"aborted during reconciliation: {note or 'no reason given'}", by=by)
-        self._evolve(status="running", stop=None)
-        self._clock_mark = self.clock()
-        if action == "retry":
-            self._dispatch(pending, retry=True)
-        else:
-            result = jsonable(result)
-            self._record_execution(pending, ok=True, value=result, seconds=0.0, reconciled=True)
-            self._observe(pending, result=result)
-            self._evolve(pending=None)
-        if self.status == "running":
-            self._commit()
-        return self.run()
+        return self._drive(requests.reconcile(self._run, self.context, action, result, note, by))
 
     def cancel(self, reason: str = "", by: str | None = None) -> str:
         """End the run as `cancelled`; a pending call is dropped unexecuted."""
-        if self.status in TERMINAL:
-            raise InvalidTransition(f"run {self._run.run_id} already ended ({self.status})")
-        self._stop("cancelled", reason=reason or "cancelled", by=by)
-        return self.status
+        return self._drive(requests.cancel(self._run, reason, by))
 
     def expire(self, reason: str = "approval expired") -> str:
         """End a run whose pending approval expired; nothing was executed."""
-        if self.status != "awaiting_approval":
-            raise InvalidTransition(f"run {self._run.run_id} is not awaiting approval ({self.status})")
-        self._stop("expired", reason=reason)
-        return self.status
+        return self._drive(requests.expire(self._run, reason))
 
-    # -- the loop ------------------------------------------------------------------------
+    # -- the driver ----------------------------------------------------------------------
 
-    def _advance(self) -> None:
-        """One policy call and what follows from it, ending in a checkpoint."""
-        limit = exhausted_limit(self._run)
-        if limit is not None:
-            self._stop("budget_exhausted", reason=f"{limit} reached", budget=limit, limits=usage_report(self._run))
-            return
+    def _drive(self, step: Step, *, committed: bool = False) -> str:
+        """Act on `step` and on every step after it until the run pauses, ends or a port says stop.
+
+        Each step whose next action is not a `RunTool` is committed (`committed`: `step` changed
+        nothing, so it is not). Running time is charged at each commit; waiting is never charged.
+        """
+        mark = self.clock()
+        while True:
+            self._take(step)
+            if not isinstance(step.then, RunTool) and not committed:
+                now = self.clock()
+                self._run, mark = loop.charge_time(self._run, now - mark), now
+                if not self._commit():
+                    return self.status
+            committed = False
+            match step.then:
+                case CallModel():
+                    step = loop.budget_stop(self._run) or loop.after_reply(self._run, self.context, self._ask())
+                case RunTool() as action:
+                    step = loop.after_call(self._run, self.context, action, self.ports.run(action))
+                case _:
+                    return self.status
+
+    def _take(self, step: Step) -> None:
+        """Make `step`'s state the run's, and keep its events (and ledger outcome) for the commit."""
+        self._run, self._view = step.state, None
+        self._json.append(step.state.history[len(self._json.history):])
+        self._step.events.extend(step.events)
+        if step.execution is not None:
+            self._step.execution = step.execution
+        if self.on_event is not None:
+            for event in step.events:
+                self.on_event(event)
+
+    def _commit(self) -> bool:
+        step, self._step = self._step, StepRecord()
+        start, self._mark = self._mark, len(self._run.history)
+        return self.ports.save(Checkpoint(self.state, start, step.events, step.execution))
+
+    def _ask(self) -> Reply | ModelFailed:
+        """The policy's reply to the history so far; its failure is a value, so the run stops visibly."""
         try:
-            raw = self.policy(self._history_for_policy())
+            return Reply(self.policy(self._history_for_policy()))
         except ModelAuthError as exc:
-            self._stop("failed", reason="model rejected credentials", detail=str(exc))
-            return
+            return ModelFailed("model rejected credentials", str(exc))
         except ModelUnavailable as exc:
-            self._stop("failed", reason="model unavailable", detail=str(exc))
-            return
+            return ModelFailed("model unavailable", str(exc))
         except Exception as exc:  # a policy bug must not take the run down with it
-            self._stop("failed", reason="policy error", detail=f"{type(exc).__name__}: {exc}")
-            return
-        if self._catalogue is None:
-            self._catalogue = Catalogue.of(self.tools)
-        turn = read_turn(raw, self._run, self._catalogue)
-        step = self._run.steps + 1
-        self._evolve(steps=step, **turn.changes)
-        if turn.versions_changed is not None:
-            was, now = turn.versions_changed
-            self._emit("versions_changed", was=was, now=now)
-        problem = malformed(turn.decision)
-        if problem:
-            self._append(MalformedReply(role="assistant", step=step, malformed=shortened(raw), **turn.provenance),
-                         RuntimeFeedback(role="runtime", step=step, error=problem))
-            self._emit("decision", kind="malformed", error=problem)
-        elif "final" in turn.decision:
-            self._finish(turn.decision, turn.provenance)
-        else:
-            self._propose(turn.decision, turn.provenance)
-            self._count_repeat()
-        if self.status in ("running", "awaiting_approval", "done"):
-            self._commit()
+            return ModelFailed("policy error", f"{type(exc).__name__}: {exc}")
 
     def _history_for_policy(self) -> list[dict[str, Any]]:
         """A copy of the history for the policy, so nothing it does can touch the run.
@@ -314,63 +242,6 @@ class Agent(Dispatcher):
         history, copies = self._json.history, self._policy_copies
         copies.extend(thawed(entry) for entry in history[len(copies):])
         return list(copies)
-
-    def _count_repeat(self) -> None:
-        """Count a turn that called a tool as it was called before and got the same result again,
-        and stop the run as `stalled` after `stall_after` of them in a row: a loop, not progress."""
-        if self.stall_after is None or self.status != "running":
-            return
-        repeats = self._repeats.after_turn(self._run.history, self._run.repeats)
-        if repeats is None:
-            return
-        self._evolve(repeats=repeats)
-        if repeats >= self.stall_after:
-            self._stop("stalled", reason=f"the last {repeats} turns repeated earlier calls and got the same results",
-                       repeats=repeats)
-
-    def _finish(self, decision: dict[str, Any], provenance: Provenance) -> None:
-        answer = jsonable(decision["final"])
-        answer = answer if isinstance(answer, str) else json.dumps(answer)
-        self._append(FinalAnswer(role="assistant", step=self._run.steps, final=answer, **provenance))
-        self._evolve(answer=answer, status="done")
-        self._emit("decision", kind="final")
-        self._emit("finished", answer=answer, usage=self._run.usage.to_json())
-
-    def _propose(self, decision: dict[str, Any], provenance: Provenance) -> None:
-        step = self._run.steps
-        # JSON-only from here on: a checkpoint must be able to hold whatever the policy proposed.
-        name, args = decision["tool"], jsonable(decision.get("args", {}))
-        said = {k: decision[k] for k in ("text", "note") if isinstance(decision.get(k), str)}
-        call = ToolCall(role="assistant", step=step, tool=name, args=args,
-                        call_id=str(decision.get("call_id") or f"call-{step}"), **said, **provenance)
-        self._append(call)
-        self._emit("decision", kind="tool", tool=name, args=self._redacted(name, args))
-        tool = self.tools.get(name)
-        if tool is None:
-            self._observe(call, error=f"unknown tool {name}", kind="unknown_tool")
-            return
-        try:
-            args = tool.validate(args)
-        except ValueError as exc:
-            self._observe(call, error=str(exc), kind="invalid_args")
-            return
-        pending = PendingCall(tool=name, args=args, key=idempotency_key(self._run.run_id, step), step=step,
-                              call_id=call.call_id, contract=tool.contract)
-        if not tool.side_effect:
-            self._dispatch(pending)
-            return
-        earlier = self._run.fingerprints.get(call_fingerprint(name, args))
-        if earlier is not None:
-            self._observe(call, kind="duplicate", error=(
-                f"refused: an identical {name} call was already {earlier.outcome} (key {earlier.key}); "
-                "it is not proposed again"))
-            return
-        self._evolve(pending=pending, status="awaiting_approval")
-        self._emit("approval_requested", key=pending.key, tool=name, args=self._redacted(name, args))
-
-def _revised(pending: PendingCall, **changes: Any) -> PendingCall:
-    """`pending` with `changes`, validated again."""
-    return PendingCall.model_validate({**pending.to_json(), **changes})
 
 
 def _tool_map(tools: Iterable[Tool] | dict[str, Tool]) -> dict[str, Tool]:

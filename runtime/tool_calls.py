@@ -1,16 +1,85 @@
-"""Calling a tool with a time limit, on threads kept for the next call."""
+"""Calling a tool with a time limit, on threads kept for the next call, and what came of a call
+as a value (`Outcome`) for the loop to record."""
 
 from __future__ import annotations
 
 import queue
 import threading
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
 
+from signoff.runtime.decisions import jsonable
+from signoff.runtime.errors import DispatchRefused, OutcomeUnknown
+from signoff.runtime.schema import Status
 from signoff.tools.base import Tool
 
 
 class ToolTimeout(Exception):
     """A tool call ran past its `timeout_s`."""
+
+
+@dataclass(frozen=True)
+class Ran:
+    """The call returned `value` (as JSON)."""
+
+    value: Any
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The tool raised: `error` is what the model is told."""
+
+    error: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """The call ran past its time limit; it may still finish in the background."""
+
+    message: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """The call may or may not have taken effect (it started earlier and left no outcome)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The call was not started (no approval in force, a lost lease's window): the run stops as `status`."""
+
+    reason: str
+    status: Status
+
+
+Outcome = Ran | Failed | TimedOut | Unknown | Refused
+
+Executor = Callable[[Tool, dict[str, Any], str], Any]
+"""(tool, validated args, idempotency key) -> result; raises what the tool raises, `DispatchRefused`
+(not started) or `OutcomeUnknown` (started before, no outcome recorded)."""
+
+
+def call_tool(tool: Tool, args: dict[str, Any], key: str, executor: Executor,
+              clock: Callable[[], float]) -> Outcome:
+    """Run one call through `executor` and say what came of it; a tool's failure is a value, never raised."""
+    started = clock()
+    try:
+        value = executor(tool, args, key)
+    except DispatchRefused as exc:
+        return Refused(exc.reason, cast(Status, exc.status))
+    except OutcomeUnknown as exc:
+        return Unknown(str(exc))
+    except ToolTimeout as exc:
+        return TimedOut(str(exc), clock() - started)
+    except Exception as exc:  # the tool's failure is the model's to handle, not ours
+        return Failed(f"{type(exc).__name__}: {exc}", clock() - started)
+    return Ran(jsonable(value), clock() - started)
 
 
 def run_tool(tool: Tool, args: dict[str, Any], key: str) -> Any:

@@ -9,8 +9,10 @@ from pathlib import Path
 
 CORE = ["signoff", "signoff.runtime", "signoff.runtime.agent", "signoff.runtime.state", "signoff.runtime.budget",
         "signoff.runtime.decisions", "signoff.runtime.tool_calls", "signoff.runtime.records", "signoff.runtime.errors",
-        "signoff.runtime.failpoints", "signoff.runtime.ports", "signoff.runtime.rules", "signoff.tools.base"]
-STORE_FREE = ["signoff.runtime.runner", "signoff.runtime.telling", "signoff.runtime.adapters.memory"]
+        "signoff.runtime.failpoints", "signoff.runtime.ports", "signoff.runtime.rules", "signoff.runtime.loop",
+        "signoff.runtime.requests", "signoff.runtime.commands", "signoff.runtime.schema", "signoff.tools.base"]
+STORE_FREE = ["signoff.runtime.runner", "signoff.runtime.worker", "signoff.runtime.telling",
+              "signoff.runtime.adapters.memory"]
 """The runner and what it tells people depend on the store's Protocols only, and the in-memory store
 needs no database library: none of them may pull one in."""
 ADAPTER_LIBRARIES = {"slack_sdk", "slack_bolt", "sqlalchemy", "alembic", "psycopg", "httpx", "requests", "urllib3",

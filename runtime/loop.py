@@ -1,0 +1,349 @@
+"""The agent loop as values: from a run's state and what just happened, the next state, the audit
+events it says and what to do next. Pure: no I/O, no callbacks, nothing raised but refusals.
+
+`driver.drive` does what a step asks (`CallModel`, `RunTool`), in order, and commits each step
+whose next action is not a `RunTool`: a call's outcome belongs to the step that asked for it.
+A person's request (approve, extend, retry, ...) is a transition too, in `requests.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from signoff.runtime.budget import exhausted_limit, usage_report
+from signoff.runtime.decisions import jsonable, malformed, shortened
+from signoff.runtime.schema import (
+    TERMINAL,
+    ErrorKind,
+    FinalAnswer,
+    Fingerprint,
+    HistoryEntry,
+    MalformedReply,
+    PendingCall,
+    RunState,
+    RuntimeFeedback,
+    Status,
+    ToolCall,
+    ToolError,
+    ToolResult,
+)
+from signoff.runtime.schema import Stop as StopReason
+from signoff.runtime.stalls import Repeats
+from signoff.runtime.state import call_fingerprint, idempotency_key, redact, secret_names
+from signoff.runtime.tool_calls import Failed, Outcome, Ran, Refused, TimedOut, Unknown
+from signoff.runtime.turns import Catalogue, Provenance, read_turn
+from signoff.tools.base import Tool
+
+# -- what to do next --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallModel:
+    """Ask the policy for the next turn (after checking the budget: `budget_stop`)."""
+
+
+@dataclass(frozen=True)
+class RunTool:
+    """Run this validated call, once, with its key; its outcome goes to `after_call`."""
+
+    call: PendingCall
+    tool: Tool
+    retry: bool = False
+    """A person asked to run again a call whose outcome was unknown."""
+    in_turn: bool = False
+    """Proposed by this turn (a read-only call): its outcome counts towards a stall."""
+
+
+@dataclass(frozen=True)
+class AskApproval:
+    """Pause: this side effect waits for a person."""
+
+    call: PendingCall
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The run answered."""
+
+    answer: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The run stopped short of an answer (ended, or waiting for a person's request)."""
+
+    status: Status
+
+
+Action = CallModel | RunTool | AskApproval | Finish | Stop
+
+
+@dataclass(frozen=True)
+class Step:
+    """One transition: the state it leads to, the events it says, and what to do next."""
+
+    state: RunState
+    then: Action
+    events: tuple[dict[str, Any], ...] = ()
+    execution: dict[str, Any] | None = None
+    """The ledger outcome of a side effect settled in this transition."""
+
+
+# -- what the world said -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the policy returned, untrusted."""
+
+    raw: Any
+
+
+@dataclass(frozen=True)
+class ModelFailed:
+    """The policy could not answer: the stop reason and what it raised."""
+
+    reason: str
+    detail: str
+
+
+# -- what the loop knows besides the state -----------------------------------------------------
+
+
+@dataclass
+class Context:
+    """The tools a run calls and the rules it runs by. `repeats` is a cache of outcomes the run has
+    seen (read from its history once), not state: dropping it changes no result."""
+
+    tools: Mapping[str, Tool]
+    redact_keys: frozenset[str]
+    stall_after: int | None = 3
+    repeats: Repeats = field(default_factory=Repeats)
+    _catalogue: Catalogue | None = None
+
+    @property
+    def catalogue(self) -> Catalogue:
+        if self._catalogue is None:
+            self._catalogue = Catalogue.of(self.tools)
+        return self._catalogue
+
+    def redacted(self, tool_name: str, args: Any) -> Any:
+        return redact(args, secret_names(self.tools.get(tool_name), configured=self.redact_keys))
+
+
+class Draft:
+    """A transition being worked out: the state as it becomes and the events it says. Local to one
+    transition function; what it hands out is a frozen `Step`."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.events: list[dict[str, Any]] = []
+        self.execution: dict[str, Any] | None = None
+
+    def evolve(self, **changes: Any) -> None:
+        """`changes` are already-validated values of `RunState`'s fields."""
+        self.state = self.state.model_copy(update=changes)
+
+    def append(self, *entries: HistoryEntry) -> None:
+        self.evolve(history=self.state.history + entries)
+
+    def emit(self, event_type: str, **payload: Any) -> None:
+        self.events.append({"type": event_type, "run_id": self.state.run_id, "step": self.state.steps, **payload})
+
+    def then(self, action: Action) -> Step:
+        return Step(self.state, action, tuple(self.events), self.execution)
+
+    def stop(self, status: Status, reason: str, **detail: Any) -> Step:
+        stop = StopReason.model_validate({"reason": reason, "step": self.state.steps, **detail})
+        self.evolve(status=status, stop=stop, **({"pending": None} if status in TERMINAL else {}))
+        self.emit(status, **{"usage": self.state.usage.to_json(), **stop.to_json()})
+        return self.then(Stop(status))
+
+    def go_on(self) -> Step:
+        """The next action from the status the draft reached."""
+        match self.state.status:
+            case "running":
+                return self.then(CallModel())
+            case "awaiting_approval" if self.state.pending is not None:
+                return self.then(AskApproval(self.state.pending))
+            case "done":
+                return self.then(Finish(self.state.answer or ""))
+            case status:
+                return self.then(Stop(status))
+
+
+# -- a model turn ------------------------------------------------------------------------------
+
+
+def budget_stop(state: RunState) -> Step | None:
+    """The stop of a run that has reached a limit, or None if another policy call is allowed."""
+    limit = exhausted_limit(state)
+    if limit is None:
+        return None
+    return Draft(state).stop("budget_exhausted", reason=f"{limit} reached", budget=limit, limits=usage_report(state))
+
+
+def after_reply(state: RunState, context: Context, reply: Reply | ModelFailed) -> Step:
+    """One policy reply read: a final answer, a call (run, asked about or refused), or feedback."""
+    draft = Draft(state)
+    if isinstance(reply, ModelFailed):
+        return draft.stop("failed", reason=reply.reason, detail=reply.detail)
+    turn = read_turn(reply.raw, state, context.catalogue)
+    step = state.steps + 1
+    draft.evolve(steps=step, **turn.changes)
+    if turn.versions_changed is not None:
+        was, now = turn.versions_changed
+        draft.emit("versions_changed", was=was, now=now)
+    problem = malformed(turn.decision)
+    if problem:
+        draft.append(MalformedReply(role="assistant", step=step, malformed=shortened(reply.raw), **turn.provenance),
+                     RuntimeFeedback(role="runtime", step=step, error=problem))
+        draft.emit("decision", kind="malformed", error=problem)
+        return draft.go_on()
+    if "final" in turn.decision:
+        return _finish(draft, turn.decision, turn.provenance)
+    proposed = _propose(draft, context, turn.decision, turn.provenance)
+    if proposed is not None:
+        return proposed
+    return _count_repeat(draft, context)
+
+
+def _finish(draft: Draft, decision: dict[str, Any], provenance: Provenance) -> Step:
+    answer = jsonable(decision["final"])
+    answer = answer if isinstance(answer, str) else json.dumps(answer)
+    draft.append(FinalAnswer(role="assistant", step=draft.state.steps, final=answer, **provenance))
+    draft.evolve(answer=answer, status="done")
+    draft.emit("decision", kind="final")
+    draft.emit("finished", answer=answer, usage=draft.state.usage.to_json())
+    return draft.then(Finish(answer))
+
+
+def _propose(draft: Draft, context: Context, decision: dict[str, Any], provenance: Provenance) -> Step | None:
+    """Record the call and decide its fate: a step that runs it or asks about it, or None when it
+    was refused on the spot (unknown tool, invalid arguments, a repeat of a settled side effect)."""
+    step = draft.state.steps
+    # JSON-only from here on: a checkpoint must be able to hold whatever the policy proposed.
+    name, args = decision["tool"], jsonable(decision.get("args", {}))
+    said = {k: decision[k] for k in ("text", "note") if isinstance(decision.get(k), str)}
+    call = ToolCall(role="assistant", step=step, tool=name, args=args,
+                    call_id=str(decision.get("call_id") or f"call-{step}"), **said, **provenance)
+    draft.append(call)
+    draft.emit("decision", kind="tool", tool=name, args=context.redacted(name, args))
+    tool = context.tools.get(name)
+    if tool is None:
+        observe(draft, call, error=f"unknown tool {name}", kind="unknown_tool")
+        return None
+    try:
+        args = tool.validate(args)
+    except ValueError as exc:
+        observe(draft, call, error=str(exc), kind="invalid_args")
+        return None
+    pending = PendingCall(tool=name, args=args, key=idempotency_key(draft.state.run_id, step), step=step,
+                          call_id=call.call_id, contract=tool.contract)
+    if not tool.side_effect:
+        return draft.then(RunTool(pending, tool, in_turn=True))
+    earlier = draft.state.fingerprints.get(call_fingerprint(name, args))
+    if earlier is not None:
+        observe(draft, call, kind="duplicate", error=(
+            f"refused: an identical {name} call was already {earlier.outcome} (key {earlier.key}); "
+            "it is not proposed again"))
+        return None
+    draft.evolve(pending=pending, status="awaiting_approval")
+    draft.emit("approval_requested", key=pending.key, tool=name, args=context.redacted(name, args))
+    return draft.then(AskApproval(pending))
+
+
+def _count_repeat(draft: Draft, context: Context) -> Step:
+    """Count a turn that called a tool as it was called before and got the same result again, and
+    stop the run as `stalled` after `stall_after` of them in a row: a loop, not progress."""
+    if context.stall_after is None or draft.state.status != "running":
+        return draft.go_on()
+    repeats = context.repeats.after_turn(draft.state.history, draft.state.repeats)
+    if repeats is None:
+        return draft.go_on()
+    draft.evolve(repeats=repeats)
+    if repeats >= context.stall_after:
+        return draft.stop("stalled", reason=f"the last {repeats} turns repeated earlier calls and got the same results",
+                          repeats=repeats)
+    return draft.go_on()
+
+
+# -- a call's outcome ------------------------------------------------------------------------------
+
+
+def after_call(state: RunState, context: Context, action: RunTool, outcome: Outcome) -> Step:
+    """What came of running `action.call`, recorded: the result or error the model sees, the usage,
+    and for a side effect its fingerprint and ledger outcome."""
+    draft, call, tool = Draft(state), action.call, action.tool
+    match outcome:
+        case Refused(reason=reason, status=status):
+            return refuse(draft, call, status, f"not executed: {reason}")
+        case Unknown(reason=reason):
+            return needs_reconciliation(draft, call, reason)
+        case TimedOut(message=message) if tool.side_effect:
+            return needs_reconciliation(draft, call, f"timed out: {message}; it may or may not have taken effect")
+        case TimedOut(message=message, seconds=seconds):
+            # It was called, so it counts towards max_tool_calls like any other failure.
+            record_execution(draft, context, call, ok=False, value=f"timeout: {message}", seconds=seconds)
+            observe(draft, call, error=f"timeout: {message}", kind="timeout")
+        case Failed(error=error, seconds=seconds):
+            record_execution(draft, context, call, ok=False, value=error, seconds=seconds)
+            observe(draft, call, error=error, kind="exception")
+        case Ran(value=value, seconds=seconds):
+            record_execution(draft, context, call, ok=True, value=value, seconds=seconds, retried=action.retry)
+            observe(draft, call, result=value)
+    return _count_repeat(draft, context) if action.in_turn else draft.go_on()
+
+
+def record_execution(draft: Draft, context: Context, call: PendingCall, ok: bool, value: Any, seconds: float,
+                     **extra: Any) -> None:
+    tool = context.tools.get(call.tool)
+    usage = draft.state.usage
+    draft.evolve(usage=usage.model_copy(update={"tool_calls": usage.tool_calls + 1}))
+    side_effect = bool(tool and tool.side_effect)
+    draft.emit("tool_executed" if ok else "tool_failed", tool=call.tool, key=call.key, seconds=round(seconds, 6),
+               side_effect=side_effect, **extra, **({"error": value} if not ok else {}))
+    if side_effect:
+        settle(draft, call, "executed" if ok else "attempted")
+        draft.evolve(pending=None)
+        draft.execution = {"key": call.key, "tool": call.tool, "ok": ok, "result" if ok else "error": value,
+                           "seconds": round(seconds, 6)}
+
+
+def settle(draft: Draft, call: PendingCall, outcome: str) -> None:
+    """Remember what became of a side-effecting call, so that an identical one is refused."""
+    settled = Fingerprint.model_validate({"outcome": outcome, "key": call.key})
+    draft.evolve(fingerprints={**draft.state.fingerprints, call_fingerprint(call.tool, call.args): settled})
+
+
+def refuse(draft: Draft, call: PendingCall, status: Status, reason: str) -> Step:
+    """Stop without running `call`: it is settled (nothing stays pending) and the model is told why."""
+    observe(draft, call, error=reason, kind="refused")
+    if draft.state.pending == call:
+        draft.evolve(pending=None)
+    return draft.stop(status, reason=reason)
+
+
+def needs_reconciliation(draft: Draft, call: PendingCall, reason: str) -> Step:
+    draft.evolve(pending=call)
+    return draft.stop("needs_reconciliation", reason=reason, key=call.key, tool=call.tool)
+
+
+def observe(draft: Draft, call: ToolCall | PendingCall, *, result: Any = None, error: str | None = None,
+            kind: ErrorKind | None = None) -> None:
+    if error is None:
+        draft.append(ToolResult(role="tool", step=call.step, tool=call.tool, call_id=call.call_id, result=result))
+    else:
+        draft.append(ToolError(role="tool", step=call.step, tool=call.tool, call_id=call.call_id, error=error,
+                               error_kind=kind))
+
+
+def charge_time(state: RunState, seconds: float) -> RunState:
+    """`state` with `seconds` more of running time; waiting for a person is never charged."""
+    if seconds <= 0:
+        return state
+    usage = state.usage
+    return state.model_copy(update={"usage": usage.model_copy(update={"seconds": round(usage.seconds + seconds, 6)})})

@@ -1,0 +1,171 @@
+"""A person's requests of a run, as transitions: start, approve or deny, reconsider, extend, retry,
+reconcile, cancel, expire. Pure: each takes the state and returns the `loop.Step` it leads to, or
+raises `InvalidTransition` (or `ValueError` for a bad argument) and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from signoff.runtime.budget import Budget
+from signoff.runtime.decisions import jsonable
+from signoff.runtime.errors import InvalidTransition
+from signoff.runtime.loop import (
+    CallModel,
+    Context,
+    Draft,
+    RunTool,
+    Step,
+    observe,
+    record_execution,
+    refuse,
+    settle,
+)
+from signoff.runtime.schema import TERMINAL, BudgetLimits, ErrorKind, Goal, PendingCall, RunState
+
+
+def start(state: RunState, goal: str) -> Step:
+    """Record the goal; the run then asks the model."""
+    if state.status != "idle":
+        raise InvalidTransition(f"run {state.run_id} already started ({state.status})")
+    if not isinstance(goal, str) or not goal.strip():
+        raise ValueError("the goal must be a non-empty string")
+    draft = Draft(state)
+    draft.append(Goal(role="user", content=goal))
+    draft.evolve(goal=goal, status="running")
+    draft.emit("run_started", goal=goal, budget=state.budget.to_json())
+    return draft.then(CallModel())
+
+
+def decide(state: RunState, context: Context, approved: bool, note: str = "", by: str | None = None) -> Step:
+    """Approve (run exactly the pending call, once, with its key) or deny (tell the model
+    `denied by human: <note>`) the pending call."""
+    pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
+    draft = Draft(state)
+    draft.emit("approval_decided", key=pending.key, tool=pending.tool, approved=approved, by=by, note=note)
+    draft.evolve(status="running")
+    if approved:
+        return _run(draft, context, pending)
+    settle(draft, pending, "denied")
+    observe(draft, pending, error=f"denied by human: {note.strip() or 'no reason given'}", kind="denied")
+    draft.evolve(pending=None)
+    return draft.go_on()
+
+
+def reconsider(state: RunState, context: Context, reason: str) -> Step:
+    """The pending call's tool changed since it was proposed (a deploy in between), so the approval
+    given for it no longer holds: validate the call again under the tool as it is now.
+
+    Still valid, it is asked about afresh (a new approval, same key); no longer valid, the model is
+    told why and goes on; become read-only, it runs. `reason` says what changed.
+    """
+    pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
+    tool = context.tools.get(pending.tool)
+    draft = Draft(state)
+    draft.emit("call_reconsidered", key=pending.key, tool=pending.tool, reason=reason, was=pending.contract,
+               now=tool.contract if tool else None)
+    if tool is None:
+        return _withdraw(draft, pending, f"{reason}; tool {pending.tool} is no longer registered", "unknown_tool")
+    try:
+        args = tool.validate(pending.args)
+    except ValueError as exc:
+        return _withdraw(draft, pending, f"{reason}, and the call no longer fits it: {exc}", "invalid_args")
+    if not tool.side_effect:
+        draft.evolve(status="running", pending=None)
+        return draft.then(RunTool(_revised(pending, args=args), tool))
+    draft.evolve(pending=_revised(pending, args=args, contract=tool.contract))
+    draft.emit("approval_requested", key=pending.key, tool=tool.name, args=context.redacted(tool.name, args),
+               supersedes=True, reason=reason)
+    return draft.go_on()
+
+
+def extend(state: RunState, **limits: float) -> Step:
+    """Raise budget limits (e.g. `max_steps=12`); a run that ran out (or stalled) goes on."""
+    unknown = set(limits) - set(Budget.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown budget limits: {', '.join(sorted(unknown))}")
+    raised = {**state.budget.to_json(), **limits}
+    Budget(**raised)  # validates the new values
+    if state.status not in ("budget_exhausted", "stalled", "running", "awaiting_approval"):
+        raise InvalidTransition(f"run {state.run_id} cannot be extended ({state.status})")
+    draft = Draft(state)
+    draft.evolve(budget=BudgetLimits.model_validate(raised))
+    draft.emit("budget_extended", limits=limits)
+    if state.status in ("budget_exhausted", "stalled"):
+        # A person looked at the loop and let it go on: its repeats so far are forgiven.
+        draft.evolve(status="running", stop=None, repeats=0)
+    return draft.go_on()
+
+
+def retry(state: RunState) -> Step:
+    """Continue a run that failed (e.g. model unavailable) from where it stopped."""
+    if state.status != "failed":
+        raise InvalidTransition(f"run {state.run_id} has not failed ({state.status})")
+    draft = Draft(state)
+    draft.emit("retried", previous=state.stop.to_json() if state.stop is not None else None)
+    draft.evolve(status="running", stop=None)
+    return draft.go_on()
+
+
+def reconcile(state: RunState, context: Context, action: str, result: Any = None, note: str = "",
+              by: str | None = None) -> Step:
+    """Settle a call whose outcome is unknown: `done` (with the real result), `retry` or `abort`."""
+    pending = _pending(state, "needs_reconciliation", "is not waiting for reconciliation")
+    if action not in ("done", "retry", "abort"):
+        raise ValueError("action must be 'done', 'retry' or 'abort'")
+    draft = Draft(state)
+    draft.emit("reconciled", key=pending.key, tool=pending.tool, action=action, by=by, note=note)
+    if action == "abort":
+        return _cancel(draft, f"aborted during reconciliation: {note or 'no reason given'}", by)
+    draft.evolve(status="running", stop=None)
+    if action == "retry":
+        return _run(draft, context, pending, retry=True)
+    result = jsonable(result)
+    record_execution(draft, context, pending, ok=True, value=result, seconds=0.0, reconciled=True)
+    observe(draft, pending, result=result)
+    draft.evolve(pending=None)
+    return draft.go_on()
+
+
+def cancel(state: RunState, reason: str = "", by: str | None = None) -> Step:
+    """End the run as `cancelled`; a pending call is dropped unexecuted."""
+    return _cancel(Draft(state), reason, by)
+
+
+def expire(state: RunState, reason: str = "approval expired") -> Step:
+    """End a run whose pending approval expired; nothing was executed."""
+    if state.status != "awaiting_approval":
+        raise InvalidTransition(f"run {state.run_id} is not awaiting approval ({state.status})")
+    return Draft(state).stop("expired", reason=reason)
+
+
+def _cancel(draft: Draft, reason: str, by: str | None) -> Step:
+    if draft.state.status in TERMINAL:
+        raise InvalidTransition(f"run {draft.state.run_id} already ended ({draft.state.status})")
+    return draft.stop("cancelled", reason=reason or "cancelled", by=by)
+
+
+def _run(draft: Draft, context: Context, pending: PendingCall, *, retry: bool = False) -> Step:
+    tool = context.tools.get(pending.tool)
+    if tool is None:
+        return refuse(draft, pending, "failed", f"tool {pending.tool} is no longer registered; nothing was executed")
+    return draft.then(RunTool(pending, tool, retry=retry))
+
+
+def _withdraw(draft: Draft, pending: PendingCall, reason: str, kind: ErrorKind) -> Step:
+    """Drop the pending call unexecuted and tell the model why; the run goes on."""
+    observe(draft, pending, error=f"not executed: {reason}", kind=kind)
+    draft.evolve(pending=None, status="running")
+    return draft.go_on()
+
+
+def _pending(state: RunState, status: str, refusal: str) -> PendingCall:
+    """The call waiting in `status`, or `InvalidTransition` saying the run `refusal`."""
+    if state.status != status or state.pending is None:
+        raise InvalidTransition(f"run {state.run_id} {refusal}")
+    return state.pending
+
+
+def _revised(pending: PendingCall, **changes: Any) -> PendingCall:
+    """`pending` with `changes`, validated again."""
+    return PendingCall.model_validate({**pending.to_json(), **changes})

@@ -1,0 +1,300 @@
+"""A worker driving one run under its lease: the agent's ports onto the store and the ledger.
+
+claim lease -> apply a waiting request, or go on -> each step: save (state, history, events, ledger
+outcome, approval in one transaction) -> tell people. A side effect goes through the execution
+ledger: its approval is consumed and a "started" row written before the tool runs, and the
+outcome is saved with the step after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, cast
+
+from signoff.runtime.agent import Agent, Checkpoint, Policy
+from signoff.runtime.commands import Cancel, Extend, Reconcile, Retry, parse_command
+from signoff.runtime.errors import Conflict, InvalidTransition
+from signoff.runtime.frozen import thawed
+from signoff.runtime.loop import RunTool
+from signoff.runtime.ports import RunStore, Store
+from signoff.runtime.records import (
+    ApprovalRecord,
+    ExecutionStart,
+    Existing,
+    Fresh,
+    NotDispatchable,
+    Restart,
+    RunRecord,
+)
+from signoff.runtime.rules import step_write
+from signoff.runtime.schema import Status
+from signoff.runtime.state import TERMINAL
+from signoff.runtime.telling import ENDINGS, Teller
+from signoff.runtime.tool_calls import Failed, Outcome, Ran, Refused, Unknown, call_tool, run_tool
+from signoff.tools.base import Tool
+
+if TYPE_CHECKING:
+    from signoff.runtime.runner import RunnerConfig
+
+log = logging.getLogger("signoff.runner")
+
+
+class StoreFailed(Exception):
+    """The database failed while a call was being started: the call did not run, and the tool must
+    not be blamed. The worker stops; recovery continues the run."""
+
+
+class LeaseLost(Exception):
+    """Another worker holds the run now; this one stops without starting or saving anything."""
+
+
+@dataclass
+class Session:
+    """What one worker knows about the run it drives."""
+
+    run: RunRecord
+    version: int
+    owner: str
+    """The lease holder: this worker and this pass, so two threads of one worker exclude each other too."""
+    clear_command: bool = False
+    retry_key: str | None = None
+    changed: bool = False
+    interrupted: bool = False
+    """A person left a request while the run went on: stop, and apply it."""
+
+
+class LedgerPorts:
+    """The agent's ports for a run kept in the store: calls through the ledger, steps into the store."""
+
+    def __init__(self, worker: Worker, session: Session) -> None:
+        self.worker, self.session = worker, session
+        self.store, self.config = worker.store, worker.config
+
+    def run(self, action: RunTool) -> Outcome:
+        """Read-only calls just run; a side effect starts only through the ledger, once."""
+        call, tool = action.call, action.tool
+        if not tool.side_effect:
+            return call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
+        match self._begin(tool, call.tool, dict(call.args), call.key):
+            case NotDispatchable(reason=reason, status=status):
+                return Refused(reason, cast(Status, status))
+            case Existing(status="started"):
+                return Unknown(f"{tool.name} ({call.key}) started earlier and recorded no outcome; "
+                               "it may or may not have taken effect")
+            case Existing(status="succeeded", result=result):
+                return Ran(result, 0.0)
+            case Existing(error=error):
+                return Failed(f"ToolFailed: {error or 'failed earlier'}", 0.0)
+            case Fresh(version=version) if version is not None:
+                # The retry request was used up with the start, in one transaction.
+                self.session.version, self.session.clear_command = version, False
+        self.config.failpoints.hit("after_ledger_row")
+        outcome = call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
+        self.config.failpoints.hit("after_tool")
+        return outcome
+
+    def _begin(self, tool: Tool, name: str, args: dict[str, object], key: str) -> ExecutionStart:
+        session = self.session
+        restart: Restart | None = ("requested" if session.retry_key == key
+                                   else "idempotent" if tool.idempotent else None)
+        try:
+            return self.store.begin_execution(session.run.run_id, name, args, key, owner=session.owner,
+                                              lease=self.config.lease, dispatch_window=self.config.dispatch_window,
+                                              restart=restart)
+        except Conflict as exc:
+            raise LeaseLost(str(exc)) from exc
+        except Exception as exc:  # the database failed, not the tool
+            raise StoreFailed(f"{type(exc).__name__}: {exc}") from exc
+
+    def save(self, checkpoint: Checkpoint) -> bool:
+        """Commit the step, then tell people about it; False once a request waits for the run."""
+        self.config.failpoints.hit("after_decision")
+        session, run = self.session, self.session.run
+        try:
+            saved = self.store.save_step(run.run_id, owner=session.owner, version=session.version,
+                                         checkpoint=checkpoint, write=step_write(checkpoint, self.config.approval_ttl),
+                                         lease=self.config.lease, clear_command=session.clear_command)
+        except Conflict:
+            if checkpoint.execution is not None:
+                self.store.complete_execution(checkpoint.execution)
+            raise
+        session.version, session.clear_command, session.changed = saved.version, False, True
+        self.config.failpoints.hit("after_checkpoint")
+        teller = self.worker.teller
+        snapshot = dataclasses.replace(run, status=checkpoint.state["status"], state=checkpoint.state,
+                                       version=saved.version)
+        for entry in checkpoint.new_history:
+            if entry["role"] == "tool":
+                teller.tool_result(snapshot, entry)
+        if saved.approval is not None:
+            teller.post_approval(snapshot, saved.approval)
+        for approval in saved.cancelled:
+            teller.show_approval(snapshot, approval)
+        if saved.command is not None and checkpoint.state["status"] not in TERMINAL:
+            session.interrupted = True
+            return False
+        return True
+
+
+class Worker:
+    """Drives runs one at a time per call of `execute`, safe to call from several threads and replicas."""
+
+    def __init__(self, store: Store, tools: dict[str, Tool], policies: Callable[[str], Policy],
+                 config: RunnerConfig, teller: Teller, clock: Callable[[], float]) -> None:
+        self.store, self.tools, self.policies = store, tools, policies
+        self.config, self.teller, self.clock = config, teller, clock
+
+    def execute(self, run_id: str) -> str | None:
+        """Run until the run pauses or ends; None if another worker holds it or it has ended."""
+        owner = f"{self.config.worker_id}/{secrets.token_hex(3)}"
+        run = self.store.claim(run_id, owner, self.config.lease)
+        if run is None:
+            return None
+        told = None
+        try:
+            with Heartbeat(self.store, run_id, owner, self.config.lease):
+                status, told = self._drive(run, owner)
+                return status
+        except Conflict as exc:
+            log.warning("run %s: %s; another worker will continue it", run_id, exc)
+            return None
+        except StoreFailed as exc:
+            log.warning("run %s: the database failed while starting a call (%s); recovery continues it", run_id, exc)
+            return None
+        except LeaseLost as exc:
+            log.warning("run %s: %s; the worker holding it continues", run_id, exc)
+            return None
+        finally:
+            self.store.release(run_id, owner, shown_status=told)
+
+    def _drive(self, run: RunRecord, owner: str) -> tuple[str, str | None]:
+        """Drive the run until it pauses or ends: its status, and the ending people were told, if any."""
+        session = Session(run, run.version, owner)
+        while True:
+            if not run.origin.get("ts"):
+                run = self.teller.announce(run)
+                session.run = run
+            self._advance(self._agent(session), session)
+            if not session.interrupted:
+                break
+            run = self.store.get_run(run.run_id) or run
+            session = Session(run, run.version, owner, changed=session.changed)
+        final = self.store.get_run(run.run_id, history=False) or run
+        if not session.changed:
+            return final.status, None
+        if final.status in ENDINGS and final.status != "done":  # a stopped run's message shows its last steps
+            final = self.store.get_run(run.run_id) or final
+        return final.status, self.teller.tell_end(final, remember=False)
+
+    def _advance(self, agent: Agent, session: Session) -> None:
+        run = session.run
+        if run.command is not None:
+            self._apply(agent, run.command, session)
+            return
+        match agent.status:
+            case "idle":
+                agent.start(run.goal)
+            case "running":
+                agent.run()
+            case "awaiting_approval":
+                self._continue_approval(agent)
+
+    def _apply(self, agent: Agent, raw: dict[str, object], session: Session) -> None:
+        """Carry out the request left for the run; one it cannot take is dropped and audited."""
+        session.clear_command = True
+        command = parse_command(raw)
+        try:
+            match command:
+                case Cancel(reason=reason, by=by):
+                    agent.cancel(reason or f"cancelled by {by}", by=by)
+                case Extend(limits=limits):
+                    agent.extend(**limits)
+                case Retry():
+                    agent.retry()
+                case Reconcile(action=action, result=result, note=note, by=by):
+                    pending = agent.run_state.pending
+                    session.retry_key = pending.key if pending is not None else None
+                    agent.reconcile(action, result, note, by=by)
+                case None:
+                    raise InvalidTransition(f"unknown command {raw.get('op')!r}")
+        except InvalidTransition as exc:
+            if session.clear_command:  # nothing was saved, so the command is still there
+                self.store.clear_command(session.run.run_id, {"type": "command_refused", "reason": str(exc), **raw})
+
+    def _continue_approval(self, agent: Agent) -> None:
+        pending = agent.run_state.pending
+        approval = self.store.approval_for_key(pending.key) if pending is not None else None
+        if approval is None:
+            return
+        changed = self._contract_change(approval)
+        if changed is not None:
+            agent.reconsider(changed)
+            return
+        match approval.status:
+            case "approved" | "consumed":
+                agent.decide(True, approval.note or "", by=approval.decided_by)
+            case "denied":
+                agent.decide(False, approval.note or "", by=approval.decided_by)
+            case "expired":
+                agent.expire("the approval expired; nothing was executed")
+
+    def _contract_change(self, approval: ApprovalRecord) -> str | None:
+        """Why an approval given but not yet used no longer holds: its tool's contract changed since
+        the call was proposed (a deploy in between), so the approver agreed to something else."""
+        tool = self.tools.get(approval.tool)
+        if approval.status != "approved" or approval.contract is None:
+            return None  # not yet decided, already used (a retry after a crash), or recorded before contracts
+        if tool is None:
+            return f"{approval.tool} is no longer registered since this call was proposed"
+        if tool.contract == approval.contract:
+            return None
+        return (f"{approval.tool} changed since this call was proposed (contract {approval.contract} is now "
+                f"{tool.contract}: its description, arguments, flags or time limit differ from what was approved)")
+
+    def _agent(self, session: Session) -> Agent:
+        run = session.run
+        try:
+            policy = self.policies(run.model)
+        except Exception as exc:  # a bad model spec fails the run visibly instead of crashing the worker
+            policy = _failing_policy(exc)
+        return Agent.resume(run.state, policy, self.tools, ports=LedgerPorts(self, session), clock=self.clock,
+                            redact_keys=self.config.redact_keys, stall_after=self.config.stall_after)
+
+
+def _failing_policy(exc: Exception) -> Policy:
+    def policy(history: list[dict[str, object]]) -> object:
+        raise exc
+
+    return policy
+
+
+class Heartbeat:
+    """Renews the run's lease while a worker drives it, so a long tool call is not taken for a crash."""
+
+    def __init__(self, store: RunStore, run_id: str, owner: str, lease: timedelta) -> None:
+        self._store, self._run_id, self._owner, self._lease = store, run_id, owner, lease
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{run_id}", daemon=True)
+
+    def _beat(self) -> None:
+        interval = max(self._lease.total_seconds() / 3, 0.05)
+        while not self._stop.wait(interval):
+            try:
+                if not self._store.renew(self._run_id, self._owner, self._lease):
+                    return
+            except Exception as exc:  # a database hiccup: the next beat tries again
+                log.warning("run %s: lease renewal failed: %s", self._run_id, exc)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
