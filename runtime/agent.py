@@ -94,7 +94,6 @@ class Agent:
         self._run, self._json = run, StateJson(history_json)
         self._view: FrozenDict | None = None
         self._step, self._mark = StepRecord(), len(run.history)
-        self._policy_copies: list[dict[str, Any]] = []
 
     @classmethod
     def resume(cls, blob: str | dict[str, Any], policy: Policy, tools: Iterable[Tool] | dict[str, Tool],
@@ -220,7 +219,7 @@ class Agent:
     def _commit(self) -> bool:
         step, self._step = self._step, StepRecord()
         start, self._mark = self._mark, len(self._run.history)
-        return self.ports.save(Checkpoint(self.state, start, step.events, step.execution))
+        return self.ports.save(Checkpoint(self.state, start, step.events, step.execution, self._mark))
 
     def _ask(self) -> Reply | ModelFailed:
         """The policy's reply to the history so far; its failure is a value, so the run stops visibly."""
@@ -234,14 +233,13 @@ class Agent:
             return ModelFailed("policy error", f"{type(exc).__name__}: {exc}")
 
     def _history_for_policy(self) -> list[dict[str, Any]]:
-        """A copy of the history for the policy, so nothing it does can touch the run.
+        """The history for the policy: its entries read-only (a policy that tries to change one
+        fails as a policy error), in a list of its own, so nothing the policy does can touch the run.
 
-        Entries are copied once, when first shown, and kept: copying the whole history before
-        every call would make a run's cost grow with the square of its length.
+        The entries are shared, not copied: copying them before every call would make a run's cost
+        grow with the square of its length.
         """
-        history, copies = self._json.history, self._policy_copies
-        copies.extend(thawed(entry) for entry in history[len(copies):])
-        return list(copies)
+        return list(self._json.history)
 
 
 def _tool_map(tools: Iterable[Tool] | dict[str, Tool]) -> dict[str, Tool]:

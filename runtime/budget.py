@@ -43,38 +43,49 @@ class Budget:
 
 def used(state: StateLike, limit: str) -> float:
     """How much of the resource behind `limit` the run has used."""
-    _, usage, steps = _figures(state)
-    match LIMIT_TO_USAGE[limit]:
-        case "steps":
-            return float(steps)
-        case "tokens":
-            return float(usage["input_tokens"] + usage["output_tokens"])
-        case other:
-            return float(usage[other])
+    return _used(_figures(state), limit)
 
 
 def exhausted_limit(state: StateLike) -> str | None:
     """The first limit the run has reached, or None if another policy call is allowed."""
-    budget = _figures(state)[0]
+    figures = _figures(state)
     for limit in LIMIT_TO_USAGE:
-        value = budget.get(limit)
-        if value is not None and used(state, limit) >= value:
+        value = figures.budget.get(limit)
+        if value is not None and _used(figures, limit) >= value:
             return limit
     return None
 
 
 def usage_report(state: StateLike) -> dict[str, Any]:
     """Each limit with its usage, e.g. {"max_steps": {"used": 8, "limit": 8}}."""
-    budget = _figures(state)[0]
+    figures = _figures(state)
     return {
-        limit: {"used": used(state, limit), "limit": budget.get(limit)}
+        limit: {"used": _used(figures, limit), "limit": figures.budget.get(limit)}
         for limit in LIMIT_TO_USAGE
-        if budget.get(limit) is not None
+        if figures.budget.get(limit) is not None
     }
 
 
-def _figures(state: StateLike) -> tuple[Mapping[str, Any], Mapping[str, Any], int]:
-    """The limits, the usage and the step count of `state`, typed or not."""
+@dataclass(frozen=True)
+class _Figures:
+    budget: Mapping[str, Any]
+    usage: Mapping[str, Any]
+    steps: int
+
+
+def _used(figures: _Figures, limit: str) -> float:
+    match LIMIT_TO_USAGE[limit]:
+        case "steps":
+            return float(figures.steps)
+        case "tokens":
+            return float(figures.usage["input_tokens"] + figures.usage["output_tokens"])
+        case other:
+            return float(figures.usage[other])
+
+
+def _figures(state: StateLike) -> _Figures:
+    """The limits, the usage and the step count of `state`, typed or not (read once per question:
+    this runs before every policy call)."""
     if isinstance(state, RunState):
-        return state.budget.to_json(), state.usage.to_json(), state.steps
-    return state["budget"], state["usage"], state["steps"]
+        return _Figures(state.budget.__dict__, state.usage.__dict__, state.steps)
+    return _Figures(state["budget"], state["usage"], state["steps"])

@@ -22,7 +22,7 @@ def charge_usage(raw: Any, usage: Usage) -> tuple[Any, dict[str, Any] | None, Us
     """
     charged: dict[str, Any] = {"model_calls": usage.model_calls + 1}
     if not isinstance(raw, dict):
-        return raw, None, usage.model_copy(update=charged)
+        return raw, None, usage.evolved(**charged)
     decision = dict(raw)
     reported = decision.pop("usage", None)
     if isinstance(reported, dict):
@@ -30,7 +30,7 @@ def charge_usage(raw: Any, usage: Usage) -> tuple[Any, dict[str, Any] | None, Us
         charged["output_tokens"] = usage.output_tokens + int(reported_count(reported.get("output_tokens")))
         charged["cost_usd"] = round(usage.cost_usd + float(reported_count(reported.get("cost_usd"), float)), 8)
     model = decision.pop("model", None)
-    return decision, model if isinstance(model, dict) else None, usage.model_copy(update=charged)
+    return decision, model if isinstance(model, dict) else None, usage.evolved(**charged)
 
 
 def malformed(decision: Any) -> str | None:

@@ -145,7 +145,7 @@ class Draft:
 
     def evolve(self, **changes: Any) -> None:
         """`changes` are already-validated values of `RunState`'s fields."""
-        self.state = self.state.model_copy(update=changes)
+        self.state = self.state.evolved(**changes)
 
     def append(self, *entries: HistoryEntry) -> None:
         self.evolve(history=self.state.history + entries)
@@ -302,7 +302,7 @@ def record_execution(draft: Draft, context: Context, call: PendingCall, ok: bool
                      **extra: Any) -> None:
     tool = context.tools.get(call.tool)
     usage = draft.state.usage
-    draft.evolve(usage=usage.model_copy(update={"tool_calls": usage.tool_calls + 1}))
+    draft.evolve(usage=usage.evolved(tool_calls=usage.tool_calls + 1))
     side_effect = bool(tool and tool.side_effect)
     draft.emit("tool_executed" if ok else "tool_failed", tool=call.tool, key=call.key, seconds=round(seconds, 6),
                side_effect=side_effect, **extra, **({"error": value} if not ok else {}))
@@ -346,4 +346,4 @@ def charge_time(state: RunState, seconds: float) -> RunState:
     if seconds <= 0:
         return state
     usage = state.usage
-    return state.model_copy(update={"usage": usage.model_copy(update={"seconds": round(usage.seconds + seconds, 6)})})
+    return state.evolved(usage=usage.evolved(seconds=round(usage.seconds + seconds, 6)))

@@ -12,7 +12,7 @@ version 1 wrote them: the history's JSON is the same in both versions.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Any, Final, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
 
@@ -60,6 +60,17 @@ class Value(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The JSON-shaped dict of this value, without the optional fields it was made without."""
         return self.model_dump(mode="python", exclude_unset=True)
+
+    def evolved(self, **changes: Any) -> Self:
+        """A copy with `changes`, which must already be valid values of their fields (the loop's
+        transitions, whose inputs were validated where they came in). `model_copy` without its
+        generality: a step makes a handful of these, so it is worth the few lines."""
+        copied = object.__new__(type(self))
+        object.__setattr__(copied, "__dict__", {**self.__dict__, **changes})
+        object.__setattr__(copied, "__pydantic_fields_set__", self.__pydantic_fields_set__ | changes.keys())
+        object.__setattr__(copied, "__pydantic_extra__", None)
+        object.__setattr__(copied, "__pydantic_private__", None)
+        return copied
 
 
 class Usage(Value):

@@ -162,3 +162,15 @@ def test_nothing_in_the_runner_or_the_loop_needs_a_base_exception_to_get_past_th
     found: dict[str, Any] = {name: _no_base_exception_subclass(RUNTIME / name)
                              for name in ("agent.py", "loop.py", "requests.py", "runner.py", "worker.py")}
     assert found == {name: [] for name in found}
+
+
+def test_a_policy_that_writes_into_a_history_entry_fails_visibly_and_changes_nothing():
+    def vandal(history: list[dict[str, Any]]) -> dict[str, Any]:
+        history[0]["content"] = "hijacked"  # the entries are the run's own, shown read-only
+        return final("ok")
+
+    agent = Agent(vandal, [search_tool(Outbox())])
+    assert agent.start("go") == "failed"
+    assert agent.state["history"][0] == {"role": "user", "content": "go"}
+    assert agent.state["stop"]["reason"] == "policy error"
+    assert "read-only" in agent.state["stop"]["detail"]
