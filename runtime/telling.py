@@ -17,10 +17,11 @@ from typing import Any
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.ports import Notifier, Store
 from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.schema import STOPPED, TERMINAL
 
 log = logging.getLogger("signoff.runner")
 
-ENDINGS = ("done", "budget_exhausted", "stalled", "failed", "needs_reconciliation", "cancelled", "expired")
+ENDINGS: frozenset[str] = TERMINAL | STOPPED
 """Statuses people are told about when a run reaches them."""
 FAILED = object()
 """What `notify` returns when the notifier raised."""
@@ -133,7 +134,7 @@ class Teller:
         for approval in stale:  # an update shows the same thing however often it is made
             if _readable(runs.get(approval.run_id)):
                 self.show_approval(runs[approval.run_id], approval)
-        for run in self.store.runs_out_of_sync(ENDINGS):
+        for run in self.store.runs_out_of_sync(tuple(sorted(ENDINGS))):
             if _readable(run):
                 self._holding(run.run_id, functools.partial(self._retell_end, run.run_id))
 

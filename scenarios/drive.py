@@ -19,7 +19,7 @@ from signoff.bot.slack.blocks import (
     RETRY_ACTION,
 )
 from signoff.bot.slack.payloads import run_value
-from signoff.runtime.state import TERMINAL
+from signoff.runtime.state import STOPPED, TERMINAL
 
 RUN_ID = re.compile(r"run-[0-9a-f]{10}")
 REQUESTER = "U0ASKER"
@@ -60,7 +60,7 @@ def posted_approval(world: Any, run_id: str) -> Any:
     return None
 
 
-ENDED = frozenset({"done", "cancelled", "expired", "failed", "needs_reconciliation", "budget_exhausted"})
+ENDED = TERMINAL | STOPPED
 """Where a run driven by a scenario stops moving on its own: terminal, or waiting for a person."""
 
 

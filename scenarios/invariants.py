@@ -31,7 +31,7 @@ from signoff.runtime.adapters.tables import approvals, events, run_history, runs
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.replay import replay
 from signoff.runtime.runner import RunnerConfig
-from signoff.runtime.state import TERMINAL
+from signoff.runtime.state import STOPPED, TERMINAL
 
 INVARIANTS = {
     "I1": "effect_approved",
@@ -42,7 +42,7 @@ INVARIANTS = {
     "I6": "slack_matches_db",
     "I7": "replay_identical",
 }
-WAITING = frozenset({"budget_exhausted", "stalled", "failed", "needs_reconciliation"})
+WAITING = STOPPED
 
 
 @dataclass

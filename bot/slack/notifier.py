@@ -20,14 +20,15 @@ from signoff.bot.slack import blocks, messages
 from signoff.bot.slack.blocks import Message, slack_date
 from signoff.bot.words import is_slack_user
 from signoff.runtime.records import ApprovalRecord, RunRecord
-from signoff.runtime.state import DEFAULT_REDACT_KEYS
+from signoff.runtime.state import DEFAULT_REDACT_KEYS, STOPPED
 from signoff.tools.base import Tool
 
 log = logging.getLogger("signoff.bot.slack.notifier")
 
 # Slack answers these when the bot may not post in a channel; the requester's DM is the fallback.
 UNPOSTABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
-TELL_REQUESTER = frozenset({"budget_exhausted", "stalled", "failed", "needs_reconciliation"})
+TELL_REQUESTER = STOPPED
+"""A run stopped and waiting for a person's request: its requester is told in a DM too."""
 
 
 class SlackNotifier:

@@ -17,6 +17,7 @@ from signoff.runtime.adapters.memory_rows import Approval, Execution, Run, thaw
 from signoff.runtime.errors import NotFound
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
+from signoff.runtime.schema import ACTIVE
 
 
 class MemoryReads:
@@ -80,7 +81,7 @@ class MemoryReads:
         with self._lock:
             now = self.now()
             chosen = [r for r in self._runs.values() if r.free(now) and (
-                r.status in ("idle", "running") or r.command is not None
+                r.status in ACTIVE or r.command is not None
                 or (r.status == "awaiting_approval" and self._decided(r.pending_key)))]
             return [r.run_id for r in oldest_first(chosen, "updated_at")[:limit]]
 

@@ -17,6 +17,7 @@ from signoff.runtime.adapters.rows import approval_record, loads, run_record
 from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
+from signoff.runtime.schema import ACTIVE
 
 _SERVER_NOW = text("SELECT now()")
 
@@ -166,7 +167,7 @@ class SqlReads:
         with self.engine.connect() as conn:
             free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < self._now(conn))
             query = select(runs.c.run_id).where(free, or_(
-                runs.c.status.in_(("idle", "running")),
+                runs.c.status.in_(ACTIVE),
                 runs.c.command.is_not(None),
                 and_(runs.c.status == "awaiting_approval", decided),
             )).order_by(runs.c.updated_at).limit(limit)
