@@ -60,7 +60,8 @@ class ToolDisplay:
 
     description: str = ""
     order: tuple[str, ...] = ()
-    """The args model's field order; stored arguments are canonical JSON, so their keys are sorted."""
+    """The tool's argument order (its args model's fields or its schema's properties); stored
+    arguments are canonical JSON, so their keys are sorted."""
     secret_names: frozenset[str] = DEFAULT_REDACT_KEYS
 
     @classmethod
@@ -69,8 +70,16 @@ class ToolDisplay:
         names = secret_names(tool, configured=configured)
         if tool is None:
             return cls(secret_names=names)
-        order = tuple(tool.args_model.model_fields) if tool.args_model is not None else ()
-        return cls(tool.description, order, names)
+        return cls(tool.description, _field_order(tool), names)
+
+
+def _field_order(tool: Tool) -> tuple[str, ...]:
+    """The order the tool declares its arguments in: its args model's fields, else its JSON Schema's
+    properties (an MCP tool's `inputSchema`)."""
+    if tool.args_model is not None:
+        return tuple(tool.args_model.model_fields)
+    properties = tool.json_schema().get("properties")
+    return tuple(properties) if isinstance(properties, dict) else ()
 
 
 UNKNOWN_TOOL = ToolDisplay()

@@ -26,7 +26,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SLACK_API_URL", "https://slack.com/api/", "Base URL of the Slack Web API (GovSlack, or a local test server)."),
     ("SIGNOFF_DATABASE_URL", "sqlite:///signoff.db", "SQLAlchemy URL of the run store (SQLite file or PostgreSQL)."),
     ("SIGNOFF_MODEL", "scripted:demo", "Model that drives runs: openai:<model>, anthropic:<model> or scripted:<path>."),
-    ("SIGNOFF_TOOLS", "demo", "Toolsets, comma-separated: demo or package.module:attribute."),
+    ("SIGNOFF_TOOLS", "demo", "Toolsets, comma-separated: demo, mcp:<server> (mcp:* for every server in SIGNOFF_MCP_CONFIG) or package.module:attribute."),
+    ("SIGNOFF_MCP_CONFIG", "", "JSON file of MCP servers in the usual mcpServers format (command or url, with ${VAR} taken from the environment); see Use MCP servers."),
     ("SIGNOFF_INSTRUCTIONS", "", "Operator instructions added to the model's system prompt."),
     ("SIGNOFF_PRICES", "", "JSON price table for cost budgets (default: the built-in sample prices)."),
     ("SIGNOFF_APPROVERS", "", "Who may approve (and see runs): Slack user ids and user group ids, comma-separated, and `*` for any member of the channel where approvals are posted; required by `signoff serve`."),
@@ -143,6 +144,7 @@ class Settings(BaseModel):
     database_url: str = _field("SIGNOFF_DATABASE_URL", repr=False)
     model: str = _field("SIGNOFF_MODEL", min_length=1)
     tools: str = _field("SIGNOFF_TOOLS", min_length=1)
+    mcp_config: str | None = _field("SIGNOFF_MCP_CONFIG")
     instructions: str | None = _field("SIGNOFF_INSTRUCTIONS")
     prices: str | None = _field("SIGNOFF_PRICES")
     approvers: SlackIds = Field(frozenset(), alias="SIGNOFF_APPROVERS")

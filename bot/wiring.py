@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -19,7 +20,8 @@ from signoff.runtime.models import policy_from_spec
 from signoff.runtime.ports import Notifier
 from signoff.runtime.runner import MayApprove, MaySee, Runner, RunnerConfig
 from signoff.tools.base import Tool
-from signoff.tools.registry import ToolsetError, load_toolsets
+from signoff.tools.mcp import McpConfigError, McpServers
+from signoff.tools.registry import MCP_PREFIX, ToolsetError, load_toolsets
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 """Where the package data (demo script, Slack manifest) lives, in a checkout and in an installation."""
@@ -57,12 +59,48 @@ def open_store(database_url: str, auto_upgrade: bool = False) -> SqlStore:
     return SqlStore(engine)
 
 
-def load_tools(settings: Settings) -> dict[str, Tool]:
-    """The toolsets `settings` name; raises `ConfigError` naming each one that cannot be loaded."""
+def load_tools(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, Tool]:
+    """The toolsets `settings` name, starting the MCP servers they pick (see `mcp_servers`); raises
+    `ConfigError` naming each one that cannot be loaded."""
+    uses_mcp = any(entry.strip().startswith(MCP_PREFIX) for entry in settings.tools.split(","))
     try:
-        return load_toolsets(settings.tools, outbox=settings.outbox)
+        return load_toolsets(settings.tools, outbox=settings.outbox,
+                             mcp=mcp_servers(settings, environ) if uses_mcp else None)
     except ToolsetError as exc:
         raise ConfigError(exc.problems) from None
+
+
+_MCP_SERVERS: dict[str, McpServers] = {}
+_MCP_LOCK = threading.Lock()
+
+
+def mcp_servers(settings: Settings, environ: Mapping[str, str] | None = None) -> McpServers | None:
+    """This process's servers of `SIGNOFF_MCP_CONFIG` (None when it is not set): one set per file,
+    each server started when its tools first load and kept until `stop_mcp_servers()`.
+
+    `${VAR}` in the file is taken from `environ` (the process environment by default): the file
+    names its secrets, the environment holds them. Raises `ConfigError` for a file that cannot be used.
+    """
+    if not settings.mcp_config:
+        return None
+    path = str(Path(settings.mcp_config).resolve())
+    with _MCP_LOCK:
+        if path not in _MCP_SERVERS:
+            try:
+                source = os.environ if environ is None else environ
+                _MCP_SERVERS[path] = McpServers.from_file(settings.mcp_config, source)
+            except McpConfigError as exc:
+                raise ConfigError(exc.problems) from None
+        return _MCP_SERVERS[path]
+
+
+def stop_mcp_servers() -> None:
+    """Stop every MCP server this process started (idempotent; they start again when tools next load)."""
+    with _MCP_LOCK:
+        running = list(_MCP_SERVERS.values())
+        _MCP_SERVERS.clear()
+    for servers in running:
+        servers.close()
 
 
 def runner_config(settings: Settings, **overrides: Any) -> RunnerConfig:

@@ -12,7 +12,7 @@ from typing import Any, cast
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.errors import DispatchRefused, OutcomeUnknown
 from signoff.runtime.schema import Status
-from signoff.tools.base import Tool
+from signoff.tools.base import Tool, ToolOutcomeUnknown
 
 
 class ToolTimeout(Exception):
@@ -77,6 +77,10 @@ def call_tool(tool: Tool, args: dict[str, Any], key: str, executor: Executor,
         return Unknown(str(exc))
     except ToolTimeout as exc:
         return TimedOut(str(exc), clock() - started)
+    except ToolOutcomeUnknown as exc:  # e.g. the server it called died mid-call
+        if tool.side_effect:
+            return Unknown(f"{tool.name} ({key}): {exc}")
+        return Failed(f"{type(exc).__name__}: {exc}", clock() - started)
     except Exception as exc:  # the tool's failure is the model's to handle, not ours
         return Failed(f"{type(exc).__name__}: {exc}", clock() - started)
     return Ran(jsonable(value), clock() - started)

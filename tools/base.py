@@ -1,7 +1,9 @@
 """The `Tool` contract: a named function with an argument model and a side-effect flag.
 
 Pure: no I/O of its own. `fn(args, key)` receives validated arguments (a dict) and the
-idempotency key `run_id:step`, and returns a JSON-serialisable result.
+idempotency key `run_id:step`, and returns a JSON-serialisable result. Arguments are described
+by a pydantic model (`args_model`) or, for tools defined elsewhere (an MCP server's), by a JSON
+Schema with its validator (`args_schema`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,6 +23,26 @@ TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
 class ToolFailed(Exception):
     """Raised by a tool for an expected failure; the message goes to the model and the channel."""
+
+
+class ToolOutcomeUnknown(Exception):
+    """Raised by a tool that cannot tell whether its effect happened (the server it called went
+    away mid-call): like a timeout, the call must not be retried blindly."""
+
+
+@runtime_checkable
+class ArgsSchema(Protocol):
+    """Arguments described by a JSON Schema instead of a pydantic model (e.g. an MCP tool's
+    `inputSchema`): the schema a model sees, and the validator that checks a call against it."""
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments, as a model sees it."""
+        ...
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as they will run, or `ValueError` naming each problem (never echoing values)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -32,6 +54,7 @@ class Tool:
         fn: `fn(args, key) -> result`; `key` is the idempotency key `run_id:step`.
         side_effect: if true, every call waits for a human approval before it runs.
         args_model: pydantic model validating the arguments; its JSON schema is what a model sees.
+        args_schema: instead of `args_model`, a JSON Schema and its validator (see `ArgsSchema`).
         description: one or two sentences for the model and for approvers.
         timeout_s: seconds before the call is abandoned and reported as a timeout.
         idempotent: the tool dedupes on `key`, so re-running it with the same key is safe.
@@ -47,6 +70,7 @@ class Tool:
     redact: tuple[str, ...] = field(default=())
     """Extra argument names to hide in Slack, logs and the audit log, besides the global list
     (matched exactly after normalising `camelCase` and dashes, never as a suffix)."""
+    args_schema: ArgsSchema | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME.match(self.name):
@@ -57,11 +81,17 @@ class Tool:
             isinstance(self.args_model, type) and issubclass(self.args_model, BaseModel)
         ):
             raise TypeError(f"tool {self.name!r}: args_model must be a pydantic BaseModel subclass")
+        if self.args_schema is not None and not isinstance(self.args_schema, ArgsSchema):
+            raise TypeError(f"tool {self.name!r}: args_schema must have a schema and a validate method")
+        if self.args_schema is not None and self.args_model is not None:
+            raise TypeError(f"tool {self.name!r}: give args_model or args_schema, not both")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ValueError(f"tool {self.name!r}: timeout_s must be positive")
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments, as a model sees it."""
+        if self.args_schema is not None:
+            return self.args_schema.schema
         if self.args_model is None:
             return {"type": "object", "properties": {}, "additionalProperties": True}
         return self.args_model.model_json_schema()
@@ -85,6 +115,8 @@ class Tool:
         """
         if not isinstance(args, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(args).__name__}")
+        if self.args_schema is not None:
+            return self.args_schema.validate(args)
         if self.args_model is None:
             return args
         try:

@@ -1,7 +1,9 @@
-"""Toolsets named in `SIGNOFF_TOOLS`: `demo`, or `package.module:attribute`, comma-separated.
+"""Toolsets named in `SIGNOFF_TOOLS`: `demo`, `mcp:<server>` (or `mcp:*`), or `package.module:attribute`,
+comma-separated.
 
 Explicit on purpose: each entry names one module, imported with `importlib`, and one attribute
-of it, a list of `Tool` or a callable returning one. Nothing is scanned or discovered.
+of it, a list of `Tool` or a callable returning one; or one server of the MCP configuration
+(`SIGNOFF_MCP_CONFIG`), `mcp:*` for all of them. Nothing is scanned or discovered.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from typing import Any
 
 from signoff.tools.base import Tool
 from signoff.tools.demo import demo_tools
+from signoff.tools.mcp.config import McpConfigError
+from signoff.tools.mcp.servers import McpServers
 
 DEMO = "demo"
+MCP_PREFIX = "mcp:"
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -35,11 +40,15 @@ class _BadEntry(Exception):
     """One problem with one entry; collected and reported together as a `ToolsetError`."""
 
 
-def load_toolsets(spec: str, *, outbox: str | Path) -> dict[str, Tool]:
+def load_toolsets(spec: str, *, outbox: str | Path, mcp: McpServers | None = None) -> dict[str, Tool]:
     """Every tool of every toolset in `spec`, by name.
 
+    `mcp` holds the configured MCP servers; the ones `mcp:` entries pick are started here (the
+    caller stops them with `mcp.close()`).
+
     Raises `ToolsetError` listing each bad entry (unknown module or attribute, something other
-    than a list of `Tool`) and each tool name defined twice.
+    than a list of `Tool`, an MCP server that is not configured or does not start) and each tool
+    name defined twice.
     """
     entries = [entry.strip() for entry in spec.split(",")]
     if not any(entries):
@@ -47,6 +56,7 @@ def load_toolsets(spec: str, *, outbox: str | Path) -> dict[str, Tool]:
     problems: list[str] = []
     tools: dict[str, Tool] = {}
     defined_by: dict[str, str] = {}
+    servers = list(dict.fromkeys(e.removeprefix(MCP_PREFIX) for e in entries if e.startswith(MCP_PREFIX)))
     for position, entry in enumerate(entries, start=1):
         if not entry:
             problems.append(f"toolset entry {position} of {spec!r} is empty (a stray comma?)")
@@ -55,23 +65,47 @@ def load_toolsets(spec: str, *, outbox: str | Path) -> dict[str, Tool]:
             problems.append(f"toolset {entry!r} is listed twice")
             continue
         try:
-            loaded = _load(entry, Path(outbox))
+            if entry.startswith(MCP_PREFIX):
+                # Every server the entries pick, started at once, at the place of the first of them.
+                picked, servers = servers, []
+                loaded = _load_mcp(picked, mcp) if picked else []
+            else:
+                loaded = [(entry, _load(entry, Path(outbox)))]
         except _BadEntry as exc:
             problems.append(str(exc))
             continue
-        for tool in loaded:
-            if tool.name in defined_by:
-                where = defined_by[tool.name]
-                problems.append(
-                    f"toolset {entry!r} defines tool {tool.name!r} twice" if where == entry
-                    else f"tool {tool.name!r} is defined by both {where!r} and {entry!r}"
-                )
-                continue
-            tools[tool.name] = tool
-            defined_by[tool.name] = entry
+        except McpConfigError as exc:
+            problems.extend(exc.problems)
+            continue
+        for source, source_tools in loaded:
+            _add(source, source_tools, tools, defined_by, problems)
     if problems:
         raise ToolsetError(problems)
     return tools
+
+
+def _add(entry: str, loaded: list[Tool], tools: dict[str, Tool], defined_by: dict[str, str],
+         problems: list[str]) -> None:
+    """Add `entry`'s tools to `tools`; a name already defined is added to `problems` instead."""
+    for tool in loaded:
+        if tool.name in defined_by:
+            where = defined_by[tool.name]
+            problems.append(
+                f"toolset {entry!r} defines tool {tool.name!r} twice" if where == entry
+                else f"tool {tool.name!r} is defined by both {where!r} and {entry!r}"
+            )
+            continue
+        tools[tool.name] = tool
+        defined_by[tool.name] = entry
+
+
+def _load_mcp(names: list[str], mcp: McpServers | None) -> list[tuple[str, list[Tool]]]:
+    """The tools of the MCP servers `names` picks (`*`: all), each attributed to its `mcp:<server>` entry."""
+    if mcp is None:
+        raise McpConfigError(f"toolset {MCP_PREFIX}{names[0]}: no MCP servers are configured (set "
+                             "SIGNOFF_MCP_CONFIG to a file with an \"mcpServers\" object)")
+    by_server = mcp.tools(mcp.select(names))
+    return [(f"{MCP_PREFIX}{server}", tools) for server, tools in by_server.items()]
 
 
 def describe_tools(tools: Mapping[str, Tool] | Iterable[Tool]) -> str:

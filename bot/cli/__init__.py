@@ -20,6 +20,8 @@ from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
 from signoff.bot.cli.rendering import one_line
 from signoff.bot.cli.running import demo, run
 from signoff.bot.cli.runs import runs
+from signoff.bot.cli.toolview import tools
+from signoff.bot.wiring import stop_mcp_servers
 from signoff.runtime.errors import SignoffError
 
 __all__ = ["cli", "main"]
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     """The `signoff` console script: one line on stderr for errors, a traceback only with --debug."""
     options = Options()
     try:
-        code = cli.main(args=argv, prog_name="signoff", standalone_mode=False, obj=options)
+        code = _run(argv, options)
     except click.UsageError as exc:
         exc.show()
         code = exc.exit_code
@@ -60,6 +62,14 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
+def _run(argv: list[str] | None, options: Options) -> object:
+    """The command, then the MCP servers it started stopped, however it ended."""
+    try:
+        return cli.main(args=argv, prog_name="signoff", standalone_mode=False, obj=options)
+    finally:
+        stop_mcp_servers()
+
+
 def _report(exc: BaseException, debug: bool, bug: bool = False) -> None:
     if debug:
         traceback.print_exception(exc)
@@ -75,7 +85,7 @@ def _report(exc: BaseException, debug: bool, bug: bool = False) -> None:
     click.echo(f"error: {one_line(message, 2000)}{hint}", err=True)
 
 
-@click.group(commands=[run, demo, runs, db, check, manifest, serve],
+@click.group(commands=[run, demo, runs, tools, db, check, manifest, serve],
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.pass_obj

@@ -9,6 +9,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from signoff.bot.cli.rendering import one_line
+from signoff.bot.cli.toolview import check_mcp
 from signoff.bot.settings import Settings
 from signoff.bot.wiring import load_tools, model_env, resolve_model_spec
 from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
@@ -17,14 +18,15 @@ from signoff.runtime.models import check_model
 
 
 def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
-    """Tools, database, Slack and model, each checked for real (a query, `auth.test`, a model call)."""
-    return [check_tools(settings), check_database(settings), check_slack(settings),
-            check_model_line(settings, environ)]
+    """Tools (and each MCP server, started to list its tools), database, Slack and model, each checked
+    for real (a query, `auth.test`, a model call)."""
+    return [check_tools(settings, environ), *check_mcp(settings, environ), check_database(settings),
+            check_slack(settings), check_model_line(settings, environ)]
 
 
-def check_tools(settings: Settings) -> str:
+def check_tools(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
     try:
-        tools = load_tools(settings)
+        tools = load_tools(settings, environ)
     except ConfigError as exc:
         return f"FAIL tools: {exc}"
     return f"ok tools: {settings.tools} -> {', '.join(tools)}"

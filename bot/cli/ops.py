@@ -45,7 +45,8 @@ def db() -> None:
 
 @click.command()
 def check() -> int:
-    """Check the configuration, the database, Slack (auth.test) and the model.
+    """Check the configuration, the tools (each MCP server is started and lists its tools, with how
+    each is gated), the database, Slack (auth.test) and the model.
 
     Prints one line per check, "ok ..." or "FAIL ... reason" ("skip ..." when not configured);
     exits 1 if any check failed.

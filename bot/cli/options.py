@@ -26,7 +26,7 @@ FLAG_VARS = {
     "model": "SIGNOFF_MODEL", "tools": "SIGNOFF_TOOLS", "max_steps": "SIGNOFF_MAX_STEPS",
     "max_tool_calls": "SIGNOFF_MAX_TOOL_CALLS", "max_tokens": "SIGNOFF_MAX_TOKENS",
     "max_cost_usd": "SIGNOFF_MAX_COST_USD", "max_seconds": "SIGNOFF_MAX_SECONDS",
-    "database_url": "SIGNOFF_DATABASE_URL", "outbox": "SIGNOFF_OUTBOX",
+    "database_url": "SIGNOFF_DATABASE_URL", "outbox": "SIGNOFF_OUTBOX", "mcp_config": "SIGNOFF_MCP_CONFIG",
 }
 EXIT_CODES_HELP = (
     "\b\nExit codes: 0 done, 1 error, 2 bad usage, 3 paused waiting for a decision\n"
@@ -72,8 +72,9 @@ def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
 
 _POSITIVE_INT, _POSITIVE = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
 DATABASE_URL = click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
-TOOLS = click.option("--tools", help="Toolsets: demo or package.module:attribute, comma-separated "
-                                     "(overrides SIGNOFF_TOOLS).")
+TOOLS = click.option("--tools", help="Toolsets: demo, mcp:<server>, mcp:* or package.module:attribute, "
+                                     "comma-separated (overrides SIGNOFF_TOOLS).")
+MCP_CONFIG = click.option("--mcp-config", help="JSON file of MCP servers (overrides SIGNOFF_MCP_CONFIG).")
 OUTBOX = click.option("--outbox", help="Directory for the demo send_email .eml files and refund ledger.")
 QUIET = click.option("--quiet", "-q", is_flag=True, help="Print only the outcome line.")
 USER = click.option("--user", default=default_user, show_default="cli:$USER",
@@ -82,7 +83,7 @@ DEMO = click.option("--demo", is_flag=True,
                     help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, demo tools), as `signoff demo` does.")
 RUN_OPTIONS = options(
     click.option("--model", help="Model spec: openai:<model>, anthropic:<model> or scripted:<path>."),
-    TOOLS,
+    TOOLS, MCP_CONFIG,
     click.option("--max-steps", type=_POSITIVE_INT, help="Budget: model calls."),
     click.option("--max-tool-calls", type=_POSITIVE_INT, help="Budget: tool executions."),
     click.option("--max-tokens", type=_POSITIVE_INT, help="Budget: input plus output tokens."),

@@ -96,6 +96,7 @@ def resume_hint(run_id: str, settings: Settings, demo: bool) -> str:
     base: Mapping[str, str] = DEMO_ENV if demo else os.environ
     command = f"signoff runs resume {run_id}" + (" --demo" if demo else "")
     for flag, name, value in (("--tools", "SIGNOFF_TOOLS", settings.tools),
+                              ("--mcp-config", "SIGNOFF_MCP_CONFIG", settings.mcp_config or ""),
                               ("--outbox", "SIGNOFF_OUTBOX", settings.outbox),
                               ("--database-url", "SIGNOFF_DATABASE_URL", settings.database_url)):
         if value != (base.get(name, "").strip() or ENV_VARS[name]):

@@ -11,6 +11,7 @@ from signoff.bot.cli.deciding import drive
 from signoff.bot.cli.options import (
     DATABASE_URL,
     DEMO,
+    MCP_CONFIG,
     OUTBOX,
     QUIET,
     TOOLS,
@@ -110,16 +111,17 @@ def runs_export(run_id: str, database_url: str | None, tools: str | None, demo: 
 
 @deciding_command("resume")
 @click.argument("run_id")
-@options(TOOLS, OUTBOX, DATABASE_URL, DEMO, QUIET, USER)
-def runs_resume(run_id: str, tools: str | None, outbox: str | None, database_url: str | None, demo: bool,
-                quiet: bool, user: str) -> int:
+@options(TOOLS, MCP_CONFIG, OUTBOX, DATABASE_URL, DEMO, QUIET, USER)
+def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: str | None,
+                database_url: str | None, demo: bool, quiet: bool, user: str) -> int:
     """Continue a paused, failed, out-of-budget or orphaned run here.
 
     A pending approval is asked for as in `signoff run`; a run out of budget is offered an
     extension, a failed run a retry, and a call with an unknown outcome is settled (done, retry
     or abort). A run whose worker died continues from its last checkpoint. Answers may be piped.
     """
-    settings = load_settings({"database_url": database_url, "tools": tools, "outbox": outbox}, demo=demo)
+    settings = load_settings({"database_url": database_url, "tools": tools, "outbox": outbox,
+                              "mcp_config": mcp_config}, demo=demo)
     store = open_store(settings.database_url, auto_upgrade=may_create(settings.database_url, demo))
     run = the_run(store, run_id, settings.database_url)
     console = make_console(quiet)

@@ -29,7 +29,14 @@ from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.scheduler import start_scheduler
 from signoff.bot.slack.workers import Workers
 from signoff.bot.slack.wsgi import EVENTS_PATH, HEALTH_PATH, WsgiApp, http_server, make_wsgi
-from signoff.bot.wiring import build_runner, load_tools, model_env, policy_factory, runner_config
+from signoff.bot.wiring import (
+    build_runner,
+    load_tools,
+    model_env,
+    policy_factory,
+    runner_config,
+    stop_mcp_servers,
+)
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.agent import Policy
 from signoff.runtime.errors import ConfigError
@@ -77,6 +84,8 @@ class Service:
             self.scheduler.shutdown(wait=wait)
         self.workers.drain(timeout=30 if wait else 0)
         self.pool.shutdown(wait=wait)
+        # After the workers: a run still draining may be in the middle of an MCP call.
+        stop_mcp_servers()
 
 
 @dataclass(frozen=True)
@@ -155,7 +164,12 @@ def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> No
 
 def check(settings: Settings, environ: Mapping[str, str]) -> None:
     """What would stop the bot from working: tools, model, database, and Slack accepting the token."""
-    runner = build_runner(settings, None, env=model_env(environ))
+    try:
+        runner = build_runner(settings, None, env=model_env(environ))
+    finally:
+        # MCP servers started to load their tools: their threads would not survive the fork, and
+        # the worker starts its own.
+        stop_mcp_servers()
     # gunicorn forks after this check: a pooled connection carried into the worker and closed there
     # drops the worker's own SQLite locks ("disk I/O error"), so none may cross the fork.
     runner.store.close()
