@@ -50,9 +50,10 @@ def frozen(value: Any) -> Any:
     if kind in _SCALARS or kind is FrozenDict or kind is FrozenList:
         return value  # the common case first: a long history is mostly strings and numbers
     if isinstance(value, dict):
-        return FrozenDict({k: frozen(v) for k, v in value.items()})
+        # Scalars are kept inline rather than by a call each: most of an entry is scalars.
+        return FrozenDict({k: v if type(v) in _SCALARS else frozen(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
-        return FrozenList([frozen(v) for v in value])
+        return FrozenList([v if type(v) in _SCALARS else frozen(v) for v in value])
     return value
 
 

@@ -7,6 +7,7 @@ deploy that changed a run's behaviour.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,10 +63,10 @@ def read_turn(raw: Any, run: RunState, catalogue: Catalogue) -> Turn:
         changes["model"] = model
     if catalogue.digest not in run.contracts:
         changes["contracts"] = {**run.contracts, catalogue.digest: dict(catalogue.contracts)}
-    versions = _versions(model, catalogue)
-    now = LastVersions(model=versions.model, prompt=versions.prompt)
-    changes["last_versions"] = now
+    versions, now = _versions(model, catalogue)
     last = run.last_versions
+    if last is not now:  # the same model and prompt as the last turn are the same value (cached)
+        changes["last_versions"] = now
     changed = (last.to_json(), now.to_json()) if last is not None and last != now else None
     provenance: Provenance = {"versions": versions}
     if isinstance(reported, dict):
@@ -74,8 +75,14 @@ def read_turn(raw: Any, run: RunState, catalogue: Catalogue) -> Turn:
     return Turn(decision, provenance, changes, changed)
 
 
-def _versions(model: dict[str, Any] | None, catalogue: Catalogue) -> Versions:
-    """The model spec, system prompt and tool contracts behind a turn."""
+def _versions(model: dict[str, Any] | None, catalogue: Catalogue) -> tuple[Versions, LastVersions]:
+    """The model spec, system prompt and tool contracts behind a turn, and its model and prompt."""
     name, prompt = (model or {}).get("name"), (model or {}).get("system_prompt_sha256")
-    return Versions(model=name if name is None or isinstance(name, str) else str(name),
-                    prompt=prompt[:16] if isinstance(prompt, str) else None, tools=catalogue.digest)
+    return _versions_of(name if name is None or isinstance(name, str) else str(name),
+                        prompt[:16] if isinstance(prompt, str) else None, catalogue.digest)
+
+
+@functools.lru_cache(maxsize=256)
+def _versions_of(model: str | None, prompt: str | None, tools: str) -> tuple[Versions, LastVersions]:
+    """Frozen values, so one per combination serves every turn (a run's turns mostly share one)."""
+    return Versions(model=model, prompt=prompt, tools=tools), LastVersions(model=model, prompt=prompt)
