@@ -28,6 +28,7 @@ from signoff.runtime.records import (
     RunRecord,
 )
 from signoff.runtime.runner import Runner
+from signoff.runtime.schema import ACTIVE
 
 
 class RunBusy(click.ClickException):
@@ -46,7 +47,7 @@ def drive(runner: Runner, run_id: str, console: Console, notifier: TerminalNotif
         runner.execute(run_id)
         run = runner.get_run(run_id)
         assert run is not None, "runs are never deleted"
-        if run.status in ("idle", "running"):
+        if run.status in ACTIVE:
             until = f" until {run.lease_expires_at:%H:%M:%S} UTC" if run.lease_expires_at else ""
             raise RunBusy(f"run {run_id} is being run by {run.lease_owner or 'another worker'}{until}; "
                           "try again later")
