@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from signoff.runtime.schema import RunState
 
@@ -66,8 +66,9 @@ def usage_report(state: StateLike) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class _Figures:
+class _Figures(NamedTuple):
+    """Read before every policy call: a tuple is the cheapest record to make."""
+
     budget: Mapping[str, Any]
     usage: Mapping[str, Any]
     steps: int

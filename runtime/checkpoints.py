@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from signoff.runtime.frozen import FrozenDict, FrozenList, frozen
+from signoff.runtime.frozen import SCALARS, FrozenDict, FrozenList, frozen
 from signoff.runtime.schema import RunState, Value
 
 
@@ -52,15 +52,57 @@ class StateJson:
 
     def __init__(self, history: list[FrozenDict]) -> None:
         self.history = FrozenList(history)
-        self._fields: dict[str, tuple[Any, Any]] = {}
+        self._sources: dict[str, Any] = dict.fromkeys(_HEADER, _UNSEEN)
+        """The value each field of `_header` was made from."""
+        self._header: dict[str, Any] = {}
+        self._shared: dict[str, tuple[Value, FrozenDict]] = {}
+        """By field: the latest value inside an entry and its JSON, which the next entry often
+        shares (a run's turns mostly have the same `versions`)."""
 
     def append(self, entries: Iterable[Value]) -> None:
-        list.extend(self.history, (frozen(entry.to_json()) for entry in entries))  # ours to grow; read-only to others
+        list.extend(self.history, map(self._entry_json, entries))  # ours to grow; read-only to others
 
     def view(self, run: RunState) -> FrozenDict:
-        stale = {name for name in _HEADER if (cached := self._fields.get(name)) is None
-                 or cached[0] is not getattr(run, name)}
-        if stale:
-            dumped = run.model_dump(mode="python", include=stale, exclude_unset=True)
-            self._fields.update({name: (getattr(run, name), frozen(dumped[name])) for name in stale})
-        return FrozenDict({**{name: self._fields[name][1] for name in _HEADER}, "history": self.history})
+        sources, header = self._sources, self._header
+        for name, value in run.__dict__.items():
+            if sources.get(name) is not value and name != "history":
+                sources[name], header[name] = value, value if type(value) in SCALARS else _frozen_field(value)
+        view = FrozenDict(header)
+        dict.__setitem__(view, "history", self.history)  # ours to fill; read-only to others
+        return view
+
+    def _entry_json(self, entry: Value) -> FrozenDict:
+        """`frozen_json(entry)`, with the JSON of a value it shares with the previous entry shared too."""
+        fields_set, shared, json = entry.__pydantic_fields_set__, self._shared, {}
+        for name, item in entry.__dict__.items():
+            if name not in fields_set:
+                continue
+            if type(item) in SCALARS:
+                json[name] = item
+            elif isinstance(item, Value):
+                known = shared.get(name)
+                if known is None or known[0] is not item:
+                    known = shared[name] = (item, frozen_json(item))
+                json[name] = known[1]
+            else:
+                json[name] = frozen(item)  # an entry's containers are JSON: arguments, a result
+        return FrozenDict(json)
+
+
+_UNSEEN: Any = object()
+
+
+def frozen_json(value: Value) -> FrozenDict:
+    """`frozen(value.to_json())` in one pass, straight from the fields (each history entry is made
+    into this once, so it is worth not making the plain JSON first)."""
+    fields_set = value.__pydantic_fields_set__
+    return FrozenDict({name: item if type(item) in SCALARS else _frozen_field(item)
+                       for name, item in value.__dict__.items() if name in fields_set})
+
+
+def _frozen_field(value: Any) -> Any:
+    if isinstance(value, Value):
+        return frozen_json(value)
+    if type(value) is dict and any(isinstance(item, Value) for item in value.values()):
+        return FrozenDict({key: _frozen_field(item) for key, item in value.items()})  # e.g. fingerprints
+    return frozen(value)

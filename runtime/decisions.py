@@ -63,8 +63,64 @@ def reported_count(value: Any, kind: type[int] | type[float] = int) -> float:
 
 
 def jsonable(value: Any) -> Any:
-    """Tool results must survive a checkpoint: anything JSON cannot hold becomes its text."""
+    """Tool results must survive a checkpoint: anything JSON cannot hold becomes its text.
+
+    What a JSON round trip gives: plain JSON (exact dicts with string keys, lists, tuples, strings,
+    numbers, booleans, None) is copied by a walk, several times faster than the round trip it
+    equals; anything else takes the round trip itself."""
+    try:
+        return _plain_copy(value)
+    except (_NotPlain, RecursionError):  # not plain JSON (or circular): the round trip decides
+        pass
     try:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError):
         return repr(value)
+
+
+def is_plain_json(value: Any) -> bool:
+    """Whether `value` is made only of exact JSON types (dicts with string keys, lists, strings,
+    numbers, booleans, None): a valid `JsonValue` as it is, with nothing to convert."""
+    try:
+        return _is_plain(value)
+    except RecursionError:  # nested too deep to walk: validation decides
+        return False
+
+
+def _is_plain(value: Any) -> bool:
+    # Loops rather than all(...): this walks every call's arguments and result, and a generator
+    # per container costs more than the walk itself.
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return True
+    if kind is dict:
+        for key, item in value.items():  # noqa: SIM110
+            if type(key) is not str or not _is_plain(item):
+                return False
+        return True
+    if kind is list:
+        for item in value:  # noqa: SIM110
+            if not _is_plain(item):
+                return False
+        return True
+    return False
+
+
+class _NotPlain(Exception):
+    """A value `_plain_copy` leaves to the JSON round trip."""
+
+
+def _plain_copy(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        copied = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            copied[key] = _plain_copy(item)
+        return copied
+    if kind is list or kind is tuple:  # JSON has arrays only: a tuple becomes one
+        return [_plain_copy(item) for item in value]
+    raise _NotPlain

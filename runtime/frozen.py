@@ -47,26 +47,26 @@ class FrozenList(list[Any]):
 def frozen(value: Any) -> Any:
     """A read-only deep copy of JSON-shaped data (tuples become read-only lists)."""
     kind = type(value)
-    if kind in _SCALARS or kind is FrozenDict or kind is FrozenList:
+    if kind in SCALARS or kind is FrozenDict or kind is FrozenList:
         return value  # the common case first: a long history is mostly strings and numbers
     if isinstance(value, dict):
         # Scalars are kept inline rather than by a call each: most of an entry is scalars.
-        return FrozenDict({k: v if type(v) in _SCALARS else frozen(v) for k, v in value.items()})
+        return FrozenDict({k: v if type(v) in SCALARS else frozen(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
-        return FrozenList([v if type(v) in _SCALARS else frozen(v) for v in value])
+        return FrozenList([v if type(v) in SCALARS else frozen(v) for v in value])
     return value
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
 def thawed(value: Any) -> Any:
     """A plain, writable deep copy of JSON-shaped data (dicts, lists, scalars), several times faster
     than `copy.deepcopy`, which a long run's history makes worth having. Other values are shared."""
     if isinstance(value, dict):
-        return {k: thawed(v) for k, v in value.items()}
+        return {k: v if type(v) in SCALARS else thawed(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [thawed(v) for v in value]
+        return [v if type(v) in SCALARS else thawed(v) for v in value]
     if isinstance(value, tuple):
         return tuple(thawed(v) for v in value)
     return value

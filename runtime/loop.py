@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from signoff.runtime.budget import exhausted_limit, usage_report
-from signoff.runtime.decisions import jsonable, malformed, shortened
+from signoff.runtime.decisions import is_plain_json, jsonable, malformed, shortened
 from signoff.runtime.schema import (
     TERMINAL,
     ErrorKind,
@@ -29,6 +29,8 @@ from signoff.runtime.schema import (
     ToolCall,
     ToolError,
     ToolResult,
+    Usage,
+    Value,
 )
 from signoff.runtime.schema import Stop as StopReason
 from signoff.runtime.stalls import Repeats
@@ -36,6 +38,8 @@ from signoff.runtime.state import call_fingerprint, idempotency_key, redact, sec
 from signoff.runtime.tool_calls import Failed, Outcome, Ran, Refused, TimedOut, Unknown
 from signoff.runtime.turns import Catalogue, Provenance, read_turn
 from signoff.tools.base import Tool
+
+V = TypeVar("V", bound=Value)
 
 # -- what to do next --------------------------------------------------------------------------
 
@@ -123,6 +127,7 @@ class Context:
     stall_after: int | None = 3
     repeats: Repeats = field(default_factory=Repeats)
     _catalogue: Catalogue | None = None
+    _secrets: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def catalogue(self) -> Catalogue:
@@ -131,35 +136,67 @@ class Context:
         return self._catalogue
 
     def redacted(self, tool_name: str, args: Any) -> Any:
-        return redact(args, secret_names(self.tools.get(tool_name), configured=self.redact_keys))
+        secrets = self._secrets.get(tool_name)
+        if secrets is None:  # the same for every call of a tool: worked out once
+            secrets = self._secrets[tool_name] = secret_names(self.tools.get(tool_name), configured=self.redact_keys)
+        return redact(args, secrets)
 
 
 class Draft:
     """A transition being worked out: the state as it becomes and the events it says. Local to one
-    transition function; what it hands out is a frozen `Step`."""
+    transition function; what it hands out is a frozen `Step`.
+
+    Changes are gathered and made into one new state when the state is next read, not copied in
+    one by one: a transition makes several, and appending copies the whole history.
+    """
 
     def __init__(self, state: RunState) -> None:
-        self.state = state
+        self._state = state
+        self._changes: dict[str, Any] = {}
+        self._entries: list[HistoryEntry] = []
         self.events: list[dict[str, Any]] = []
         self.execution: dict[str, Any] | None = None
 
+    @property
+    def state(self) -> RunState:
+        """The state with every change so far."""
+        if self._entries:
+            self._changes["history"] = self._state.history + tuple(self._entries)
+            self._entries = []
+        if self._changes:
+            self._state, self._changes = self._state.evolved(**self._changes), {}
+        return self._state
+
+    @property
+    def steps(self) -> int:
+        """`state.steps`, read without making the state."""
+        steps: int = self._changes.get("steps", self._state.steps)
+        return steps
+
+    @property
+    def usage(self) -> Usage:
+        """`state.usage`, read without making the state."""
+        usage: Usage = self._changes.get("usage", self._state.usage)
+        return usage
+
     def evolve(self, **changes: Any) -> None:
-        """`changes` are already-validated values of `RunState`'s fields."""
-        self.state = self.state.evolved(**changes)
+        """`changes` are already-validated values of `RunState`'s fields (the history's excepted:
+        entries are appended)."""
+        self._changes.update(changes)
 
     def append(self, *entries: HistoryEntry) -> None:
-        self.evolve(history=self.state.history + entries)
+        self._entries.extend(entries)
 
     def emit(self, event_type: str, **payload: Any) -> None:
-        self.events.append({"type": event_type, "run_id": self.state.run_id, "step": self.state.steps, **payload})
+        self.events.append({"type": event_type, "run_id": self._state.run_id, "step": self.steps, **payload})
 
     def then(self, action: Action) -> Step:
         return Step(self.state, action, tuple(self.events), self.execution)
 
     def stop(self, status: Status, reason: str, **detail: Any) -> Step:
-        stop = StopReason.model_validate({"reason": reason, "step": self.state.steps, **detail})
+        stop = StopReason.model_validate({"reason": reason, "step": self.steps, **detail})
         self.evolve(status=status, stop=stop, **({"pending": None} if status in TERMINAL else {}))
-        self.emit(status, **{"usage": self.state.usage.to_json(), **stop.to_json()})
+        self.emit(status, **{"usage": self.usage.to_json(), **stop.to_json()})
         return self.then(Stop(status))
 
     def go_on(self) -> Step:
@@ -214,22 +251,25 @@ def after_reply(state: RunState, context: Context, reply: Reply | ModelFailed) -
 def _finish(draft: Draft, decision: dict[str, Any], provenance: Provenance) -> Step:
     answer = jsonable(decision["final"])
     answer = answer if isinstance(answer, str) else json.dumps(answer)
-    draft.append(FinalAnswer(role="assistant", step=draft.state.steps, final=answer, **provenance))
+    draft.append(FinalAnswer(role="assistant", step=draft.steps, final=answer, **provenance))
     draft.evolve(answer=answer, status="done")
     draft.emit("decision", kind="final")
-    draft.emit("finished", answer=answer, usage=draft.state.usage.to_json())
+    draft.emit("finished", answer=answer, usage=draft.usage.to_json())
     return draft.then(Finish(answer))
 
 
 def _propose(draft: Draft, context: Context, decision: dict[str, Any], provenance: Provenance) -> Step | None:
     """Record the call and decide its fate: a step that runs it or asks about it, or None when it
     was refused on the spot (unknown tool, invalid arguments, a repeat of a settled side effect)."""
-    step = draft.state.steps
+    step = draft.steps
     # JSON-only from here on: a checkpoint must be able to hold whatever the policy proposed.
     name, args = decision["tool"], jsonable(decision.get("args", {}))
     said = {k: decision[k] for k in ("text", "note") if isinstance(decision.get(k), str)}
-    call = ToolCall(role="assistant", step=step, tool=name, args=args,
-                    call_id=str(decision.get("call_id") or f"call-{step}"), **said, **provenance)
+    # The policy's strings are trusted as they are only when they are exact strings (pydantic
+    # would make a subclass one); the arguments are plain JSON, just made so by `jsonable`.
+    call = _valid(ToolCall, type(name) is str and all(type(text) is str for text in said.values()),
+                  role="assistant", step=step, tool=name, args=args,
+                  call_id=str(decision.get("call_id") or f"call-{step}"), **said, **provenance)
     draft.append(call)
     draft.emit("decision", kind="tool", tool=name, args=context.redacted(name, args))
     tool = context.tools.get(name)
@@ -241,8 +281,9 @@ def _propose(draft: Draft, context: Context, decision: dict[str, Any], provenanc
     except ValueError as exc:
         observe(draft, call, error=str(exc), kind="invalid_args")
         return None
-    pending = PendingCall(tool=name, args=args, key=idempotency_key(draft.state.run_id, step), step=step,
-                          call_id=call.call_id, contract=tool.contract)
+    pending = _valid(PendingCall, type(args) is dict and is_plain_json(args),  # as the tool validated them
+                     tool=call.tool, args=args, key=idempotency_key(draft.state.run_id, step), step=step,
+                     call_id=call.call_id, contract=tool.contract)
     if not tool.side_effect:
         return draft.then(RunTool(pending, tool, in_turn=True))
     earlier = draft.state.fingerprints.get(call_fingerprint(name, args))
@@ -279,6 +320,9 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
     and for a side effect its fingerprint and ledger outcome."""
     draft, call, tool = Draft(state), action.call, action.tool
     match outcome:
+        case Ran(value=value, seconds=seconds):  # the common case first
+            record_execution(draft, context, call, ok=True, value=value, seconds=seconds, retried=action.retry)
+            observe(draft, call, result=value)
         case Refused(reason=reason, status=status):
             return refuse(draft, call, status, f"not executed: {reason}")
         case Unknown(reason=reason):
@@ -292,16 +336,13 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
         case Failed(error=error, seconds=seconds):
             record_execution(draft, context, call, ok=False, value=error, seconds=seconds)
             observe(draft, call, error=error, kind="exception")
-        case Ran(value=value, seconds=seconds):
-            record_execution(draft, context, call, ok=True, value=value, seconds=seconds, retried=action.retry)
-            observe(draft, call, result=value)
     return _count_repeat(draft, context) if action.in_turn else draft.go_on()
 
 
 def record_execution(draft: Draft, context: Context, call: PendingCall, ok: bool, value: Any, seconds: float,
                      **extra: Any) -> None:
     tool = context.tools.get(call.tool)
-    usage = draft.state.usage
+    usage = draft.usage
     draft.evolve(usage=usage.evolved(tool_calls=usage.tool_calls + 1))
     side_effect = bool(tool and tool.side_effect)
     draft.emit("tool_executed" if ok else "tool_failed", tool=call.tool, key=call.key, seconds=round(seconds, 6),
@@ -334,11 +375,20 @@ def needs_reconciliation(draft: Draft, call: PendingCall, reason: str) -> Step:
 
 def observe(draft: Draft, call: ToolCall | PendingCall, *, result: Any = None, error: str | None = None,
             kind: ErrorKind | None = None) -> None:
+    # The call is a valid value already; a result (from a tool, the ledger or a person) is
+    # validated unless it is plain JSON as it is, and an error is the loop's own text.
     if error is None:
-        draft.append(ToolResult(role="tool", step=call.step, tool=call.tool, call_id=call.call_id, result=result))
+        draft.append(_valid(ToolResult, is_plain_json(result), role="tool", step=call.step, tool=call.tool,
+                            call_id=call.call_id, result=result))
     else:
-        draft.append(ToolError(role="tool", step=call.step, tool=call.tool, call_id=call.call_id, error=error,
-                               error_kind=kind))
+        draft.append(_valid(ToolError, type(error) is str, role="tool", step=call.step, tool=call.tool,
+                            call_id=call.call_id, error=error, error_kind=kind))
+
+
+def _valid(kind: type[V], trusted: bool, **fields: Any) -> V:
+    """A `kind` of `fields`: made as it is when `trusted` (every field already a valid value of
+    its type, see `Value.trusted`), validated otherwise."""
+    return kind.trusted(**fields) if trusted else kind(**fields)
 
 
 def charge_time(state: RunState, seconds: float) -> RunState:

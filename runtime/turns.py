@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
+from dataclasses import dataclass
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from signoff.runtime.decisions import charge_usage, jsonable
 from signoff.runtime.digests import canonical_json
@@ -40,14 +40,13 @@ class Provenance(TypedDict):
     """Only when the reply reported some."""
 
 
-@dataclass(frozen=True)
-class Turn:
-    """A reply, read."""
+class Turn(NamedTuple):
+    """A reply, read (a tuple: one is made for every reply)."""
 
     decision: Any
     """The reply without its `usage` and `model` keys: a call, a final answer or something malformed."""
     provenance: Provenance
-    changes: dict[str, Any] = field(default_factory=dict)
+    changes: dict[str, Any]
     """What the turn changes in the run state: usage, model, contracts, last versions."""
     versions_changed: tuple[dict[str, Any], dict[str, Any]] | None = None
     """(was, now) when the model or the system prompt differs from the previous turn's."""
@@ -65,9 +64,11 @@ def read_turn(raw: Any, run: RunState, catalogue: Catalogue) -> Turn:
         changes["contracts"] = {**run.contracts, catalogue.digest: dict(catalogue.contracts)}
     versions, now = _versions(model, catalogue)
     last = run.last_versions
+    changed = None
     if last is not now:  # the same model and prompt as the last turn are the same value (cached)
         changes["last_versions"] = now
-    changed = (last.to_json(), now.to_json()) if last is not None and last != now else None
+        if last is not None and last != now:
+            changed = (last.to_json(), now.to_json())
     provenance: Provenance = {"versions": versions}
     if isinstance(reported, dict):
         provenance["usage"] = ReportedUsage.model_validate(
@@ -77,7 +78,9 @@ def read_turn(raw: Any, run: RunState, catalogue: Catalogue) -> Turn:
 
 def _versions(model: dict[str, Any] | None, catalogue: Catalogue) -> tuple[Versions, LastVersions]:
     """The model spec, system prompt and tool contracts behind a turn, and its model and prompt."""
-    name, prompt = (model or {}).get("name"), (model or {}).get("system_prompt_sha256")
+    if model is None:
+        return _versions_of(None, None, catalogue.digest)
+    name, prompt = model.get("name"), model.get("system_prompt_sha256")
     return _versions_of(name if name is None or isinstance(name, str) else str(name),
                         prompt[:16] if isinstance(prompt, str) else None, catalogue.digest)
 
