@@ -6,39 +6,6 @@ installed under a bare top-level name, so a project's own `tools/`, `bot/` or `r
 cannot shadow ours, nor ours theirs.
 """
 
-from signoff.runtime import (
-    ACTIVE,
-    SCHEMA_VERSION,
-    STATUSES,
-    TERMINAL,
-    WAITING_ON_HUMAN,
-    Agent,
-    Budget,
-    Checkpoint,
-    ConfigError,
-    Conflict,
-    DispatchRefused,
-    Executor,
-    IncompatibleState,
-    InvalidTransition,
-    ModelAuthError,
-    ModelUnavailable,
-    NotFound,
-    OutcomeUnknown,
-    Policy,
-    RunState,
-    SignoffError,
-    Status,
-    ToolTimeout,
-    call_digest,
-    redact,
-    run_tool,
-)
-from signoff.tools import Tool, ToolFailed
-
-__all__ = [
-    "ACTIVE", "Agent", "Budget", "Checkpoint", "Conflict", "ConfigError", "DispatchRefused", "Executor",
-    "IncompatibleState", "InvalidTransition", "ModelAuthError", "ModelUnavailable", "NotFound",
-    "OutcomeUnknown", "Policy", "RunState", "SCHEMA_VERSION", "STATUSES", "SignoffError", "Status", "TERMINAL", "Tool",
-    "ToolFailed", "ToolTimeout", "WAITING_ON_HUMAN", "call_digest", "redact", "run_tool",
-]
+# The public names are the runtime's, listed once there.
+from signoff.runtime import *  # noqa: F403
+from signoff.runtime import __all__ as __all__
