@@ -46,20 +46,25 @@ class Decisions:
         self.runner, self.workers, self.notifier = runner, workers, notifier
         self.notices, self.home = notices, home
 
-    def on_approve(self, ack: Ack, body: dict[str, Any]) -> None:
+    def _acked_click(self, ack: Ack, body: dict[str, Any]) -> ApprovalClick | None:
+        """Ack first, then read the click; one that is not an approval click is refused and None."""
         ack()
         click = parse_click(body)
-        if not isinstance(click, ApprovalClick):
-            self.notices.refuse_malformed(body, click)
+        if isinstance(click, ApprovalClick):
+            return click
+        self.notices.refuse_malformed(body, click)
+        return None
+
+    def on_approve(self, ack: Ack, body: dict[str, Any]) -> None:
+        click = self._acked_click(ack, body)
+        if click is None:
             return
         outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True)
         self._after_decision(outcome, click.where, modal=click.where.modal_id)
 
     def on_view_args(self, ack: Ack, body: dict[str, Any]) -> None:
-        ack()
-        click = parse_click(body)
-        if not isinstance(click, ApprovalClick):
-            self.notices.refuse_malformed(body, click)
+        click = self._acked_click(ack, body)
+        if click is None:
             return
         approval = self.runner.get_approval(click.approval_id)
         refusal, run = self._modal_refusal(click, approval)
@@ -73,10 +78,8 @@ class Decisions:
         self.notifier.client.views_open(trigger_id=click.where.trigger_id, view=view)
 
     def on_deny(self, ack: Ack, body: dict[str, Any]) -> None:
-        ack()
-        click = parse_click(body)
-        if not isinstance(click, ApprovalClick):
-            self.notices.refuse_malformed(body, click)
+        click = self._acked_click(ack, body)
+        if click is None:
             return
         approval = self.runner.get_approval(click.approval_id)
         refusal, _ = self._modal_refusal(click, approval)
