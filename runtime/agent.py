@@ -84,6 +84,8 @@ class Agent:
         self.tools = _tool_map(tools)
         self.clock = clock
         self.on_event = on_event
+        if ports is not None and (executor is not run_tool or on_checkpoint is not None):
+            raise ValueError("give ports, or executor and on_checkpoint, not both: ports run the calls and take the steps")
         self.ports: Ports = ports or InProcess(executor, on_checkpoint, clock)
         self.context = Context(self.tools, frozenset(redact_keys), stall_after)
         """`stall_after`: turns in a row that repeat an earlier call and get its result again before

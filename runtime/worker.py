@@ -222,7 +222,7 @@ class Worker:
                     session.retry_key = pending.key if pending is not None else None
                     agent.reconcile(action, result, note, by=by)
                 case None:
-                    raise InvalidTransition(f"unknown command {raw.get('op')!r}")
+                    raise InvalidTransition(f"unknown or malformed command {raw.get('op')!r}")
         except InvalidTransition as exc:
             if session.clear_command:  # nothing was saved, so the command is still there
                 self.store.clear_command(session.run.run_id, {"type": "command_refused", "reason": str(exc), **raw})

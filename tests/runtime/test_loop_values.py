@@ -174,3 +174,8 @@ def test_a_policy_that_writes_into_a_history_entry_fails_visibly_and_changes_not
     assert agent.state["history"][0] == {"role": "user", "content": "go"}
     assert agent.state["stop"]["reason"] == "policy error"
     assert "read-only" in agent.state["stop"]["detail"]
+
+
+def test_ports_and_an_executor_together_are_refused_rather_than_one_silently_ignored():
+    with pytest.raises(ValueError, match="not both"):
+        Agent(Script(), [search_tool(Outbox())], ports=StopAfter(1), on_checkpoint=lambda checkpoint: None)

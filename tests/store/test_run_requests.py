@@ -10,6 +10,7 @@ from store_harness import APPROVER, REQUESTER, build_runner, side_effects
 from signoff.runtime.budget import Budget
 from signoff.runtime.ports import Store
 from signoff.runtime.records import AlreadyDone, Done, Refused
+from signoff.runtime.rules import EXTEND_BUDGET
 from signoff.runtime.runner import Runner
 
 SECOND = "U_OTHER"
@@ -80,3 +81,16 @@ def test_a_replayed_reconcile_retry_runs_the_call_once(store: Store, effects: Pa
         assert isinstance(replay, AlreadyDone) and replay.what == "reconcile.retry"
         runner.execute(run.run_id)
     assert len(side_effects(effects)) == 1
+
+
+def test_a_stored_request_this_version_cannot_read_is_refused_audited_and_changes_nothing(runner: Runner) -> None:
+    # Written by another version, or by hand: an extend whose limits are not numbers.
+    run_id = out_of_budget(runner)
+    before = runner.get_run(run_id)
+    assert runner.store.set_command(run_id, {"op": "extend", "limits": {"max_steps": "lots"}, "by": APPROVER},
+                                    EXTEND_BUDGET) is None
+    assert runner.execute(run_id) == "budget_exhausted"
+    after = runner.get_run(run_id)
+    assert after.command is None and after.budget == before.budget
+    [refused] = [e for e in runner.timeline(run_id) if e["type"] == "command_refused"]
+    assert "malformed command 'extend'" in refused["reason"] and refused["by"] == APPROVER
