@@ -13,30 +13,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_harness import commits, fault_server, git_server, make_repo
 
 pytestmark = pytest.mark.slow
 
-FAULT_SERVER = str(Path(__file__).resolve().parent / "mcp_fault_server.py")
 _SCRUBBED = ("SIGNOFF_", "SLACK_", "OPENAI_", "ANTHROPIC_")
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    for command in (["init", "-q"], ["config", "user.email", "ana@example.com"], ["config", "user.name", "Ana"]):
-        subprocess.run(["git", *command], cwd=path, check=True)
-    (path / "notes.txt").write_text("hello\n")
-    return path
+    return make_repo(tmp_path / "repo")
 
 
 @pytest.fixture
 def signoff(tmp_path: Path, repo: Path):
     """`signoff ARGS` in `tmp_path` with git and fault servers configured, a scripted model and a fresh database."""
     config = {"mcpServers": {
-        "git": {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(repo)]},
-        "faults": {"command": sys.executable, "args": [FAULT_SERVER, str(tmp_path / "faults.log")],
-                   "tools": {"count_notes": {"side_effect": False}, "slow_write": {"timeout": 5}}},
+        "git": git_server(repo),
+        "faults": fault_server(tmp_path / "faults.log",
+                               tools={"count_notes": {"side_effect": False}, "slow_write": {"timeout": 5}}),
     }}
     (tmp_path / "mcp.json").write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED)}
@@ -53,11 +48,6 @@ def signoff(tmp_path: Path, repo: Path):
 
     run("db", "upgrade")
     return run
-
-
-def commits(repo: Path) -> list[str]:
-    done = subprocess.run(["git", "log", "--format=%s"], cwd=repo, capture_output=True, text=True)
-    return done.stdout.splitlines() if done.returncode == 0 else []
 
 
 def commit_script(repo: Path) -> list[dict[str, Any]]:

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp_harness import fault_server
 
 from signoff.bot.settings import Settings
 from signoff.bot.slack.serve import Parts, check, compose
@@ -19,7 +19,6 @@ from tests.fakes.slack import FakeSlack
 
 pytestmark = pytest.mark.slow
 
-FAULT_SERVER = str(Path(__file__).resolve().parent / "mcp_fault_server.py")
 
 
 @pytest.fixture
@@ -55,7 +54,7 @@ def gone(marker: str, seconds: float = 10.0) -> bool:
 def test_the_bot_starts_its_mcp_servers_and_stops_them_when_it_closes(slack, tmp_path):
     log = tmp_path / "faults.log"
     (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {
-        "faults": {"command": sys.executable, "args": [FAULT_SERVER, str(log)]}}}))
+        "faults": fault_server(log)}}))
     database = f"sqlite:///{tmp_path / 'signoff.db'}"
     open_store(database, auto_upgrade=True).close()
     settings = Settings.from_env({

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_harness import FAULT_SERVER, commits, fault_server, git_server, make_repo
 
 from signoff.bot.settings import Settings
 from signoff.bot.wiring import build_runner, load_tools, mcp_servers, runner_config, stop_mcp_servers
@@ -25,8 +26,6 @@ from signoff.tools.base import Tool, ToolFailed, ToolOutcomeUnknown
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).resolve().parent
-FAULT_SERVER = str(HERE / "mcp_fault_server.py")
 USER = "cli:ana"
 
 
@@ -35,26 +34,7 @@ USER = "cli:ana"
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A git repository with one file not yet added."""
-    path = tmp_path / "repo"
-    path.mkdir()
-    for command in (["init", "-q"], ["config", "user.email", "ana@example.com"], ["config", "user.name", "Ana"]):
-        subprocess.run(["git", *command], cwd=path, check=True)
-    (path / "notes.txt").write_text("hello\n")
-    return path
-
-
-def commits(repo: Path) -> list[str]:
-    done = subprocess.run(["git", "log", "--format=%s"], cwd=repo, capture_output=True, text=True)
-    return done.stdout.splitlines() if done.returncode == 0 else []
-
-
-def git_server(repo: Path, **entry: Any) -> dict[str, Any]:
-    return {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(repo)], **entry}
-
-
-def fault_server(log: Path, **entry: Any) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [FAULT_SERVER, str(log)], **entry}
+    return make_repo(tmp_path / "repo")
 
 
 class World:
