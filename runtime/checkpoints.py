@@ -15,7 +15,9 @@ class Checkpoint:
     """What one step changed, handed to `on_checkpoint` before the next policy call."""
 
     state: dict[str, Any]
-    """The state after the step, as read-only JSON (`StateJson.view`): what the store saves."""
+    """The state after the step, as read-only JSON (`StateJson.view`): what the store saves. Its
+    history list is the run's own and grows as the run goes on: read it while the step is saved, and
+    take this step's entries from `new_history`."""
     history_start: int
     """Index in `state["history"]` of the first entry this step appended."""
     events: list[dict[str, Any]]
