@@ -62,6 +62,7 @@ def test_every_bad_entry_is_named_at_once_without_echoing_secret_values():
         "bad override": {"command": "x"},
         "loose": {"command": "x", "tools": {"t": {"side_effect": "sometimes"}}},
         "ftp": {"url": "ftp://files.example", "headers": {"Authorization": "hunter2-secret"}},
+        "git__x": {"command": "x"},
     }})
     assert any(p.startswith("server both: ") and '"command"' in p for p in found)
     assert any(p.startswith("server neither: ") for p in found)
@@ -69,6 +70,7 @@ def test_every_bad_entry_is_named_at_once_without_echoing_secret_values():
     assert any(p.startswith("server bad override: name: ") for p in found)
     assert any(p.startswith("server loose: tools.t.side_effect: ") for p in found)
     assert any(p.startswith("server ftp: url: ") for p in found)
+    assert any(p.startswith("server git__x: name: ") for p in found)  # tool names would be ambiguous
     assert not any("hunter2" in p for p in found)
 
 

@@ -28,10 +28,12 @@ from pydantic import (
     PositiveFloat,
     PrivateAttr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+"""And no `__` (see `ServerConfig._one_name_end`)."""
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # Where `${VAR}` is expanded: the fields that say how to reach a server, never the overrides.
 _EXPANDED = ("command", "args", "cwd", "env", "url", "headers")
@@ -79,6 +81,15 @@ class ServerConfig(BaseModel):
     disabled: bool = False
     tools: dict[str, ToolOverride] = Field(default_factory=dict)
     _shown: str = PrivateAttr("")
+
+    @field_validator("name")
+    @classmethod
+    def _one_name_end(cls, name: str) -> str:
+        # `mcp__<server>__<tool>` must say where the server's name ends: `mcp__git__x__commit`
+        # cannot be both `git`'s tool `x__commit` and `git__x`'s tool `commit`.
+        if "__" in name:
+            raise ValueError("a server's name may not contain '__' (it separates server and tool in tool names)")
+        return name
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
