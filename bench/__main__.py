@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import machine, peers, pg, report, scale, slack_ack, steps
+from bench import machine, peers, pg, policy, report, scale, slack_ack, steps
 
-BENCHMARKS = ("steps", "peers", "slack", "scale")
+BENCHMARKS = ("steps", "peers", "slack", "scale", "policy")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         "peers": lambda: peers.run(args.quick),
         "slack": lambda: slack_ack.run(args.quick, postgres),
         "scale": lambda: scale.run(args.quick, postgres),
+        "policy": lambda: policy.run(args.quick),
     }
-    writers = {"steps": steps.markdown, "peers": peers.markdown, "slack": slack_ack.markdown,
+    writers = {"steps": steps.markdown, "peers": peers.markdown, "slack": slack_ack.markdown, "policy": policy.markdown,
                "scale": scale.markdown}
     for name in chosen:
         started = time.perf_counter()

@@ -31,6 +31,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_INSTRUCTIONS", "", "Operator instructions added to the model's system prompt."),
     ("SIGNOFF_PRICES", "", "JSON price table for cost budgets (default: the built-in sample prices)."),
     ("SIGNOFF_APPROVERS", "", "Who may approve (and see runs): Slack user ids and user group ids, comma-separated, and `*` for any member of the channel where approvals are posted; required by `signoff serve`."),
+    ("SIGNOFF_POLICY", "", "YAML file of approval rules: which calls run unasked, which ask whom (how many, for how long) and which are refused; see Approval policy. Without it every side effect asks SIGNOFF_APPROVERS."),
     ("SIGNOFF_ALLOW_SELF_APPROVAL", "false", "Let a requester approve their own run's side effects."),
     ("SIGNOFF_APPROVAL_CHANNEL", "", "Channel id for approval requests (default: the run's channel)."),
     ("SIGNOFF_APPROVAL_TTL", "30m", "How long an approval request stays open, e.g. 90s, 15m, 2h, 1h30m."),
@@ -148,6 +149,7 @@ class Settings(BaseModel):
     instructions: str | None = _field("SIGNOFF_INSTRUCTIONS")
     prices: str | None = _field("SIGNOFF_PRICES")
     approvers: SlackIds = Field(frozenset(), alias="SIGNOFF_APPROVERS")
+    policy: str | None = _field("SIGNOFF_POLICY")
     allow_self_approval: bool = _field("SIGNOFF_ALLOW_SELF_APPROVAL")
     approval_channel: ChannelId | None = _field("SIGNOFF_APPROVAL_CHANNEL")
     approval_ttl: Duration = _field("SIGNOFF_APPROVAL_TTL")

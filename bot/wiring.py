@@ -14,6 +14,7 @@ from signoff.bot.words import DEMO_MODEL
 from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.agent import Policy
+from signoff.runtime.approval_policy import ApprovalPolicy, PolicyError, default_policy, parse_policy
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.models import policy_from_spec
@@ -104,7 +105,9 @@ def stop_mcp_servers() -> None:
 
 
 def runner_config(settings: Settings, **overrides: Any) -> RunnerConfig:
-    """Runner settings from `settings`; `overrides` replace single fields (e.g. `allow_self_approval`)."""
+    """Runner settings from `settings`; `overrides` replace single fields (e.g. `allow_self_approval`).
+
+    Raises `ConfigError` for a policy file that cannot be read or is not valid."""
     values: dict[str, Any] = dict(
         model=settings.model, budget=settings.budget, approval_ttl=settings.approval_ttl,
         dispatch_window=settings.dispatch_window, stall_after=settings.stall_after,
@@ -113,7 +116,33 @@ def runner_config(settings: Settings, **overrides: Any) -> RunnerConfig:
         failpoints=Failpoints(settings.failpoints or ""),
     )
     values.update(overrides)
+    if "approval_policy" not in values:
+        values["approval_policy"] = load_approval_policy(settings, ttl=values["approval_ttl"],
+                                                         allow_self_approval=values["allow_self_approval"])
     return RunnerConfig(**values)
+
+
+def load_approval_policy(settings: Settings, *, ttl: timedelta | None = None,
+                         allow_self_approval: bool | None = None) -> ApprovalPolicy:
+    """The policy in `SIGNOFF_POLICY`, or the built-in one (every side effect asks the approvers).
+
+    What the file's defaults leave out comes from `SIGNOFF_APPROVERS`, `SIGNOFF_APPROVAL_TTL` and
+    `SIGNOFF_ALLOW_SELF_APPROVAL`. Raises `ConfigError` with one line naming the file, the rule
+    and the problem."""
+    ttl = settings.approval_ttl if ttl is None else ttl
+    self_approval = settings.allow_self_approval if allow_self_approval is None else allow_self_approval
+    if not settings.policy:
+        return default_policy(ttl=ttl, allow_self_approval=self_approval)
+    try:
+        text = Path(settings.policy).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise ConfigError(f"SIGNOFF_POLICY: cannot read {settings.policy}: {reason}") from None
+    try:
+        return parse_policy(text, source=settings.policy, approvers=sorted(settings.approvers), ttl=ttl,
+                            allow_self_approval=self_approval)
+    except PolicyError as exc:
+        raise ConfigError(f"SIGNOFF_POLICY: {exc}") from None
 
 
 def policy_factory(settings: Settings, tools: dict[str, Tool], env: Mapping[str, str]) -> Callable[[str], Policy]:

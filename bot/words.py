@@ -8,10 +8,11 @@ request, and what a Slack user or group id is. Plain ASCII text; each surface fo
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
 from signoff.runtime.budget import usage_report
+from signoff.runtime.records import ApprovalRecord
 
 LIMIT_NAMES = {
     "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",
@@ -78,6 +79,27 @@ def model_label(spec: str) -> str:
 
 # -- outcome sentences ---------------------------------------------------------------------------
 # In lower case and without a full stop, so each surface can start, stress and end them its own way.
+
+
+def who_decides(asked: Mapping[str, Any] | None, name: Callable[[str], str] = str) -> str:
+    """Who an approval waits for, e.g. `2 approvals from S0FINANCE (rule big-refunds)` or `1 approval
+    from the approvers`; `name` shows each id (Slack mentions them)."""
+    asked = asked or {}
+    quorum = int(asked.get("quorum") or 1)
+    approvers = [str(i) for i in asked.get("approvers") or ()]
+    given = ("any member of the approval channel" if approvers == ["*"] else
+             ", ".join("any member of the approval channel" if i == "*" else name(i) for i in approvers)
+             if approvers else "the approvers")
+    rule = asked.get("rule")
+    return (f"{quorum} approval{'s' if quorum != 1 else ''} from {given}"
+            + (f" (rule {rule})" if isinstance(rule, str) and rule else ""))
+
+
+def approval_progress(approval: ApprovalRecord, name: Callable[[str], str] = str) -> str:
+    """How far a quorum is, e.g. `1 of 2 approvals: U0LEE`."""
+    approved = approval.approved_by
+    return (f"{len(approved)} of {approval.quorum} approval{'s' if approval.quorum != 1 else ''}"
+            + (f": {', '.join(name(user) for user in approved)}" if approved else ""))
 
 
 def approval_words(status: str, decided_by: str | None) -> str:

@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from signoff.runtime import loop, requests
+from signoff.runtime.approval_policy import ApprovalPolicy, default_policy
 from signoff.runtime.budget import Budget
 from signoff.runtime.checkpoints import Checkpoint, StateJson, StepRecord
 from signoff.runtime.errors import ModelAuthError, ModelUnavailable
 from signoff.runtime.frozen import FrozenDict, frozen, thawed
-from signoff.runtime.loop import CallModel, Context, ModelFailed, Reply, RunTool, Step
+from signoff.runtime.loop import Caller, CallModel, Context, ModelFailed, Reply, RunTool, Step
 from signoff.runtime.schema import BudgetLimits, RunState
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, dump_state, parse_state
 from signoff.runtime.tool_calls import Executor, Outcome, call_tool, run_tool
@@ -77,6 +78,8 @@ class Agent:
         redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
         clock: Callable[[], float] = time.monotonic,
         stall_after: int | None = 3,
+        approval_policy: ApprovalPolicy | None = None,
+        caller: Caller | None = None,
     ) -> None:
         if stall_after is not None and stall_after < 1:
             raise ValueError("stall_after must be a positive number of turns, or None")
@@ -87,9 +90,12 @@ class Agent:
         if ports is not None and (executor is not run_tool or on_checkpoint is not None):
             raise ValueError("give ports, or executor and on_checkpoint, not both: ports run the calls and take the steps")
         self.ports: Ports = ports or InProcess(executor, on_checkpoint, clock)
-        self.context = Context(self.tools, frozenset(redact_keys), stall_after)
+        self.context = Context(self.tools, frozenset(redact_keys), stall_after,
+                               approval_policy=approval_policy or default_policy(), caller=caller or Caller())
         """`stall_after`: turns in a row that repeat an earlier call and get its result again before
-        the run stops as `stalled` (None: never)."""
+        the run stops as `stalled` (None: never). `approval_policy` says which calls run, which ask
+        a person and which are refused (by default: every side effect asks, every read runs);
+        `caller` is who the run is for, as its rules see it."""
         self._restore(RunState.fresh(run_id, (budget or Budget(max_steps=max_steps)).to_json()), [])
 
     def _restore(self, run: RunState, history_json: list[FrozenDict]) -> None:
@@ -149,13 +155,14 @@ class Agent:
         """Continue a running run; any other status is returned unchanged."""
         return self._drive(loop.Draft(self._run).go_on(), committed=True)
 
-    def decide(self, approved: bool, note: str = "", by: str | None = None) -> str:
+    def decide(self, approved: bool, note: str = "", by: str | None = None, approvals: int = 1) -> str:
         """Approve or deny the pending call, then continue the run.
 
-        Approving runs exactly the pending call, once, with its key. Denying tells the model
+        Approving runs exactly the pending call, once, with its key (`approvals`: how many distinct
+        people approved it, for a policy that now asks more). Denying tells the model
         `denied by human: <note>`. Raises `InvalidTransition` when nothing is pending.
         """
-        return self._drive(requests.decide(self._run, self.context, approved, note, by))
+        return self._drive(requests.decide(self._run, self.context, approved, note, by, approvals))
 
     def reconsider(self, reason: str) -> str:
         """The pending call's tool changed since it was proposed: ask afresh, withdraw or run it

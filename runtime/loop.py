@@ -13,10 +13,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from signoff.runtime.approval_policy import (
+    Allow,
+    ApprovalPolicy,
+    Ask,
+    Deny,
+    ProposedCall,
+    Verdict,
+    default_policy,
+    evaluate,
+)
 from signoff.runtime.budget import exhausted_limit, usage_report
 from signoff.runtime.decisions import is_plain_json, jsonable, malformed, shortened
 from signoff.runtime.schema import (
     TERMINAL,
+    Asked,
     ErrorKind,
     FinalAnswer,
     Fingerprint,
@@ -58,7 +69,10 @@ class RunTool:
     retry: bool = False
     """A person asked to run again a call whose outcome was unknown."""
     in_turn: bool = False
-    """Proposed by this turn (a read-only call): its outcome counts towards a stall."""
+    """Proposed by this turn and run without a person: its outcome counts towards a stall."""
+    allowed_by: str | None = None
+    """The policy rule that let this call run without a person; a side effect so allowed starts
+    through the ledger with no approval to consume."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,14 @@ class ModelFailed:
 # -- what the loop knows besides the state -----------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who a run is for, as the approval policy's rules see it (`requester`, `channel`)."""
+
+    requester: str = ""
+    channel: str = ""
+
+
 @dataclass
 class Context:
     """The tools a run calls and the rules it runs by. `repeats` is a cache of outcomes the run has
@@ -126,6 +148,8 @@ class Context:
     redact_keys: frozenset[str]
     stall_after: int | None = 3
     repeats: Repeats = field(default_factory=Repeats)
+    approval_policy: ApprovalPolicy = field(default_factory=default_policy)
+    caller: Caller = field(default_factory=Caller)
     _catalogue: Catalogue | None = None
     _secrets: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -134,6 +158,12 @@ class Context:
         if self._catalogue is None:
             self._catalogue = Catalogue.of(self.tools)
         return self._catalogue
+
+    def verdict(self, tool: Tool, args: Mapping[str, Any], usage: Usage) -> Verdict:
+        """What the approval policy says of calling `tool` with `args` now."""
+        return evaluate(self.approval_policy, ProposedCall(
+            tool=tool.name, args=args, side_effect=tool.side_effect, requester=self.caller.requester,
+            channel=self.caller.channel, usage=usage.to_json()))
 
     def redacted(self, tool_name: str, args: Any) -> Any:
         secrets = self._secrets.get(tool_name)
@@ -284,17 +314,36 @@ def _propose(draft: Draft, context: Context, decision: dict[str, Any], provenanc
     pending = _valid(PendingCall, type(args) is dict and is_plain_json(args),  # as the tool validated them
                      tool=call.tool, args=args, key=idempotency_key(draft.state.run_id, step), step=step,
                      call_id=call.call_id, contract=tool.contract)
-    if not tool.side_effect:
-        return draft.then(RunTool(pending, tool, in_turn=True))
-    earlier = draft.state.fingerprints.get(call_fingerprint(name, args))
+    earlier = draft.state.fingerprints.get(call_fingerprint(name, args)) if tool.side_effect else None
     if earlier is not None:
         observe(draft, call, kind="duplicate", error=(
             f"refused: an identical {name} call was already {earlier.outcome} (key {earlier.key}); "
             "it is not proposed again"))
         return None
+    verdict = context.verdict(tool, args, draft.usage)
+    ruled = {"policy": context.approval_policy.digest, **({"errors": list(verdict.errors)} if verdict.errors else {})}
+    match verdict:
+        case Allow(rule=None) if not verdict.errors:  # a read-only call no rule names: the common case
+            return draft.then(RunTool(pending, tool, in_turn=True))
+        case Allow(rule=rule):
+            draft.emit("call_allowed_by_rule", key=pending.key, tool=name, rule=rule, **ruled)
+            return draft.then(RunTool(pending, tool, in_turn=True, allowed_by=rule))
+        case Deny(rule=rule, reason=reason):
+            draft.emit("call_denied_by_rule", key=pending.key, tool=name, rule=rule, reason=reason, **ruled)
+            observe(draft, call, error=denied_by_rule(rule, reason), kind="denied_by_rule", rule=rule)
+            return None
+        case Ask(rule=rule, requirement=requirement):
+            asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
+    pending = pending.evolved(asked=asked)
     draft.evolve(pending=pending, status="awaiting_approval")
-    draft.emit("approval_requested", key=pending.key, tool=name, args=context.redacted(name, args))
+    draft.emit("approval_requested", key=pending.key, tool=name, args=context.redacted(name, args), rule=rule,
+               quorum=asked.quorum, **ruled)
     return draft.then(AskApproval(pending))
+
+
+def denied_by_rule(rule: str, reason: str) -> str:
+    """What the model is told of a call the policy denied."""
+    return f"denied by policy rule {rule}: {reason}"
 
 
 def _count_repeat(draft: Draft, context: Context) -> Step:
@@ -322,7 +371,7 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
     match outcome:
         case Ran(value=value, seconds=seconds):  # the common case first
             record_execution(draft, context, call, ok=True, value=value, seconds=seconds, retried=action.retry)
-            observe(draft, call, result=value)
+            observe(draft, call, result=value, rule=action.allowed_by)
         case Refused(reason=reason, status=status):
             return refuse(draft, call, status, f"not executed: {reason}")
         case Unknown(reason=reason):
@@ -339,6 +388,12 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
     return _count_repeat(draft, context) if action.in_turn else draft.go_on()
 
 
+def through_ledger(tool: Tool | None, call: PendingCall) -> bool:
+    """Whether `call` starts through the execution ledger, once: every side effect, and a read-only
+    call a person was asked about (its approval is consumed as it starts)."""
+    return bool(tool and tool.side_effect) or call.asked is not None
+
+
 def record_execution(draft: Draft, context: Context, call: PendingCall, ok: bool, value: Any, seconds: float,
                      **extra: Any) -> None:
     tool = context.tools.get(call.tool)
@@ -347,8 +402,9 @@ def record_execution(draft: Draft, context: Context, call: PendingCall, ok: bool
     side_effect = bool(tool and tool.side_effect)
     draft.emit("tool_executed" if ok else "tool_failed", tool=call.tool, key=call.key, seconds=round(seconds, 6),
                side_effect=side_effect, **extra, **({"error": value} if not ok else {}))
-    if side_effect:
-        settle(draft, call, "executed" if ok else "attempted")
+    if through_ledger(tool, call):
+        if side_effect:
+            settle(draft, call, "executed" if ok else "attempted")
         draft.evolve(pending=None)
         draft.execution = {"key": call.key, "tool": call.tool, "ok": ok, "result" if ok else "error": value,
                            "seconds": round(seconds, 6)}
@@ -374,15 +430,16 @@ def needs_reconciliation(draft: Draft, call: PendingCall, reason: str) -> Step:
 
 
 def observe(draft: Draft, call: ToolCall | PendingCall, *, result: Any = None, error: str | None = None,
-            kind: ErrorKind | None = None) -> None:
+            kind: ErrorKind | None = None, rule: str | None = None) -> None:
     # The call is a valid value already; a result (from a tool, the ledger or a person) is
     # validated unless it is plain JSON as it is, and an error is the loop's own text.
+    ruled = {"rule": rule} if rule is not None else {}
     if error is None:
         draft.append(_valid(ToolResult, is_plain_json(result), role="tool", step=call.step, tool=call.tool,
-                            call_id=call.call_id, result=result))
+                            call_id=call.call_id, result=result, **ruled))
     else:
         draft.append(_valid(ToolError, type(error) is str, role="tool", step=call.step, tool=call.tool,
-                            call_id=call.call_id, error=error, error_kind=kind))
+                            call_id=call.call_id, error=error, error_kind=kind, **ruled))
 
 
 def _valid(kind: type[V], trusted: bool, **fields: Any) -> V:

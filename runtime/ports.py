@@ -15,16 +15,13 @@ from typing import Any, Protocol
 
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.records import (
-    AlreadyDecided,
     ApprovalRecord,
     CommandRefusal,
-    Decided,
     ExecutionStart,
-    Expired,
-    Missing,
     Restart,
     RunRecord,
     Saved,
+    Voted,
 )
 from signoff.runtime.rules import CommandRule, StepWrite
 
@@ -41,6 +38,10 @@ class Notifier(Protocol):
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         """Replace the buttons with the outcome: who, when, the note."""
+
+    def approval_updated(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        """The approval is still pending and its card shows something new: who approved so far
+        (a quorum filling up), or a requirement the policy raised. Keep its buttons."""
 
     def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
         """Mark the request "expired, not executed" and tell the requester."""
@@ -169,8 +170,10 @@ class ExecutionLedger(Protocol):
 
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
-                        restart: Restart | None = None) -> ExecutionStart:
+                        restart: Restart | None = None, allowed_by: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write its ledger row "started", atomically, or say why not.
+        `allowed_by`: the policy rule that let the call run without a person; there is no approval
+        to consume, and the ledger row is written all the same (once per key).
 
         Fenced on the lease: only `owner` holding a live lease may start the run's call (the lease is
         renewed here, so the call starts with a whole lease ahead of it); anyone else gets
@@ -212,11 +215,17 @@ class ApprovalStore(Protocol):
         posted (`unposted`), requested longer than `older_than` ago."""
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None) -> Decided | AlreadyDecided | Expired | Missing:
-        """Move a pending, unexpired approval (with `digest`, when given) to approved or denied,
-        with a `approval_recorded` event, atomically: of any number of concurrent callers exactly
-        one gets `Decided`. The others learn who decided (`AlreadyDecided`), or that it expired
-        (`Expired`, `just_now` for the one call that noticed it before any sweep and marked it)."""
+               digest: str | None = None) -> Voted:
+        """Count one person's decision on a pending, unexpired approval (with `digest`, when given),
+        atomically, whoever else decides at the same time on whichever replica.
+
+        A person counts once (`AlreadyCounted` when they decided before). A deny denies it at once
+        (a veto). An approve is `Counted` (with an `approval_vote_recorded` event) until the
+        approval's `quorum` of distinct people have approved; the approve that completes it moves
+        it to approved. Moving it to approved or denied is `Decided`, with an `approval_recorded`
+        event, and of any number of concurrent callers exactly one gets it. The others learn who
+        decided (`AlreadyDecided`), or that it expired (`Expired`, `just_now` for the one call
+        that noticed it before any sweep and marked it)."""
 
     def expire_due(self) -> list[ApprovalRecord]:
         """Every pending approval past its expiry becomes expired, each with an `approval_expired`

@@ -81,11 +81,53 @@ class ApprovalRecord:
     """The status its message shows; differs from `status` until the message is brought in line."""
     contract: str | None = None
     """The hash of the tool's contract when the call was proposed (None: recorded before Signoff kept it)."""
+    quorum: int = 1
+    """How many distinct allowed people must approve before the call runs."""
+    asked: dict[str, Any] | None = None
+    """What the approval policy required (`schema.Asked` as JSON: rule, policy, approvers, quorum,
+    ttl_seconds, allow_self_approval, confirm); None: recorded before Signoff had policies."""
+    votes: tuple[Vote, ...] = ()
+    """The decisions people gave, one per person, oldest first."""
+
+    @property
+    def rule(self) -> str | None:
+        """The policy rule that asked (None: the policy's defaults, or recorded before policies)."""
+        rule = (self.asked or {}).get("rule")
+        return rule if isinstance(rule, str) else None
+
+    @property
+    def approved_by(self) -> tuple[str, ...]:
+        """The distinct people who approved, in order."""
+        return tuple(vote.user for vote in self.votes if vote.approved)
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One person's decision on an approval: counted once, however often they click."""
+
+    user: str
+    approved: bool
+    at: datetime
+    note: str | None = None
 
 
 @dataclass(frozen=True)
 class Decided:
     """This decision won: the approval moved from pending to approved or denied."""
+
+    approval: ApprovalRecord
+
+
+@dataclass(frozen=True)
+class Counted:
+    """This approval was counted; the quorum needs more (`approval.votes` says who so far)."""
+
+    approval: ApprovalRecord
+
+
+@dataclass(frozen=True)
+class AlreadyCounted:
+    """This person's decision on the approval is already counted; one person counts once."""
 
     approval: ApprovalRecord
 
@@ -155,7 +197,9 @@ class AlreadyDone:
     at: datetime | None = None
 
 
-DecisionOutcome = Decided | AlreadyDecided | Expired | NotAllowed | Mismatch | Missing
+Voted = Decided | Counted | AlreadyCounted | AlreadyDecided | Expired | Missing
+"""What the store answers to one person's decision."""
+DecisionOutcome = Voted | NotAllowed | Mismatch
 RunOutcome = Done | Refused | NotAllowed | Missing | AlreadyDone
 
 

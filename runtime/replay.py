@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from signoff.runtime.agent import Agent
+from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.budget import Budget
 from signoff.runtime.errors import (
     DispatchRefused,
@@ -25,6 +26,7 @@ from signoff.runtime.errors import (
     ModelUnavailable,
     OutcomeUnknown,
 )
+from signoff.runtime.loop import Caller
 from signoff.runtime.state import load_state
 from signoff.runtime.tool_calls import ToolTimeout
 from signoff.tools.base import Tool
@@ -32,11 +34,15 @@ from signoff.tools.base import Tool
 AGENT_EVENTS = frozenset({
     "run_started", "decision", "approval_requested", "approval_decided", "tool_executed", "tool_failed",
     "finished", "budget_extended", "retried", "reconciled", "budget_exhausted", "stalled", "failed", "cancelled",
-    "expired", "needs_reconciliation", "call_reconsidered", "versions_changed",
+    "expired", "needs_reconciliation", "call_reconsidered", "versions_changed", "call_allowed_by_rule",
+    "call_denied_by_rule", "approval_reopened",
 })
 """The events the loop itself emits; the store's own (claims, ledger rows, commands) are not replayed."""
 _UNCOMPARED = frozenset({"seq", "at", "run_id", "seconds"})
 """What differs from one execution to the next whatever the code: wall time and storage bookkeeping."""
+_POLICY_FIELDS = frozenset({"rule", "quorum", "policy", "errors"})
+"""What the approval policy adds to an event; a recording made before Signoff had policies lacks
+them, and is compared without them (under the built-in policy, which asks what it asked)."""
 _OUTSIDE = frozenset({"approval_decided", "budget_extended", "retried", "reconciled", "cancelled", "expired",
                       "call_reconsidered"})
 """What came from outside the loop: what people did, and a deploy changing a pending call's tool."""
@@ -86,9 +92,11 @@ def loop_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def replay(state: Mapping[str, Any] | str, events: Iterable[Mapping[str, Any]], tools: dict[str, Tool] | Iterable[Tool],
-           *, stall_after: int | None = 3) -> Replayed:
+           *, stall_after: int | None = 3, approval_policy: ApprovalPolicy | None = None,
+           caller: Caller | None = None) -> Replayed:
     """Re-drive the run recorded as `state` (with its history) and audit `events` through today's
-    loop and `tools`' contracts; see the module docstring."""
+    loop and `tools`' contracts, under `approval_policy` (by default the built-in one) as it
+    applied to `caller`; see the module docstring."""
     recorded_state = load_state(dict(state) if isinstance(state, Mapping) else state)
     expected = loop_events(events)
     recording = _Recording(recorded_state, expected)
@@ -97,8 +105,9 @@ def replay(state: Mapping[str, Any] | str, events: Iterable[Mapping[str, Any]], 
     budget = Budget(**{k: v for k, v in (start or {}).get("budget", recorded_state["budget"]).items()
                        if k in Budget.__dataclass_fields__})
     agent = Agent(recording.policy(produced), tools, run_id=recorded_state["run_id"], budget=budget,
-                  executor=recording.executor(produced), on_event=lambda e: produced.append(_comparable(e)),
-                  stall_after=stall_after)
+                  executor=recording.executor(produced),
+                  on_event=lambda e: produced.append(_aligned(e, expected, produced)),
+                  stall_after=stall_after, approval_policy=approval_policy, caller=caller)
     try:
         _drive(agent, recorded_state, expected, produced)
     except InvalidTransition as exc:  # the replayed run is somewhere a recorded action cannot apply
@@ -211,6 +220,16 @@ def _recorded_result(state: dict[str, Any], key: str | None) -> Any:
     step = int(key.rsplit(":", 1)[1]) if key else None
     results = [e for e in state["history"] if e.get("role") == "tool" and e.get("step") == step and "result" in e]
     return results[-1]["result"] if results else None
+
+
+def _aligned(event: Mapping[str, Any], expected: list[dict[str, Any]], produced: list[dict[str, Any]]) -> dict[str, Any]:
+    """`event` as compared with the recorded event in its place: without the policy's fields when
+    that was recorded without them."""
+    out = _comparable(event)
+    recorded = expected[len(produced)] if len(produced) < len(expected) else None
+    if recorded is not None and recorded.get("type") == out.get("type") and not _POLICY_FIELDS & recorded.keys():
+        out = {k: v for k, v in out.items() if k not in _POLICY_FIELDS}
+    return out
 
 
 def _comparable(event: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from signoff.runtime.approval_policy import Allow, Ask, Deny
 from signoff.runtime.budget import Budget
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.errors import InvalidTransition
@@ -16,12 +17,13 @@ from signoff.runtime.loop import (
     Draft,
     RunTool,
     Step,
+    denied_by_rule,
     observe,
     record_execution,
     refuse,
     settle,
 )
-from signoff.runtime.schema import TERMINAL, BudgetLimits, ErrorKind, Goal, PendingCall, RunState
+from signoff.runtime.schema import TERMINAL, Asked, BudgetLimits, ErrorKind, Goal, PendingCall, RunState
 
 
 def start(state: RunState, goal: str) -> Step:
@@ -37,11 +39,21 @@ def start(state: RunState, goal: str) -> Step:
     return draft.then(CallModel())
 
 
-def decide(state: RunState, context: Context, approved: bool, note: str = "", by: str | None = None) -> Step:
+def decide(state: RunState, context: Context, approved: bool, note: str = "", by: str | None = None,
+           approvals: int = 1) -> Step:
     """Approve (run exactly the pending call, once, with its key) or deny (tell the model
-    `denied by human: <note>`) the pending call."""
+    `denied by human: <note>`) the pending call.
+
+    `approvals`: how many distinct allowed people approved it. The policy is asked again first, and
+    the stricter of then and now holds: a call it now denies is refused, and one it now asks more
+    approvals for than were given waits for them.
+    """
     pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
     draft = Draft(state)
+    if approved:
+        overruled = _overruled(draft, context, pending, approvals)
+        if overruled is not None:
+            return overruled
     draft.emit("approval_decided", key=pending.key, tool=pending.tool, approved=approved, by=by, note=note)
     draft.evolve(status="running")
     if approved:
@@ -70,12 +82,21 @@ def reconsider(state: RunState, context: Context, reason: str) -> Step:
         args = tool.validate(pending.args)
     except ValueError as exc:
         return _withdraw(draft, pending, f"{reason}, and the call no longer fits it: {exc}", "invalid_args")
-    if not tool.side_effect:
-        draft.evolve(status="running", pending=None)
-        return draft.then(RunTool(_revised(pending, args=args), tool))
-    draft.evolve(pending=_revised(pending, args=args, contract=tool.contract))
+    ruled = {"policy": context.approval_policy.digest}
+    match context.verdict(tool, args, draft.usage):
+        case Deny(rule=rule, reason=denial):
+            draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=denial, **ruled)
+            return _withdraw(draft, pending, denied_by_rule(rule, denial), "denied_by_rule", rule=rule)
+        case Allow(rule=rule):
+            draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
+            draft.evolve(status="running", pending=None)
+            return draft.then(RunTool(_revised(pending, args=args, contract=tool.contract, asked=None), tool,
+                                      allowed_by=rule))
+        case Ask(rule=rule, requirement=requirement):
+            asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
+    draft.evolve(pending=_revised(pending, args=args, contract=tool.contract, asked=asked.to_json()))
     draft.emit("approval_requested", key=pending.key, tool=tool.name, args=context.redacted(tool.name, args),
-               supersedes=True, reason=reason)
+               supersedes=True, reason=reason, rule=rule, quorum=asked.quorum, **ruled)
     return draft.go_on()
 
 
@@ -152,11 +173,43 @@ def _run(draft: Draft, context: Context, pending: PendingCall, *, retry: bool = 
     return draft.then(RunTool(pending, tool, retry=retry))
 
 
-def _withdraw(draft: Draft, pending: PendingCall, reason: str, kind: ErrorKind) -> Step:
+def _withdraw(draft: Draft, pending: PendingCall, reason: str, kind: ErrorKind, rule: str | None = None) -> Step:
     """Drop the pending call unexecuted and tell the model why; the run goes on."""
-    observe(draft, pending, error=f"not executed: {reason}", kind=kind)
+    observe(draft, pending, error=f"not executed: {reason}", kind=kind, rule=rule)
     draft.evolve(pending=None, status="running")
     return draft.go_on()
+
+
+def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: int) -> Step | None:
+    """The step for an approved call the policy as it is now does not let run yet, or None.
+
+    The policy may have changed since the call was proposed: a rule that now denies it withdraws it
+    (its approval is closed), and one that now asks for more approvals than were given reopens the
+    approval for the rest.
+    """
+    tool = context.tools.get(pending.tool)
+    if tool is None:
+        return None  # `_run` refuses it
+    ruled = {"policy": context.approval_policy.digest}
+    match context.verdict(tool, pending.args, draft.usage):
+        case Deny(rule=rule, reason=reason):
+            draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=reason,
+                       at_dispatch=True, **ruled)
+            return _withdraw(draft, pending, f"{denied_by_rule(rule, reason)} (the policy changed after it "
+                                             "was approved)", "denied_by_rule", rule=rule)
+        case Ask(rule=rule, requirement=requirement):
+            asked = pending.asked
+            quorum = asked.quorum if asked is not None else 1
+            if approvals >= max(quorum, requirement.quorum):
+                return None
+            raised = (asked.evolved(quorum=requirement.quorum, policy=context.approval_policy.digest,
+                                    confirm=asked.confirm or requirement.confirm) if asked is not None else
+                      Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json()))
+            draft.evolve(pending=pending.evolved(asked=raised))
+            draft.emit("approval_reopened", key=pending.key, tool=pending.tool, rule=rule, quorum=raised.quorum,
+                       approvals=approvals, **ruled)
+            return draft.go_on()
+    return None
 
 
 def _pending(state: RunState, status: str, refusal: str) -> PendingCall:

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from signoff.runtime.agent import Checkpoint
+from signoff.runtime.frozen import thawed
 from signoff.runtime.records import ApprovalRecord, CommandRefusal, NotDispatchable
 from signoff.runtime.state import STATUSES, TERMINAL, call_digest
 
@@ -36,7 +37,8 @@ COMMANDS_LOOKED_AT = 50
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """The approval a step opens: for exactly this call, open for `ttl` from the store's now."""
+    """The approval a step opens: for exactly this call, open for `ttl` from the store's now, and
+    approved once `quorum` distinct allowed people approve it (`asked`: what the policy required)."""
 
     step: int
     tool: str
@@ -45,6 +47,17 @@ class ApprovalRequest:
     digest: str
     ttl: timedelta
     contract: str | None = None
+    quorum: int = 1
+    asked: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Reopening:
+    """An approved, unused approval the policy now asks more of: pending again until `quorum`."""
+
+    key: str
+    quorum: int
+    asked: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -60,26 +73,43 @@ class StepWrite:
     refuse_waiting_command: str | None = None
     """Why a request left for the run while the step ran can no longer apply; it is dropped and
     audited with this reason (left in place, the ended run would look like work to every worker)."""
+    overruled: tuple[str, ...] = ()
+    """Keys whose approved calls the policy now denies: their open approvals are closed as `cancelled`."""
+    reopen: Reopening | None = None
+    """The approval the policy now asks more approvals of."""
 
 
 def step_write(checkpoint: Checkpoint, approval_ttl: timedelta) -> StepWrite:
-    """What the store must do, beyond writing it, when it saves `checkpoint`."""
+    """What the store must do, beyond writing it, when it saves `checkpoint`. `approval_ttl` is for
+    a call proposed before Signoff had policies (its pending call says nothing of a ttl)."""
     state = checkpoint.state
     status = state["status"]
-    asked = status == "awaiting_approval" and any(e["type"] == "approval_requested" for e in checkpoint.events)
+    events = checkpoint.events
+    asked = status == "awaiting_approval" and any(e["type"] == "approval_requested" for e in events)
+    reopened = status == "awaiting_approval" and any(e["type"] == "approval_reopened" for e in events)
     ended = status in TERMINAL
     return StepWrite(
         approval=_request(state["pending"], approval_ttl) if asked else None,
-        superseded=tuple(e["key"] for e in checkpoint.events if e["type"] == "call_reconsidered"),
+        superseded=tuple(e["key"] for e in events if e["type"] == "call_reconsidered"),
         close_open_approvals=ended,
         refuse_waiting_command=f"the run already ended ({status})" if ended else None,
+        overruled=tuple(e["key"] for e in events if e["type"] == "call_denied_by_rule" and e.get("at_dispatch")),
+        reopen=_reopening(state["pending"]) if reopened else None,
     )
 
 
 def _request(pending: Mapping[str, Any], ttl: timedelta) -> ApprovalRequest:
+    asked = pending.get("asked")
     return ApprovalRequest(step=pending["step"], tool=pending["tool"], args=pending["args"], key=pending["key"],
-                           digest=call_digest(pending["tool"], pending["args"], pending["key"]), ttl=ttl,
-                           contract=pending.get("contract"))
+                           digest=call_digest(pending["tool"], pending["args"], pending["key"]),
+                           ttl=timedelta(seconds=asked["ttl_seconds"]) if asked else ttl,
+                           contract=pending.get("contract"), quorum=asked["quorum"] if asked else 1,
+                           asked=thawed(asked) if asked else None)
+
+
+def _reopening(pending: Mapping[str, Any]) -> Reopening:
+    asked = pending["asked"]
+    return Reopening(key=pending["key"], quorum=asked["quorum"], asked=thawed(asked))
 
 
 # -- people's requests of a run --------------------------------------------------------------

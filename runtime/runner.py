@@ -7,6 +7,7 @@ load -> claim lease -> step -> save (state, history, events, ledger, approval in
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -18,6 +19,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 from signoff.runtime.agent import Policy
+from signoff.runtime.approval_policy import ApprovalPolicy, default_policy
 from signoff.runtime.budget import Budget
 from signoff.runtime.commands import Cancel, Command, Extend, Reconcile, ReconcileAction, Retry, request_name
 from signoff.runtime.decisions import jsonable
@@ -29,6 +31,7 @@ from signoff.runtime.ports import Notifier, Store
 from signoff.runtime.records import (
     AlreadyDone,
     ApprovalRecord,
+    Counted,
     Decided,
     DecisionOutcome,
     Done,
@@ -56,8 +59,11 @@ from signoff.tools.base import Tool
 log = logging.getLogger("signoff.runner")
 
 MAX_GOAL_CHARS = 4000
-MayApprove = Callable[[str, RunRecord], str | None]
-"""(user, run) -> None if the user may approve the run's side effects, else the reason they may not."""
+SELF_APPROVAL = "you started this run, so someone else has to approve its calls"
+SELF_REQUEST = "you started this run, so someone else has to decide this for it"
+MayApprove = Callable[[str, RunRecord, tuple[str, ...]], str | None]
+"""(user, run, approvers) -> None if the user is one of `approvers` (user and group ids, `*`: the
+approval channel's members; empty: the configured approvers), else the reason they are not."""
 MaySee = Callable[[str, RunRecord], bool]
 """(user, run) -> whether the user may see the run (e.g. a member of its channel), beyond its
 requester and the people who may decide it."""
@@ -84,6 +90,15 @@ class RunnerConfig:
     allow_self_approval: bool = False
     redact_keys: frozenset[str] = DEFAULT_REDACT_KEYS
     failpoints: Failpoints = field(default_factory=Failpoints)
+    approval_policy: ApprovalPolicy | None = None
+    """Which calls run, ask or are refused; None: the built-in policy (every side effect asks the
+    configured approvers for `approval_ttl`, every read runs)."""
+
+    @functools.cached_property
+    def policy(self) -> ApprovalPolicy:
+        """The approval policy runs go by."""
+        return self.approval_policy or default_policy(ttl=self.approval_ttl,
+                                                      allow_self_approval=self.allow_self_approval)
 
 
 class Runner:
@@ -99,7 +114,7 @@ class Runner:
         self.teller = Teller(store, notifier, failpoints=self.config.failpoints,
                              worker_id=self.config.worker_id, lease=self.config.lease)
         self.worker = Worker(store, tools, policies, self.config, self.teller, time.monotonic)
-        self.may_approve = may_approve or (lambda user, run: None)
+        self.may_approve = may_approve or (lambda user, run, approvers: None)
         self.may_see = may_see or (lambda user, run: False)
 
     # -- starting and driving runs ---------------------------------------------------------
@@ -138,27 +153,41 @@ class Runner:
         run = self.store.get_run(approval.run_id, history=False)
         if run is None:
             return Missing("run")
-        reason = self.approval_refusal(user, run)
+        reason = self.approval_refusal(user, run, approval)
         if reason:
             return NotAllowed(reason)
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest)
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
             self.teller.show_approval(run, outcome.approval)
+        elif isinstance(outcome, Counted):
+            self.teller.show_approval(run, outcome.approval, method="approval_updated")
         elif isinstance(outcome, Expired) and outcome.just_now:
             self.teller.show_approval(run, outcome.approval, method="approval_expired")
         return outcome
 
-    def approval_refusal(self, user: str, run: RunRecord) -> str | None:
-        """Why `user` may not approve `run`'s side effects, or None if they may."""
-        if user == run.requester and not self.config.allow_self_approval:
-            return "you started this run, so someone else has to approve its side effects"
-        return self.may_approve(user, run)
+    def approval_refusal(self, user: str, run: RunRecord, approval: ApprovalRecord | None = None) -> str | None:
+        """Why `user` may not decide `approval` (by the rule that asked for it), or `run`'s requests
+        (extend, retry, reconcile: by the policy's defaults), or None if they may."""
+        asked = approval.asked if approval is not None else None
+        rule: str | None = None
+        if asked is None:
+            defaults = self.config.policy.defaults
+            approvers, self_approval = defaults.approvers, defaults.allow_self_approval
+        else:
+            approvers, self_approval = tuple(asked.get("approvers") or ()), bool(asked.get("allow_self_approval"))
+            rule = asked.get("rule")
+        reason: str | None
+        if user == run.requester and not self_approval:
+            reason = SELF_APPROVAL if approval is not None else SELF_REQUEST
+        else:
+            reason = self.may_approve(user, run, approvers)
+        return f"{reason} (policy rule {rule})" if reason and rule else reason
 
     def visibility_refusal(self, user: str, run: RunRecord) -> str | None:
         """Why `user` may not see `run` (its goal, arguments, answer), or None if they may: its
         requester, anyone who may decide it, and whoever `may_see` admits (its channel's members)."""
-        if user == run.requester or self.may_approve(user, run) is None or self.may_see(user, run):
+        if user == run.requester or self.may_approve(user, run, ()) is None or self.may_see(user, run):
             return None
         return "you are not its requester, one of its approvers or a member of its channel"
 
@@ -284,11 +313,13 @@ class Runner:
         return self.store.list_runs(requester=requester, limit=limit)
 
     def waiting_on(self, user: str, limit: int = 20) -> list[tuple[RunRecord, ApprovalRecord]]:
-        """Pending approvals this user may decide, each with its run (without history): two queries."""
+        """Pending approvals this user may decide and has not yet, each with its run (without
+        history): two queries."""
         pending = self.store.list_approvals(status="pending", limit=limit * 3)
         runs = self.store.runs_by_id([a.run_id for a in pending])
         return [(runs[a.run_id], a) for a in pending if a.run_id in runs and not runs[a.run_id].unreadable
-                and self.approval_refusal(user, runs[a.run_id]) is None][:limit]
+                and all(vote.user != user for vote in a.votes)
+                and self.approval_refusal(user, runs[a.run_id], a) is None][:limit]
 
     def approvals_for(self, user: str, limit: int = 20) -> list[ApprovalRecord]:
         """Pending approvals this user may decide."""

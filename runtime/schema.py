@@ -45,7 +45,8 @@ STOPPED: frozenset[str] = WAITING_ON_HUMAN - {"awaiting_approval"}
 """Waiting on a person without a call to decide: the run stopped short of an answer (out of budget,
 stalled, failed, unreconciled) until someone extends, retries or reconciles it."""
 
-ErrorKind = Literal["exception", "unknown_tool", "invalid_args", "denied", "duplicate", "timeout", "refused"]
+ErrorKind = Literal["exception", "unknown_tool", "invalid_args", "denied", "denied_by_rule", "duplicate", "timeout",
+                    "refused"]
 ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 Number = Annotated[int | float, Field(gt=0)]
 """A positive limit; an int stays an int (a budget given as 5 is written back as 5, not 5.0)."""
@@ -220,6 +221,8 @@ class _Observation(Value):
     step: Count
     tool: str
     call_id: str
+    rule: str | None = None
+    """The approval policy's rule that allowed (a result) or denied (an error) the call without a person."""
 
 
 class ToolResult(_Observation):
@@ -273,6 +276,19 @@ HistoryEntry = Annotated[
 ]
 
 
+class Asked(Value):
+    """What the approval policy required of a call when it was proposed: the rule that asked (None:
+    the policy's defaults), the policy's digest, and who, how many and for how long."""
+
+    rule: str | None
+    policy: str
+    approvers: list[str]
+    quorum: Annotated[int, Field(ge=1)]
+    ttl_seconds: Annotated[int, Field(ge=1)]
+    allow_self_approval: bool
+    confirm: bool = False
+
+
 class PendingCall(Value):
     """A validated call waiting for a person (or for reconciliation), bound to its key `run_id:step`."""
 
@@ -283,6 +299,9 @@ class PendingCall(Value):
     call_id: str
     contract: str | None = None
     """The hash of its tool's contract when it was proposed (None: recorded before Signoff kept it)."""
+    asked: Asked | None = None
+    """What the approval policy asked of it when it was proposed (None: recorded before Signoff
+    had policies, or not asked about: reconciliation)."""
 
     @property
     def digest(self) -> str:

@@ -21,7 +21,7 @@ from signoff.runtime.agent import Agent, Checkpoint, Policy
 from signoff.runtime.commands import Cancel, Extend, Reconcile, Retry, parse_command
 from signoff.runtime.errors import Conflict, InvalidTransition
 from signoff.runtime.frozen import thawed
-from signoff.runtime.loop import RunTool
+from signoff.runtime.loop import Caller, RunTool, through_ledger
 from signoff.runtime.ports import RunStore, Store
 from signoff.runtime.records import (
     ApprovalRecord,
@@ -79,9 +79,9 @@ class LedgerPorts:
     def run(self, action: RunTool) -> Outcome:
         """Read-only calls just run; a side effect starts only through the ledger, once."""
         call, tool = action.call, action.tool
-        if not tool.side_effect:
+        if not through_ledger(tool, call):
             return call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
-        match self._begin(tool, call.tool, dict(call.args), call.key):
+        match self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by):
             case NotDispatchable(reason=reason, status=status):
                 return Refused(reason, cast(Status, status))
             case Existing(status="started"):
@@ -99,14 +99,16 @@ class LedgerPorts:
         self.config.failpoints.hit("after_tool")
         return outcome
 
-    def _begin(self, tool: Tool, name: str, args: dict[str, object], key: str) -> ExecutionStart:
+    def _begin(self, tool: Tool, name: str, args: dict[str, object], key: str,
+               allowed_by: str | None) -> ExecutionStart:
         session = self.session
+        # A read-only call asked about changes nothing: one that left no outcome may start again.
         restart: Restart | None = ("requested" if session.retry_key == key
-                                   else "idempotent" if tool.idempotent else None)
+                                   else "idempotent" if tool.idempotent or not tool.side_effect else None)
         try:
             return self.store.begin_execution(session.run.run_id, name, args, key, owner=session.owner,
                                               lease=self.config.lease, dispatch_window=self.config.dispatch_window,
-                                              restart=restart)
+                                              restart=restart, allowed_by=allowed_by if tool.side_effect else None)
         except Conflict as exc:
             raise LeaseLost(str(exc)) from exc
         except Exception as exc:  # the database failed, not the tool
@@ -134,8 +136,9 @@ class LedgerPorts:
                 teller.tool_result(snapshot, entry)
         if saved.approval is not None:
             teller.post_approval(snapshot, saved.approval)
-        for approval in saved.cancelled:
-            teller.show_approval(snapshot, approval)
+        for approval in saved.cancelled:  # closed, or pending again under a larger quorum
+            teller.show_approval(snapshot, approval,
+                                 method="approval_updated" if approval.status == "pending" else "approval_decided")
         if saved.command is not None and checkpoint.state["status"] not in TERMINAL:
             session.interrupted = True
             return False
@@ -238,7 +241,8 @@ class Worker:
             return
         match approval.status:
             case "approved" | "consumed":
-                agent.decide(True, approval.note or "", by=approval.decided_by)
+                agent.decide(True, approval.note or "", by=approval.decided_by,
+                             approvals=len(approval.approved_by) or 1)
             case "denied":
                 agent.decide(False, approval.note or "", by=approval.decided_by)
             case "expired":
@@ -264,7 +268,9 @@ class Worker:
         except Exception as exc:  # a bad model spec fails the run visibly instead of crashing the worker
             policy = _failing_policy(exc)
         return Agent.resume(run.state, policy, self.tools, ports=LedgerPorts(self, session), clock=self.clock,
-                            redact_keys=self.config.redact_keys, stall_after=self.config.stall_after)
+                            redact_keys=self.config.redact_keys, stall_after=self.config.stall_after,
+                            approval_policy=self.config.policy,
+                            caller=Caller(run.requester, str(run.origin.get("channel") or "")))
 
 
 def _failing_policy(exc: Exception) -> Policy:

@@ -22,6 +22,7 @@ from signoff.runtime.records import RunRecord
 log = logging.getLogger("signoff.bot.slack.approvers")
 
 NOT_AN_APPROVER = "you are not one of this workspace's Signoff approvers (SIGNOFF_APPROVERS)"
+NOT_NAMED = "you are not one of the approvers this call's policy rule names"
 NOT_IN_THE_CHANNEL = "you are not a member of the channel where this run's approvals are posted"
 NO_APPROVERS = "no approvers are configured (SIGNOFF_APPROVERS is empty)"
 _MEMBERS_PER_PAGE = 999  # the most Slack's cursor pagination hands out at once
@@ -30,7 +31,7 @@ _MEMBER_PAGES = 25
 
 
 class Approvers:
-    """`may_approve(user, run)` and `may_see(user, run)` for the runner.
+    """`may_approve(user, run, approvers)` and `may_see(user, run)` for the runner.
 
     Group and channel members are cached for `cache_seconds`; when Slack cannot say, nobody is a
     member (someone just removed must not keep approving while Slack is down).
@@ -38,22 +39,27 @@ class Approvers:
 
     def __init__(self, ids: frozenset[str], client: WebClient, *, approval_channel: str | None = None,
                  cache_seconds: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self.channel_members = CHANNEL_MEMBERS in ids
-        self.users = frozenset(i for i in ids if is_slack_user(i))
-        self.groups = frozenset(i for i in ids if is_user_group(i))
+        self.ids = ids
         self.approval_channel = approval_channel
         self._client, self._cache_seconds, self._clock = client, cache_seconds, clock
         self._members: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._lock = threading.Lock()
 
-    def may_approve(self, user: str, run: RunRecord) -> str | None:
-        """None if `user` may decide `run`'s approvals and buttons, else the reason not."""
-        if user in self.users or any(user in self._group(group) for group in sorted(self.groups)):
+    def may_approve(self, user: str, run: RunRecord, approvers: tuple[str, ...] = ()) -> str | None:
+        """None if `user` is one of `approvers` (a policy rule's), or of `SIGNOFF_APPROVERS` when
+        that is empty, for `run`; else the reason not."""
+        if approvers:
+            return self._one_of(user, run, frozenset(approvers), NOT_NAMED)
+        return self._one_of(user, run, self.ids, NOT_AN_APPROVER)
+
+    def _one_of(self, user: str, run: RunRecord, ids: frozenset[str], not_one: str) -> str | None:
+        users, groups = {i for i in ids if is_slack_user(i)}, sorted(i for i in ids if is_user_group(i))
+        if user in users or any(user in self._group(group) for group in groups):
             return None
-        if self.channel_members:
+        if CHANNEL_MEMBERS in ids:
             channel = self.approval_channel or run_channel(run)
             return None if channel and user in self._channel(channel) else NOT_IN_THE_CHANNEL
-        return NOT_AN_APPROVER if self.users or self.groups else NO_APPROVERS
+        return not_one if ids else NO_APPROVERS
 
     def may_see(self, user: str, run: RunRecord) -> bool:
         """Whether `user` is a member of the channel the run was started in (its messages are there)."""

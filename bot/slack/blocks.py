@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from signoff.bot.words import LIMIT_NAMES, budget_figures, is_slack_user
+from signoff.bot.words import LIMIT_NAMES, budget_figures, is_slack_user, is_user_group
 from signoff.runtime.records import ApprovalRecord
 
 APPROVE_ACTION = "signoff.approve"
@@ -100,8 +100,10 @@ def code(text: Any, limit: int) -> str:
 
 
 def user(user_id: Any) -> str:
-    """A mention for a real-looking user id; anything else is shown as escaped text."""
-    return f"<@{user_id}>" if is_slack_user(user_id) else safe(user_id, 40)
+    """A mention for a real-looking user id (or user group id); anything else is shown as escaped text."""
+    if is_slack_user(user_id):
+        return f"<@{user_id}>"
+    return f"<!subteam^{user_id}>" if is_user_group(user_id) else safe(user_id, 40)
 
 
 def slack_date(moment: datetime) -> str:

@@ -9,7 +9,7 @@ from typing import Any, assert_never
 from slack_bolt import Ack
 from slack_sdk.errors import SlackApiError
 
-from signoff.bot.slack import argument_blocks, messages
+from signoff.bot.slack import argument_blocks, blocks, messages
 from signoff.bot.slack.home import Home
 from signoff.bot.slack.notices import Notices
 from signoff.bot.slack.notifier import SlackNotifier
@@ -22,9 +22,12 @@ from signoff.bot.slack.replies import (
     not_done_text,
 )
 from signoff.bot.slack.workers import Workers
+from signoff.bot.words import approval_progress
 from signoff.runtime.records import (
+    AlreadyCounted,
     AlreadyDecided,
     ApprovalRecord,
+    Counted,
     Decided,
     DecisionOutcome,
     Expired,
@@ -136,6 +139,11 @@ class Decisions:
             case Expired(approval=approval):
                 self.notices.tell(where, expired_text(approval), modal)
                 self.workers.submit(approval.run_id)  # ends the run now rather than at the next sweep
+            case Counted(approval=approval):
+                self.notices.tell(where, f"Your approval is counted: {approval_progress(approval, blocks.user)}.", modal)
+            case AlreadyCounted(approval=approval):
+                self.notices.tell(where, f"You already decided this one; one person counts once "
+                                         f"({approval_progress(approval, blocks.user)}).", modal)
             case NotAllowed(reason=reason) | Mismatch(reason=reason):
                 self.notices.tell(where, not_done_text(reason), modal)
             case Missing(what=what):

@@ -71,6 +71,9 @@ class SlackNotifier:
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self._show_outcome(run, approval)
 
+    def approval_updated(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        self._show_outcome(run, approval)
+
     def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self._show_outcome(run, approval)
         with self._lock:

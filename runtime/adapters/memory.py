@@ -27,9 +27,11 @@ from signoff.runtime.adapters.memory_rows import (
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.records import (
+    AlreadyCounted,
     AlreadyDecided,
     ApprovalRecord,
     CommandRefusal,
+    Counted,
     Decided,
     ExecutionStart,
     Existing,
@@ -39,6 +41,8 @@ from signoff.runtime.records import (
     Restart,
     RunRecord,
     Saved,
+    Vote,
+    Voted,
 )
 from signoff.runtime.rules import (
     LIVE_APPROVAL,
@@ -173,6 +177,13 @@ class MemoryStore(MemoryReads):
         superseded), as the SQL store reports them."""
         replaced = [closed for key in write.superseded
                     for closed in self._close(self._by_key.get(key, []), "superseded", now)]
+        replaced += [closed for key in write.overruled
+                     for closed in self._close(self._by_key.get(key, []), "cancelled", now)]
+        if write.reopen is not None:
+            reopening = write.reopen
+            replaced += [a.change(status="pending", quorum=reopening.quorum, asked=thaw(canonical_json(reopening.asked)),
+                                  decided_at=None, decided_by=None)
+                         for a in self._by_key.get(reopening.key, []) if a.record.status == "approved"]
         approval = self._open(run, write.approval, now) if write.approval is not None else None
         cancelled = self._close(self._of_run(run.run_id), "cancelled", now) if write.close_open_approvals else []
         return approval, cancelled + replaced
@@ -195,7 +206,8 @@ class MemoryStore(MemoryReads):
             approval_id="apr_" + secrets.token_urlsafe(12), run_id=run.run_id, step=request.step, tool=request.tool,
             args=thaw(canonical_json(request.args)), key=request.key, digest=request.digest,
             status="pending", requester=run.requester, requested_at=now, expires_at=now + request.ttl,
-            contract=request.contract)
+            contract=request.contract, quorum=request.quorum,
+            asked=thaw(canonical_json(request.asked)) if request.asked is not None else None)
         approval = Approval(record, next(self._added))
         self._approvals[record.approval_id] = approval
         self._by_key.setdefault(record.key, []).append(approval)
@@ -242,7 +254,7 @@ class MemoryStore(MemoryReads):
 
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
-                        restart: Restart | None = None) -> ExecutionStart:
+                        restart: Restart | None = None, allowed_by: str | None = None) -> ExecutionStart:
         digest = call_digest(tool, args, key)
         with self._lock:
             now = self.now()
@@ -253,6 +265,11 @@ class MemoryStore(MemoryReads):
             existing = self._executions.get(key)
             if existing is not None:
                 return self._restart(run, tool, existing, restart, now)
+            if allowed_by is not None:  # the policy let it run without a person: no approval to consume
+                self._executions[key] = Execution(key=key, run_id=run_id, tool=tool, digest=digest, status="started",
+                                                  attempts=1, started_at=now, added=next(self._added))
+                run.append([{"type": "execution_started", "key": key, "tool": tool, "allowed_by": allowed_by}], now)
+                return Fresh(1)
             latest = newest_first([a for a in self._by_key.get(key, []) if a.record.status != "superseded"],
                                    "requested_at")
             approval = latest[0] if latest else None
@@ -308,7 +325,7 @@ class MemoryStore(MemoryReads):
     # -- approvals -----------------------------------------------------------------------
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None) -> Decided | AlreadyDecided | Expired | Missing:
+               digest: str | None = None) -> Voted:
         with self._lock:
             now = self.now()
             approval = self._approvals.get(approval_id)
@@ -316,11 +333,7 @@ class MemoryStore(MemoryReads):
                 return Missing("approval")
             record, run = approval.record, self._run(approval.record.run_id)
             if record.status == "pending" and record.expires_at > now and digest in (None, record.digest):
-                decided = approval.change(status="approved" if approved else "denied", decided_by=user,
-                                          decided_at=now, note=note or None)
-                run.append([{"type": "approval_recorded", "approval_id": approval_id, "key": record.key,
-                             "approved": approved, "by": user, "note": note}], now)
-                return Decided(decided)
+                return self._vote(approval, run, approved=approved, user=user, note=note, now=now)
             just_expired = record.status == "pending" and record.expires_at <= now
             if just_expired:
                 approval.change(status="expired", decided_at=now)
@@ -328,6 +341,23 @@ class MemoryStore(MemoryReads):
                              "noticed_by": user}], now)
             seen = approval.out()
             return Expired(seen, just_expired) if seen.status == "expired" else AlreadyDecided(seen)
+
+    def _vote(self, approval: Approval, run: Run, *, approved: bool, user: str, note: str,
+              now: datetime) -> Decided | Counted | AlreadyCounted:
+        record = approval.record
+        if any(vote.user == user for vote in record.votes):
+            return AlreadyCounted(approval.out())
+        votes = (*record.votes, Vote(user=user, approved=approved, at=now, note=note or None))
+        approvals_given = sum(vote.approved for vote in votes)
+        counted = {"approval_id": record.approval_id, "key": record.key, "approved": approved, "by": user,
+                   "note": note, "approvals": approvals_given, "quorum": record.quorum}
+        if approved and approvals_given < record.quorum:
+            run.append([{"type": "approval_vote_recorded", **counted}], now)
+            return Counted(approval.change(votes=votes))
+        decided = approval.change(status="approved" if approved else "denied", decided_by=user, decided_at=now,
+                                  note=note or None, votes=votes)
+        run.append([{"type": "approval_recorded", **counted}], now)
+        return Decided(decided)
 
     def expire_due(self) -> list[ApprovalRecord]:
         with self._lock:

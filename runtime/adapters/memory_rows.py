@@ -94,7 +94,7 @@ class Approval:
     def out(self) -> ApprovalRecord:
         """A copy for the caller."""
         return dataclasses.replace(self.record, args=json_copy(self.record.args),
-                                   message=json_copy(self.record.message))
+                                   message=json_copy(self.record.message), asked=json_copy(self.record.asked))
 
     def change(self, **values: Any) -> ApprovalRecord:
         self.record = dataclasses.replace(self.record, **values)

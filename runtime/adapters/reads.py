@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, or_, select, text
 
-from signoff.runtime.adapters.rows import approval_record, loads, run_record
+from signoff.runtime.adapters.rows import loads, run_record, with_votes
 from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
@@ -95,7 +95,7 @@ class SqlReads:
                 or_(approvals.c.shown_status.is_(None), approvals.c.shown_status != approvals.c.status),
                 ~shown_as_approved,
             ).order_by(approvals.c.requested_at).limit(limit))
-            return [approval_record(r) for r in conn.execute(query).all()]
+            return with_votes(conn, conn.execute(query).all())
 
     def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
         """Runs that ended (in `statuses`) without people being told, and that no live worker holds
@@ -120,7 +120,7 @@ class SqlReads:
                  .order_by((approvals.c.status == "superseded").asc(), approvals.c.requested_at.desc()).limit(1))
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
-        return approval_record(row) if row else None
+            return with_votes(conn, [row])[0] if row else None
 
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
                        exclude_requester: str | None = None, unposted: bool = False,
@@ -137,7 +137,7 @@ class SqlReads:
         with self.engine.connect() as conn:
             if older_than is not None:
                 query = query.where(approvals.c.requested_at < self._now(conn) - older_than)
-            return [approval_record(r) for r in conn.execute(query).all()]
+            return with_votes(conn, conn.execute(query).all())
 
     def list_runs(self, *, requester: str | None = None, status: str | None = None,
                   limit: int = 20) -> list[RunRecord]:

@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, Connection, Select, bindparam, insert, update
+from sqlalchemy import Column, Connection, Select, bindparam, insert, select, update
 from sqlalchemy.engine import Row
 
-from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from signoff.runtime.adapters.tables import (
+    approval_votes,
+    approvals,
+    events,
+    run_history,
+    runs,
+    tool_executions,
+)
 from signoff.runtime.errors import IncompatibleState
-from signoff.runtime.records import ApprovalRecord, RunRecord
-from signoff.runtime.rules import OPEN_APPROVAL, ApprovalRequest
+from signoff.runtime.records import ApprovalRecord, RunRecord, Vote
+from signoff.runtime.rules import OPEN_APPROVAL, ApprovalRequest, Reopening
 from signoff.runtime.state import canonical_json, load_state, upgrade
 
 
@@ -128,17 +136,40 @@ def insert_approval(conn: Connection, run_id: str, request: ApprovalRequest, req
         approval_id="apr_" + secrets.token_urlsafe(12), run_id=run_id, step=request.step, tool=request.tool,
         args=canonical_json(request.args), key=request.key, digest=request.digest, status="pending",
         requester=requester, requested_at=now, expires_at=now + request.ttl, contract=request.contract,
+        quorum=request.quorum, asked=canonical_json(request.asked) if request.asked is not None else None,
     )
     conn.execute(insert(approvals).values(**values))
-    return ApprovalRecord(**{**values, "args": request.args})
+    return ApprovalRecord(**{**values, "args": request.args, "asked": request.asked})
+
+
+def reopen_approval(conn: Connection, reopening: Reopening) -> list[ApprovalRecord]:
+    """Make the key's approved, unused approval pending again under a larger quorum; returns it."""
+    rows = conn.execute(
+        update(approvals).where(approvals.c.key == reopening.key, approvals.c.status == "approved")
+        .values(status="pending", quorum=reopening.quorum, asked=canonical_json(reopening.asked),
+                decided_at=None, decided_by=None).returning(*approvals.c)).all()
+    return with_votes(conn, rows)
+
+
+def with_votes(conn: Connection, rows: Sequence[Row[Any]]) -> list[ApprovalRecord]:
+    """The approvals in `rows` with their votes: read in one query, and only for the approvals that
+    needed more than one (a single decision is the approval's own `decided_by`)."""
+    several = [row.approval_id for row in rows if row.quorum > 1]
+    votes: dict[str, list[Vote]] = {}
+    if several:
+        for vote in conn.execute(select(approval_votes).where(approval_votes.c.approval_id.in_(several))
+                                 .order_by(approval_votes.c.approval_id, approval_votes.c.seq)).all():
+            votes.setdefault(vote.approval_id, []).append(
+                Vote(user=vote.user_id, approved=vote.approved, at=vote.at, note=vote.note))
+    return [approval_record(row, tuple(votes.get(row.approval_id, ())) if row.quorum > 1 else None) for row in rows]
 
 
 def close_approvals(conn: Connection, condition: Any, status: str, now: datetime) -> list[ApprovalRecord]:
     """Close the open approvals that `condition` selects (a reconsidered call's, an ended run's) as
     `status`; returns them, their messages to be brought in line."""
-    return [approval_record(r) for r in conn.execute(
+    return with_votes(conn, conn.execute(
         update(approvals).where(condition, approvals.c.status.in_(OPEN_APPROVAL))
-        .values(status=status, decided_at=now).returning(*approvals.c)).all()]
+        .values(status=status, decided_at=now).returning(*approvals.c)).all())
 
 
 def loads(text: str | None) -> Any:
@@ -187,8 +218,14 @@ def json_or(text: str | None, default: Any) -> Any:
         return default
 
 
-def approval_record(row: Row[Any]) -> ApprovalRecord:
+def approval_record(row: Row[Any], votes: tuple[Vote, ...] | None = None) -> ApprovalRecord:
+    """The approval in `row`; without `votes`, those an approval of quorum 1 implies (its one decision)."""
     data = dict(row._mapping)
     data["args"] = json.loads(data["args"])
     data["message"] = loads(data["message"])
-    return ApprovalRecord(**data)
+    data["asked"] = loads(data["asked"])
+    if votes is None:
+        decided = data["decided_by"] is not None and data["status"] in ("approved", "consumed", "denied")
+        votes = (Vote(user=data["decided_by"], approved=data["status"] != "denied", at=data["decided_at"],
+                      note=data["note"]),) if decided else ()
+    return ApprovalRecord(**data, votes=votes)

@@ -34,15 +34,19 @@ from signoff.runtime.adapters.rows import (
     json_or,
     loads,
     lock_runs,
+    reopen_approval,
     step_params,
+    with_votes,
 )
-from signoff.runtime.adapters.tables import approvals, runs, tool_executions
+from signoff.runtime.adapters.tables import approval_votes, approvals, runs, tool_executions
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.records import (
+    AlreadyCounted,
     AlreadyDecided,
     ApprovalRecord,
     CommandRefusal,
+    Counted,
     Decided,
     ExecutionStart,
     Existing,
@@ -52,6 +56,7 @@ from signoff.runtime.records import (
     Restart,
     RunRecord,
     Saved,
+    Voted,
 )
 from signoff.runtime.rules import (
     NOT_ENDED,
@@ -168,6 +173,10 @@ class SqlStore(SqlReads):
                 finish_execution(conn, checkpoint.execution, now)
             replaced = [superseded for key in write.superseded
                         for superseded in close_approvals(conn, approvals.c.key == key, "superseded", now)]
+            replaced += [overruled for key in write.overruled
+                         for overruled in close_approvals(conn, approvals.c.key == key, "cancelled", now)]
+            if write.reopen is not None:
+                replaced += reopen_approval(conn, write.reopen)
             approval = (insert_approval(conn, run_id, write.approval, row.requester, now)
                         if write.approval is not None else None)
             command = json.loads(row.command) if row.command and not clear_command else None
@@ -225,7 +234,8 @@ class SqlStore(SqlReads):
     # -- the execution ledger ------------------------------------------------------------
 
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
-                        lease: timedelta, dispatch_window: timedelta, restart: Restart | None = None) -> ExecutionStart:
+                        lease: timedelta, dispatch_window: timedelta, restart: Restart | None = None,
+                        allowed_by: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write the ledger row, or say why the call must not run.
 
         Fenced on the lease: only the worker holding a live lease on the run may start its call (it
@@ -247,6 +257,12 @@ class SqlStore(SqlReads):
             existing = conn.execute(select(tool_executions).where(tool_executions.c.key == key)).first()
             if existing is not None:
                 return self._restart(conn, run_id, tool, existing, held, restart, now)
+            if allowed_by is not None:  # the policy let it run without a person: no approval to consume
+                conn.execute(insert(tool_executions).values(
+                    key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
+                append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
+                                               "allowed_by": allowed_by}], now)
+                return Fresh(1)
             found = conn.execute(select(approvals).where(approvals.c.key == key, approvals.c.status != "superseded")
                                  .order_by(approvals.c.requested_at.desc()).limit(1)).first()
             approval = approval_record(found) if found is not None else None
@@ -310,29 +326,19 @@ class SqlStore(SqlReads):
     # -- approvals -----------------------------------------------------------------------
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None) -> Decided | AlreadyDecided | Expired | Missing:
-        """Move a pending, unexpired approval to approved or denied; exactly one caller wins."""
+               digest: str | None = None) -> Voted:
+        """Count one person's decision; the run's row is taken first, so deciders on any replica
+        count one after another and exactly one of them completes (or vetoes) the approval."""
         with self._tx() as conn:
             now = self._now(conn)
-            conditions = [approvals.c.approval_id == approval_id, approvals.c.status == "pending",
-                          approvals.c.expires_at > now]
-            if digest is not None:
-                conditions.append(approvals.c.digest == digest)
             run_id = conn.execute(select(approvals.c.run_id).where(approvals.c.approval_id == approval_id)).scalar()
             if run_id is None:
                 return Missing("approval")
             lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id == run_id))
-            won = conn.execute(update(approvals).where(*conditions).values(
-                status="approved" if approved else "denied", decided_by=user, decided_at=now, note=note or None,
-            )).rowcount
-            row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).first()
-            if row is None:
-                return Missing("approval")
-            if won == 1:
-                append_events(conn, row.run_id, [{"type": "approval_recorded", "approval_id": approval_id,
-                                                   "key": row.key, "approved": approved, "by": user,
-                                                   "note": note}], now)
-                return Decided(approval_record(row))
+            row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
+            open_now = row.status == "pending" and row.expires_at > now and digest in (None, row.digest)
+            if open_now:
+                return self._vote(conn, row, approved=approved, user=user, note=note, now=now)
             just_expired = False
             if row.status == "pending" and row.expires_at <= now:
                 just_expired = conn.execute(update(approvals).where(approvals.c.approval_id == approval_id,
@@ -342,8 +348,32 @@ class SqlStore(SqlReads):
                     append_events(conn, row.run_id, [{"type": "approval_expired", "approval_id": approval_id,
                                                        "key": row.key, "noticed_by": user}], now)
                 row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
-            record = approval_record(row)
+            record = with_votes(conn, [row])[0]
         return Expired(record, just_expired) if record.status == "expired" else AlreadyDecided(record)
+
+    def _vote(self, conn: Connection, row: Row[Any], *, approved: bool, user: str, note: str,
+              now: datetime) -> Decided | Counted | AlreadyCounted:
+        approval_id = row.approval_id
+        # The run's row is held (see `decide`), so nobody can vote between these reads and the insert.
+        votes = conn.execute(select(approval_votes.c.user_id, approval_votes.c.approved)
+                             .where(approval_votes.c.approval_id == approval_id)).all()
+        if any(vote.user_id == user for vote in votes):
+            return AlreadyCounted(with_votes(conn, [row])[0])
+        conn.execute(insert(approval_votes).values(approval_id=approval_id, user_id=user, seq=len(votes) + 1,
+                                                   approved=approved, note=note or None, at=now))
+        approvals_given = sum(vote.approved for vote in votes) + approved
+        if approved and approvals_given < row.quorum:
+            append_events(conn, row.run_id, [{"type": "approval_vote_recorded", "approval_id": approval_id,
+                                               "key": row.key, "approved": True, "by": user, "note": note,
+                                               "approvals": approvals_given, "quorum": row.quorum}], now)
+            return Counted(with_votes(conn, [row])[0])
+        conn.execute(update(approvals).where(approvals.c.approval_id == approval_id).values(
+            status="approved" if approved else "denied", decided_by=user, decided_at=now, note=note or None))
+        append_events(conn, row.run_id, [{"type": "approval_recorded", "approval_id": approval_id, "key": row.key,
+                                           "approved": approved, "by": user, "note": note,
+                                           "approvals": approvals_given, "quorum": row.quorum}], now)
+        decided = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
+        return Decided(with_votes(conn, [decided])[0])
 
     def expire_due(self) -> list[ApprovalRecord]:
         """One statement: every pending approval past its expiry becomes expired; returns them."""

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -115,6 +116,9 @@ approvals = Table(
     Column("consumed_at", UTCDateTime, nullable=True),
     # The hash of the tool's contract the call was proposed under (see `Tool.contract`).
     Column("contract", String(32), nullable=True),
+    # Distinct allowed people who must approve, and what the approval policy required (JSON).
+    Column("quorum", Integer, nullable=False, server_default=text("1")),
+    Column("asked", Text, nullable=True),
     # One approval in force per call; a superseded one (its tool changed) stays for the record.
     Index(None, "key"),
     Index("uq_approvals_live_key", "key", unique=True, sqlite_where=text(LIVE_APPROVAL),
@@ -122,6 +126,18 @@ approvals = Table(
     Index(None, "status", "expires_at"),
     Index(None, "status", "requested_at"),
     Index(None, "requested_at"),
+)
+
+approval_votes = Table(
+    "approval_votes",
+    metadata,
+    # One decision per person per approval: a second click, on any replica, counts for nothing.
+    Column("approval_id", String(64), primary_key=True),
+    Column("user_id", String(64), primary_key=True),
+    Column("seq", Integer, nullable=False),  # 1, 2, ... per approval: the order people decided in
+    Column("approved", Boolean, nullable=False),
+    Column("note", Text, nullable=True),
+    Column("at", UTCDateTime, nullable=False),
 )
 
 events = Table(

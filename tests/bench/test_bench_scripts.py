@@ -144,3 +144,16 @@ def test_machine_description_names_the_hardware_and_the_versions():
     assert info["cores"] >= 1 and info["ram_gib"] > 0 and info["sqlite"]
     assert info["fdatasync_ms"]["min"] <= info["fdatasync_ms"]["median"] <= info["fdatasync_ms"]["max"]
     assert "PostgreSQL 15.0" in machine.markdown(info)
+
+
+def test_policy_benchmark_times_a_50_rule_policy_against_the_built_in_one():
+    from bench import policy
+
+    result = policy.run(quick=True)
+    assert result["policy"]["rules"] == 50
+    for group in ("all", "early", "late", "none"):
+        assert result["rules_50"][group]["n"] > 0
+        assert result["rules_50"][group]["median_us"] > 0
+    assert result["rules_50"]["none"]["when_evaluated_mean"] == 0  # no tool a `when` could be asked about
+    assert result["built_in"]["median_us"] > 0
+    assert "50 rules" in policy.markdown(result)

@@ -124,6 +124,9 @@ class Told:
     def approval_decided(self, run: RunRecord, approval: Any) -> None:
         self.calls.append(("approval_decided", approval.approval_id))
 
+    def approval_updated(self, run: RunRecord, approval: Any) -> None:
+        self.calls.append(("approval_updated", approval.approval_id))
+
     def approval_expired(self, run: RunRecord, approval: Any) -> None:
         self.calls.append(("approval_expired", approval.approval_id))
 

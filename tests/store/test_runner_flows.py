@@ -135,7 +135,7 @@ def test_what_waits_on_an_approver_is_two_queries_however_many_wait(sql_runner: 
 
 def test_only_approvers_see_and_decide_pending_approvals(store: Store, effects: Path) -> None:
     runner = Runner(store, make_tools(effects), scripted_policies, RunnerConfig(model="scripted:send"),
-                    may_approve=lambda user, run: None if user == APPROVER else "only the on-call lead approves")
+                    may_approve=lambda user, run, approvers: None if user == APPROVER else "only the on-call lead approves")
     run, approval = paused(runner)
     assert [a.approval_id for a in runner.approvals_for(APPROVER)] == [approval.approval_id]
     assert runner.approvals_for("U_RANDOM") == [] and runner.approvals_for(REQUESTER) == []

@@ -1,0 +1,605 @@
+"""Approval policy as code: rules that allow, ask or deny each proposed tool call. Pure: no I/O, no Slack, no SQL.
+
+`parse_policy` reads the YAML text once, compiling each `when` to CEL; `evaluate` then decides every
+call: the first rule that names the tool and whose `when` holds wins, and an expression that cannot be
+evaluated for a call never lets it run unasked.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal, TypeAlias, TypeGuard, assert_never, get_args
+
+import celpy
+import yaml
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+from celpy.celtypes import BoolType
+from celpy.evaluation import CELEvalError, Context, base_functions
+
+# celpy logs every evaluation's variables at DEBUG: the model's arguments, secrets included.
+logging.getLogger("celpy").setLevel(logging.INFO)
+
+Decision = Literal["allow", "ask", "deny"]
+DECISIONS: tuple[str, ...] = get_args(Decision)
+BUILT_IN = "built-in"
+"""The `source` of `default_policy()`."""
+CHANNEL_MEMBERS = "*"
+"""As an approver: any member of the channel where the approval is posted."""
+VARIABLES = ("args", "tool", "requester", "channel", "usage")
+"""What a `when` expression may look at."""
+
+# The same Slack-id rule as `bot.words` (the runtime may not import the Slack edge).
+_SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,30}")
+_USER_GROUP = re.compile(r"S[A-Z0-9]{2,30}")
+_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_POLICY_FIELDS = ("defaults", "rules")
+_DEFAULT_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval")
+_ASK_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "confirm")
+_RULE_FIELDS = ("name", "tool", "when", "decision", *_ASK_FIELDS, "reason")
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be loaded; the one message names the source, the rule and the problem."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What an asked call needs before it runs."""
+
+    approvers: tuple[str, ...]
+    """Slack user ids (U/W), user group ids (S) and `*`, in the order written."""
+    quorum: int
+    """How many distinct people must approve."""
+    ttl: timedelta
+    allow_self_approval: bool
+    confirm: bool = False
+    """Approve asks "are you sure?" first."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The requirement as stored with an approval."""
+        seconds = self.ttl.total_seconds()
+        return {"approvers": list(self.approvers), "quorum": self.quorum,
+                "ttl_seconds": int(seconds) if seconds.is_integer() else seconds,
+                "allow_self_approval": self.allow_self_approval, "confirm": self.confirm}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Requirement:
+        """The requirement `to_json` stored; raises `ValueError` on anything else."""
+        approvers, quorum, seconds, self_approval = (
+            data.get(key) for key in ("approvers", "quorum", "ttl_seconds", "allow_self_approval"))
+        confirm = data.get("confirm", False)
+        if not (isinstance(approvers, list) and all(isinstance(a, str) for a in approvers)
+                and _is_count(quorum) and quorum >= 1 and _is_number(seconds) and seconds > 0
+                and isinstance(self_approval, bool) and isinstance(confirm, bool)):
+            raise ValueError(f"not a stored approval requirement: {dict(data)!r}")
+        return cls(tuple(approvers), quorum, timedelta(seconds=seconds), self_approval, confirm)
+
+
+@dataclass(frozen=True)
+class Allow:
+    """The call runs without a person."""
+
+    rule: str | None
+    """None: no rule named the call, which is read-only."""
+    errors: tuple[str, ...] = ()
+    """Expressions that could not be evaluated on the way, for the audit trail."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """The call waits until `requirement` is met."""
+
+    rule: str | None
+    """None: no rule named the call, which has a side effect, so the defaults apply."""
+    requirement: Requirement
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Deny:
+    """The call never runs; `reason` is what the model is told."""
+
+    rule: str
+    reason: str
+    errors: tuple[str, ...] = ()
+
+
+Verdict: TypeAlias = Allow | Ask | Deny
+
+
+@dataclass(frozen=True)
+class ProposedCall:
+    """The facts a rule may look at."""
+
+    tool: str
+    args: Mapping[str, Any]
+    """The model's arguments: untrusted JSON."""
+    side_effect: bool
+    requester: str = ""
+    channel: str = ""
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    """The run's usage so far, e.g. `{"steps": 3, "tool_calls": 1, "cost_usd": 0.01}`."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule as loaded; `when` keeps its source text, and the glob and expression compile on creation."""
+
+    name: str
+    tool: str
+    decision: Decision
+    when: str | None = None
+    approvers: tuple[str, ...] | None = None
+    quorum: int | None = None
+    ttl: timedelta | None = None
+    allow_self_approval: bool | None = None
+    confirm: bool = False
+    reason: str | None = None
+    _glob: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _program: celpy.Runner | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_glob", _compile_glob(self.tool))
+        object.__setattr__(self, "_program", None if self.when is None else _compile_when(self.when))
+
+    def names(self, tool: str) -> bool:
+        """Whether the rule's glob matches this tool name (case-sensitive)."""
+        return self._glob.match(tool) is not None
+
+    def _holds(self, facts: Context | str) -> bool | str:
+        """Whether `when` is true for the call; a string says why it could not be evaluated."""
+        assert self._program is not None, "only a rule with `when` has an expression to evaluate"
+        if isinstance(facts, str):
+            return facts
+        try:
+            result = self._program.evaluate(facts)
+        # The arguments are a model's: whatever they make celpy raise (CELEvalError, or a
+        # RecursionError from deep nesting) is this call's evaluation error, never a crash.
+        except Exception as exc:
+            return _cel_message(exc)
+        if isinstance(result, CELEvalError):
+            return _cel_message(result)
+        if not isinstance(result, BoolType):
+            return f"expected true or false, got {_cel_type_name(type(result))} {_one_line(str(result), 80)}"
+        return bool(result)
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """The rules, tried top to bottom, and the requirement a side effect no rule names must meet."""
+
+    defaults: Requirement
+    rules: tuple[Rule, ...]
+    source: str
+    """The file's path as given, or `built-in`."""
+    digest: str
+    """16 hex characters identifying the parsed policy: comments and layout do not change it, any rule does."""
+
+    def rule(self, name: str) -> Rule | None:
+        """The rule called `name`, if there is one."""
+        return next((rule for rule in self.rules if rule.name == name), None)
+
+
+def parse_policy(text: str, *, source: str, approvers: Iterable[str] = (), ttl: timedelta = timedelta(minutes=30),
+                 allow_self_approval: bool = False) -> ApprovalPolicy:
+    """The policy written in `text` (YAML), or a `PolicyError` naming `source`, the rule and the problem.
+
+    `approvers`, `ttl` and `allow_self_approval` stand in for defaults the file leaves out.
+    """
+    document = _load_yaml(text, source)
+    if not isinstance(document, dict):
+        found = "empty" if document is None else f"a {_yaml_kind(document)}"
+        raise PolicyError(f"{source}: expected a mapping with 'defaults' and 'rules' at the top, the file is {found}")
+    try:
+        _known_fields(document, _POLICY_FIELDS)
+        defaults = _defaults(document.get("defaults", {}), Requirement(tuple(approvers), 1, ttl, allow_self_approval))
+    except PolicyError as exc:
+        raise PolicyError(f"{source}: {exc}") from None
+    raw_rules = document.get("rules", [])
+    if not isinstance(raw_rules, list):
+        raise PolicyError(f"{source}: rules must be a list, got {_yaml_kind(raw_rules)}")
+    rules: list[Rule] = []
+    for position, raw in enumerate(raw_rules, start=1):
+        label = _rule_label(raw, position)
+        try:
+            rule = _rule(raw, defaults)
+            earlier = next((n for n, r in enumerate(rules, start=1) if r.name == rule.name), None)
+            if earlier is not None:
+                raise PolicyError(f"the name is used twice (rules {earlier} and {position})")
+        except PolicyError as exc:
+            raise PolicyError(f"{source}: {label}: {exc}") from None
+        rules.append(rule)
+    return _policy(defaults, tuple(rules), source)
+
+
+def default_policy(approvers: Iterable[str] = (), ttl: timedelta = timedelta(minutes=30),
+                   allow_self_approval: bool = False) -> ApprovalPolicy:
+    """The built-in policy, with no rules: side effects ask the defaults, reads run unasked."""
+    return _policy(Requirement(tuple(approvers), 1, ttl, allow_self_approval), (), BUILT_IN)
+
+
+def evaluate(policy: ApprovalPolicy, call: ProposedCall) -> Verdict:
+    """The verdict of the first rule that names the call and whose `when` holds; never raises.
+
+    A `when` that cannot be evaluated fails closed: an ask or deny rule then matches, an allow rule does
+    not. Each such error is kept in the verdict's `errors`.
+    """
+    errors: list[str] = []
+    facts: Context | str | None = None  # converted once, and only if some rule has a `when`
+    for rule in policy.rules:
+        if not rule.names(call.tool):
+            continue
+        if rule.when is not None:
+            if facts is None:
+                facts = _facts(call)
+            holds = rule._holds(facts)
+            if isinstance(holds, str):
+                errors.append(f"rule {rule.name!r}: {holds}")
+                if rule.decision == "allow":
+                    continue
+            elif not holds:
+                continue
+        return _verdict(rule, policy.defaults, tuple(errors))
+    if call.side_effect:
+        return Ask(None, policy.defaults, tuple(errors))
+    return Allow(None, tuple(errors))
+
+
+def _verdict(rule: Rule, defaults: Requirement, errors: tuple[str, ...]) -> Verdict:
+    match rule.decision:
+        case "allow":
+            return Allow(rule.name, errors)
+        case "deny":
+            return Deny(rule.name, rule.reason or f"denied by policy rule {rule.name}", errors)
+        case "ask":
+            return Ask(rule.name, _requirement(rule, defaults), errors)
+        case _:
+            assert_never(rule.decision)
+
+
+def _requirement(rule: Rule, defaults: Requirement) -> Requirement:
+    return Requirement(
+        approvers=defaults.approvers if rule.approvers is None else rule.approvers,
+        quorum=defaults.quorum if rule.quorum is None else rule.quorum,
+        ttl=defaults.ttl if rule.ttl is None else rule.ttl,
+        allow_self_approval=(defaults.allow_self_approval if rule.allow_self_approval is None
+                             else rule.allow_self_approval),
+        confirm=rule.confirm,
+    )
+
+
+def _facts(call: ProposedCall) -> Context | str:
+    """The CEL activation for `call`, or why its values cannot be read."""
+    try:
+        return {"args": json_to_cel(dict(call.args)), "tool": celpy.celtypes.StringType(call.tool),
+                "requester": celpy.celtypes.StringType(call.requester),
+                "channel": celpy.celtypes.StringType(call.channel), "usage": json_to_cel(dict(call.usage))}
+    # Untrusted JSON: too deep a nesting (RecursionError), a value that is not JSON (ValueError),
+    # `args` that is no mapping at all (TypeError)... each only means no `when` can hold.
+    except Exception as exc:
+        return f"the call's values cannot be read: {_one_line(f'{type(exc).__name__}: {exc}')}"
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key given twice: PyYAML would keep the last one silently."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            given_twice = key in seen
+        except TypeError:  # an unhashable key: construct_mapping refuses it with its own message
+            continue
+        if given_twice:
+            raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                                                    key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise PolicyError(f"{source}: not valid YAML{where}: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{source}: not valid YAML: {_one_line(str(exc))}") from None
+
+
+def _defaults(raw: Any, fallback: Requirement) -> Requirement:
+    if not isinstance(raw, dict):
+        raise PolicyError(f"defaults: expected a mapping, got {_yaml_kind(raw)}")
+    try:
+        _known_fields(raw, _DEFAULT_FIELDS)
+        defaults = Requirement(
+            approvers=_approvers(raw["approvers"]) if "approvers" in raw else fallback.approvers,
+            quorum=_quorum(raw["quorum"]) if "quorum" in raw else fallback.quorum,
+            ttl=_ttl(raw["ttl"]) if "ttl" in raw else fallback.ttl,
+            allow_self_approval=_flag(raw, "allow_self_approval", fallback.allow_self_approval),
+        )
+        _check_quorum(defaults.quorum, defaults.approvers)
+    except PolicyError as exc:
+        raise PolicyError(f"defaults: {exc}") from None
+    return defaults
+
+
+def _rule(raw: Any, defaults: Requirement) -> Rule:
+    if not isinstance(raw, dict):
+        raise PolicyError(f"expected a mapping with name, tool and decision, got {_yaml_kind(raw)}")
+    _known_fields(raw, _RULE_FIELDS)
+    for required in ("name", "tool"):
+        if required not in raw:
+            raise PolicyError(f"{required} is missing")
+    decision = raw.get("decision", "ask")
+    if decision not in DECISIONS:
+        raise PolicyError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
+    _fields_fit_decision(raw, decision)
+    approvers = _approvers(raw["approvers"]) if "approvers" in raw else None
+    if approvers == ():
+        raise PolicyError("approvers is empty, so no one could approve; list at least one, "
+                          "or leave the field out to use the default approvers")
+    quorum = _quorum(raw["quorum"]) if "quorum" in raw else None
+    if decision == "ask":
+        _check_quorum(defaults.quorum if quorum is None else quorum,
+                      defaults.approvers if approvers is None else approvers, inherited=approvers is None)
+    return Rule(name=_text(raw, "name"), tool=_text(raw, "tool", allow_empty=True), decision=decision,
+                when=_text(raw, "when") if "when" in raw else None, approvers=approvers, quorum=quorum,
+                ttl=_ttl(raw["ttl"]) if "ttl" in raw else None,
+                allow_self_approval=_flag(raw, "allow_self_approval", None), confirm=_flag(raw, "confirm", False),
+                reason=_text(raw, "reason") if "reason" in raw else None)
+
+
+def _fields_fit_decision(raw: dict[str, Any], decision: str) -> None:
+    if decision != "ask" and (misplaced := [name for name in _ASK_FIELDS if name in raw]):
+        raise PolicyError(f"{', '.join(misplaced)} would be ignored on {_a(decision)} rule (only ask rules use "
+                          f"{', '.join(_ASK_FIELDS)}); remove it or make the rule ask")
+    if decision != "deny" and "reason" in raw:
+        raise PolicyError(f"reason would be ignored on {_a(decision)} rule (only a deny rule tells the model "
+                          "why); remove it or make the rule deny")
+
+
+def _a(decision: str) -> str:
+    return f"an {decision}" if decision[0] in "aeiou" else f"a {decision}"
+
+
+def _rule_label(raw: Any, position: int) -> str:
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return f"rule {name!r}" if isinstance(name, str) and name.strip() else f"rule {position}"
+
+
+def _known_fields(raw: dict[Any, Any], allowed: tuple[str, ...]) -> None:
+    unknown = [key for key in raw if key not in allowed]
+    if unknown:
+        plural = "s" if len(unknown) > 1 else ""
+        raise PolicyError(f"unknown field{plural} {', '.join(repr(k) for k in unknown)} "
+                          f"(allowed: {', '.join(allowed)})")
+
+
+def _approvers(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise PolicyError(f"approvers must be a list of Slack ids, got {value!r}")
+    for approver in value:
+        if not (_SLACK_USER.fullmatch(approver) or _USER_GROUP.fullmatch(approver) or approver == CHANNEL_MEMBERS):
+            raise PolicyError(f"approver {approver!r} is not a Slack user id (U..., W...), a user group id "
+                              f"(S...) or {CHANNEL_MEMBERS!r}")
+    return tuple(value)
+
+
+def _check_quorum(quorum: int, approvers: tuple[str, ...], inherited: bool = False) -> None:
+    """Refuse a quorum that named people alone cannot reach; groups and `*` may hold anyone, so they pass."""
+    people = sorted(set(approvers), key=approvers.index)
+    if not people or any(not _SLACK_USER.fullmatch(a) for a in people):
+        return
+    if quorum > len(people):
+        plural = "" if len(people) == 1 else "s"
+        whose = "the default" if inherited else "its"
+        raise PolicyError(f"quorum {quorum} is more than {whose} {len(people)} approver{plural} "
+                          f"({', '.join(people)}) can give")
+
+
+def _quorum(value: Any) -> int:
+    if not _is_count(value) or value < 1:
+        raise PolicyError(f"quorum must be a whole number of people, 1 or more, got {value!r}")
+    return int(value)
+
+
+def _ttl(value: Any) -> timedelta:
+    """`90s`, `15m`, `2h`, `1h30m`, `1d`, or a whole number of seconds; longer than zero."""
+    match = _DURATION.fullmatch(value.strip().lower()) if isinstance(value, str) else None
+    if _is_count(value):
+        seconds = int(value)
+    elif match and any(match.groups()):
+        days, hours, minutes, secs = (int(part or 0) for part in match.groups())
+        seconds = ((days * 24 + hours) * 60 + minutes) * 60 + secs
+    else:
+        raise PolicyError(f"ttl must be a duration like 90s, 15m, 2h, 1h30m or 1d, or a number of seconds, "
+                          f"got {value!r}")
+    if seconds <= 0:
+        raise PolicyError(f"ttl must be longer than zero, got {value!r}")
+    return timedelta(seconds=seconds)
+
+
+def _flag(raw: Mapping[str, Any], name: str, missing: bool | None) -> Any:
+    value = raw.get(name, missing)
+    if value is not missing and not isinstance(value, bool):
+        raise PolicyError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def _text(raw: Mapping[str, Any], name: str, allow_empty: bool = False) -> str:
+    """A string field; an empty one is refused unless a later check says better why."""
+    value = raw[name]
+    if not isinstance(value, str) or not (allow_empty or value.strip()):
+        raise PolicyError(f"{name} must be non-empty text, got {value!r}")
+    return value
+
+
+def _compile_glob(glob: str) -> re.Pattern[str]:
+    if not glob:
+        raise PolicyError("tool glob is empty; write the tool's name, or a pattern such as 'send_*'")
+    position = 0
+    while (position := glob.find("[", position)) != -1:
+        # fnmatch reads an unclosed `[` as a literal, so `send_[` would quietly name no tool at all.
+        end = position + 1 + (glob[position + 1:position + 2] == "!")
+        end += glob[end:end + 1] == "]"  # a `]` right after `[` or `[!` is part of the set
+        close = glob.find("]", end)
+        if close == -1:
+            raise PolicyError(f"tool glob {glob!r} has a '[' at position {position + 1} that is never closed")
+        position = close + 1
+    return re.compile(fnmatch.translate(glob))
+
+
+# -- CEL -----------------------------------------------------------------------------------------
+
+_MACROS = {"all": 1, "exists": 1, "exists_one": 1, "map": 1, "filter": 1, "reduce": 2}
+"""Comprehension macros and how many variables each binds (`reduce` is a celpy extension)."""
+_OPERATORS = {"relation_lt": "<", "relation_le": "<=", "relation_gt": ">", "relation_ge": ">=",
+              "relation_eq": "==", "relation_ne": "!=", "relation_in": "in", "addition_add": "+",
+              "addition_sub": "-", "multiplication_mul": "*", "multiplication_div": "/",
+              "multiplication_mod": "%", "unary_neg": "-", "unary_not": "!"}
+_PYTHON_CLASS = re.compile(r"<class '(?:\w+\.)*(\w+)'>")
+_RULE_TOKEN = re.compile(r"Token\('RULE', '(\w+)'\)")
+_INNER_ERROR = re.compile(r"""CELEvalError\(\*\((?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'),""")
+
+
+def _no_booleans_as_numbers(operator: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """`operator`, refusing a boolean against a number as CEL does; celpy's booleans are Python ints,
+    so `false <= 50` would be true and a model's `"amount_usd": false` would pass as a small amount."""
+
+    @functools.wraps(operator)
+    def strict(left: Any, right: Any) -> Any:
+        if isinstance(left, BoolType) is not isinstance(right, BoolType) and (
+                isinstance(left, _NUMBERS) or isinstance(right, _NUMBERS)):
+            raise TypeError("no such overload")  # celpy makes it the usual "no matching overload" error
+        return operator(left, right)
+
+    return strict
+
+
+_NUMBERS = (int, float)  # celtypes' IntType, UintType, DoubleType and BoolType subclass these
+_STRICT_OPERATORS = {name: _no_booleans_as_numbers(base_functions[name])
+                     for name in ("_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "_+_", "_-_", "_*_", "_/_", "_%_")}
+
+
+@functools.cache
+def _cel() -> celpy.Environment:
+    # Made on first use, not at import: creating one raises the interpreter's recursion limit.
+    return celpy.Environment()
+
+
+def _compile_when(text: str) -> celpy.Runner:
+    environment = _cel()
+    try:
+        tree = environment.compile(text)
+    except CELParseError as exc:
+        raise PolicyError(f"when {text!r} does not compile: {_parse_message(exc)}") from None
+    unknown = sorted(_free_names(tree) - set(VARIABLES) - set(base_functions) - {"google"})
+    if unknown:
+        raise PolicyError(f"when {text!r} refers to {', '.join(unknown)}; an expression may use "
+                          f"{', '.join(VARIABLES)}")
+    return environment.program(tree, functions=_STRICT_OPERATORS)
+
+
+def _free_names(tree: celpy.Expression[Any]) -> set[str]:
+    """The plain identifiers an expression reads, less the variables its macros bind."""
+    used: set[str] = set()
+    bound: set[str] = set()
+    for node in tree.iter_subtrees():
+        if node.data == "ident":
+            used.add(str(node.children[0]))
+        elif node.data == "member_dot_arg" and len(node.children) == 3 and str(node.children[1]) in _MACROS:
+            arguments = node.children[2]
+            assert isinstance(arguments, celpy.Expression)
+            for variable in arguments.children[:_MACROS[str(node.children[1])]]:
+                if isinstance(variable, celpy.Expression):
+                    bound |= {str(n.children[0]) for n in variable.iter_subtrees() if n.data == "ident"}
+    return used - bound
+
+
+def _parse_message(exc: CELParseError) -> str:
+    # celpy's message is only a caret picture; the parser's own error (lark's UnexpectedToken or
+    # UnexpectedCharacters, which celpy re-raises from) says what was found there.
+    token, char = getattr(exc.__context__, "token", None), getattr(exc.__context__, "char", None)
+    if token is not None:
+        what = "unexpected end of expression" if token.type == "$END" else f"unexpected {str(token)!r}"
+    elif isinstance(char, str):
+        what = f"unexpected character {char!r}"
+    else:
+        what = _one_line(str(exc.args[0]) if exc.args else "syntax error")
+    return f"{what} at line {exc.line}, column {exc.column}" if exc.line else what
+
+
+def _cel_message(exc: BaseException) -> str:
+    """celpy's message, on one line and without its internals (class paths, the whole activation)."""
+    if not isinstance(exc, CELEvalError):
+        return _one_line(f"{type(exc).__name__}: {exc}")
+    text = str(exc.args[0]) if exc.args else "evaluation error"
+    if "CELEvalError" in text:
+        # `a && b` with both sides in error says only that; the sides' own errors are in its details.
+        inner = [double or single for double, single in _INNER_ERROR.findall(" ".join(map(str, exc.args[1:])))]
+        text = "; ".join(i.replace("\\'", "'").replace('\\"', '"') for i in inner) or text
+    text = text.split(" (in activation", 1)[0]
+    text = _RULE_TOKEN.sub(lambda m: repr(_OPERATORS.get(m.group(1), m.group(1))), text)
+    text = _PYTHON_CLASS.sub(lambda m: _cel_type_name(m.group(1)), text)
+    return _one_line(text.removeprefix("found "))
+
+
+def _cel_type_name(kind: type | str) -> str:
+    """A celtypes class as CEL names its type: `IntType` is `int`, Python's `NoneType` is `null`."""
+    name = kind if isinstance(kind, str) else kind.__name__
+    if name == "NoneType":
+        return "null"
+    return name.removesuffix("Type").lower() if name.endswith("Type") else name
+
+
+# -- small shared pieces -----------------------------------------------------------------------
+
+
+def _policy(defaults: Requirement, rules: tuple[Rule, ...], source: str) -> ApprovalPolicy:
+    canonical = {"defaults": defaults.to_json(), "rules": [_rule_json(rule) for rule in rules]}
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return ApprovalPolicy(defaults, rules, source, hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
+def _rule_json(rule: Rule) -> dict[str, Any]:
+    return {"name": rule.name, "tool": rule.tool, "decision": rule.decision, "when": rule.when,
+            "approvers": None if rule.approvers is None else list(rule.approvers), "quorum": rule.quorum,
+            "ttl_seconds": None if rule.ttl is None else rule.ttl.total_seconds(),
+            "allow_self_approval": rule.allow_self_approval, "confirm": rule.confirm, "reason": rule.reason}
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def _yaml_kind(value: Any) -> str:
+    return {dict: "mapping", list: "list", str: "text", bool: "boolean", int: "number",
+            float: "number", type(None): "nothing"}.get(type(value), type(value).__name__)
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,276 @@
+"""Runs under an approval policy, through the runner and every store: a rule allows, asks (whom,
+how many) or denies; a quorum counts distinct allowed people once each, on any replica; a policy
+changed while an approval waits applies its stricter outcome when the call is about to run."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from store_harness import APPROVER, LOOKUP, REQUESTER, SEND, build_runner, side_effects
+
+from signoff.runtime.adapters.memory import MemoryStore
+from signoff.runtime.approval_policy import ApprovalPolicy, parse_policy
+from signoff.runtime.ports import Store
+from signoff.runtime.records import (
+    AlreadyCounted,
+    AlreadyDecided,
+    Counted,
+    Decided,
+    NotAllowed,
+)
+from signoff.runtime.runner import Runner
+
+LEE, KIM, ADA = "U0LEE", "U0KIM", "U0ADA"
+FINANCE = (LEE, KIM, ADA)
+
+
+def policy(text: str) -> ApprovalPolicy:
+    return parse_policy(text, source="policy.yaml")
+
+
+QUORUM_2 = policy(f"""
+rules:
+  - name: two-people
+    tool: send_email
+    approvers: [{", ".join(FINANCE)}]
+    quorum: 2
+""")
+
+
+def runner_with(store: Store, effects: Path, approval_policy: ApprovalPolicy, **config: Any) -> Runner:
+    members = {LEE, KIM, ADA, APPROVER}
+
+    runner = build_runner(store, effects, lease=30.0, approval_policy=approval_policy, **config)
+
+    def may_approve(user: str, run: Any, approvers: tuple[str, ...]) -> str | None:
+        named = set(approvers) if approvers else {APPROVER}
+        return None if user in named & members else "not one of the approvers"
+
+    runner.may_approve = may_approve
+    return runner
+
+
+def paused(runner: Runner, model: str = "scripted:send", requester: str = REQUESTER) -> tuple[Any, Any]:
+    run = runner.start_run("tell Ana her refund is approved", requester, model=model)
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    approval = runner.pending_approval(run.run_id)
+    assert approval is not None
+    return run, approval
+
+
+def tool_entries(runner: Runner, run_id: str) -> list[dict[str, Any]]:
+    return [e for e in runner.get_run(run_id).state["history"] if e["role"] == "tool"]
+
+
+def events_of(runner: Runner, run_id: str, kind: str) -> list[dict[str, Any]]:
+    return [e for e in runner.timeline(run_id) if e["type"] == kind]
+
+
+def test_a_quorum_runs_the_call_once_when_enough_distinct_people_approved(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(runner)
+    assert approval.quorum == 2 and approval.rule == "two-people"
+    assert approval.asked["approvers"] == list(FINANCE)
+
+    first = runner.decide(approval.approval_id, approval.digest, LEE, True)
+    assert isinstance(first, Counted) and first.approval.approved_by == (LEE,)
+    assert runner.execute(run.run_id) == "awaiting_approval"  # one of two: nothing runs
+    again = runner.decide(approval.approval_id, approval.digest, LEE, True)
+    assert isinstance(again, AlreadyCounted) and again.approval.approved_by == (LEE,)
+    assert side_effects(effects) == []
+
+    second = runner.decide(approval.approval_id, approval.digest, KIM, True, "checked the amount")
+    assert isinstance(second, Decided) and second.approval.status == "approved"
+    assert second.approval.approved_by == (LEE, KIM)
+    assert runner.execute(run.run_id) == "done"
+    assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]
+    late = runner.decide(approval.approval_id, approval.digest, ADA, True)
+    assert isinstance(late, AlreadyDecided)
+    assert [e["by"] for e in events_of(runner, run.run_id, "approval_vote_recorded")] == [LEE]
+    recorded = events_of(runner, run.run_id, "approval_recorded")
+    assert [(e["by"], e["approvals"], e["quorum"]) for e in recorded] == [(KIM, 2, 2)]
+
+
+def test_any_allowed_persons_deny_vetoes_a_quorum(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(runner)
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Counted)
+    denied = runner.decide(approval.approval_id, approval.digest, KIM, False, "wrong customer")
+    assert isinstance(denied, Decided) and denied.approval.status == "denied"
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, ADA, True), AlreadyDecided)
+    assert runner.execute(run.run_id) == "done"
+    assert side_effects(effects) == []
+    assert tool_entries(runner, run.run_id)[0]["error"] == "denied by human: wrong customer"
+
+
+def test_only_the_people_a_rule_names_count_and_never_the_requester(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(runner)
+    outsider = runner.decide(approval.approval_id, approval.digest, APPROVER, True)
+    assert isinstance(outsider, NotAllowed) and "two-people" in outsider.reason
+    mine = runner.decide(approval.approval_id, approval.digest, REQUESTER, True)
+    assert isinstance(mine, NotAllowed) and "you started this run" in mine.reason
+    assert runner.get_approval(approval.approval_id).votes == ()
+    assert [a.approval_id for a in runner.approvals_for(LEE)] == [approval.approval_id]
+    assert runner.approvals_for(APPROVER) == []
+    runner.decide(approval.approval_id, approval.digest, LEE, True)
+    assert runner.approvals_for(LEE) == []  # decided already: nothing left for them to do
+    assert [a.approval_id for a in runner.approvals_for(KIM)] == [approval.approval_id]
+
+
+def test_a_rule_may_let_the_requester_approve_their_own_run(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, policy("""
+rules:
+  - name: self-service
+    tool: send_email
+    approvers: [U0ASKER]
+    allow_self_approval: true
+"""))
+    runner.may_approve = lambda user, run, approvers: None if user in approvers else "no"
+    run, approval = paused(runner, requester="U0ASKER")
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, "U0ASKER", True), Decided)
+    assert runner.execute(run.run_id) == "done"
+    assert len(side_effects(effects)) == 1
+
+
+def test_a_side_effect_a_rule_allows_runs_once_through_the_ledger_without_an_approval(
+        store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, policy("""
+rules:
+  - name: internal-mail
+    tool: send_email
+    when: "args.to.endsWith('@example.com')"
+    decision: allow
+"""))
+    run = runner.start_run("tell Ana", REQUESTER, model="scripted:send")
+    assert runner.execute(run.run_id) == "done"
+    key = f"{run.run_id}:1"
+    assert side_effects(effects) == [(SEND, key)]
+    assert store.list_approvals(run_id=run.run_id) == []
+    [ledger] = store.executions(run.run_id)
+    assert (ledger["key"], ledger["status"]) == (key, "succeeded")
+    assert tool_entries(runner, run.run_id)[0]["rule"] == "internal-mail"
+    [allowed] = events_of(runner, run.run_id, "call_allowed_by_rule")
+    assert (allowed["rule"], allowed["key"], allowed["policy"]) == ("internal-mail", key, runner.config.policy.digest)
+    [started] = events_of(runner, run.run_id, "execution_started")
+    assert started["allowed_by"] == "internal-mail"
+
+
+def test_a_call_a_rule_denies_never_runs_and_the_model_is_told_why(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, policy("""
+rules:
+  - name: no-mail
+    tool: "send_*"
+    decision: deny
+    reason: email goes out from the CRM, not from the agent
+"""))
+    run = runner.start_run("tell Ana", REQUESTER, model="scripted:send")
+    assert runner.execute(run.run_id) == "done"
+    assert side_effects(effects) == [] and store.list_approvals(run_id=run.run_id) == []
+    [refused] = tool_entries(runner, run.run_id)
+    assert refused["error_kind"] == "denied_by_rule" and refused["rule"] == "no-mail"
+    assert refused["error"] == "denied by policy rule no-mail: email goes out from the CRM, not from the agent"
+    assert runner.get_run(run.run_id).state["steps"] == 2  # a budgeted step like any other
+
+
+def test_a_read_only_call_a_rule_asks_about_waits_and_runs_once_approved(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, policy("""
+rules:
+  - name: customer-records
+    tool: lookup
+    decision: ask
+"""))
+    run, approval = paused(runner, model="scripted:lookup-then-send")
+    assert (approval.tool, approval.rule) == (LOOKUP, "customer-records")
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, True), Decided)
+    assert runner.execute(run.run_id) == "awaiting_approval"  # now the email, asked by the defaults
+    assert runner.get_approval(approval.approval_id).status == "consumed"
+    assert tool_entries(runner, run.run_id)[0]["result"]["q"] == "orders"
+    [ledger] = store.executions(run.run_id)
+    assert (ledger["key"], ledger["status"]) == (f"{run.run_id}:1", "succeeded")
+
+
+def test_a_rule_the_policy_now_denies_refuses_an_approved_call_at_dispatch(store: Store, effects: Path) -> None:
+    before = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(before)
+    before.decide(approval.approval_id, approval.digest, LEE, True)
+    assert isinstance(before.decide(approval.approval_id, approval.digest, KIM, True), Decided)
+    after = runner_with(store, effects, policy("""
+rules:
+  - name: mail-freeze
+    tool: send_email
+    decision: deny
+    reason: no customer email during the incident
+"""))
+    assert after.execute(run.run_id) == "done"  # the model is told and answers
+    assert side_effects(effects) == []
+    assert after.get_approval(approval.approval_id).status == "cancelled"
+    [refused] = tool_entries(after, run.run_id)
+    assert refused["error_kind"] == "denied_by_rule" and "the policy changed after it was approved" in refused["error"]
+    [denied] = events_of(after, run.run_id, "call_denied_by_rule")
+    assert denied["at_dispatch"] is True and denied["rule"] == "mail-freeze"
+
+
+def test_a_larger_quorum_in_the_policy_now_waits_for_more_approvals(store: Store, effects: Path) -> None:
+    before = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(before)
+    before.decide(approval.approval_id, approval.digest, LEE, True)
+    before.decide(approval.approval_id, approval.digest, KIM, True)
+    stricter = runner_with(store, effects, policy(f"""
+rules:
+  - name: three-people
+    tool: send_email
+    approvers: [{", ".join(FINANCE)}]
+    quorum: 3
+"""))
+    assert stricter.execute(run.run_id) == "awaiting_approval"
+    reopened = stricter.get_approval(approval.approval_id)
+    assert (reopened.status, reopened.quorum, reopened.approved_by) == ("pending", 3, (LEE, KIM))
+    assert side_effects(effects) == []
+    assert isinstance(stricter.decide(approval.approval_id, approval.digest, KIM, True), AlreadyCounted)
+    assert isinstance(stricter.decide(approval.approval_id, approval.digest, ADA, True), Decided)
+    assert stricter.execute(run.run_id) == "done"
+    assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]
+    assert [e["quorum"] for e in events_of(stricter, run.run_id, "approval_reopened")] == [3]
+
+
+def test_an_expression_that_cannot_be_evaluated_never_allows_and_is_audited(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, policy("""
+rules:
+  - name: small-refunds
+    tool: send_email
+    when: "args.amount_usd <= 50"
+    decision: allow
+"""))
+    run, approval = paused(runner)  # send_email has no amount: the allow rule is passed over
+    assert approval.rule is None and approval.quorum == 1
+    [asked] = events_of(runner, run.run_id, "approval_requested")
+    assert any("small-refunds" in error for error in asked["errors"])
+
+
+@pytest.mark.parametrize("racers", [2, 3])
+def test_approvers_clicking_at_once_complete_a_quorum_exactly_once(store: Store, effects: Path, racers: int) -> None:
+    if isinstance(store, MemoryStore):
+        pytest.skip("one process: the memory store's lock is the whole story")
+    runner = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(runner)
+    outcomes: list[Any] = []
+    barrier = threading.Barrier(racers)
+
+    def click(user: str) -> None:
+        barrier.wait()
+        outcomes.append(runner.decide(approval.approval_id, approval.digest, user, True))
+
+    threads = [threading.Thread(target=click, args=(user,)) for user in FINANCE[:racers]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    kinds = sorted(type(o).__name__ for o in outcomes)
+    assert kinds == (["Counted", "Decided"] if racers == 2 else ["AlreadyDecided", "Counted", "Decided"])
+    assert len(runner.get_approval(approval.approval_id).approved_by) == 2
+    assert runner.execute(run.run_id) == "done"
+    assert len(side_effects(effects)) == 1
