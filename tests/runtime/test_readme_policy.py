@@ -1,0 +1,45 @@
+"""The README's approval policy examples are real: they load, and each rule does what the README says."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from signoff.runtime.approval_policy import Allow, Ask, Deny, ProposedCall, evaluate, parse_policy
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def policy_blocks() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Approval policy"):text.index("## Use MCP servers")]
+    return re.findall(r"```yaml\n(.*?)```", section, re.S)
+
+
+def test_the_format_example_does_what_its_comments_say() -> None:
+    policy = parse_policy(policy_blocks()[0], source="README.md")
+    refund = lambda amount: evaluate(policy, ProposedCall("issue_refund", {"amount_usd": amount}, True))  # noqa: E731
+    assert refund("20.00") == Allow("small-refunds")
+    small_or_default = refund("500")
+    assert isinstance(small_or_default, Ask) and small_or_default.rule is None
+    big = refund("20000")
+    assert isinstance(big, Ask) and big.rule == "big-refunds"
+    assert (big.requirement.approvers, big.requirement.quorum, big.requirement.confirm) == (("S0FINANCE",), 2, True)
+    assert big.requirement.ttl.total_seconds() == 7200
+    denied = evaluate(policy, ProposedCall("delete_user", {"user": "U1"}, True))
+    assert isinstance(denied, Deny) and denied.reason == "deletes are done by hand, never by the agent"
+    record = evaluate(policy, ProposedCall("lookup_customer", {"id": 7}, False))
+    assert isinstance(record, Ask) and record.rule == "customer-records"
+
+
+def test_the_worked_examples_load_and_decide_as_described() -> None:
+    restarts, git = (parse_policy("rules:\n" + textwrap.indent(textwrap.dedent(block), "  "), source="README.md",
+                                  approvers=["U0OPS"]) for block in policy_blocks()[1:3])
+    prod = evaluate(restarts, ProposedCall("restart_service", {"environment": "production"}, True))
+    assert isinstance(prod, Ask) and (prod.rule, prod.requirement.quorum) == ("prod-restarts", 2)
+    staging = evaluate(restarts, ProposedCall("restart_service", {"environment": "staging"}, True))
+    assert isinstance(staging, Ask) and (staging.rule, staging.requirement.quorum) == ("restarts", 1)
+    assert isinstance(evaluate(git, ProposedCall("mcp__git__git_push", {"force": True}, True)), Deny)
+    plain_push = evaluate(git, ProposedCall("mcp__git__git_push", {}, True))
+    assert isinstance(plain_push, Ask) and plain_push.rule is None
