@@ -13,10 +13,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
-from signoff.bot.words import is_slack_user, is_user_group
 from signoff.runtime.budget import Budget
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.failpoints import Failpoints
+from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
 
 # name, default as documented ("" for none), one-line description
 _TABLE: tuple[tuple[str, str, str], ...] = (
@@ -57,9 +57,6 @@ ENV_VARS: dict[str, str] = {name: default for name, default, _ in _TABLE}
 
 ENV_DESCRIPTIONS: dict[str, str] = {name: text for name, _, text in _TABLE}
 """One line per variable, for the README table and `--help` texts."""
-
-CHANNEL_MEMBERS = "*"
-"""In `SIGNOFF_APPROVERS`: any member of the channel where the approval is posted."""
 
 SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"})
 

@@ -25,6 +25,8 @@ from celpy.celparser import CELParseError
 from celpy.celtypes import BoolType
 from celpy.evaluation import CELEvalError, Context, base_functions
 
+from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
+
 # celpy logs every evaluation's variables at DEBUG: the model's arguments, secrets included.
 logging.getLogger("celpy").setLevel(logging.INFO)
 
@@ -32,14 +34,9 @@ Decision = Literal["allow", "ask", "deny"]
 DECISIONS: tuple[str, ...] = get_args(Decision)
 BUILT_IN = "built-in"
 """The `source` of `default_policy()`."""
-CHANNEL_MEMBERS = "*"
-"""As an approver: any member of the channel where the approval is posted."""
 VARIABLES = ("args", "tool", "requester", "channel", "usage")
 """What a `when` expression may look at."""
 
-# The same Slack-id rule as `bot.words` (the runtime may not import the Slack edge).
-_SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,30}")
-_USER_GROUP = re.compile(r"S[A-Z0-9]{2,30}")
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _POLICY_FIELDS = ("defaults", "rules")
 _DEFAULT_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval")
@@ -398,7 +395,7 @@ def _approvers(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise PolicyError(f"approvers must be a list of Slack ids, got {value!r}")
     for approver in value:
-        if not (_SLACK_USER.fullmatch(approver) or _USER_GROUP.fullmatch(approver) or approver == CHANNEL_MEMBERS):
+        if not (is_slack_user(approver) or is_user_group(approver) or approver == CHANNEL_MEMBERS):
             raise PolicyError(f"approver {approver!r} is not a Slack user id (U..., W...), a user group id "
                               f"(S...) or {CHANNEL_MEMBERS!r}")
     return tuple(value)
@@ -407,7 +404,7 @@ def _approvers(value: Any) -> tuple[str, ...]:
 def _check_quorum(quorum: int, approvers: tuple[str, ...], inherited: bool = False) -> None:
     """Refuse a quorum that named people alone cannot reach; groups and `*` may hold anyone, so they pass."""
     people = sorted(set(approvers), key=approvers.index)
-    if not people or any(not _SLACK_USER.fullmatch(a) for a in people):
+    if not people or any(not is_slack_user(a) for a in people):
         return
     if quorum > len(people):
         plural = "" if len(people) == 1 else "s"
