@@ -194,13 +194,14 @@ class Agent:
     def _drive(self, step: Step, *, committed: bool = False) -> str:
         """Act on `step` and on every step after it until the run pauses, ends or a port says stop.
 
-        Each step whose next action is not a `RunTool` is committed (`committed`: `step` changed
-        nothing, so it is not). Running time is charged at each commit; waiting is never charged.
+        Each step whose next action is not a `RunTool` is committed, and so is one that runs a side
+        effect a rule allowed (`RunTool.commits_first`; `committed`: `step` changed nothing, so it
+        is not). Running time is charged at each commit; waiting is never charged.
         """
         mark = self.clock()
         while True:
             self._take(step)
-            if not isinstance(step.then, RunTool) and not committed:
+            if not committed and (not isinstance(step.then, RunTool) or step.then.commits_first):
                 now = self.clock()
                 self._run, mark = loop.charge_time(self._run, now - mark), now
                 if not self._commit():

@@ -74,6 +74,13 @@ class RunTool:
     """The policy rule that let this call run without a person; a side effect so allowed starts
     through the ledger with no approval to consume."""
 
+    @property
+    def commits_first(self) -> bool:
+        """Whether the step that proposed this call is committed before it runs: a side effect a
+        rule allowed, so that its proposal and the rule are on record before it starts, as an
+        approved one's are (a crash mid-call then finds the call it started, not the model's next)."""
+        return self.allowed_by is not None and self.tool.side_effect
+
 
 @dataclass(frozen=True)
 class AskApproval:

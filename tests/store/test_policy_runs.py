@@ -157,6 +157,8 @@ rules:
     assert (allowed["rule"], allowed["key"], allowed["policy"]) == ("internal-mail", key, runner.config.policy.digest)
     [started] = events_of(runner, run.run_id, "execution_started")
     assert started["allowed_by"] == "internal-mail"
+    # The proposal and the rule that allowed it were committed before the call started.
+    assert allowed["seq"] < started["seq"]
 
 
 def test_a_call_a_rule_denies_never_runs_and_the_model_is_told_why(store: Store, effects: Path) -> None:
