@@ -17,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from signoff.bot.cli.ops import check, db, manifest, serve
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
+from signoff.bot.cli.policy import policy
 from signoff.bot.cli.rendering import one_line
 from signoff.bot.cli.running import demo, run
 from signoff.bot.cli.runs import runs
@@ -85,7 +86,7 @@ def _report(exc: BaseException, debug: bool, bug: bool = False) -> None:
     click.echo(f"error: {one_line(message, 2000)}{hint}", err=True)
 
 
-@click.group(commands=[run, demo, runs, tools, db, check, manifest, serve],
+@click.group(commands=[run, demo, runs, tools, policy, db, check, manifest, serve],
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.pass_obj

@@ -8,20 +8,21 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from signoff.bot.cli.policy import policy_summary
 from signoff.bot.cli.rendering import one_line
 from signoff.bot.cli.toolview import check_mcp
 from signoff.bot.settings import Settings
-from signoff.bot.wiring import load_tools, model_env, resolve_model_spec
+from signoff.bot.wiring import load_approval_policy, load_tools, model_env, resolve_model_spec
 from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
 from signoff.runtime.errors import ConfigError, SignoffError
 from signoff.runtime.models import check_model
 
 
 def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
-    """Tools (and each MCP server, started to list its tools), database, Slack and model, each checked
-    for real (a query, `auth.test`, a model call)."""
-    return [check_tools(settings, environ), *check_mcp(settings, environ), check_database(settings),
-            check_slack(settings), check_model_line(settings, environ)]
+    """Tools (and each MCP server, started to list its tools), the approval policy, database, Slack
+    and model, each checked for real (the file parsed, a query, `auth.test`, a model call)."""
+    return [check_tools(settings, environ), *check_mcp(settings, environ), check_policy(settings),
+            check_database(settings), check_slack(settings), check_model_line(settings, environ)]
 
 
 def check_tools(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
@@ -30,6 +31,14 @@ def check_tools(settings: Settings, environ: Mapping[str, str] | None = None) ->
     except ConfigError as exc:
         return f"FAIL tools: {exc}"
     return f"ok tools: {settings.tools} -> {', '.join(tools)}"
+
+
+def check_policy(settings: Settings) -> str:
+    try:
+        policy = load_approval_policy(settings)
+    except ConfigError as exc:
+        return f"FAIL policy: {exc}"
+    return f"ok policy: {policy_summary(policy)}"
 
 
 def check_database(settings: Settings) -> str:

@@ -9,15 +9,26 @@ from typing import Any
 import click
 
 from signoff.bot.arguments import argument_lines
-from signoff.bot.cli.console import Console
+from signoff.bot.cli.console import MAX_INVALID_ANSWERS, Console
 from signoff.bot.cli.notifier import TerminalNotifier
 from signoff.bot.cli.rendering import one_line
-from signoff.bot.words import approval_words, not_done, plain_budget_line, request_words
+from signoff.bot.words import (
+    approval_progress,
+    approval_words,
+    capitalized,
+    not_done,
+    plain_budget_line,
+    request_words,
+    who_decides,
+)
 from signoff.runtime.records import (
+    AlreadyCounted,
     AlreadyDecided,
     AlreadyDone,
     ApprovalRecord,
+    Counted,
     Decided,
+    DecisionOutcome,
     Done,
     Expired,
     Mismatch,
@@ -68,28 +79,83 @@ def drive(runner: Runner, run_id: str, console: Console, notifier: TerminalNotif
 
 def decide_here(runner: Runner, run: RunRecord, approval: ApprovalRecord, console: Console,
                 notifier: TerminalNotifier, user: str) -> bool:
-    """Ask for a decision on `approval` and record it; False if the person quit."""
+    """Ask for a decision on `approval` and record it; False if the run stays paused: the person
+    quit, may not decide it, or its rule needs more approvals than theirs."""
     notifier.show_approval(run, approval)
     if approval.expires_at <= runner.store.now():  # the database's clock, as for every expiry
         # Deciding cannot win any more; the store marks it expired and the run ends as expired.
         runner.decide(approval.approval_id, approval.digest, user, approved=False)
         return True
-    choice = console.choose("Approve [a], deny [d] or quit [q]? ", {"a": "approve", "d": "deny", "q": "quit"})
-    if choice in (None, "quit"):
+    if any(vote.user == user for vote in approval.votes):  # e.g. resumed by the one who approved
+        console.say(f"  you approved it already ({approval_progress(approval)}); {still_needed(approval)}")
         return False
-    note = ""
-    if choice == "deny":
-        note = console.read("Reason (the model is told): ") or ""
-    match runner.decide(approval.approval_id, approval.digest, user, approved=choice == "approve", note=note):
+    refusal = runner.approval_refusal(user, run, approval)
+    if refusal is not None:
+        console.say(f"  {not_done(refusal)}; the run stays paused")
+        return False
+    answer = ask_decision(console, approval)
+    if answer is None:
+        return False
+    approved, note = answer
+    return told(runner.decide(approval.approval_id, approval.digest, user, approved=approved, note=note), console)
+
+
+def told(outcome: DecisionOutcome, console: Console) -> bool:
+    """Say what a decision came to, where the notifier has not; False if the run stays paused."""
+    match outcome:
         case Decided() | Expired():
             pass  # the notifier has said so
+        case Counted(approval=counted):  # the notifier has said how far the quorum is
+            console.say(f"  {capitalized(still_needed(counted))}")
+            return False
+        case AlreadyCounted(approval=counted):
+            console.say(f"  you approved it already ({approval_progress(counted)}); {still_needed(counted)}")
+            return False
         case AlreadyDecided(approval=earlier):
             console.say(f"  already {approval_words(earlier.status, earlier.decided_by)}")
-        case NotAllowed(reason=reason) | Mismatch(reason=reason):
+        case NotAllowed(reason=reason):
+            console.say(f"  {not_done(reason)}; the run stays paused")
+            return False
+        case Mismatch(reason=reason):
             raise click.ClickException(reason)
         case Missing(what=what):
             raise click.ClickException(f"the {what} disappeared while you were deciding")
     return True
+
+
+def ask_decision(console: Console, approval: ApprovalRecord) -> tuple[bool, str] | None:
+    """Approve (True) or deny (False, with the reason the model is told); None if the person quit.
+
+    A rule with `confirm` has the person type the tool's name to approve; anything else cancels
+    back to the question, a few times at most, so piped answers cannot loop forever.
+    """
+    confirm = bool((approval.asked or {}).get("confirm"))
+    for _ in range(MAX_INVALID_ANSWERS):
+        choice = console.choose("Approve [a], deny [d] or quit [q]? ", {"a": "approve", "d": "deny", "q": "quit"})
+        if choice in (None, "quit"):
+            return None
+        if choice == "deny":
+            return False, console.read("Reason (the model is told): ") or ""
+        if not confirm:
+            return True, ""
+        rule = f"rule {approval.rule}" if approval.rule else "the policy"
+        typed = console.read(f"{capitalized(rule)} asks you to confirm: type {approval.tool} to approve it, "
+                             "anything else cancels: ")
+        if typed == approval.tool:
+            return True, ""
+        console.say("  cancelled; nothing was decided")
+    console.say(f"  not confirmed after {MAX_INVALID_ANSWERS} tries; stopping here")
+    return None
+
+
+def still_needed(approval: ApprovalRecord) -> str:
+    """What its quorum still needs, e.g. `this rule (big-refunds) needs 1 more approval from S0FINANCE,
+    in Slack. The run stays paused.`"""
+    whose = f"this rule ({approval.rule})" if approval.rule else "the policy's defaults"
+    missing = approval.quorum - len(approval.approved_by)
+    # `who_decides` leads with the count: "1 approval from S0FINANCE" becomes "1 more approval from ...".
+    count, _, rest = who_decides({**(approval.asked or {}), "quorum": missing, "rule": None}).partition(" ")
+    return f"{whose} needs {count} more {rest}, in Slack. The run stays paused."
 
 
 def settle_here(runner: Runner, run: RunRecord, console: Console, notifier: TerminalNotifier, user: str) -> bool:

@@ -8,7 +8,7 @@ import click
 from sqlalchemy.exc import OperationalError
 
 from signoff.bot.cli.checks import check_lines
-from signoff.bot.cli.options import DATABASE_URL, load_settings
+from signoff.bot.cli.options import DATABASE_URL, POLICY, load_settings
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
 from signoff.bot.wiring import PACKAGE_DIR
 from signoff.runtime.adapters.db import make_engine, masked, upgrade
@@ -44,15 +44,16 @@ def db() -> None:
 
 
 @click.command()
-def check() -> int:
+@POLICY
+def check(policy: str | None) -> int:
     """Check the configuration, the tools (each MCP server is started and lists its tools, with how
-    each is gated), the database, Slack (auth.test) and the model.
+    each is gated), the approval policy, the database, Slack (auth.test) and the model.
 
     Prints one line per check, "ok ..." or "FAIL ... reason" ("skip ..." when not configured);
     exits 1 if any check failed.
     """
     try:
-        settings = load_settings({})
+        settings = load_settings({"policy": policy})
     except ConfigError as exc:
         click.echo(f"FAIL config: {exc}")
         return EXIT_ERROR
@@ -74,9 +75,10 @@ def manifest() -> int:
 
 
 @click.command()
-def serve() -> int:
+@POLICY
+def serve(policy: str | None) -> int:
     """Run the Slack bot (Socket Mode when SLACK_APP_TOKEN is set, HTTP on SIGNOFF_PORT otherwise)."""
-    settings = load_settings({})
+    settings = load_settings({"policy": policy})
     # Imported here: only this command needs the Slack app, and `signoff --help` must not load Bolt.
     from signoff.bot.slack.serve import serve as serve_slack
 

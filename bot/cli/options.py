@@ -14,12 +14,16 @@ import click
 
 from signoff.bot.cli.console import Console
 from signoff.bot.settings import Settings
+from signoff.bot.wiring import PACKAGE_DIR
 from signoff.bot.words import DEMO_MODEL
 from signoff.runtime.adapters.db import is_default_sqlite
 
 DEMO_DATABASE_URL = "sqlite:///signoff-demo.db"
 DEMO_GOAL = "Ada Lovelace says order A-1001 arrived damaged. Refund her and let her know."
-DEMO_ENV = {"SIGNOFF_DATABASE_URL": DEMO_DATABASE_URL, "SIGNOFF_MODEL": DEMO_MODEL, "SIGNOFF_TOOLS": "demo"}
+DEMO_POLICY = PACKAGE_DIR / "demo_policy.yaml"
+"""The demo's approval policy: small refunds run unasked, large ones are refused, the rest ask."""
+DEMO_ENV = {"SIGNOFF_DATABASE_URL": DEMO_DATABASE_URL, "SIGNOFF_MODEL": DEMO_MODEL, "SIGNOFF_TOOLS": "demo",
+            "SIGNOFF_POLICY": str(DEMO_POLICY)}
 """The demo's whole configuration; it reads no SIGNOFF_* or SLACK_* variable."""
 
 FLAG_VARS = {
@@ -27,6 +31,7 @@ FLAG_VARS = {
     "max_tool_calls": "SIGNOFF_MAX_TOOL_CALLS", "max_tokens": "SIGNOFF_MAX_TOKENS",
     "max_cost_usd": "SIGNOFF_MAX_COST_USD", "max_seconds": "SIGNOFF_MAX_SECONDS",
     "database_url": "SIGNOFF_DATABASE_URL", "outbox": "SIGNOFF_OUTBOX", "mcp_config": "SIGNOFF_MCP_CONFIG",
+    "policy": "SIGNOFF_POLICY",
 }
 EXIT_CODES_HELP = (
     "\b\nExit codes: 0 done, 1 error, 2 bad usage, 3 paused waiting for a decision\n"
@@ -35,7 +40,7 @@ EXIT_CODES_HELP = (
 )
 TERMINAL_APPROVER_HELP = (
     "In the terminal the person at the keyboard is the approver: decisions are recorded as --user, "
-    "who may approve their own run's side effects here (unlike in Slack)."
+    "who may approve their own run's side effects here (unlike in Slack) unless the approval policy says otherwise."
 )
 
 
@@ -75,12 +80,14 @@ DATABASE_URL = click.option("--database-url", help="SQLAlchemy URL of the run st
 TOOLS = click.option("--tools", help="Toolsets: demo, mcp:<server>, mcp:* or package.module:attribute, "
                                      "comma-separated (overrides SIGNOFF_TOOLS).")
 MCP_CONFIG = click.option("--mcp-config", help="JSON file of MCP servers (overrides SIGNOFF_MCP_CONFIG).")
+POLICY = click.option("--policy", metavar="PATH",
+                       help="YAML file of approval rules (overrides SIGNOFF_POLICY; see `signoff policy explain`).")
 OUTBOX = click.option("--outbox", help="Directory for the demo send_email .eml files and refund ledger.")
 QUIET = click.option("--quiet", "-q", is_flag=True, help="Print only the outcome line.")
 USER = click.option("--user", default=default_user, show_default="cli:$USER",
                     help="Who starts and decides, as recorded in the audit log.")
 DEMO = click.option("--demo", is_flag=True,
-                    help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, demo tools), as `signoff demo` does.")
+                    help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, demo tools and policy), as `signoff demo` does.")
 RUN_OPTIONS = options(
     click.option("--model", help="Model spec: openai:<model>, anthropic:<model> or scripted:<path>."),
     TOOLS, MCP_CONFIG,
@@ -89,7 +96,7 @@ RUN_OPTIONS = options(
     click.option("--max-tokens", type=_POSITIVE_INT, help="Budget: input plus output tokens."),
     click.option("--max-cost-usd", type=_POSITIVE, help="Budget: model cost in US dollars."),
     click.option("--max-seconds", type=_POSITIVE, help="Budget: seconds spent running."),
-    DATABASE_URL, OUTBOX, QUIET, USER,
+    DATABASE_URL, OUTBOX, POLICY, QUIET, USER,
 )
 """The flags `run` and `demo` share; each overrides its SIGNOFF_* variable."""
 

@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from signoff.bot.arguments import ToolDisplay, argument_lines
-from signoff.bot.words import plain_budget_line
+from signoff.bot.words import plain_budget_line, who_decides
+from signoff.runtime.loop import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import redact
 from signoff.tools.base import Tool
@@ -36,45 +37,63 @@ def find_call(history: Iterable[Mapping[str, Any]], result: Mapping[str, Any]) -
 
 
 def step_lines(call: Mapping[str, Any] | None, entry: Mapping[str, Any], secret_keys: frozenset[str]) -> list[str]:
-    """`step 2  lookup_orders {...}` then `-> result` or `x error`, secrets redacted."""
+    """`step 2  lookup_orders {...}` then `-> result` or `x error`, secrets redacted; a call the
+    approval policy decided without a person says which rule allowed or refused it."""
     lines = []
     if call is not None and call.get("text"):
         lines.append(f"  step {entry.get('step')}  model: {one_line(call['text'], 200)}")
     args = as_text(redact(call.get("args", {}), secret_keys)) if call is not None else ""
     lines.append(f"  step {entry.get('step')}  {entry.get('tool')} {one_line(args, 200)}")
-    if "error" in entry:
+    rule = entry.get("rule")
+    if entry.get("error_kind") == "denied_by_rule" and isinstance(rule, str):
+        reason = str(entry.get("error", "")).removeprefix(denied_by_rule(rule, ""))
+        lines.append(f"          x refused by rule {rule}: {one_line(reason, _RESULT_CHARS)}")
+    elif "error" in entry:
         lines.append(f"          x {one_line(entry['error'], _RESULT_CHARS)}")
     else:
+        if isinstance(rule, str):
+            lines.append(f"          allowed by rule {rule}")
         lines.append(f"          -> {one_line(as_text(redact(entry.get('result'), secret_keys)), _RESULT_CHARS)}")
     return lines
 
 
 def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, secret_keys: frozenset[str],
                   now: datetime) -> str:
-    """The approval request as Slack shows it: goal, requester, tool, arguments, key, budget, expiry.
+    """The approval request as Slack shows it: goal, requester, tool, arguments, key, budget, expiry,
+    and who decides by which rule.
 
     The arguments are `argument_lines`, the same lines every Slack surface shows, never shortened.
     """
     description = one_line(tool.description, 300) if tool is not None else "(tool not loaded here)"
-    rows = [
-        ("Goal", one_line(run.goal, 300)),
-        ("Requested by", run.requester),
-        ("Tool", f"{approval.tool}: {description}"),
+    call = next((e for e in run.state.get("history", []) if e.get("role") == "assistant"
+                 and e.get("step") == approval.step and "tool" in e), None)
+    said = [("Model says", one_line(call["text"], 300))] if call is not None and call.get("text") else []
+    above = [("Goal", one_line(run.goal, 300)), ("Requested by", run.requester), *said,
+             ("Tool", f"{approval.tool}: {description}")]
+    below = [
         ("Key", approval.key),
         ("Budget used", plain_budget_line(run.state)),
         ("Expires", f"{approval.expires_at:%Y-%m-%d %H:%M:%S} UTC ({until(approval.expires_at, now)})"),
     ]
-    call = next((e for e in run.state.get("history", []) if e.get("role") == "assistant"
-                 and e.get("step") == approval.step and "tool" in e), None)
-    if call is not None and call.get("text"):
-        rows.insert(2, ("Model says", one_line(call["text"], 300)))
+    if approval.asked is not None:  # None: proposed before Signoff had approval policies
+        below.append(("Who decides", deciders(approval)))
     lines = [f"+-- Approval needed: {approval.tool} ".ljust(_WIDTH, "-")]
-    lines += [f"| {name + ':':<14}{value}" for name, value in rows[:-3]]
+    lines += [f"| {name + ':':<14}{value}" for name, value in above]
     lines.append("| Arguments:")
     lines += ["|   " + line for line in argument_lines(approval.args, ToolDisplay.of(tool, secret_keys)) or ["(none)"]]
-    lines += [f"| {name + ':':<14}{value}" for name, value in rows[-3:]]
+    lines += [f"| {name + ':':<14}{value}" for name, value in below]
     lines.append("+" + "-" * (_WIDTH - 1))
     return "\n".join(line.rstrip() for line in lines)
+
+
+def deciders(approval: ApprovalRecord) -> str:
+    """Who decides `approval` and by which rule, as the person at the keyboard reads it."""
+    text = who_decides(approval.asked) + ("" if approval.rule else " (the policy's defaults)")
+    if approval.quorum > 1:
+        text += "; you count as one, the others approve in Slack"
+    if (approval.asked or {}).get("confirm"):
+        text += "; approving asks you to confirm"
+    return text
 
 
 def until(moment: datetime, now: datetime) -> str:

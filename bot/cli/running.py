@@ -28,6 +28,12 @@ from signoff.runtime.adapters.db import masked
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.runner import Runner
 
+TERMINAL_SOURCE = "cli"
+"""The `origin.source` of a run started in the terminal."""
+IN_TERMINAL: Mapping[str, Any] = {"allow_self_approval": True}
+"""How a terminal's runner differs from `signoff serve`'s: the person at the keyboard may approve their
+own run's calls, unless the approval policy's rule says otherwise."""
+
 
 @deciding_command()
 @click.argument("goal")
@@ -35,10 +41,12 @@ from signoff.runtime.runner import Runner
 def run(goal: str, quiet: bool, user: str, **flags: Any) -> int:
     """Run GOAL in the terminal with the configured model and tools.
 
-    Every side-effecting call is shown as Slack would show it and waits for an answer:
-    approve [a], deny [d] (then a reason, which the model is told) or quit [q] (the run stays
-    paused in the database; `signoff runs resume` continues it). Answers may be piped, one a
-    line; the end of input counts as quit.
+    Every call the approval policy asks about (by default every side effect) is shown as Slack
+    would show it and waits for an answer: approve [a], deny [d] (then a reason, which the model
+    is told) or quit [q] (the run stays paused in the database; `signoff runs resume` continues
+    it). Answers may be piped, one a line; the end of input counts as quit. A rule with `confirm`
+    has you type the tool's name to approve; where a rule needs several approvals, yours counts
+    as one and the run stays paused for the others. Calls a rule allows or refuses say so.
 
     """
     settings = load_settings(flags)
@@ -49,17 +57,18 @@ def run(goal: str, quiet: bool, user: str, **flags: Any) -> int:
 @click.argument("goal", default=DEMO_GOAL)
 @RUN_OPTIONS
 def demo(goal: str, quiet: bool, user: str, **flags: Any) -> int:
-    """A run with zero configuration: a scripted model (not a real one), the built-in demo tools
-    and a SQLite file (./signoff-demo.db) created on first use.
+    """A run with zero configuration: a scripted model (not a real one), the built-in demo tools,
+    the demo's approval policy and a SQLite file (./signoff-demo.db) created on first use.
 
-    The script looks up an order, searches the handbook, then proposes an email and a refund,
-    each waiting for your answer. The email lands as an .eml file in ./outbox, the refund in
-    ./outbox/refunds.jsonl. Ignores SIGNOFF_* variables; the flags still apply. To answer
-    without a terminal:
+    The script looks up the customer's orders, searches the handbook, then proposes an email
+    (it waits for your answer), a $42 refund (the policy's rule small-refunds lets it run) and
+    a $129 goodwill refund (rule large-refunds refuses it). The email lands as an .eml file in
+    ./outbox, the refund in ./outbox/refunds.jsonl. Ignores SIGNOFF_* variables; the flags still
+    apply (--policy FILE to try your own rules). To answer without a terminal:
 
     \b
-        printf 'a\\na\\n' | signoff demo     # approve both
-        printf 'd\\ntoo early\\na\\n' | signoff demo   # deny the email, approve the refund
+        printf 'a\\n' | signoff demo               # approve the email
+        printf 'd\\ntoo early\\n' | signoff demo   # deny it, with the reason the model is told
 
     """
     settings = load_settings(flags, demo=True)
@@ -73,7 +82,7 @@ def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, de
     console.say(f"tools:    {', '.join(runner.tools)}")
     console.say(f"database: {masked(settings.database_url)}   outbox: {settings.outbox}")
     try:
-        started = runner.start_run(goal, requester=user, origin={"source": "cli", "user": user})
+        started = runner.start_run(goal, requester=user, origin={"source": TERMINAL_SOURCE, "user": user})
     except ValueError as exc:
         raise click.UsageError(f"GOAL: {exc}") from None
     final = drive(runner, started.run_id, console, notifier, user, settle=False)
@@ -84,7 +93,7 @@ def terminal_runner(settings: Settings, console: Console, *, store: SqlStore | N
                     auto_upgrade: bool | None = None) -> tuple[Runner, TerminalNotifier]:
     """A runner that tells `console`, where the person at the keyboard decides (their own runs too)."""
     tools = load_tools(settings)
-    config = runner_config(settings, allow_self_approval=True)
+    config = runner_config(settings, **IN_TERMINAL)
     notifier = TerminalNotifier(console, tools, redact_keys=config.redact_keys)
     runner = build_runner(settings, notifier, env=model_env(os.environ), tools=tools, config=config, store=store,
                           auto_upgrade=auto_upgrade)
@@ -98,6 +107,7 @@ def resume_hint(run_id: str, settings: Settings, demo: bool) -> str:
     for flag, name, value in (("--tools", "SIGNOFF_TOOLS", settings.tools),
                               ("--mcp-config", "SIGNOFF_MCP_CONFIG", settings.mcp_config or ""),
                               ("--outbox", "SIGNOFF_OUTBOX", settings.outbox),
+                              ("--policy", "SIGNOFF_POLICY", settings.policy or ""),
                               ("--database-url", "SIGNOFF_DATABASE_URL", settings.database_url)):
         if value != (base.get(name, "").strip() or ENV_VARS[name]):
             command += f" {flag} {masked(value) if name == 'SIGNOFF_DATABASE_URL' else value}"

@@ -13,6 +13,7 @@ from signoff.bot.cli.options import (
     DEMO,
     MCP_CONFIG,
     OUTBOX,
+    POLICY,
     QUIET,
     TOOLS,
     USER,
@@ -25,22 +26,25 @@ from signoff.bot.cli.options import (
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK, finish
 from signoff.bot.cli.rendering import one_line
 from signoff.bot.cli.replays import summary_line, verdict_lines
-from signoff.bot.cli.running import resume_hint, terminal_runner
+from signoff.bot.cli.running import IN_TERMINAL, TERMINAL_SOURCE, resume_hint, terminal_runner
 from signoff.bot.cli.story import dumps, run_records, story_lines
 from signoff.bot.settings import Settings
-from signoff.bot.wiring import load_tools, open_store
+from signoff.bot.wiring import load_approval_policy, load_tools, open_store
 from signoff.bot.words import model_label
 from signoff.runtime.adapters.db import masked
 from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.errors import ConfigError
+from signoff.runtime.loop import Caller
 from signoff.runtime.records import RunRecord
 from signoff.runtime.replay import Replayed, replay
 from signoff.runtime.state import TERMINAL, secret_names
 from signoff.tools.base import Tool
 
 
-def runs_store(database_url: str | None, demo: bool, tools: str | None = None) -> tuple[Settings, SqlStore]:
-    settings = load_settings({"database_url": database_url, "tools": tools}, demo=demo)
+def runs_store(database_url: str | None, demo: bool, tools: str | None = None,
+               policy: str | None = None) -> tuple[Settings, SqlStore]:
+    settings = load_settings({"database_url": database_url, "tools": tools, "policy": policy}, demo=demo)
     return settings, open_store(settings.database_url, auto_upgrade=may_create(settings.database_url, demo))
 
 
@@ -111,8 +115,8 @@ def runs_export(run_id: str, database_url: str | None, tools: str | None, demo: 
 
 @deciding_command("resume")
 @click.argument("run_id")
-@options(TOOLS, MCP_CONFIG, OUTBOX, DATABASE_URL, DEMO, QUIET, USER)
-def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: str | None,
+@options(TOOLS, MCP_CONFIG, OUTBOX, POLICY, DATABASE_URL, DEMO, QUIET, USER)
+def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: str | None, policy: str | None,
                 database_url: str | None, demo: bool, quiet: bool, user: str) -> int:
     """Continue a paused, failed, out-of-budget or orphaned run here.
 
@@ -121,7 +125,7 @@ def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: 
     or abort). A run whose worker died continues from its last checkpoint. Answers may be piped.
     """
     settings = load_settings({"database_url": database_url, "tools": tools, "outbox": outbox,
-                              "mcp_config": mcp_config}, demo=demo)
+                              "mcp_config": mcp_config, "policy": policy}, demo=demo)
     store = open_store(settings.database_url, auto_upgrade=may_create(settings.database_url, demo))
     run = the_run(store, run_id, settings.database_url)
     console = make_console(quiet)
@@ -140,11 +144,12 @@ def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: 
 @click.argument("run_id", required=False)
 @click.option("--all", "every", is_flag=True, help="Replay every finished run (done, cancelled, expired).")
 @click.option("--since", type=click.DateTime(), help="With --all: only runs started on or after this date (UTC).")
-@options(DATABASE_URL, TOOLS, DEMO)
+@options(DATABASE_URL, TOOLS, POLICY, DEMO)
 def runs_replay(run_id: str | None, every: bool, since: datetime | None, database_url: str | None,
-                tools: str | None, demo: bool) -> int:
+                tools: str | None, policy: str | None, demo: bool) -> int:
     """Re-drive recorded runs through this Signoff, with their recorded model replies, tool results
-    and decisions, and compare what the loop does at every step with what it did then.
+    and decisions, and compare what the loop does at every step with what it did then, under the
+    approval policy (SIGNOFF_POLICY, or --policy).
 
     No model is called, no tool runs, nothing is written. Prints the first divergence of each run
     (step, expected, got); exits 0 when every replayed run is identical, 1 when one is not.
@@ -153,11 +158,12 @@ def runs_replay(run_id: str | None, every: bool, since: datetime | None, databas
         raise click.UsageError("give a run id, or --all")
     if since is not None and not every:
         raise click.UsageError("--since goes with --all")
-    settings, store = runs_store(database_url, demo, tools)
+    settings, store = runs_store(database_url, demo, tools, policy)
     toolset = load_tools(settings)
     started = time.monotonic()
     chosen = [the_run(store, run_id, settings.database_url)] if run_id else finished_runs(store, since)
-    results = replay_each(store, toolset, chosen, reread=every, stall_after=settings.stall_after)
+    results = replay_each(store, toolset, chosen, reread=every, stall_after=settings.stall_after,
+                          policies=RunPolicies(settings))
     if every:
         click.echo(summary_line(results, time.monotonic() - started))
     return EXIT_OK if all(r.divergence is None for r in results) else EXIT_ERROR
@@ -170,15 +176,33 @@ def finished_runs(store: SqlStore, since: datetime | None) -> list[RunRecord]:
             if not r.unreadable and (after is None or r.created_at >= after)]
 
 
+class RunPolicies:
+    """The approval policy each run went by, each read once: as a terminal's runner loads it for a
+    run started there, as `signoff serve` does for any other (the difference is in its digest)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.loaded: dict[bool, ApprovalPolicy] = {}
+
+    def of(self, run: RunRecord) -> ApprovalPolicy:
+        in_terminal = run.origin.get("source") == TERMINAL_SOURCE
+        if in_terminal not in self.loaded:
+            overrides = IN_TERMINAL if in_terminal else {}
+            self.loaded[in_terminal] = load_approval_policy(self.settings, **overrides)
+        return self.loaded[in_terminal]
+
+
 def replay_each(store: SqlStore, toolset: dict[str, Tool], chosen: list[RunRecord], *, reread: bool,
-                stall_after: int | None) -> list[Replayed]:
+                stall_after: int | None, policies: RunPolicies) -> list[Replayed]:
     """Replay each run; print the verdict of each one, or with `reread` (runs listed without their
     history, read here one at a time) only of those that diverged."""
     results = []
     for listed in chosen:
         run = store.get_run(listed.run_id) if reread else listed
         assert run is not None
-        result = replay(run.state, store.timeline(run.run_id), toolset, stall_after=stall_after)
+        result = replay(run.state, store.timeline(run.run_id), toolset, stall_after=stall_after,
+                        approval_policy=policies.of(run),
+                        caller=Caller(run.requester, str(run.origin.get("channel") or "")))
         results.append(result)
         if result.divergence is not None or not reread:
             click.echo("\n".join(verdict_lines(result)))

@@ -135,7 +135,17 @@ def approval_line(approval: Mapping[str, Any]) -> str:
     decided = f" by {approval['decided_by']}" if approval.get("decided_by") else ""
     note = f": {one_line(approval['note'], 200)}" if approval.get("note") else ""
     contract = f"  contract {approval['contract']}" if approval.get("contract") else ""
-    return (f"  {approval['key']}  {approval['tool']}  {status}{decided}{note}{contract}  "
+    return (f"  {approval['key']}  {approval['tool']}  {status}{decided}{note}{asked_words(approval)}{contract}  "
             f"(requested {approval['requested_at']:%H:%M:%S}, expires {approval['expires_at']:%H:%M:%S} UTC)")
+
+
+def asked_words(approval: Mapping[str, Any]) -> str:
+    """The rule that asked and, for a quorum, who approved: `  rule big-refunds  approvals 1/2: U0LEE`."""
+    rule = (approval.get("asked") or {}).get("rule")
+    words = f"  rule {rule}" if rule else ""
+    if approval.get("quorum", 1) > 1:
+        approved = [vote["user"] for vote in approval.get("votes") or () if vote.get("approved")]
+        words += f"  approvals {len(approved)}/{approval['quorum']}" + (f": {', '.join(approved)}" if approved else "")
+    return words
 
 

@@ -40,7 +40,7 @@ def test_check_with_an_unreachable_database_fails_with_the_password_masked(signo
     [line] = [line for line in result.lines if "database" in line]
     assert line.startswith("FAIL database: cannot reach the database at postgresql+psycopg://signoff:***@127.0.0.1:1/")
     assert "hunter2-db-pass" not in result.out + result.err
-    assert [line.split()[0] for line in result.lines] == ["ok", "ok", "FAIL", "skip", "ok"]
+    assert [line.split()[0] for line in result.lines] == ["ok", "ok", "ok", "FAIL", "skip", "ok"]
 
 
 def test_check_all_ok_against_a_migrated_database_and_slack(signoff, sqlite_url):
@@ -53,9 +53,10 @@ def test_check_all_ok_against_a_migrated_database_and_slack(signoff, sqlite_url)
     assert good.lines == [
         "ok config: SIGNOFF_* and SLACK_* settings are valid",
         "ok tools: demo -> search_handbook, lookup_orders, send_email, issue_refund",
+        "ok policy: built-in (every side effect asks SIGNOFF_APPROVERS)",
         f"ok database: {sqlite_url} is reachable and its schema is current",
         "ok slack: auth.test accepted the bot token (signoff in Signoff Test)",
-        "ok model scripted:demo: scripted:demo_script.json has 5 decision(s) (scripted, not a model)",
+        "ok model scripted:demo: scripted:demo_script.json has 6 decision(s) (scripted, not a model)",
     ]
     assert bad.code == 1
     assert f"FAIL slack: auth.test at {slack.url} answered invalid_auth" in bad.lines
@@ -150,7 +151,7 @@ COMMANDS = all_commands(cli)
 def test_every_command_is_covered():
     assert {" ".join(c) for c in COMMANDS} >= {
         "", "run", "demo", "runs", "runs list", "runs show", "runs export", "runs resume", "db", "db upgrade",
-        "check", "manifest", "serve"}
+        "check", "manifest", "serve", "policy", "policy explain"}
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "signoff")
@@ -167,7 +168,7 @@ def test_help_documents_exit_codes_and_piped_answers(signoff):
 
     assert "3 paused waiting for a decision" in run_help and "4 stopped without an answer" in run_help
     assert "may approve their own run's side effects here" in run_help
-    assert "printf 'a\\na\\n' | signoff demo" in demo_help
+    assert "printf 'a\\n' | signoff demo" in demo_help
     assert "scripted model (not a real one)" in " ".join(demo_help.split())
 
 

@@ -15,7 +15,7 @@ TOOLS = [dataclasses.replace(t, side_effect=False) if t.name == "send_email" els
 
 
 def finished_demo_run(signoff) -> str:
-    done = signoff.here("demo", "--quiet", answers="a\na\n")
+    done = signoff.here("demo", "--quiet", answers="a\n")
     assert done.code == 0, done.err
     return re.search(r"run-[0-9a-f]{10}", done.out).group(0)
 

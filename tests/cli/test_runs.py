@@ -115,7 +115,7 @@ def test_resume_extends_a_run_that_ran_out_of_budget(signoff):
     stopped = signoff.here("demo", "--quiet", "--max-steps", "2")
     run_id = run_id_of(stopped)
 
-    resumed = signoff.here("runs", "resume", run_id, "--demo", answers="e\na\na\n")
+    resumed = signoff.here("runs", "resume", run_id, "--demo", answers="e\na\n")
 
     assert resumed.code == 0, resumed.err
     assert "Extend max_steps [e] or quit [q]? e" in resumed.out
@@ -222,11 +222,14 @@ def test_resume_continues_a_run_whose_process_died(signoff, tmp_path):
     assert status == "running" and owner is not None
     time.sleep(1.0)  # the dead worker's one-second lease runs out
 
-    resumed = signoff.here("runs", "resume", run_id, answers="a\na\n")
+    # The built-in policy asks about every side effect: the email, the refund and the goodwill refund.
+    resumed = signoff.here("runs", "resume", run_id, answers="a\na\nd\nnot this one\n")
 
     assert resumed.code == 0, resumed.err
     assert resumed.lines[-1].startswith(f"{run_id} done: ")
     assert len(list(signoff.outbox.glob("*.eml"))) == 1
+    assert [r["order_id"] for r in map(json.loads, (signoff.outbox / "refunds.jsonl").read_text().splitlines())] == [
+        "A-1001"]
 
 
 def test_resume_refuses_a_run_another_worker_holds(signoff, tmp_path):
