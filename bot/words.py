@@ -8,7 +8,7 @@ request, and what a Slack user or group id is. Plain ASCII text; each surface fo
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeGuard
 
 from signoff.runtime.budget import usage_report
@@ -100,6 +100,24 @@ def approval_progress(approval: ApprovalRecord, name: Callable[[str], str] = str
     approved = approval.approved_by
     return (f"{len(approved)} of {approval.quorum} approval{'s' if approval.quorum != 1 else ''}"
             + (f": {', '.join(name(user) for user in approved)}" if approved else ""))
+
+
+def people(names: Sequence[str]) -> str:
+    """Names as a sentence says them: `a`, `a and b`, `a, b and c`."""
+    if len(names) <= 1:
+        return "".join(names)
+    return f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def deciders(approval: ApprovalRecord, name: Callable[[str], str] = str) -> str | None:
+    """Who decided an approval, for `approval_words`: every approver of an approved quorum (`U0A and
+    U0B`), else the one who decided (None: nobody did)."""
+    if not approval.decided_by:
+        return None
+    approved = approval.approved_by
+    if approval.status in ("approved", "consumed", "expired") and len(approved) > 1:
+        return people([name(user) for user in approved])
+    return name(approval.decided_by)
 
 
 def approval_words(status: str, decided_by: str | None) -> str:

@@ -51,6 +51,10 @@ MAX_MODAL_TITLE = 24
 MAX_PRIVATE_METADATA = 3000
 MAX_FALLBACK = 1000
 MAX_REASON = 500
+# The confirmation dialog object's: title, text, and each of its two buttons.
+MAX_CONFIRM_TITLE = 100
+MAX_CONFIRM_TEXT = 300
+MAX_CONFIRM_BUTTON = 30
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,28 @@ def approval_value(approval: ApprovalRecord) -> str:
 
 
 def approve_button(approval: ApprovalRecord) -> dict[str, Any]:
-    return button("Approve", APPROVE_ACTION, approval_value(approval), "primary")
+    """Approve; behind an "are you sure?" dialog when the policy rule that asked says `confirm`."""
+    element = button("Approve", APPROVE_ACTION, approval_value(approval), "primary")
+    if (approval.asked or {}).get("confirm") is True:
+        element["confirm"] = approve_confirmation(approval)
+    return element
+
+
+def approve_confirmation(approval: ApprovalRecord) -> dict[str, Any]:
+    """Block Kit's confirmation dialog for Approve: Slack shows it before it sends the click."""
+    rule = (approval.asked or {}).get("rule")
+    why = f" Policy rule {rule} asks you to confirm." if isinstance(rule, str) and rule else ""
+    runs = f"once {approval.quorum} people have approved" if approval.quorum > 1 else "right away"
+    text = f"You approve {approval.tool} with key {approval.key} and the arguments as shown; it runs {runs}.{why}"
+    return {"title": plain_text(f"Approve {approval.tool}?", MAX_CONFIRM_TITLE),
+            "text": plain_text(text, MAX_CONFIRM_TEXT),
+            "confirm": plain_text("Approve", MAX_CONFIRM_BUTTON), "deny": plain_text("Cancel", MAX_CONFIRM_BUTTON),
+            "style": "primary"}
+
+
+def plain_text(text: str, limit: int) -> dict[str, Any]:
+    """A plain_text object, escaped like any text Slack decodes (it shows no mrkdwn), cut to `limit`."""
+    return {"type": "plain_text", "text": safe(text, limit)}
 
 
 def deny_button(approval: ApprovalRecord) -> dict[str, Any]:

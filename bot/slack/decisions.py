@@ -111,7 +111,8 @@ class Decisions:
             return "The run behind this request no longer exists.", None
         if not click.where.trigger_id:
             return "Slack did not send what is needed to open the form; please click again.", run
-        return self.runner.approval_refusal(click.where.user, run), run
+        reason = self.runner.approval_refusal(click.where.user, run, approval)
+        return (not_done_text(reason) if reason else None), run
 
     def on_deny_submitted(self, ack: Ack, body: dict[str, Any]) -> None:
         ack()
@@ -140,7 +141,11 @@ class Decisions:
                 self.notices.tell(where, expired_text(approval), modal)
                 self.workers.submit(approval.run_id)  # ends the run now rather than at the next sweep
             case Counted(approval=approval):
-                self.notices.tell(where, f"Your approval is counted: {approval_progress(approval, blocks.user)}.", modal)
+                missing = approval.quorum - len(approval.approved_by)
+                more = "1 more person approves" if missing == 1 else f"{missing} more people approve"
+                self.notices.tell(where, f"Your approval is counted: {approval_progress(approval, blocks.user)}. "
+                                         f"`{blocks.safe(approval.tool, 64)}` runs once {more}.", modal)
+                self._settle_card(approval)
             case AlreadyCounted(approval=approval):
                 self.notices.tell(where, f"You already decided this one; one person counts once "
                                          f"({approval_progress(approval, blocks.user)}).", modal)
@@ -152,6 +157,16 @@ class Decisions:
                 assert_never(outcome)
         if where.in_home or modal:  # a modal may have been opened from Home, whose buttons are now stale
             self.home.publish(where.user)
+
+    def _settle_card(self, counted: ApprovalRecord) -> None:
+        """After a counted approval re-rendered the card, show the approval as it is now if another
+        decision closed it meanwhile: that one's update may have reached Slack before ours, which
+        would otherwise leave live buttons and a stale count on a decided card."""
+        now = self.runner.get_approval(counted.approval_id)
+        if now is not None and now.status != "pending":
+            run = self.runner.get_run(now.run_id, history=False)
+            if run is not None:
+                self.runner.teller.show_approval(run, now)
 
     def _refresh_clicked(self, approval: ApprovalRecord, where: Where) -> None:
         """The clicked message may be a copy of the request (a post that timed out but arrived, then

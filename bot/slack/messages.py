@@ -54,7 +54,8 @@ from signoff.bot.slack.blocks import (
 )
 from signoff.bot.slack.payloads import run_value
 from signoff.bot.slack.replies import approval_outcome
-from signoff.bot.words import LIMIT_NAMES, model_label, status_words
+from signoff.bot.words import LIMIT_NAMES, approval_progress, model_label, status_words, who_decides
+from signoff.runtime.loop import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, redact
 
@@ -119,16 +120,29 @@ def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
                         secret_names: frozenset[str] = DEFAULT_REDACT_KEYS) -> Message:
     """One tool observation for the run's thread: its result or its error, `secret_names` redacted."""
     tool, step = safe(entry.get("tool", "?"), 64), entry.get("step", "?")
-    if "error" in entry:
+    rule = entry.get("rule") if isinstance(entry.get("rule"), str) else None
+    if "error" in entry and rule is not None and entry.get("error_kind") == "denied_by_rule":
+        # The policy said no before anything ran: a refusal by rule, not a tool that failed.
+        reason = str(entry["error"]).removeprefix(denied_by_rule(rule, ""))
+        body = f":no_entry: `{tool}` (step {step}) refused by rule {_rule_name(rule)}: {safe(reason, _RESULT_CHARS)}"
+        fallback = f"{entry.get('tool')} refused by rule {rule}: {reason}"
+    elif "error" in entry:
         kind = safe(entry.get("error_kind") or "error", 30)
         body = f":x: `{tool}` (step {step}) {kind}:\n{code(entry['error'], _RESULT_CHARS)}"
         fallback = f"{entry.get('tool')} failed: {entry['error']}"
     else:
         shown = redact(entry.get("result"), secret_names)
         rendered = shown if isinstance(shown, str) else json_text(shown)
-        body = f":white_check_mark: `{tool}` (step {step}) returned:\n{code(rendered, _RESULT_CHARS)}"
-        fallback = f"{entry.get('tool')} returned a result"
+        ran = f"ran — allowed by rule {_rule_name(rule)}" if rule is not None else "returned"
+        body = f":white_check_mark: `{tool}` (step {step}) {ran}:\n{code(rendered, _RESULT_CHARS)}"
+        fallback = (f"{entry.get('tool')} ran (allowed by rule {rule}) and returned a result" if rule is not None
+                    else f"{entry.get('tool')} returned a result")
     return Message(_fallback(fallback), [section(body)])
+
+
+def _rule_name(rule: str) -> str:
+    """A policy rule's name in code; the name is the operator's, escaped all the same."""
+    return f"`{safe(rule, 80).replace('`', 'ˋ')}`"
 
 
 # -- approval messages --------------------------------------------------------------------------
@@ -141,6 +155,9 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
     """
     shown = shown_arguments(run, approval, display, CARD_SECTIONS)
     blocks = _approval_body(run, approval, display, shown)
+    progress = _progress(approval)
+    if progress:
+        blocks.append(section(progress))
     blocks.append(actions(APPROVAL_BLOCK, shown.buttons))
     text = f"Approval needed: {approval.tool} for run {run.run_id} (expires {approval.expires_at:%H:%M} UTC)"
     return Message(_fallback(text), blocks)
@@ -158,14 +175,50 @@ def _approval_body(
     run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, shown: ShownArguments
 ) -> list[dict[str, Any]]:
     about = f"\n{safe(display.description, 300)}" if display.description else ""
+    deciders = deciders_line(approval)
     return [
         header(f"Approve {approval.tool}?"),
         section(f"*Goal* (asked by {user(run.requester)})\n>{safe(run.goal, _GOAL_CHARS)}"),
         section(f"*Tool* `{safe(approval.tool, 64)}`{about}\n{shown.label}"),
         *shown.sections,
+        *([section(f"*Who decides* {deciders}")] if deciders else []),
         context(f"key `{safe(approval.key, 120)}` · budget used: {budget_line(run.state)}",
                 f"expires {slack_date(approval.expires_at)}"),
     ]
+
+
+_NAMED_APPROVERS = 12
+"""Approvers a card names; a longer list is counted (the policy file has them all)."""
+_LISTED_VOTES = 20
+
+
+def deciders_line(approval: ApprovalRecord) -> str | None:
+    """Who may decide and under which part of the policy, e.g. `2 approvals from @finance · rule
+    `big-refunds``; None for an approval recorded before Signoff had policies (its card is as it was)."""
+    if approval.asked is None:
+        return None
+    approvers = [str(a) for a in approval.asked.get("approvers") or ()]
+    asked = {**approval.asked, "quorum": approval.quorum, "approvers": approvers[:_NAMED_APPROVERS], "rule": None}
+    more = len(approvers) - _NAMED_APPROVERS
+    who = who_decides(asked, user) + (f" and {more} more" if more > 0 else "")
+    rule = approval.rule
+    return f"{who} · " + (f"rule {_rule_name(rule)}" if rule else "default policy")
+
+
+def _progress(approval: ApprovalRecord) -> str | None:
+    """How far a pending quorum is, each approval with who gave it and when; None for a quorum of one."""
+    if approval.quorum <= 1 or approval.status != "pending":
+        return None
+    votes = [vote for vote in approval.votes if vote.approved]
+    given = [f":white_check_mark: {user(vote.user)} {slack_date(vote.at)}" for vote in votes[:_LISTED_VOTES]]
+    if len(votes) > _LISTED_VOTES:
+        given.append(f"and {len(votes) - _LISTED_VOTES} more")
+    return f"*Approvals* {len(votes)} of {approval.quorum}: " + (", ".join(given) if given else "none yet")
+
+
+def _waiting_progress(approval: ApprovalRecord) -> str:
+    """` · 1 of 2 approvals: @lee` for a quorum that is filling up, else nothing (Home, list, status)."""
+    return f" · {approval_progress(approval, user)}" if approval.quorum > 1 else ""
 
 
 # -- stopped runs -------------------------------------------------------------------------------
@@ -321,12 +374,14 @@ def home_view(
         display = displays.get(approval.tool, UNKNOWN_TOOL)
         shown = shown_arguments(run, approval, display, HOME_SECTIONS)
         about = f" ({safe(display.description, 150)})" if display.description else ""
+        deciders = deciders_line(approval)
         blocks += [
             {"type": "divider"},
             section(f"*{safe(approval.tool, 64)}*{about} for {user(run.requester)}: {safe(run.goal, 200)}\n"
                     f"{shown.label}"),
             *shown.sections,
-            context(f"key `{safe(approval.key, 120)}` · expires {slack_date(approval.expires_at)}"),
+            context(f"key `{safe(approval.key, 120)}` · expires {slack_date(approval.expires_at)}"
+                    f"{_waiting_progress(approval)}", *([deciders] if deciders else [])),
             actions(f"signoff.home.{clip(approval.approval_id, 200)}", shown.buttons),
         ]
     if len(waiting) > _HOME_APPROVALS:
@@ -371,7 +426,8 @@ def status_message(run: RunRecord, approval: ApprovalRecord | None = None) -> Me
              f"asked by {user(run.requester)} · model: {_model(run.model)}",
              f"usage: {budget_line(run.state)}"]
     if approval is not None and approval.status == "pending":
-        lines.append(f"waiting for approval of `{safe(approval.tool, 64)}` until {slack_date(approval.expires_at)}")
+        lines.append(f"waiting for approval of `{safe(approval.tool, 64)}` until {slack_date(approval.expires_at)}"
+                     f"{_waiting_progress(approval)}")
     if run.stop:
         lines.append(f"stopped: {safe(run.stop.get('reason', ''), 300)}")
     if run.answer:
@@ -382,7 +438,7 @@ def status_message(run: RunRecord, approval: ApprovalRecord | None = None) -> Me
 def list_message(runs: Sequence[RunRecord], waiting: Sequence[tuple[RunRecord, ApprovalRecord]]) -> Message:
     """The reply to `/signoff list`: my recent runs and the approvals waiting on me."""
     waiting_lines = [f"`{safe(a.tool, 64)}` for {user(r.requester)} · run `{safe(r.run_id, 60)}` · "
-                     f"expires {slack_date(a.expires_at)}" for r, a in waiting]
+                     f"expires {slack_date(a.expires_at)}{_waiting_progress(a)}" for r, a in waiting]
     blocks = [section("*Waiting on you*\n" + (clip_lines(waiting_lines, 2800) if waiting_lines else "nothing")),
               section("*Your recent runs*\n" + runs_text(runs))]
     if waiting:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from signoff.bot.slack.blocks import MAX_REASON, safe, slack_date, user
-from signoff.bot.words import approval_words, capitalized, not_done, request_words
+from signoff.bot.words import approval_words, capitalized, deciders, not_done, people, request_words
 from signoff.runtime.records import ApprovalRecord
 
 APPROVAL_GONE = "This approval request no longer exists."
@@ -19,15 +19,15 @@ NO_VISIBLE_RUN = "There is no run `{run}` you can see."
 def approval_outcome(approval: ApprovalRecord) -> tuple[str, str]:
     """(mrkdwn, plain) lines saying what became of an approval: who, when, why; the plain one is
     `words.approval_words`, as the terminal says it."""
-    plain = capitalized(approval_words(approval.status, approval.decided_by))
+    plain = capitalized(approval_words(approval.status, deciders(approval)))
     when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
-    who = user(approval.decided_by) if approval.decided_by else "someone"
+    who = deciders(approval, user) or "someone"
     note = f": {safe(approval.note, MAX_REASON)}" if approval.note else ""
     match approval.status:
         case "approved" | "consumed":
             return f":white_check_mark: *Approved* by {who}{when}{note}", plain
         case "denied":
-            return f":no_entry: *Denied* by {who}{when}{note}", plain
+            return f":no_entry: *Denied* by {who}{when}{note}{_overruled(approval)}", plain
         case "expired" if approval.decided_by:
             return f":hourglass: *Approved* by {who}{when}, *but it could not start in time: not executed.*", plain
         case "expired":
@@ -39,6 +39,15 @@ def approval_outcome(approval: ApprovalRecord) -> tuple[str, str]:
                     "so it is asked about again in a new request.", plain)
         case _:
             return ":raised_hand: *Waiting for a decision.*", plain
+
+
+def _overruled(approval: ApprovalRecord) -> str:
+    """A deny is a veto: the approvals it overruled, if a quorum had begun to fill."""
+    approved = approval.approved_by
+    if not approved:
+        return ""
+    return (f" (a veto: {len(approved)} of {approval.quorum} approvals had been given, by "
+            f"{people([user(u) for u in approved])})")
 
 
 def no_visible_run(run_id: str) -> str:
@@ -68,14 +77,14 @@ def expired_text(approval: ApprovalRecord) -> str:
 def decided_text(approval: ApprovalRecord) -> str:
     """What became of an approval, for someone who clicks it after it was decided."""
     when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
+    who = deciders(approval, user) or "someone"
     match approval.status:
         case "approved" | "consumed":
-            return f"Already approved by {user(approval.decided_by)}{when}."
+            return f"Already approved by {who}{when}."
         case "denied":
-            return f"Already denied by {user(approval.decided_by)}{when}."
+            return f"Already denied by {who}{when}."
         case "expired" if approval.decided_by:
-            return (f"Approved by {user(approval.decided_by)}{when}, but it could not start in time; "
-                    "nothing was executed.")
+            return f"Approved by {who}{when}, but it could not start in time; nothing was executed."
         case "expired":
             return expired_text(approval)
         case "cancelled":
