@@ -132,7 +132,7 @@ def load_approval_policy(settings: Settings, *, ttl: timedelta | None = None,
     ttl = settings.approval_ttl if ttl is None else ttl
     self_approval = settings.allow_self_approval if allow_self_approval is None else allow_self_approval
     if not settings.policy:
-        return default_policy(ttl=ttl, allow_self_approval=self_approval)
+        return default_policy(approvers=sorted(settings.approvers), ttl=ttl, allow_self_approval=self_approval)
     try:
         text = Path(settings.policy).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -168,15 +168,20 @@ class Context:
 
     def verdict(self, tool: Tool, args: Mapping[str, Any], usage: Usage) -> Verdict:
         """What the approval policy says of calling `tool` with `args` now."""
-        return evaluate(self.approval_policy, ProposedCall(
-            tool=tool.name, args=args, side_effect=tool.side_effect, requester=self.caller.requester,
-            channel=self.caller.channel, usage=usage.to_json()))
+        return classify(self.approval_policy, tool, args, self.caller, usage.to_json())
 
     def redacted(self, tool_name: str, args: Any) -> Any:
         secrets = self._secrets.get(tool_name)
         if secrets is None:  # the same for every call of a tool: worked out once
             secrets = self._secrets[tool_name] = secret_names(self.tools.get(tool_name), configured=self.redact_keys)
         return redact(args, secrets)
+
+
+def classify(policy: ApprovalPolicy, tool: Tool, args: Mapping[str, Any], caller: Caller,
+             usage: Mapping[str, Any]) -> Verdict:
+    """What `policy` says of `caller`'s run calling `tool` with `args`, with `usage` spent so far."""
+    return evaluate(policy, ProposedCall(tool=tool.name, args=args, side_effect=tool.side_effect,
+                                         requester=caller.requester, channel=caller.channel, usage=usage))
 
 
 class Draft:

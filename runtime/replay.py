@@ -40,7 +40,7 @@ AGENT_EVENTS = frozenset({
 """The events the loop itself emits; the store's own (claims, ledger rows, commands) are not replayed."""
 _UNCOMPARED = frozenset({"seq", "at", "run_id", "seconds"})
 """What differs from one execution to the next whatever the code: wall time and storage bookkeeping."""
-_POLICY_FIELDS = frozenset({"rule", "quorum", "policy", "errors"})
+_POLICY_FIELDS = frozenset({"rule", "quorum", "policy", "errors", "approvals"})
 """What the approval policy adds to an event; a recording made before Signoff had policies lacks
 them, and is compared without them (under the built-in policy, which asks what it asked)."""
 _OUTSIDE = frozenset({"approval_decided", "budget_extended", "retried", "reconciled", "cancelled", "expired",
@@ -133,7 +133,8 @@ def _act(agent: Agent, state: dict[str, Any], event: dict[str, Any]) -> None:
     """Do what the person (or the deploy) did in the recording."""
     match event["type"]:
         case "approval_decided":
-            agent.decide(event["approved"], event.get("note") or "", by=event.get("by"))
+            agent.decide(event["approved"], event.get("note") or "", by=event.get("by"),
+                         approvals=int(event.get("approvals") or 1))
         case "budget_extended":
             agent.extend(**event.get("limits", {}))
         case "retried":

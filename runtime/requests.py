@@ -54,7 +54,8 @@ def decide(state: RunState, context: Context, approved: bool, note: str = "", by
         overruled = _overruled(draft, context, pending, approvals)
         if overruled is not None:
             return overruled
-    draft.emit("approval_decided", key=pending.key, tool=pending.tool, approved=approved, by=by, note=note)
+    draft.emit("approval_decided", key=pending.key, tool=pending.tool, approved=approved, by=by, note=note,
+               approvals=approvals)
     draft.evolve(status="running")
     if approved:
         return _run(draft, context, pending)

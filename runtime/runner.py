@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 from signoff.runtime.agent import Policy
-from signoff.runtime.approval_policy import ApprovalPolicy, default_policy
+from signoff.runtime.approval_policy import ApprovalPolicy, Ask, Deny, default_policy
 from signoff.runtime.budget import Budget
 from signoff.runtime.commands import Cancel, Command, Extend, Reconcile, ReconcileAction, Retry, request_name
 from signoff.runtime.decisions import jsonable
@@ -27,6 +27,7 @@ from signoff.runtime.errors import (
     IncompatibleState,
 )
 from signoff.runtime.failpoints import Failpoints
+from signoff.runtime.loop import Caller, classify
 from signoff.runtime.ports import Notifier, Store
 from signoff.runtime.records import (
     AlreadyDone,
@@ -182,7 +183,31 @@ class Runner:
             reason = SELF_APPROVAL if approval is not None else SELF_REQUEST
         else:
             reason = self.may_approve(user, run, approvers)
-        return f"{reason} (policy rule {rule})" if reason and rule else reason
+        if reason:
+            return f"{reason} (policy rule {rule})" if rule else reason
+        return self._policy_now_refuses(user, run, approval) if approval is not None else None
+
+    def _policy_now_refuses(self, user: str, run: RunRecord, approval: ApprovalRecord) -> str | None:
+        """Why the policy as it is now does not let `user` decide `approval`, or None.
+
+        The file may have changed since the call was asked about (or SIGNOFF_APPROVERS, with a
+        restart): a decision must satisfy the rule then and the rule now, so someone taken off
+        the approvers cannot decide what was asked of them before.
+        """
+        tool = self.tools.get(approval.tool)
+        if tool is None:
+            return None  # the worker refuses the call: its tool is gone
+        caller = Caller(run.requester, str(run.origin.get("channel") or ""))
+        match classify(self.config.policy, tool, approval.args, caller, run.usage):
+            case Deny(rule=rule):
+                return f"the approval policy now refuses this call (policy rule {rule})"
+            case Ask(rule=rule, requirement=now):
+                if user == run.requester and not now.allow_self_approval:
+                    reason: str | None = SELF_APPROVAL
+                else:
+                    reason = self.may_approve(user, run, now.approvers)
+                return f"{reason} (policy rule {rule})" if reason and rule else reason
+        return None
 
     def visibility_refusal(self, user: str, run: RunRecord) -> str | None:
         """Why `user` may not see `run` (its goal, arguments, answer), or None if they may: its

@@ -1,8 +1,9 @@
-"""The six invariants, checked after every scenario over the real database, FakeSlack's messages and
+"""The eight invariants, checked after every scenario over the real database, FakeSlack's messages and
 the tools' own effects log. Each check returns human-readable violations; none means it held.
 
 I1 effect_approved   no side effect ran without an approval by an allowed person, given before it expired
-                     and used within the dispatch window
+                     and used within the dispatch window, unless the world's approval policy allows the
+                     call by the very rule its execution names; none ran that the policy denies
 I2 effect_once       no non-idempotent side effect ran twice (an idempotent one took effect at most once)
 I3 approval_settled  every approval ended in exactly one state; consumed ones have exactly one ledger row
 I4 run_settled       every run is terminal, waiting for a human, or needs_reconciliation; none stuck
@@ -11,6 +12,11 @@ I6 slack_matches_db  no live Approve/Deny buttons on a decided, expired or cance
                      approvals and runs waiting for a person show their buttons
 I7 replay_identical  every run, re-driven through the loop with its recorded replies, results and
                      decisions (`runtime.replay`), does what it was recorded doing
+I8 quorum_met        no call ran with fewer distinct allowed approvers than its rule requires, nor on an
+                     approval someone denied
+
+What a call required is the world's own reading of its policy (`world.Policy`), not what the serve
+processes stored with the approval.
 """
 
 from __future__ import annotations
@@ -19,19 +25,29 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, assert_never
 
 from sqlalchemy import select
 
 from scenarios.serve import buttons
-from scenarios.toolset import NON_IDEMPOTENT
+from scenarios.toolset import NON_IDEMPOTENT, TOOLS
+from scenarios.world import Policy
 from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
 from signoff.bot.slack.payloads import run_value
-from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from signoff.runtime.adapters.tables import (
+    approval_votes,
+    approvals,
+    events,
+    run_history,
+    runs,
+    tool_executions,
+)
+from signoff.runtime.approval_policy import Allow, Ask, Deny, Verdict
 from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.loop import Caller
 from signoff.runtime.replay import replay
 from signoff.runtime.runner import RunnerConfig
-from signoff.runtime.state import STOPPED, TERMINAL
+from signoff.runtime.state import STOPPED, TERMINAL, call_digest
 
 INVARIANTS = {
     "I1": "effect_approved",
@@ -41,8 +57,10 @@ INVARIANTS = {
     "I5": "audit_complete",
     "I6": "slack_matches_db",
     "I7": "replay_identical",
+    "I8": "quorum_met",
 }
 WAITING = STOPPED
+_TOOLS = {tool.name: tool for tool in TOOLS}
 
 
 @dataclass
@@ -59,6 +77,8 @@ class Evidence:
     messages: list[dict[str, Any]]
     histories: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Run id -> its history entries, in order."""
+    votes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Approval id -> its `approval_votes` rows, in the order people decided."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     grace: timedelta = timedelta(seconds=5)
     """How long a pending approval may sit past its expiry before the sweep must have taken it."""
@@ -81,21 +101,30 @@ def gather(world: Any) -> Evidence:
             histories[r.run_id].append(entry)
             if entry.get("role") == "assistant":
                 steps[r.run_id].add(int(entry.get("step", -1)))
+        votes: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in conn.execute(select(approval_votes).order_by(approval_votes.c.approval_id, approval_votes.c.seq)):
+            votes[r.approval_id].append(dict(r._mapping))
     with world.slack._lock:
         messages = [json.loads(json.dumps(m)) for m in world.slack.messages.values()]
     return Evidence(run_rows, approval_rows, ledger, dict(timeline), dict(steps), world.effect_lines(), messages,
-                    histories=dict(histories))
+                    histories=dict(histories), votes=dict(votes))
 
 
-def _channel(run: dict[str, Any]) -> str:
+def _origin_channel(run: dict[str, Any]) -> str:
+    """The channel the run was started in ("" if none), as the policy's rules see it."""
     try:
         origin = json.loads(run.get("origin") or "{}")
     except json.JSONDecodeError:
         origin = {}
-    return str(origin.get("channel") or "C0RUNS") if isinstance(origin, dict) else "C0RUNS"
+    return str(origin.get("channel") or "") if isinstance(origin, dict) else ""
 
 
-def check(evidence: Evidence, policy: Any) -> dict[str, list[str]]:
+def _channel(run: dict[str, Any]) -> str:
+    """Where the run's approvals are posted, whose members `*` admits."""
+    return _origin_channel(run) or "C0RUNS"
+
+
+def check(evidence: Evidence, policy: Policy) -> dict[str, list[str]]:
     """Every invariant's violations (empty lists when all hold)."""
     return {
         "I1": effect_approved(evidence, policy),
@@ -104,7 +133,8 @@ def check(evidence: Evidence, policy: Any) -> dict[str, list[str]]:
         "I4": run_settled(evidence),
         "I5": audit_complete(evidence),
         "I6": slack_matches_db(evidence),
-        "I7": replay_identical(evidence),
+        "I7": replay_identical(evidence, policy),
+        "I8": quorum_met(evidence, policy),
     }
 
 
@@ -118,14 +148,16 @@ def _by_key(evidence: Evidence) -> dict[str, dict[str, Any]]:
     return {a["key"]: a for a in ranked}
 
 
-def effect_approved(evidence: Evidence, policy: Any) -> list[str]:
+def effect_approved(evidence: Evidence, policy: Policy) -> list[str]:
     found = []
-    by_key = _by_key(evidence)
+    by_key, unasked = _by_key(evidence), _allowed_by(evidence)
     for line in evidence.effects:
-        key, tool = line.get("key"), line.get("tool")
+        key, tool = str(line.get("key")), line.get("tool")
         approval = by_key.get(key)
-        if approval is None:
-            found.append(f"{tool} ran with key {key} but no approval exists for that key")
+        if key in unasked or approval is None:
+            problem = _not_allowed_unasked(evidence, policy, line, unasked.get(key))
+            if problem:
+                found.append(f"{tool} ({key}): {problem}")
             continue
         run = evidence.runs.get(approval["run_id"], {})
         problems = []
@@ -133,7 +165,11 @@ def effect_approved(evidence: Evidence, policy: Any) -> list[str]:
             problems.append("it ran with other arguments than were approved")
         if approval["status"] != "consumed":
             problems.append(f"its approval is {approval['status']}, not consumed")
-        refusal = policy.refusal(approval["decided_by"], run.get("requester", ""), _channel(run))
+        verdict = _verdict(policy, approval["tool"], _approved_args(approval), run)
+        if isinstance(verdict, Deny):
+            problems.append(f"the policy {_says(verdict)}")
+        refusal = policy.refusal(approval["decided_by"], run.get("requester", ""), _channel(run),
+                                 policy.requirement(verdict))
         if refusal:
             problems.append(f"not approved by an allowed person ({refusal})")
         decided, expires = approval["decided_at"], approval["expires_at"]
@@ -147,6 +183,69 @@ def effect_approved(evidence: Evidence, policy: Any) -> list[str]:
         if problems:
             found.append(f"{tool} ({key}): " + "; ".join(problems))
     return found
+
+
+def _allowed_by(evidence: Evidence) -> dict[str, str]:
+    """Key -> the policy rule its first `execution_started` says let it run without an approval."""
+    found: dict[str, str] = {}
+    for timeline in evidence.events.values():
+        for e in timeline:
+            if e["type"] == "execution_started" and e.get("allowed_by") and e.get("key") not in found:
+                found[e["key"]] = str(e["allowed_by"])
+    return found
+
+
+def _not_allowed_unasked(evidence: Evidence, policy: Policy, line: dict[str, Any], rule: str | None) -> str | None:
+    """Why an effect that used no approval should not have run, or None: its execution says `rule`
+    allowed it, and the policy allows the call its run proposed by that very rule."""
+    key, tool = str(line.get("key")), str(line.get("tool"))
+    if rule is None:
+        return "it ran but no approval exists for that key, and no policy rule let it run without one"
+    run_id, _, step = key.rpartition(":")
+    run, args = evidence.runs.get(run_id), _proposed_args(evidence, run_id, step, tool)
+    if run is None or args is None:
+        return f"it ran without an approval, allowed by rule {rule!r}, but its run does not record the call"
+    if call_digest(tool, args, key) != line.get("digest"):
+        return f"it ran without an approval, allowed by rule {rule!r}, with other arguments than its run proposed"
+    verdict = _verdict(policy, tool, args, run)
+    if isinstance(verdict, Allow) and verdict.rule == rule:
+        return None
+    return f"it ran without an approval, allowed by rule {rule!r}, but the policy {_says(verdict)}"
+
+
+def _proposed_args(evidence: Evidence, run_id: str, step: str, tool: str) -> dict[str, Any] | None:
+    """The arguments the run's model proposed at `step`, as the tool validated them to run."""
+    known = _TOOLS.get(tool)
+    for entry in evidence.histories.get(run_id, []):
+        if entry.get("role") == "assistant" and str(entry.get("step")) == step and entry.get("tool") == tool:
+            try:
+                return known.validate(entry.get("args")) if known is not None else None
+            except ValueError:
+                return None
+    return None
+
+
+def _approved_args(approval: dict[str, Any]) -> dict[str, Any]:
+    args = approval["args"]
+    return dict(json.loads(args) if isinstance(args, str) else args)
+
+
+def _verdict(policy: Policy, tool: str, args: dict[str, Any], run: dict[str, Any]) -> Verdict:
+    """What the world's policy says of a call of `run`'s, with the requester and channel the loop sees."""
+    return policy.verdict(tool, args, str(run.get("requester", "")), _origin_channel(run))
+
+
+def _says(verdict: Verdict) -> str:
+    match verdict:
+        case Allow(rule=rule):
+            return f"allows it by rule {rule!r}" if rule else "allows it by no rule"
+        case Deny(rule=rule, reason=reason):
+            return f"denies it (rule {rule!r}: {reason})"
+        case Ask(rule=rule, requirement=requirement):
+            whose = f"rule {rule!r}" if rule else "the defaults"
+            return f"asks {requirement.quorum} of {', '.join(requirement.approvers) or 'the approvers'} ({whose})"
+        case _:
+            assert_never(verdict)
 
 
 def effect_once(evidence: Evidence) -> list[str]:
@@ -275,17 +374,17 @@ def slack_matches_db(evidence: Evidence) -> list[str]:
     return found
 
 
-def replay_identical(evidence: Evidence) -> list[str]:
-    """Each readable run replayed through today's loop and the scenario tools' contracts."""
-    from scenarios.toolset import TOOLS  # the serve processes' tools (SIGNOFF_TOOLS)
-
+def replay_identical(evidence: Evidence, policy: Policy) -> list[str]:
+    """Each readable run replayed through today's loop, the scenario tools' contracts and the world's
+    approval policy, as it applied to the run's requester and channel."""
     found = []
     for run_id, run in evidence.runs.items():
         if run.get("state") is None:
             continue  # evidence made by hand, without a stored state
         try:
             state = {**json.loads(run["state"]), "history": evidence.histories.get(run_id, [])}
-            result = replay(state, evidence.events.get(run_id, []), TOOLS)
+            result = replay(state, evidence.events.get(run_id, []), TOOLS, approval_policy=policy.rules,
+                            caller=Caller(str(run.get("requester", "")), _origin_channel(run)))
         except (ValueError, IncompatibleState) as exc:  # a run the scenario damaged on purpose
             if "damaged" not in str(run.get("goal", "")):
                 found.append(f"{run_id} could not be replayed: {exc}")
@@ -293,4 +392,36 @@ def replay_identical(evidence: Evidence) -> list[str]:
         if result.divergence is not None:
             where = result.divergence
             found.append(f"{run_id} diverged at step {where.step}: expected {where.expected}, got {where.got}")
+    return found
+
+
+def quorum_met(evidence: Evidence, policy: Policy) -> list[str]:
+    """Each approval a call ran on: enough distinct allowed people approved it (the greater of what the
+    policy requires and what the approval row says), each counted once; and none someone denied was used."""
+    found = []
+    for a in evidence.approvals.values():
+        nays = [v["user_id"] for v in evidence.votes.get(a["approval_id"], []) if not v["approved"]]
+        if a["status"] == "consumed" and nays:
+            found.append(f"{a['approval_id']} ({a['key']}) was used though {', '.join(nays)} denied it")
+    by_key, unasked = _by_key(evidence), _allowed_by(evidence)
+    for key in sorted({str(line.get("key")) for line in evidence.effects} & set(by_key) - set(unasked)):
+        approval = by_key[key]
+        run = evidence.runs.get(approval["run_id"], {})
+        requirement = policy.requirement(_verdict(policy, approval["tool"], _approved_args(approval), run))
+        needed = max(requirement.quorum, int(approval.get("quorum") or 1))
+        yeas = Counter(v["user_id"] for v in evidence.votes.get(approval["approval_id"], []) if v["approved"])
+        problems = [f"{user}'s approval is counted {n} times" for user, n in yeas.items() if n > 1]
+        allowed = []
+        for user in yeas:
+            refusal = policy.refusal(user, run.get("requester", ""), _channel(run), requirement)
+            if refusal:
+                problems.append(f"{user}'s approval counted though they may not give it ({refusal})")
+            else:
+                allowed.append(user)
+        if len(allowed) < needed:
+            problems.append(f"{len(allowed)} allowed {'person' if len(allowed) == 1 else 'people'} approved "
+                            f"({', '.join(allowed) or 'nobody'}) where {needed} are required (the policy asks "
+                            f"{requirement.quorum}, the approval {approval.get('quorum') or 1})")
+        if problems:
+            found.append(f"{approval['tool']} ({key}) ran: " + "; ".join(problems))
     return found

@@ -8,7 +8,19 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from scenarios import clocks, crash, dbdrop, hostile, model, outsiders, replays, replicas, seeing, slackfaults
+from scenarios import (
+    clocks,
+    crash,
+    dbdrop,
+    hostile,
+    model,
+    outsiders,
+    quorum,
+    replays,
+    replicas,
+    seeing,
+    slackfaults,
+)
 from scenarios.outcome import Outcome
 from scenarios.world import postgres_reachable
 
@@ -26,6 +38,8 @@ class Sizes:
     drop_seconds: float = 12.0
     crash_runs: int = 8
     server_crashes: int = 2
+    quorum_runs: int = 20
+    """Runs per database of the quorum races, one race after another (five kinds)."""
     slack_timeout: bool = True
     lanes: int = 3
 
@@ -37,7 +51,7 @@ class Sizes:
     @classmethod
     def quick(cls) -> Sizes:
         return cls(both_tools=False, sigkill_kinds=("sqlite",), replica_runs=40, expiry_runs=8, drop_runs=6,
-                   drop_seconds=6.0, crash_runs=4, server_crashes=1, slack_timeout=False)
+                   drop_seconds=6.0, crash_runs=4, server_crashes=1, quorum_runs=10, slack_timeout=False)
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,8 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("hostile/replayed-run-buttons/sqlite", replays.run_replayed_buttons, False),
         Scenario("hostile/outsiders/sqlite", outsiders.run_outsiders, False),
     ]
+    found += [Scenario(f"policy/quorum-races/2x/{k}", functools.partial(quorum.run_quorum, k, sizes.quorum_runs),
+                       k == "postgres") for k in sizes.kinds]
     if sizes.slack_timeout:
         found.append(Scenario("slack/post-timeout/sqlite", slackfaults.run_post_timeout, False))
     return found

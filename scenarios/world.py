@@ -4,6 +4,7 @@ and the `signoff serve` processes started against them. `close()` tears everythi
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -11,16 +12,31 @@ import secrets
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
 
 from scenarios.serve import Serve
-from scenarios.toolset import LOG_ENV, read_effects
+from scenarios.toolset import LOG_ENV, TOOLS, read_effects
+from signoff.bot.settings import parse_duration
 from signoff.runtime.adapters.db import make_engine, upgrade
 from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.approval_policy import (
+    ApprovalPolicy,
+    Ask,
+    ProposedCall,
+    Requirement,
+    Verdict,
+    default_policy,
+    evaluate,
+    parse_policy,
+)
+from signoff.runtime.people import CHANNEL_MEMBERS
+from signoff.runtime.runner import RunnerConfig
 from tests.fakes.slack import FakeSlack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +45,11 @@ SIGNING_SECRET = "scenario-signing-secret-0123456789abcdef"
 USERGROUPS = {"S0ONCALL": ["U0ONCALL1", "U0ONCALL2"]}
 CHANNELS = {"C0RUNS": ["U0ASKER", "U0LEAD", "U0ONCALL1", "U0ONCALL2"], "C0PRIVATE": ["U0ASKER", "U0LEAD"]}
 """Who is in each channel (`conversations.members`); U0STRANGER is in none."""
+POLICY_FILE = "policy.yaml"
+"""Where a world writes its approval policy file, in its directory."""
+DEFAULT_TTL = RunnerConfig().approval_ttl
+"""`SIGNOFF_APPROVAL_TTL` when a world leaves it unset."""
+_SIDE_EFFECTS = {tool.name: tool.side_effect for tool in TOOLS}
 _MIGRATING = threading.Lock()
 """Alembic keeps its running context in module globals: one migration at a time per process."""
 
@@ -103,19 +124,55 @@ class Database:
 
 @dataclass
 class Policy:
-    """Who may approve in this world, as the serve processes are configured (`*`: the run's channel)."""
+    """Who may approve what in this world, as the serve processes are configured: `SIGNOFF_APPROVERS`
+    (`*`: the run's channel), self-approval, the approval TTL and an optional approval policy file
+    (`SIGNOFF_POLICY`).
 
-    approvers: frozenset[str] = frozenset({"*"})
+    The invariants' own reading of the configuration, parsed here rather than asked of the serve
+    processes, so a serve that misapplied its policy is caught.
+    """
+
+    approvers: frozenset[str] = frozenset({CHANNEL_MEMBERS})
     allow_self: bool = False
+    file: str | None = None
+    """The policy file's YAML text; None: the built-in policy (every side effect asks the approvers)."""
+    ttl: timedelta = DEFAULT_TTL
+    """`SIGNOFF_APPROVAL_TTL`: the defaults' TTL, so part of the policy digest every run records."""
+    rules: ApprovalPolicy = field(init=False, repr=False, compare=False)
+    """The policy as `signoff serve` loads it from this configuration."""
 
-    def refusal(self, user: str | None, requester: str, channel: str = "C0RUNS") -> str | None:
+    def __post_init__(self) -> None:
+        if self.file is None:
+            self.rules = default_policy(ttl=self.ttl, allow_self_approval=self.allow_self)
+        else:
+            self.rules = parse_policy(self.file, source=POLICY_FILE, approvers=sorted(self.approvers), ttl=self.ttl,
+                                      allow_self_approval=self.allow_self)
+
+    def verdict(self, tool: str, args: Mapping[str, Any], requester: str, channel: str) -> Verdict:
+        """What the policy says of a call. The run's usage is not known here: a scenario's rules do
+        not look at `usage`."""
+        return evaluate(self.rules, ProposedCall(tool=tool, args=args, side_effect=_SIDE_EFFECTS.get(tool, True),
+                                                 requester=requester, channel=channel))
+
+    def requirement(self, verdict: Verdict) -> Requirement:
+        """Who must approve a call with this verdict: its rule's, or the defaults for one that should
+        not have been asked at all."""
+        return verdict.requirement if isinstance(verdict, Ask) else self.rules.defaults
+
+    def refusal(self, user: str | None, requester: str, channel: str = "C0RUNS",
+                requirement: Requirement | None = None) -> str | None:
+        """Why `user` may not approve a call of `requester`'s run in `channel` under `requirement`
+        (the defaults when None), or None if they may."""
+        asked = requirement or self.rules.defaults
+        # An empty list falls back to `SIGNOFF_APPROVERS`, as the runner's `may_approve` does.
+        approvers = set(asked.approvers or self.approvers)
         if not user:
             return "nobody decided"
-        if user == requester and not self.allow_self:
+        if user == requester and not asked.allow_self_approval:
             return f"{user} approved their own run"
-        members = set(self.approvers) | set(CHANNELS.get(channel, []) if "*" in self.approvers else [])
+        members = approvers | set(CHANNELS.get(channel, []) if CHANNEL_MEMBERS in approvers else [])
         for group, users in USERGROUPS.items():
-            if group in self.approvers:
+            if group in approvers:
                 members |= set(users)
         return None if user in members else f"{user} is not an approver"
 
@@ -130,6 +187,8 @@ class World:
     """The PostgreSQL server a `postgres` world makes its schema on (a private one can be crashed)."""
 
     def __post_init__(self) -> None:
+        if "SIGNOFF_APPROVAL_TTL" in self.env:  # the oracle must know it: it is part of what runs record
+            self.policy = dataclasses.replace(self.policy, ttl=parse_duration(self.env["SIGNOFF_APPROVAL_TTL"]))
         self._tmp = tempfile.TemporaryDirectory(prefix="signoff-scenario-")
         self.dir = Path(self._tmp.name)
         self.effects = self.dir / "effects.jsonl"
@@ -140,6 +199,8 @@ class World:
         """Buttons a run waiting on a person needed but Slack never showed (see `Driver`)."""
         self._lives = itertools.count()
         self.write_script(self.script)
+        if self.policy.file is not None:
+            (self.dir / POLICY_FILE).write_text(self.policy.file, encoding="utf-8")
 
     def write_script(self, script: list[dict[str, Any]], name: str = "script.json") -> Path:
         path = self.dir / name
@@ -157,6 +218,10 @@ class World:
         env["SIGNOFF_APPROVERS"] = ",".join(sorted(self.policy.approvers))
         if self.policy.allow_self:
             env["SIGNOFF_ALLOW_SELF_APPROVAL"] = "true"
+        if self.policy.ttl != DEFAULT_TTL:
+            env["SIGNOFF_APPROVAL_TTL"] = f"{int(self.policy.ttl.total_seconds())}s"
+        if self.policy.file is not None:
+            env["SIGNOFF_POLICY"] = str(self.dir / POLICY_FILE)
         env.update(self.env)
         env.update(overrides)
         return env

@@ -48,9 +48,9 @@ class Approvers:
     def may_approve(self, user: str, run: RunRecord, approvers: tuple[str, ...] = ()) -> str | None:
         """None if `user` is one of `approvers` (a policy rule's), or of `SIGNOFF_APPROVERS` when
         that is empty, for `run`; else the reason not."""
-        if approvers:
-            return self._one_of(user, run, frozenset(approvers), NOT_NAMED)
-        return self._one_of(user, run, self.ids, NOT_AN_APPROVER)
+        named = frozenset(approvers) or self.ids
+        # The built-in policy names SIGNOFF_APPROVERS: say so, rather than speak of a rule.
+        return self._one_of(user, run, named, NOT_AN_APPROVER if named == self.ids else NOT_NAMED)
 
     def _one_of(self, user: str, run: RunRecord, ids: frozenset[str], not_one: str) -> str | None:
         users, groups = {i for i in ids if is_slack_user(i)}, sorted(i for i in ids if is_user_group(i))

@@ -181,7 +181,8 @@ def test_without_a_policy_file_the_card_says_the_default_policy_applies(make_sig
     signoff = make_signoff()
     propose_refund(signoff, amount=BIG)
     card = signoff.approval_message()
-    assert "*Who decides* 1 approval from the approvers · default policy" in card_text(card)  # SIGNOFF_APPROVERS
+    # The built-in policy names SIGNOFF_APPROVERS (here `*`).
+    assert "*Who decides* 1 approval from any member of the approval channel · default policy" in card_text(card)
     assert "confirm" not in find_button(card, APPROVE_ACTION)
 
 

@@ -6,6 +6,7 @@ Pure: evidence is built by hand, no processes, no database.
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,7 +28,8 @@ def clean() -> Evidence:
     """One run that asked once, was approved by someone else in time, ran once and finished."""
     run = {"run_id": RUN, "status": "done", "requester": "U0ASKER", "pending_key": None, "command": None,
            "lease_owner": None, "lease_expires_at": None, "version": 4, "origin": '{"channel": "C0RUNS"}'}
-    approval = {"approval_id": "apr_one", "run_id": RUN, "key": KEY, "digest": DIGEST, "status": "consumed",
+    approval = {"approval_id": "apr_one", "run_id": RUN, "key": KEY, "tool": "send_note", "args": json.dumps(ARGS),
+                "digest": DIGEST, "status": "consumed", "quorum": 1,
                 "decided_by": "U0LEAD", "decided_at": T0 + timedelta(seconds=5), "expires_at": T0 + timedelta(minutes=30),
                 "consumed_at": T0 + timedelta(seconds=6), "message": {"channel": "C0RUNS", "ts": "1.2"}}
     events = [
@@ -44,8 +46,13 @@ def clean() -> Evidence:
         runs={RUN: run}, approvals={"apr_one": approval}, ledger={KEY: {"key": KEY, "status": "succeeded"}},
         events={RUN: events}, steps={RUN: {1, 2, 3}},
         effects=[{"tool": "send_note", "key": KEY, "digest": DIGEST, "effect": True}],
-        messages=[decided], now=T0 + timedelta(minutes=1),
+        messages=[decided], now=T0 + timedelta(minutes=1), votes={"apr_one": [vote("U0LEAD")]},
     )
+
+
+def vote(user: str, approved: bool = True, seq: int = 1) -> dict:
+    return {"approval_id": "apr_one", "user_id": user, "seq": seq, "approved": approved, "note": None,
+            "at": T0 + timedelta(seconds=4 + seq)}
 
 
 def broken(evidence: Evidence) -> dict[str, list[str]]:
@@ -179,3 +186,118 @@ def test_a_recorded_run_replays_and_a_tampered_record_is_caught():
         if event["type"] == "decision" and event.get("kind") == "tool":
             event["args"] = {"query": "A-2"}  # the record says the model asked for something else
     assert "I7" in broken(evidence)
+
+
+RULES = """
+rules:
+  - name: customer-notes
+    tool: send_note
+    when: args.to.endsWith("@example.com")
+    approvers: [S0ONCALL, U0LEAD]
+    quorum: 2
+  - name: small-credits
+    tool: apply_credit
+    when: args.amount <= 10
+    decision: allow
+  - name: large-credits
+    tool: apply_credit
+    when: args.amount > 500
+    decision: deny
+    reason: credits above 500 go through finance
+"""
+TWO_PEOPLE = Policy(approvers=frozenset({"U0LEAD"}), file=RULES)
+"""Notes to customers need two of on-call and the lead; small credits run unasked, large ones never."""
+
+
+def quorum_broken(votes: list[dict], policy: Policy = TWO_PEOPLE, quorum: int = 2,
+                  requester: str = "U0ASKER") -> dict[str, list[str]]:
+    """What breaks when the clean run's note ran after these votes, asked with this quorum."""
+    evidence = clean()
+    evidence.runs[RUN]["requester"] = requester
+    evidence.approvals["apr_one"]["quorum"] = quorum
+    evidence.votes["apr_one"] = votes
+    return {name: found for name, found in check(evidence, policy).items() if found}
+
+
+def test_a_note_two_distinct_allowed_people_approved_breaks_nothing():
+    assert quorum_broken([vote("U0ONCALL1", seq=1), vote("U0LEAD", seq=2)]) == {}
+
+
+@pytest.mark.parametrize("votes, why", [
+    ([vote("U0LEAD")], "one approval where the rule requires two"),
+    ([vote("U0LEAD", seq=1), vote("U0LEAD", seq=2)], "the same person counted twice"),
+    ([vote("U0STRANGER", seq=1), vote("U0LEAD", seq=2)], "a person the rule does not name"),
+    ([vote("U0ASKER", seq=1), vote("U0LEAD", seq=2)], "the requester approving their own run"),
+    ([vote("U0ONCALL1", seq=1), vote("U0LEAD", seq=2), vote("U0ONCALL2", approved=False, seq=3)],
+     "an approval someone allowed denied"),
+])
+def test_a_note_that_ran_short_of_its_quorum_is_caught(votes, why):
+    assert "I8" in quorum_broken(votes), why
+
+
+def test_the_approvals_own_quorum_counts_even_where_the_policy_asks_fewer():
+    assert "I8" in quorum_broken([vote("U0LEAD")], policy=POLICY, quorum=2)
+    assert quorum_broken([vote("U0LEAD")], policy=POLICY, quorum=1) == {}
+
+
+def test_self_approval_counts_where_the_rule_allows_it():
+    selfish = Policy(approvers=frozenset({"U0LEAD"}), file=RULES.replace("quorum: 2", "quorum: 2\n"
+                                                                         "    allow_self_approval: true"))
+    votes = [vote("U0ONCALL1", seq=1), vote("U0LEAD", seq=2)]
+    assert quorum_broken(votes, policy=selfish, requester="U0ONCALL1") == {}
+    assert "I8" in quorum_broken(votes, requester="U0ONCALL1")
+
+
+def with_credit(amount: int, rule: str | None) -> Evidence:
+    """The clean run, with its first call a credit that ran unasked (`allowed_by` the rule named)."""
+    evidence = clean()
+    key, args = f"{RUN}:1", {"account": "A-1", "amount": amount}
+    evidence.histories[RUN] = [{"role": "assistant", "step": 1, "tool": "apply_credit", "args": args,
+                                "call_id": "call-1"}]
+    at = next(i for i, e in enumerate(evidence.events[RUN]) if e["type"] == "tool_executed")
+    started = {"seq": 0, "type": "execution_started", "key": key, "tool": "apply_credit",
+               **({"allowed_by": rule} if rule else {})}
+    evidence.events[RUN][at:at] = [started]
+    for seq, event in enumerate(evidence.events[RUN], start=1):
+        event["seq"] = seq
+    evidence.ledger[key] = {"key": key, "status": "succeeded"}
+    evidence.effects.insert(0, {"tool": "apply_credit", "key": key, "effect": True,
+                                "digest": call_digest("apply_credit", args, key)})
+    evidence.votes["apr_one"] = [vote("U0ONCALL1", seq=1), vote("U0LEAD", seq=2)]
+    evidence.approvals["apr_one"]["quorum"] = 2
+    return evidence
+
+
+def test_a_credit_the_policy_allows_by_the_rule_its_execution_names_breaks_nothing():
+    assert {name: found for name, found in check(with_credit(5, "small-credits"), TWO_PEOPLE).items() if found} == {}
+
+
+@pytest.mark.parametrize("amount, rule, policy, why", [
+    (50, "small-credits", TWO_PEOPLE, "no rule allows a credit of 50: it should have been asked"),
+    (900, "small-credits", TWO_PEOPLE, "the policy denies a credit of 900"),
+    (5, "large-credits", TWO_PEOPLE, "the rule its execution names is not the one that allows it"),
+    (5, "small-credits", POLICY, "the built-in policy allows no side effect unasked"),
+    (5, None, TWO_PEOPLE, "an execution that names no rule needs an approval"),
+])
+def test_an_unasked_credit_the_policy_does_not_allow_so_is_caught(amount, rule, policy, why):
+    assert "I1" in broken_under(with_credit(amount, rule), policy), why
+
+
+def test_an_unasked_credit_with_other_arguments_than_its_run_proposed_is_caught():
+    evidence = with_credit(5, "small-credits")
+    evidence.histories[RUN][0]["args"] = {"account": "A-1", "amount": 4}
+    assert "I1" in broken_under(evidence, TWO_PEOPLE)
+
+
+def test_an_approved_call_the_policy_denies_is_caught():
+    evidence = clean()
+    args = {"account": "A-1", "amount": 900}
+    evidence.approvals["apr_one"].update(tool="apply_credit", args=json.dumps(args),
+                                         digest=call_digest("apply_credit", args, KEY))
+    evidence.effects[0].update(tool="apply_credit", digest=call_digest("apply_credit", args, KEY))
+    assert broken_under(evidence, POLICY) == {}
+    assert "I1" in broken_under(evidence, TWO_PEOPLE)
+
+
+def broken_under(evidence: Evidence, policy: Policy) -> dict[str, list[str]]:
+    return {name: found for name, found in check(evidence, policy).items() if found}

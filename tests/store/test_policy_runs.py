@@ -276,3 +276,26 @@ def test_approvers_clicking_at_once_complete_a_quorum_exactly_once(store: Store,
     assert len(runner.get_approval(approval.approval_id).approved_by) == 2
     assert runner.execute(run.run_id) == "done"
     assert len(side_effects(effects)) == 1
+
+
+def test_someone_the_policy_no_longer_names_cannot_decide_what_was_asked_before(store: Store, effects: Path) -> None:
+    before = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(before)
+    after = runner_with(store, effects, policy(f"""
+rules:
+  - name: two-people
+    tool: send_email
+    approvers: [{LEE}, {KIM}]
+    quorum: 2
+"""))
+    refused = after.decide(approval.approval_id, approval.digest, ADA, True)
+    assert isinstance(refused, NotAllowed) and "two-people" in refused.reason
+    frozen = runner_with(store, effects, policy("""
+rules:
+  - name: mail-freeze
+    tool: send_email
+    decision: deny
+"""))
+    now_denied = frozen.decide(approval.approval_id, approval.digest, LEE, True)
+    assert isinstance(now_denied, NotAllowed) and "now refuses this call (policy rule mail-freeze)" in now_denied.reason
+    assert after.get_approval(approval.approval_id).votes == ()
