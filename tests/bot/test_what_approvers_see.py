@@ -4,6 +4,7 @@ App Home, the full-arguments modal, the decided card and the terminal; end to en
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from datetime import timedelta
@@ -125,7 +126,7 @@ def test_arguments_too_long_even_for_the_modal_are_decided_in_the_terminal():
 def picture(blocks) -> str:
     """Blocks as a person reads them: mentions and dates as shown, entities undone, buttons in brackets."""
     def shown(text: str) -> str:
-        text = re.sub(r"<!date\^\d+\^[^|]*\|([^>]*)>", r"\1", re.sub(r"<@(U\w+)>", r"@\1", text))
+        text = re.sub(r"<!date\^\d+\^[^|]*\|([^>]*)>", r"\1", re.sub(r"<(?:@|!subteam\^)([US]\w+)>", r"@\1", text))
         return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
     out = []
@@ -151,6 +152,10 @@ def readme_cards() -> tuple[str, str]:
                           expires_at=NOW + timedelta(minutes=30))
     long = email_approval({**args, "body": "Hi Ana, " + "your refund is on its way. " * 300},
                           run_id=run.run_id, step=3, key=key)
+    # As the built-in policy asks: one approval from SIGNOFF_APPROVERS (here a user group).
+    asked = {"rule": None, "policy": "0" * 16, "approvers": ["S0SUPPORT"], "quorum": 1, "ttl_seconds": 1800,
+             "allow_self_approval": False, "confirm": False}
+    card, long = (dataclasses.replace(approval, asked=asked) for approval in (card, long))
     return (picture(approval_message(run, card, display=display).blocks),
             picture(approval_message(run, long, display=display).blocks))
 
