@@ -7,9 +7,8 @@ request, and what a Slack user or group id is. Plain ASCII text; each surface fo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import Any
 
 from signoff.runtime.budget import usage_report
 from signoff.runtime.records import ApprovalRecord
@@ -21,10 +20,9 @@ LIMIT_NAMES = {
 """Each budget limit as people read it; the keys are `runtime.budget.LIMIT_TO_USAGE`'s."""
 
 DEMO_MODEL = "scripted:demo"
-"""The built-in scripted demo: looks up an order, searches the handbook, proposes an email and a refund."""
+"""The built-in scripted demo: looks up the customer's orders, searches the handbook, proposes an email and two
+refunds (under the demo's policy one runs unasked and one is refused)."""
 
-_SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,30}")
-_USER_GROUP = re.compile(r"S[A-Z0-9]{2,30}")
 
 
 def status_words(status: str) -> str:
@@ -163,13 +161,3 @@ def not_done(reason: str) -> str:
 def capitalized(text: str) -> str:
     """`text` with its first letter in upper case, the rest as it is: one of the sentences above, begun."""
     return text[:1].upper() + text[1:]
-
-
-def is_slack_user(value: object) -> TypeGuard[str]:
-    """Whether `value` looks like a Slack user id (`U...`, or `W...` in Enterprise Grid)."""
-    return isinstance(value, str) and _SLACK_USER.fullmatch(value) is not None
-
-
-def is_user_group(value: object) -> TypeGuard[str]:
-    """Whether `value` looks like a Slack user group id (`S...`)."""
-    return isinstance(value, str) and _USER_GROUP.fullmatch(value) is not None

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from signoff.bot.words import is_slack_user, is_user_group
-from signoff.runtime.people import CHANNEL_MEMBERS
+from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
 from signoff.runtime.records import RunRecord
 
 log = logging.getLogger("signoff.bot.slack.approvers")

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from signoff.bot.words import LIMIT_NAMES, budget_figures, is_slack_user, is_user_group
+from signoff.bot.words import LIMIT_NAMES, budget_figures
+from signoff.runtime.people import is_slack_user, is_user_group
 from signoff.runtime.records import ApprovalRecord
 
 APPROVE_ACTION = "signoff.approve"

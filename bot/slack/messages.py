@@ -415,7 +415,7 @@ def help_message() -> Message:
 def started_message(run: RunRecord) -> Message:
     """The ephemeral reply to `/signoff <goal>`: run id and budget."""
     text = (f"Started run `{safe(run.run_id, 80)}` with {_model(run.model)}.\n"
-            f"Budget: {budget_limits(run.budget)}. Side effects will wait for an approval.")
+            f"Budget: {budget_limits(run.budget)}. Calls the approval policy asks about will wait for an approval.")
     return Message(_fallback(f"Started run {run.run_id}"), [section(text)])
 
 

@@ -12,7 +12,7 @@ from slack_sdk.webhook import WebhookClient
 from signoff.bot.slack import argument_blocks
 from signoff.bot.slack.blocks import notice, safe
 from signoff.bot.slack.payloads import Malformed, Where
-from signoff.bot.words import is_slack_user
+from signoff.runtime.people import is_slack_user
 
 log = logging.getLogger("signoff.bot.slack.notices")
 

@@ -18,7 +18,7 @@ from slack_sdk.errors import SlackApiError
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.slack import blocks, messages
 from signoff.bot.slack.blocks import Message, slack_date
-from signoff.bot.words import is_slack_user
+from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, STOPPED
 from signoff.tools.base import Tool

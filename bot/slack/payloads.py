@@ -20,7 +20,7 @@ from signoff.bot.slack.blocks import (
     MAX_REASON,
     RUN_ACTIONS,
 )
-from signoff.bot.words import is_slack_user
+from signoff.runtime.people import is_slack_user
 
 _CHANNEL = re.compile(r"^[CGDU][A-Z0-9]{2,30}$")
 _APPROVAL_ID = re.compile(r"^apr_[A-Za-z0-9_-]{1,64}$")
