@@ -14,13 +14,12 @@ from signoff.bot.slack.replies import already_text, approval_outcome, not_done_t
 from signoff.bot.words import (
     LIMIT_NAMES,
     budget_figures,
-    is_slack_user,
-    is_user_group,
     model_label,
     plain_budget_line,
     request_words,
 )
 from signoff.runtime.budget import LIMIT_TO_USAGE
+from signoff.runtime.people import is_slack_user, is_user_group
 
 STATE = {"steps": 3, "budget": {"max_steps": 8, "max_tool_calls": None, "max_cost_usd": 1.0, "max_seconds": 60},
          "usage": {"tool_calls": 2, "cost_usd": 0.0123, "seconds": 12.7, "input_tokens": 0, "output_tokens": 0}}
