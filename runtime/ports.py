@@ -220,7 +220,8 @@ class ApprovalStore(Protocol):
         atomically, whoever else decides at the same time on whichever replica.
 
         A person counts once (`AlreadyCounted` when they decided before). A deny denies it at once
-        (a veto). An approve is `Counted` (with an `approval_vote_recorded` event) until the
+        (a veto). An approve is `Counted` (with an `approval_vote_recorded` event, and its message
+        out of line until it is shown with the vote) until the
         approval's `quorum` of distinct people have approved; the approve that completes it moves
         it to approved. Moving it to approved or denied is `Decided`, with an `approval_recorded`
         event, and of any number of concurrent callers exactly one gets it. The others learn who

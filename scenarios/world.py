@@ -143,7 +143,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         if self.file is None:
-            self.rules = default_policy(ttl=self.ttl, allow_self_approval=self.allow_self)
+            self.rules = default_policy(approvers=sorted(self.approvers), ttl=self.ttl, allow_self_approval=self.allow_self)
         else:
             self.rules = parse_policy(self.file, source=POLICY_FILE, approvers=sorted(self.approvers), ttl=self.ttl,
                                       allow_self_approval=self.allow_self)

@@ -21,7 +21,7 @@ from signoff.runtime.models import check_model
 def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     """Tools (and each MCP server, started to list its tools), the approval policy, database, Slack
     and model, each checked for real (the file parsed, a query, `auth.test`, a model call)."""
-    return [check_tools(settings, environ), *check_mcp(settings, environ), check_policy(settings),
+    return [check_tools(settings, environ), *check_mcp(settings, environ), *check_policy(settings, environ),
             check_database(settings), check_slack(settings), check_model_line(settings, environ)]
 
 
@@ -33,12 +33,21 @@ def check_tools(settings: Settings, environ: Mapping[str, str] | None = None) ->
     return f"ok tools: {settings.tools} -> {', '.join(tools)}"
 
 
-def check_policy(settings: Settings) -> str:
+def check_policy(settings: Settings, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The policy line, then a warning for each rule whose `tool` names no tool the model sees: a
+    misspelt name never matches, so its rule never applies (a deny would not deny)."""
     try:
         policy = load_approval_policy(settings)
     except ConfigError as exc:
-        return f"FAIL policy: {exc}"
-    return f"ok policy: {policy_summary(policy)}"
+        return [f"FAIL policy: {exc}"]
+    lines = [f"ok policy: {policy_summary(policy)}"]
+    try:
+        tools = load_tools(settings, environ)
+    except ConfigError:
+        return lines  # the tools line says why
+    lines += [f"warn policy: rule {rule.name!r} names no tool the model sees ({rule.tool}); check its spelling"
+              for rule in policy.rules if not any(rule.names(name) for name in tools)]
+    return lines
 
 
 def check_database(settings: Settings) -> str:

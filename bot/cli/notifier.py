@@ -9,7 +9,7 @@ from typing import Any
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.cli.console import Console
 from signoff.bot.cli.rendering import approval_card, find_call, one_line, step_lines
-from signoff.bot.words import approval_progress, approval_words, plain_budget_line
+from signoff.bot.words import approval_progress, approval_words, deciders, plain_budget_line
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 from signoff.tools.base import Tool
@@ -53,7 +53,7 @@ class TerminalNotifier:
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         note = f": {approval.note}" if approval.note else ""
-        self.console.say(f"  {approval_words(approval.status, approval.decided_by)}{note}")
+        self.console.say(f"  {approval_words(approval.status, deciders(approval))}{note}")
 
     def approval_updated(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self.console.say(f"  {approval_progress(approval)}")

@@ -353,7 +353,7 @@ class MemoryStore(MemoryReads):
                    "note": note, "approvals": approvals_given, "quorum": record.quorum}
         if approved and approvals_given < record.quorum:
             run.append([{"type": "approval_vote_recorded", **counted}], now)
-            return Counted(approval.change(votes=votes))
+            return Counted(approval.change(votes=votes, shown_status=None))
         decided = approval.change(status="approved" if approved else "denied", decided_by=user, decided_at=now,
                                   note=note or None, votes=votes)
         run.append([{"type": "approval_recorded", **counted}], now)

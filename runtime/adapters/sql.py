@@ -363,10 +363,13 @@ class SqlStore(SqlReads):
                                                    approved=approved, note=note or None, at=now))
         approvals_given = sum(vote.approved for vote in votes) + approved
         if approved and approvals_given < row.quorum:
+            # Its card must now show this vote: out of line until it does, so recovery re-shows it.
+            conn.execute(update(approvals).where(approvals.c.approval_id == approval_id).values(shown_status=None))
             append_events(conn, row.run_id, [{"type": "approval_vote_recorded", "approval_id": approval_id,
                                                "key": row.key, "approved": True, "by": user, "note": note,
                                                "approvals": approvals_given, "quorum": row.quorum}], now)
-            return Counted(with_votes(conn, [row])[0])
+            counted = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
+            return Counted(with_votes(conn, [counted])[0])
         conn.execute(update(approvals).where(approvals.c.approval_id == approval_id).values(
             status="approved" if approved else "denied", decided_by=user, decided_at=now, note=note or None))
         append_events(conn, row.run_id, [{"type": "approval_recorded", "approval_id": approval_id, "key": row.key,

@@ -110,6 +110,17 @@ def test_check_fails_on_a_bad_policy_with_the_rule_and_the_problem(signoff):
         "(U0ANA, U0BEN) can give"]
 
 
+def test_check_warns_of_a_rule_that_names_no_tool_the_model_sees(signoff):
+    (signoff.cwd / "policy.yaml").write_text(
+        "rules:\n  - name: no-refunds\n    tool: issue_refnd\n    decision: deny\n"
+        "  - name: mail\n    tool: send_*\n")
+
+    result = signoff.here("check", "--policy", "policy.yaml")
+
+    warnings = [line for line in result.lines if line.startswith("warn policy")]
+    assert warnings == ["warn policy: rule 'no-refunds' names no tool the model sees (issue_refnd); check its spelling"]
+
+
 def test_a_bad_policy_stops_run_before_anything_starts(signoff):
     (signoff.cwd / "policy.yaml").write_text("rules:\n  - name: x\n    tool: send_[\n")
 

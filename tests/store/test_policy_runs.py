@@ -299,3 +299,13 @@ rules:
     now_denied = frozen.decide(approval.approval_id, approval.digest, LEE, True)
     assert isinstance(now_denied, NotAllowed) and "now refuses this call (policy rule mail-freeze)" in now_denied.reason
     assert after.get_approval(approval.approval_id).votes == ()
+
+
+def test_a_counted_vote_whose_card_update_was_lost_is_shown_by_recovery(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(runner)
+    store.set_approval_message(approval.approval_id, {"channel": "C1", "ts": "1.0"})
+    runner.teller.notifier = None  # Slack is down while Lee approves: the card still shows no votes
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Counted)
+    [stale] = store.approvals_out_of_sync()
+    assert (stale.approval_id, stale.approved_by) == (approval.approval_id, (LEE,))
