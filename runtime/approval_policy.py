@@ -31,6 +31,10 @@ from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
 logging.getLogger("celpy").setLevel(logging.INFO)
 
 Decision = Literal["allow", "ask", "deny"]
+OnExpiry = Literal["end", "continue"]
+"""What a request nobody decided in time does to its run: end it as `expired`, or tell the model
+the call was not made (a timeout, never worded as a denial) and go on."""
+ON_EXPIRY: tuple[str, ...] = ("end", "continue")
 DECISIONS: tuple[str, ...] = get_args(Decision)
 BUILT_IN = "built-in"
 """The `source` of `default_policy()`."""
@@ -39,8 +43,8 @@ VARIABLES = ("args", "tool", "requester", "channel", "usage")
 
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _POLICY_FIELDS = ("defaults", "rules")
-_DEFAULT_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval")
-_ASK_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "confirm")
+_DEFAULT_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "on_expiry")
+_ASK_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "confirm", "on_expiry")
 _RULE_FIELDS = ("name", "tool", "when", "decision", *_ASK_FIELDS, "reason")
 
 
@@ -60,13 +64,15 @@ class Requirement:
     allow_self_approval: bool
     confirm: bool = False
     """Approve asks "are you sure?" first."""
+    on_expiry: OnExpiry = "end"
 
     def to_json(self) -> dict[str, Any]:
         """The requirement as stored with an approval."""
         seconds = self.ttl.total_seconds()
         return {"approvers": list(self.approvers), "quorum": self.quorum,
                 "ttl_seconds": int(seconds) if seconds.is_integer() else seconds,
-                "allow_self_approval": self.allow_self_approval, "confirm": self.confirm}
+                "allow_self_approval": self.allow_self_approval, "confirm": self.confirm,
+                "on_expiry": self.on_expiry}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Requirement:
@@ -74,11 +80,12 @@ class Requirement:
         approvers, quorum, seconds, self_approval = (
             data.get(key) for key in ("approvers", "quorum", "ttl_seconds", "allow_self_approval"))
         confirm = data.get("confirm", False)
+        on_expiry = data.get("on_expiry", "end")
         if not (isinstance(approvers, list) and all(isinstance(a, str) for a in approvers)
                 and _is_count(quorum) and quorum >= 1 and _is_number(seconds) and seconds > 0
-                and isinstance(self_approval, bool) and isinstance(confirm, bool)):
+                and isinstance(self_approval, bool) and isinstance(confirm, bool) and on_expiry in ON_EXPIRY):
             raise ValueError(f"not a stored approval requirement: {dict(data)!r}")
-        return cls(tuple(approvers), quorum, timedelta(seconds=seconds), self_approval, confirm)
+        return cls(tuple(approvers), quorum, timedelta(seconds=seconds), self_approval, confirm, on_expiry)
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,7 @@ class Rule:
     allow_self_approval: bool | None = None
     confirm: bool = False
     reason: str | None = None
+    on_expiry: OnExpiry | None = None
     _glob: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _program: celpy.Runner | None = field(init=False, repr=False, compare=False)
 
@@ -271,6 +279,7 @@ def _requirement(rule: Rule, defaults: Requirement) -> Requirement:
         allow_self_approval=(defaults.allow_self_approval if rule.allow_self_approval is None
                              else rule.allow_self_approval),
         confirm=rule.confirm,
+        on_expiry=defaults.on_expiry if rule.on_expiry is None else rule.on_expiry,
     )
 
 
@@ -332,6 +341,7 @@ def _defaults(raw: Any, fallback: Requirement) -> Requirement:
             quorum=_quorum(raw["quorum"]) if "quorum" in raw else fallback.quorum,
             ttl=_ttl(raw["ttl"]) if "ttl" in raw else fallback.ttl,
             allow_self_approval=_flag(raw, "allow_self_approval", fallback.allow_self_approval),
+            on_expiry=_on_expiry(raw["on_expiry"]) if "on_expiry" in raw else fallback.on_expiry,
         )
         _check_quorum(defaults.quorum, defaults.approvers)
     except PolicyError as exc:
@@ -362,7 +372,17 @@ def _rule(raw: Any, defaults: Requirement) -> Rule:
                 when=_text(raw, "when") if "when" in raw else None, approvers=approvers, quorum=quorum,
                 ttl=_ttl(raw["ttl"]) if "ttl" in raw else None,
                 allow_self_approval=_flag(raw, "allow_self_approval", None), confirm=_flag(raw, "confirm", False),
-                reason=_text(raw, "reason") if "reason" in raw else None)
+                reason=_text(raw, "reason") if "reason" in raw else None,
+                on_expiry=_on_expiry(raw["on_expiry"]) if "on_expiry" in raw else None)
+
+
+def _on_expiry(value: Any) -> OnExpiry:
+    if value == "end":
+        return "end"
+    if value == "continue":
+        return "continue"
+    raise PolicyError(f"on_expiry must be end (the run ends as expired) or continue (the model is told nobody "
+                      f"decided in time, and the run goes on), got {value!r}")
 
 
 def _fields_fit_decision(raw: dict[str, Any], decision: str) -> None:
@@ -581,7 +601,8 @@ def _rule_json(rule: Rule) -> dict[str, Any]:
     return {"name": rule.name, "tool": rule.tool, "decision": rule.decision, "when": rule.when,
             "approvers": None if rule.approvers is None else list(rule.approvers), "quorum": rule.quorum,
             "ttl_seconds": None if rule.ttl is None else rule.ttl.total_seconds(),
-            "allow_self_approval": rule.allow_self_approval, "confirm": rule.confirm, "reason": rule.reason}
+            "allow_self_approval": rule.allow_self_approval, "confirm": rule.confirm, "reason": rule.reason,
+            **({"on_expiry": rule.on_expiry} if rule.on_expiry is not None else {})}
 
 
 def _one_line(text: str, limit: int = 300) -> str:

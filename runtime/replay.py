@@ -35,7 +35,7 @@ AGENT_EVENTS = frozenset({
     "run_started", "decision", "approval_requested", "approval_decided", "tool_executed", "tool_failed",
     "finished", "budget_extended", "retried", "reconciled", "budget_exhausted", "stalled", "failed", "cancelled",
     "expired", "needs_reconciliation", "call_reconsidered", "versions_changed", "call_allowed_by_rule",
-    "call_denied_by_rule", "approval_reopened",
+    "call_denied_by_rule", "approval_reopened", "approval_timed_out",
 })
 """The events the loop itself emits; the store's own (claims, ledger rows, commands) are not replayed."""
 _UNCOMPARED = frozenset({"seq", "at", "run_id", "seconds"})
@@ -44,7 +44,7 @@ _POLICY_FIELDS = frozenset({"rule", "quorum", "policy", "errors", "approvals"})
 """What the approval policy adds to an event; a recording made before Signoff had policies lacks
 them, and is compared without them (under the built-in policy, which asks what it asked)."""
 _OUTSIDE = frozenset({"approval_decided", "budget_extended", "retried", "reconciled", "cancelled", "expired",
-                      "call_reconsidered"})
+                      "call_reconsidered", "approval_timed_out"})
 """What came from outside the loop: what people did, and a deploy changing a pending call's tool."""
 _MODEL_STOPS = {"model unavailable": ModelUnavailable, "model rejected credentials": ModelAuthError}
 
@@ -144,7 +144,7 @@ def _act(agent: Agent, state: dict[str, Any], event: dict[str, Any]) -> None:
                             by=event.get("by"))
         case "cancelled":
             agent.cancel(event.get("reason") or "", by=event.get("by"))
-        case "expired":
+        case "expired" | "approval_timed_out":
             agent.expire(event.get("reason") or "approval expired")
         case "call_reconsidered":
             agent.reconsider(event.get("reason") or "the tool changed")

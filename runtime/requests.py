@@ -10,6 +10,7 @@ from typing import Any
 from signoff.runtime.approval_policy import Allow, Ask, Deny
 from signoff.runtime.budget import Budget
 from signoff.runtime.decisions import jsonable
+from signoff.runtime.durations import spoken
 from signoff.runtime.errors import InvalidTransition
 from signoff.runtime.loop import (
     CallModel,
@@ -155,10 +156,19 @@ def cancel(state: RunState, reason: str = "", by: str | None = None) -> Step:
 
 
 def expire(state: RunState, reason: str = "approval expired") -> Step:
-    """End a run whose pending approval expired; nothing was executed."""
-    if state.status != "awaiting_approval":
-        raise InvalidTransition(f"run {state.run_id} is not awaiting approval ({state.status})")
-    return Draft(state).stop("expired", reason=reason)
+    """Nobody decided the pending call in time; it was not executed. The run ends as `expired`, or,
+    when its rule says `on_expiry: continue`, the model is told so (a timeout, never a denial)
+    and the run goes on."""
+    pending = _pending(state, "awaiting_approval", f"is not awaiting approval ({state.status})")
+    draft = Draft(state)
+    asked = pending.asked
+    if asked is None or asked.on_expiry == "end":
+        return draft.stop("expired", reason=reason)
+    waited = spoken(asked.ttl_seconds)
+    draft.emit("approval_timed_out", key=pending.key, tool=pending.tool, rule=asked.rule, waited=waited)
+    observe(draft, pending, error=f"no one decided within {waited}; the call was not made", kind="unanswered")
+    draft.evolve(pending=None, status="running")
+    return draft.go_on()
 
 
 def _cancel(draft: Draft, reason: str, by: str | None) -> Step:

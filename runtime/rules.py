@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from signoff.runtime.agent import Checkpoint
+from signoff.runtime.durations import spoken
 from signoff.runtime.frozen import thawed
 from signoff.runtime.records import ApprovalRecord, CommandRefusal, NotDispatchable
 from signoff.runtime.state import STATUSES, TERMINAL, call_digest
@@ -168,13 +169,6 @@ def dispatch_refusal(approval: ApprovalRecord | None, *, run_id: str, key: str, 
     if approval.status != "approved":
         return NotDispatchable(f"the approval for {key} is {approval.status}", "failed")
     if approval.decided_at is None or approval.decided_at <= now - window:
-        return NotDispatchable(f"{key} was approved but could not start within {_duration(window)} of the "
+        return NotDispatchable(f"{key} was approved but could not start within {spoken(window.total_seconds())} of the "
                                "approval; it was not executed", "expired")
     return None
-
-
-def _duration(span: timedelta) -> str:
-    seconds = int(span.total_seconds())
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600} h"
-    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"

@@ -46,7 +46,7 @@ STOPPED: frozenset[str] = WAITING_ON_HUMAN - {"awaiting_approval"}
 stalled, failed, unreconciled) until someone extends, retries or reconciles it."""
 
 ErrorKind = Literal["exception", "unknown_tool", "invalid_args", "denied", "denied_by_rule", "duplicate", "timeout",
-                    "refused"]
+                    "refused", "unanswered"]
 ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 Number = Annotated[int | float, Field(gt=0)]
 """A positive limit; an int stays an int (a budget given as 5 is written back as 5, not 5.0)."""
@@ -287,6 +287,8 @@ class Asked(Value):
     ttl_seconds: Annotated[int, Field(ge=1)]
     allow_self_approval: bool
     confirm: bool = False
+    on_expiry: Literal["end", "continue"] = "end"
+    """Nobody decided in time: end the run as `expired`, or tell the model and go on."""
 
 
 class PendingCall(Value):

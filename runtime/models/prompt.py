@@ -19,7 +19,8 @@ from signoff.tools.base import Tool
 MAX_GOAL_IN_REMINDER = 500
 
 # Errors written by the runtime itself; other kinds (exception, timeout) carry text from the tool.
-RUNTIME_ERROR_KINDS = frozenset({"denied", "unknown_tool", "invalid_args", "duplicate", "refused"})
+RUNTIME_ERROR_KINDS = frozenset({"denied", "denied_by_rule", "unknown_tool", "invalid_args", "duplicate", "refused",
+                                 "unanswered"})
 
 RULES = """\
 Rules:

@@ -304,10 +304,10 @@ def rules_yaml(*lines: str) -> str:
 LOAD_ERRORS = [
     (rules_yaml("- name: a", "  tool: x", "  aprovers: [U0ANA]"),
      "policy.yaml: rule 'a': unknown field 'aprovers' (allowed: name, tool, when, decision, approvers, quorum, "
-     "ttl, allow_self_approval, confirm, reason)"),
+     "ttl, allow_self_approval, confirm, on_expiry, reason)"),
     ("rule: []\n", "policy.yaml: unknown field 'rule' (allowed: defaults, rules)"),
     ("defaults:\n  confirm: true\n",
-     "policy.yaml: defaults: unknown field 'confirm' (allowed: approvers, quorum, ttl, allow_self_approval)"),
+     "policy.yaml: defaults: unknown field 'confirm' (allowed: approvers, quorum, ttl, allow_self_approval, on_expiry)"),
     (rules_yaml("- name: a", "  tool: 'send_['"),
      "policy.yaml: rule 'a': tool glob 'send_[' has a '[' at position 6 that is never closed"),
     (rules_yaml("- name: a", "  tool: ''"),
@@ -364,10 +364,10 @@ LOAD_ERRORS = [
     (rules_yaml("- name: a", "  tool: x", "  ttl: 0"), "policy.yaml: rule 'a': ttl must be longer than zero, got 0"),
     (rules_yaml("- name: a", "  tool: x", "  decision: deny", "  quorum: 2", "  confirm: true"),
      "policy.yaml: rule 'a': quorum, confirm would be ignored on a deny rule (only ask rules use approvers, "
-     "quorum, ttl, allow_self_approval, confirm); remove it or make the rule ask"),
+     "quorum, ttl, allow_self_approval, confirm, on_expiry); remove it or make the rule ask"),
     (rules_yaml("- name: a", "  tool: x", "  decision: allow", "  approvers: [U0ANA]"),
      "policy.yaml: rule 'a': approvers would be ignored on an allow rule (only ask rules use approvers, "
-     "quorum, ttl, allow_self_approval, confirm); remove it or make the rule ask"),
+     "quorum, ttl, allow_self_approval, confirm, on_expiry); remove it or make the rule ask"),
     (rules_yaml("- name: a", "  tool: x", "  reason: why not"),
      "policy.yaml: rule 'a': reason would be ignored on an ask rule (only a deny rule tells the model why); "
      "remove it or make the rule deny"),
@@ -484,13 +484,13 @@ def test_a_rule_can_be_found_by_name_as_loaded():
 
 def test_a_requirement_round_trips_through_json():
     assert FINANCE.to_json() == {"approvers": ["S0FINANCE"], "quorum": 2, "ttl_seconds": 7200,
-                                 "allow_self_approval": False, "confirm": True}
+                                 "allow_self_approval": False, "confirm": True, "on_expiry": "end"}
     assert Requirement.from_json(FINANCE.to_json()) == FINANCE
     assert Requirement.from_json(json.loads(json.dumps(OPS.to_json()))) == OPS
 
 
 @pytest.mark.parametrize("change", [{"allow_self_approval": "false"}, {"quorum": 0}, {"ttl_seconds": -5},
-                                    {"approvers": "S0FINANCE"}, {"quorum": None}])
+                                    {"approvers": "S0FINANCE"}, {"quorum": None}, {"on_expiry": "deny"}])
 def test_a_stored_requirement_that_is_not_one_is_refused(change):
     stored = {key: value for key, value in {**FINANCE.to_json(), **change}.items() if value is not None}
     with pytest.raises(ValueError, match="not a stored approval requirement"):
@@ -500,3 +500,25 @@ def test_a_stored_requirement_that_is_not_one_is_refused(change):
 def test_a_requirement_stored_before_confirm_existed_does_not_confirm():
     stored = {key: value for key, value in FINANCE.to_json().items() if key != "confirm"}
     assert Requirement.from_json(stored) == Requirement(("S0FINANCE",), 2, timedelta(hours=2), False)
+
+
+def test_on_expiry_is_end_by_default_and_a_rule_or_the_defaults_may_make_it_continue():
+    policy = parse_policy("""
+defaults:
+  approvers: [S0OPS]
+  on_expiry: continue
+rules:
+  - name: refunds
+    tool: issue_refund
+    on_expiry: end
+""", source="policy.yaml")
+    refund = evaluate(policy, ProposedCall("issue_refund", {}, True))
+    other = evaluate(policy, ProposedCall("send_email", {}, True))
+    assert isinstance(refund, Ask) and refund.requirement.on_expiry == "end"
+    assert isinstance(other, Ask) and other.requirement.on_expiry == "continue"
+    assert default_policy().defaults.on_expiry == "end"
+    with pytest.raises(PolicyError, match="rule 'x': on_expiry must be end"):
+        parse_policy("rules:\n  - name: x\n    tool: t\n    on_expiry: deny\n", source="policy.yaml")
+    with pytest.raises(PolicyError, match="on_expiry would be ignored on an allow rule"):
+        parse_policy("rules:\n  - name: x\n    tool: t\n    decision: allow\n    on_expiry: end\n",
+                     source="policy.yaml")

@@ -309,3 +309,31 @@ def test_a_counted_vote_whose_card_update_was_lost_is_shown_by_recovery(store: S
     assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Counted)
     [stale] = store.approvals_out_of_sync()
     assert (stale.approval_id, stale.approved_by) == (approval.approval_id, (LEE,))
+
+
+@pytest.mark.parametrize("on_expiry", ["end", "continue"])
+def test_nobody_deciding_in_time_is_a_timeout_never_a_denial(store: Store, effects: Path, clock: Any,
+                                                              on_expiry: str) -> None:
+    runner = runner_with(store, effects, policy(f"""
+rules:
+  - name: quick
+    tool: send_email
+    ttl: 2m
+    on_expiry: {on_expiry}
+"""))
+    run, approval = paused(runner)
+    assert approval.asked["on_expiry"] == on_expiry
+    clock.advance(minutes=3)
+    assert [a.approval_id for a in runner.expire_due()] == [approval.approval_id]
+    ended = runner.get_run(run.run_id)
+    assert side_effects(effects) == []
+    if on_expiry == "end":
+        assert ended.status == "expired"
+        return
+    assert ended.status == "done"  # the model was told, and answered
+    [told] = tool_entries(runner, run.run_id)
+    assert told["error_kind"] == "unanswered"
+    assert told["error"] == "no one decided within 2 min; the call was not made"
+    assert "denied" not in told["error"]
+    [timed_out] = events_of(runner, run.run_id, "approval_timed_out")
+    assert (timed_out["rule"], timed_out["waited"]) == ("quick", "2 min")
