@@ -169,6 +169,11 @@ class Agent:
         (see `requests.reconsider`)."""
         return self._drive(requests.reconsider(self._run, self.context, reason))
 
+    def edit(self, args: Any, by: str | None = None) -> str:
+        """A person changed the pending call's arguments: ask afresh about the edited call (or run
+        or refuse it as the policy says), then continue (see `requests.edit`)."""
+        return self._drive(requests.edit(self._run, self.context, args, by))
+
     def extend(self, **limits: float) -> str:
         """Raise budget limits (e.g. `max_steps=12`) and continue a run that ran out."""
         return self._drive(requests.extend(self._run, **limits))

@@ -1,4 +1,4 @@
-"""What a person asks of a run that its worker carries out: `Cancel | Extend | Retry | Reconcile`.
+"""What a person asks of a run that its worker carries out: `Cancel | Extend | Retry | Reconcile | Edit`.
 
 Pure. A command is left with the run (as JSON, `{"op": ..., "by": ..., ...}`) for whichever worker
 drives it next; each is read back as one of these values, or refused as unknown.
@@ -62,7 +62,16 @@ class Reconcile(_Command):
         return {**super().to_json(), "result": self.result}  # a null result is still said
 
 
-Command = Cancel | Extend | Retry | Reconcile
+class Edit(_Command):
+    op: Literal["edit"] = "edit"
+    approval_id: str
+    """The approval the person edited: taken only while it is still pending, with `digest`."""
+    digest: str
+    args: dict[str, JsonValue]
+    """The call's arguments as the person changed them (already valid for its tool)."""
+
+
+Command = Cancel | Extend | Retry | Reconcile | Edit
 _COMMAND: TypeAdapter[Command] = TypeAdapter(Annotated[Command, Field(discriminator="op")])
 
 

@@ -383,7 +383,7 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
     match outcome:
         case Ran(value=value, seconds=seconds):  # the common case first
             record_execution(draft, context, call, ok=True, value=value, seconds=seconds, retried=action.retry)
-            observe(draft, call, result=value, rule=action.allowed_by)
+            observe(draft, call, result=value, rule=action.allowed_by, edited=edit_note(call))
         case Refused(reason=reason, status=status):
             return refuse(draft, call, status, f"not executed: {reason}")
         case Unknown(reason=reason):
@@ -441,11 +441,23 @@ def needs_reconciliation(draft: Draft, call: PendingCall, reason: str) -> Step:
     return draft.stop("needs_reconciliation", reason=reason, key=call.key, tool=call.tool)
 
 
+def edit_note(call: PendingCall) -> str | None:
+    """What the model is told of a call a person changed before it ran, so that it does not
+    propose the original again; None for a call that ran as proposed."""
+    if call.edited is None:
+        return None
+    who = call.edited.by or "a person"
+    return (f"{who} changed this call before it ran ({'; '.join(call.edited.changes)}); it ran as changed, "
+            "so do not propose the original again")
+
+
 def observe(draft: Draft, call: ToolCall | PendingCall, *, result: Any = None, error: str | None = None,
-            kind: ErrorKind | None = None, rule: str | None = None) -> None:
+            kind: ErrorKind | None = None, rule: str | None = None, edited: str | None = None) -> None:
     # The call is a valid value already; a result (from a tool, the ledger or a person) is
     # validated unless it is plain JSON as it is, and an error is the loop's own text.
     ruled = {"rule": rule} if rule is not None else {}
+    if edited is not None:
+        ruled["edited"] = edited
     if error is None:
         draft.append(_valid(ToolResult, is_plain_json(result), role="tool", step=call.step, tool=call.tool,
                             call_id=call.call_id, result=result, **ruled))

@@ -5,6 +5,8 @@ raises `InvalidTransition` (or `ValueError` for a bad argument) and changes noth
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from signoff.runtime.approval_policy import Allow, Ask, Deny
@@ -24,7 +26,16 @@ from signoff.runtime.loop import (
     refuse,
     settle,
 )
-from signoff.runtime.schema import TERMINAL, Asked, BudgetLimits, ErrorKind, Goal, PendingCall, RunState
+from signoff.runtime.schema import (
+    TERMINAL,
+    Asked,
+    BudgetLimits,
+    Edited,
+    ErrorKind,
+    Goal,
+    PendingCall,
+    RunState,
+)
 
 
 def start(state: RunState, goal: str) -> Step:
@@ -100,6 +111,63 @@ def reconsider(state: RunState, context: Context, reason: str) -> Step:
     draft.emit("approval_requested", key=pending.key, tool=tool.name, args=context.redacted(tool.name, args),
                supersedes=True, reason=reason, rule=rule, quorum=asked.quorum, **ruled)
     return draft.go_on()
+
+
+def edit(state: RunState, context: Context, args: Any, by: str | None = None) -> Step:
+    """A person changed the pending call's arguments before anyone approved it: the edited call is
+    asked about afresh (a new approval for its new digest, the same key; no approval given for the
+    old arguments carries over), or run or refused if the policy says so of it. The history keeps
+    what the model proposed, and when the call runs the model is told how it was changed.
+    """
+    pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
+    tool = context.tools.get(pending.tool)
+    if tool is None:
+        raise InvalidTransition(f"tool {pending.tool} is no longer registered")
+    edited = tool.validate(jsonable(args))  # ValueError: not a call this tool takes
+    if edited == pending.args:
+        raise ValueError("the arguments are unchanged")
+    proposed = pending.edited.proposed if pending.edited is not None else dict(pending.args)
+    changes = argument_changes(proposed, edited)
+    changed = _revised(pending, args=edited, asked=None,
+                       edited=Edited(by=by, proposed=proposed, changes=changes).to_json())
+    draft = Draft(state)
+    draft.emit("call_edited", key=pending.key, tool=pending.tool, by=by, changes=changes,
+               was=context.redacted(pending.tool, dict(pending.args)), now=context.redacted(pending.tool, edited))
+    ruled = {"policy": context.approval_policy.digest}
+    match context.verdict(tool, edited, draft.usage):
+        case Deny(rule=rule, reason=reason):
+            draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=reason, **ruled)
+            return _withdraw(draft, changed, denied_by_rule(rule, reason), "denied_by_rule", rule=rule)
+        case Allow(rule=rule):
+            draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
+            draft.evolve(status="running", pending=None)
+            return draft.then(RunTool(changed, tool, allowed_by=rule))
+        case Ask(rule=rule, requirement=requirement):
+            asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
+    changed = changed.evolved(asked=asked)
+    draft.evolve(pending=changed)
+    draft.emit("approval_requested", key=pending.key, tool=tool.name, args=context.redacted(tool.name, edited),
+               edited_by=by, rule=rule, quorum=asked.quorum, **ruled)
+    return draft.go_on()
+
+
+def argument_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Each argument a person changed, as people and the model read it: `amount_usd: "500" -> "50"`,
+    `note: added "..."`, `cc: removed`."""
+    changes = []
+    for name in [*before, *(n for n in after if n not in before)]:
+        if name not in after:
+            changes.append(f"{name}: removed")
+        elif name not in before:
+            changes.append(f"{name}: added {_shown(after[name])}")
+        elif before[name] != after[name]:
+            changes.append(f"{name}: {_shown(before[name])} -> {_shown(after[name])}")
+    return changes
+
+
+def _shown(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def extend(state: RunState, **limits: float) -> Step:

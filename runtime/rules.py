@@ -124,6 +124,10 @@ class CommandRule:
     closes_pending_approval: bool = False
     """Taking the request closes the run's pending approval as `cancelled` in the same transaction,
     so a late click sees "cancelled", not a live button."""
+    supersedes_its_approval: bool = False
+    """The request names an approval (`approval_id`, `digest`) that must still be pending: taking it
+    closes that approval as `superseded` in the same transaction, and is refused if it is not
+    pending any more (someone decided it first)."""
 
 
 CANCEL = CommandRule(NOT_ENDED, closes_pending_approval=True)
@@ -131,6 +135,7 @@ EXTEND_BUDGET = CommandRule(frozenset({"budget_exhausted"}))
 EXTEND_STALLED = CommandRule(frozenset({"stalled"}))
 RETRY = CommandRule(frozenset({"failed"}))
 RECONCILE = CommandRule(frozenset({"needs_reconciliation"}))
+EDIT = CommandRule(frozenset({"awaiting_approval"}), supersedes_its_approval=True)
 
 
 def command_refusal(status: str | None, waiting: Any, version: int | None,

@@ -21,7 +21,16 @@ from typing import Any, cast
 from signoff.runtime.agent import Policy
 from signoff.runtime.approval_policy import ApprovalPolicy, Ask, Deny, default_policy
 from signoff.runtime.budget import Budget
-from signoff.runtime.commands import Cancel, Command, Extend, Reconcile, ReconcileAction, Retry, request_name
+from signoff.runtime.commands import (
+    Cancel,
+    Command,
+    Edit,
+    Extend,
+    Reconcile,
+    ReconcileAction,
+    Retry,
+    request_name,
+)
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.errors import (
     IncompatibleState,
@@ -46,6 +55,7 @@ from signoff.runtime.records import (
 )
 from signoff.runtime.rules import (
     CANCEL,
+    EDIT,
     EXTEND_BUDGET,
     EXTEND_STALLED,
     RECONCILE,
@@ -230,6 +240,47 @@ class Runner:
                     self.teller.show_approval(outcome.run, approval)
         return outcome
 
+    def edit(self, approval_id: str, digest: str, user: str, args: Any) -> RunOutcome:
+        """Change the arguments of a pending call before anyone approves it (people who may decide
+        it only). The approval closes as superseded at once and the run's worker asks afresh
+        about the edited call: a new approval, which the editor has still to approve like anyone.
+
+        Refused when the arguments are not ones the tool takes (`Refused` naming each problem),
+        unchanged, or refused by the policy; and, atomically, when the approval was decided first.
+        """
+        approval = self.store.get_approval(approval_id)
+        if approval is None:
+            return Missing("approval")
+        if digest != approval.digest:
+            return Refused("this form no longer matches the request it was opened for")
+        run = self.store.get_run(approval.run_id, history=False)
+        if run is None:
+            return Missing("run")
+        reason = self.approval_refusal(user, run, approval)
+        if reason:  # before anything about the call is said
+            return NotAllowed(reason)
+        tool = self.tools.get(approval.tool)
+        if tool is None:
+            return Refused(f"tool {approval.tool} is no longer registered")
+        try:
+            edited = tool.validate(jsonable(args))
+        except ValueError as exc:
+            return Refused(str(exc))
+        if edited == approval.args:
+            return Refused("nothing was changed")
+        caller = Caller(run.requester, str(run.origin.get("channel") or ""))
+        verdict = classify(self.config.policy, tool, edited, caller, run.usage)
+        if isinstance(verdict, Deny):
+            return Refused(f"the approval policy refuses the edited call (policy rule {verdict.rule}: "
+                           f"{verdict.reason})")
+        outcome = self._command(run.run_id, user, Edit(approval_id=approval_id, digest=digest, args=edited), EDIT,
+                                approval=approval)
+        if isinstance(outcome, Done):
+            superseded = self.store.get_approval(approval_id)
+            if superseded is not None and superseded.message:
+                self.teller.show_approval(outcome.run, superseded)
+        return outcome
+
     def extend(self, run_id: str, user: str, *, shown_version: int | None = None) -> RunOutcome:
         """Raise the budget that ran out by the configured increment and continue (approvers only);
         a stalled run goes on with its budget as it is, its repeats so far forgiven."""
@@ -262,12 +313,14 @@ class Runner:
                              shown_version=shown_version)
 
     def _command(self, run_id: str, user: str, command: Command, rule: CommandRule,
-                 requester_may: bool = False, shown_version: int | None = None) -> RunOutcome:
+                 requester_may: bool = False, shown_version: int | None = None,
+                 approval: ApprovalRecord | None = None) -> RunOutcome:
+        """Leave `command` for the run's worker, if `user` may ask it (of `approval`, when it is about one)."""
         run = self.store.get_run(run_id, history=False)
         if run is None:
             return Missing("run")
         if not (requester_may and user == run.requester):
-            reason = self.approval_refusal(user, run)
+            reason = self.approval_refusal(user, run, approval)
             if reason:
                 return NotAllowed(reason)
         command = command.model_copy(update={"by": user, "shown_version": shown_version})

@@ -223,6 +223,8 @@ class _Observation(Value):
     call_id: str
     rule: str | None = None
     """The approval policy's rule that allowed (a result) or denied (an error) the call without a person."""
+    edited: str | None = None
+    """How a person changed the call before it ran, as the model is told it."""
 
 
 class ToolResult(_Observation):
@@ -291,6 +293,15 @@ class Asked(Value):
     """Nobody decided in time: end the run as `expired`, or tell the model and go on."""
 
 
+class Edited(Value):
+    """A person changed a proposed call before it was approved: who, what the model proposed, and
+    each change as people and the model read it (`amount_usd: "500.00" -> "50.00"`)."""
+
+    by: str | None
+    proposed: dict[str, JsonValue]
+    changes: list[str]
+
+
 class PendingCall(Value):
     """A validated call waiting for a person (or for reconciliation), bound to its key `run_id:step`."""
 
@@ -304,6 +315,8 @@ class PendingCall(Value):
     asked: Asked | None = None
     """What the approval policy asked of it when it was proposed (None: recorded before Signoff
     had policies, or not asked about: reconciliation)."""
+    edited: Edited | None = None
+    """Set when a person changed the arguments the model proposed; `args` are the changed ones."""
 
     @property
     def digest(self) -> str:

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, cast
 
 from signoff.runtime.agent import Agent, Checkpoint, Policy
-from signoff.runtime.commands import Cancel, Extend, Reconcile, Retry, parse_command
+from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, Retry, parse_command
 from signoff.runtime.errors import Conflict, InvalidTransition
 from signoff.runtime.frozen import thawed
 from signoff.runtime.loop import Caller, RunTool, through_ledger
@@ -220,13 +220,15 @@ class Worker:
                     agent.extend(**limits)
                 case Retry():
                     agent.retry()
+                case Edit(args=args, by=by):
+                    agent.edit(args, by=by)
                 case Reconcile(action=action, result=result, note=note, by=by):
                     pending = agent.run_state.pending
                     session.retry_key = pending.key if pending is not None else None
                     agent.reconcile(action, result, note, by=by)
                 case None:
                     raise InvalidTransition(f"unknown or malformed command {raw.get('op')!r}")
-        except InvalidTransition as exc:
+        except (InvalidTransition, ValueError) as exc:  # ValueError: an edit its tool no longer takes
             if session.clear_command:  # nothing was saved, so the command is still there
                 self.store.clear_command(session.run.run_id, {"type": "command_refused", "reason": str(exc), **raw})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +31,33 @@ def masked(url: str) -> str:
         return "<unparseable database URL>"
 
 
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be a Signoff database (not a URL, an unsupported database), or None.
+
+    The URL itself is never quoted: it may hold a password."""
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        return "not a database URL (expected sqlite:///path.db or postgresql+psycopg://user@host/db)"
+    if backend not in ("sqlite", "postgresql"):
+        return f"unsupported database {backend!r}; use sqlite:///path.db or postgresql+psycopg://user@host/db"
+    return None
+
+
 def make_engine(url: str = DEFAULT_DATABASE_URL, **options: Any) -> Engine:
     """An engine with Signoff's durability settings; raises `ConfigError` on a bad URL."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise ConfigError(f"SIGNOFF_DATABASE_URL is not a database URL: {masked(url)}") from None
+    problem = url_problem(url)
+    if problem is not None:
+        raise ConfigError(f"SIGNOFF_DATABASE_URL: {problem}")
+    parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, **options)
-    if parsed.get_backend_name() == "postgresql":
-        if parsed.drivername == "postgresql":
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        try:
-            return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=10, **options)
-        except ModuleNotFoundError:
-            raise ConfigError("PostgreSQL needs psycopg: pip install 'signoff[postgres]'") from None
-    raise ConfigError(f"unsupported database {parsed.get_backend_name()!r} in {masked(url)}; "
-                      "use sqlite:///path.db or postgresql+psycopg://...")
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    try:
+        return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=10, **options)
+    except ModuleNotFoundError:
+        raise ConfigError("PostgreSQL needs psycopg: pip install 'signoff[postgres]'") from None
 
 
 def _sqlite_engine(url: str, **options: Any) -> Engine:
@@ -109,11 +120,15 @@ def ensure_schema(engine: Engine, *, auto_upgrade: bool = False) -> None:
     (password-masked) URL when the database cannot be reached.
     """
     url = masked(engine.url.render_as_string(hide_password=False))
+    path = sqlite_file(url)
+    if path is not None and not path.exists() and not auto_upgrade:
+        # Connecting would create an empty file, and a read would leave it behind.
+        missing = path if path.parent.is_dir() else f"directory {path.parent.absolute()}"
+        raise ConfigError(f"cannot reach the database at {url}: {missing} does not exist")
     try:
         current = current_revision(engine)
     except OperationalError as exc:
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        raise ConfigError(f"cannot reach the database at {url}: {reason}") from None
+        raise database_error(url, exc) from None
     if current == head_revision():
         return
     if auto_upgrade:
@@ -126,3 +141,55 @@ def ensure_schema(engine: Engine, *, auto_upgrade: bool = False) -> None:
 def is_default_sqlite(url: str) -> bool:
     """The zero-configuration database, which may be created and upgraded on first use."""
     return url == DEFAULT_DATABASE_URL
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for any other database, an in-memory one or a `file:` URI."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def sqlite_unusable(path: Path) -> str | None:
+    """What keeps SQLite from opening the database at `path` at all, in words; None if nothing does."""
+    directory = path.parent.absolute()
+    if not directory.is_dir():
+        return f"directory {directory} does not exist"
+    if path.exists() and not path.is_file():
+        return f"{path} is not a file"
+    return None
+
+
+def sqlite_unwritable(path: Path) -> str | None:
+    """What keeps SQLite from writing the database at `path`, in words; None if nothing does.
+
+    Reads need it too: opening a database sets up its write-ahead log."""
+    directory = path.parent.absolute()
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        return f"file {path} is not writable"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        # WAL mode keeps two files beside the database, created by whoever opens it first.
+        return (f"directory {directory} is not writable (SQLite keeps {path.name}-wal and {path.name}-shm "
+                "beside the database)")
+    return None
+
+
+def database_error(url: str, exc: OperationalError) -> ConfigError:
+    """One line for a database that would not open: for a SQLite file, what the file system says is
+    wrong with it (SQLite says "unable to open database file" or "attempt to write a readonly
+    database" for all of it); otherwise the driver's first line. `url` is masked already."""
+    path = sqlite_file(url)
+    if path is not None:
+        unusable = sqlite_unusable(path)
+        if unusable is not None:
+            return ConfigError(f"cannot reach the database at {url}: {unusable}")
+        unwritable = sqlite_unwritable(path)
+        if unwritable is not None:
+            return ConfigError(f"the database at {url} is not writable: {unwritable}")
+    text = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
+    return ConfigError(f"cannot reach the database at {url}: {text[0] if text else type(exc).__name__}")

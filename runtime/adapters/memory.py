@@ -229,6 +229,12 @@ class MemoryStore(MemoryReads):
             if run.status not in rule.accepts or run.command is not None or shown not in (None, run.version):
                 return command_refusal(run.status, thaw(run.command), run.version, shown)
             now = self.now()
+            edited = self._approvals.get(command.get("approval_id") or "") if rule.supersedes_its_approval else None
+            if rule.supersedes_its_approval:
+                if (edited is None or edited.record.run_id != run_id or edited.record.status != "pending"
+                        or edited.record.digest != command.get("digest")):
+                    return CommandRefusal("the request was decided before your change arrived", stale=True)
+                edited.change(status="superseded", decided_at=now, decided_by=command.get("by"))
             run.command, run.updated_at = canonical_json(command), now
             if rule.closes_pending_approval:
                 for approval in self._of_run(run_id):

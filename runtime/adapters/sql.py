@@ -69,6 +69,14 @@ from signoff.runtime.rules import (
 from signoff.runtime.state import call_digest, canonical_json
 
 
+class _Undone(Exception):
+    """A write found, part way through, that it must not happen: its transaction is rolled back."""
+
+    def __init__(self, refusal: CommandRefusal) -> None:
+        super().__init__(refusal.reason)
+        self.refusal = refusal
+
+
 class SqlStore(SqlReads):
     """Runs, approvals, events and the execution ledger in one SQL database: the reads of
     `SqlReads`, and the writes, each one transaction."""
@@ -200,21 +208,37 @@ class SqlStore(SqlReads):
         conditions = [runs.c.run_id == run_id, runs.c.status.in_(sorted(rule.accepts)), runs.c.command.is_(None)]
         if shown is not None:
             conditions.append(runs.c.version == shown)
-        with self._tx() as conn:
-            now = self._now(conn)
-            done = conn.execute(
-                update(runs).where(*conditions).values(command=canonical_json(command), updated_at=now)
-            ).rowcount
-            if done != 1:
-                found = conn.execute(select(runs.c.status, runs.c.command, runs.c.version)
-                                     .where(runs.c.run_id == run_id)).first()
-                if found is None:
-                    return command_refusal(None, None, None, shown)
-                return command_refusal(found.status, json_or(found.command, None), found.version, shown)
-            if rule.closes_pending_approval:
-                conn.execute(update(approvals).where(approvals.c.run_id == run_id, approvals.c.status == "pending")
-                             .values(status="cancelled", decided_at=now, decided_by=command.get("by")))
-            append_events(conn, run_id, [{"type": "command_recorded", **command}], now)
+        try:
+            with self._tx() as conn:
+                return self._set_command(conn, run_id, command, rule, conditions, shown)
+        except _Undone as undone:
+            return undone.refusal
+
+    def _set_command(self, conn: Connection, run_id: str, command: dict[str, Any], rule: CommandRule,
+                     conditions: list[Any], shown: int | None) -> CommandRefusal | None:
+        """`set_command` in `conn`'s transaction; raises `_Undone` to roll it back."""
+        now = self._now(conn)
+        done = conn.execute(
+            update(runs).where(*conditions).values(command=canonical_json(command), updated_at=now)
+        ).rowcount
+        if done != 1:
+            found = conn.execute(select(runs.c.status, runs.c.command, runs.c.version)
+                                 .where(runs.c.run_id == run_id)).first()
+            if found is None:
+                return command_refusal(None, None, None, shown)
+            return command_refusal(found.status, json_or(found.command, None), found.version, shown)
+        if rule.closes_pending_approval:
+            conn.execute(update(approvals).where(approvals.c.run_id == run_id, approvals.c.status == "pending")
+                         .values(status="cancelled", decided_at=now, decided_by=command.get("by")))
+        if rule.supersedes_its_approval and conn.execute(
+                update(approvals).where(approvals.c.run_id == run_id,
+                                        approvals.c.approval_id == command.get("approval_id"),
+                                        approvals.c.digest == command.get("digest"),
+                                        approvals.c.status == "pending")
+                .values(status="superseded", decided_at=now, decided_by=command.get("by"))).rowcount != 1:
+            # Nothing of this request is kept: the approval was decided first.
+            raise _Undone(CommandRefusal("the request was decided before your change arrived", stale=True))
+        append_events(conn, run_id, [{"type": "command_recorded", **command}], now)
         return None
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:

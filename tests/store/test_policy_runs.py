@@ -19,7 +19,9 @@ from signoff.runtime.records import (
     AlreadyDecided,
     Counted,
     Decided,
+    Done,
     NotAllowed,
+    Refused,
 )
 from signoff.runtime.runner import Runner
 
@@ -337,3 +339,78 @@ rules:
     assert "denied" not in told["error"]
     [timed_out] = events_of(runner, run.run_id, "approval_timed_out")
     assert (timed_out["rule"], timed_out["waited"]) == ("quick", "2 min")
+
+
+# -- edit, then approve -----------------------------------------------------------------------------
+
+
+def test_an_edited_call_is_asked_about_afresh_and_runs_as_edited_once_approved(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(runner)
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Counted)
+    edited_args = {"to": "ana@example.com", "body": "refund approved: $50 of the $500 asked"}
+    assert isinstance(runner.edit(approval.approval_id, approval.digest, KIM, edited_args), Done)
+    assert runner.get_approval(approval.approval_id).status == "superseded"
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    fresh = runner.pending_approval(run.run_id)
+    assert fresh is not None and fresh.approval_id != approval.approval_id
+    assert (fresh.key, fresh.args) == (approval.key, edited_args) and fresh.digest != approval.digest
+    assert fresh.votes == ()  # Lee approved the old arguments: that does not carry over
+    [edited] = events_of(runner, run.run_id, "call_edited")
+    assert edited["by"] == KIM and edited["changes"] == [
+        'body: "refund approved" -> "refund approved: $50 of the $500 asked"']
+    assert isinstance(runner.decide(fresh.approval_id, fresh.digest, KIM, True), Counted)  # the editor approves too
+    assert isinstance(runner.decide(fresh.approval_id, fresh.digest, LEE, True), Decided)
+    assert runner.execute(run.run_id) == "done"
+    assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]
+    history = runner.get_run(run.run_id).state["history"]
+    [proposed] = [e for e in history if e.get("role") == "assistant" and e.get("tool") == SEND]
+    assert proposed["args"] == {"to": "ana@example.com", "body": "refund approved"}  # what the model said
+    [result] = tool_entries(runner, run.run_id)
+    assert result["edited"].startswith(f"{KIM} changed this call before it ran (body:")
+    assert "do not propose the original again" in result["edited"]
+
+
+def test_an_edit_after_the_approval_was_decided_changes_nothing(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, policy("rules:\n  - name: one\n    tool: send_email\n"
+                                                f"    approvers: [{LEE}, {KIM}]\n"))
+    run, approval = paused(runner)
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Decided)
+    late = runner.edit(approval.approval_id, approval.digest, KIM, {"to": "bo@example.com"})
+    assert isinstance(late, Refused) and "decided before your change arrived" in late.reason
+    assert runner.get_approval(approval.approval_id).status == "approved"
+    assert runner.execute(run.run_id) == "done"
+    assert len(side_effects(effects)) == 1 and events_of(runner, run.run_id, "call_edited") == []
+
+
+@pytest.mark.parametrize(("user", "args", "refusal"), [
+    (LEE, {"to": 5}, "to"),  # not arguments the tool takes: its own message names the field
+    (LEE, {"to": "ana@example.com", "body": "refund approved"}, "nothing was changed"),
+    (APPROVER, {"to": "bo@example.com"}, "two-people"),  # not one of the rule's approvers
+])
+def test_an_edit_the_tool_or_the_rule_would_not_take_is_refused(store: Store, effects: Path, user: str,
+                                                                  args: dict[str, Any], refusal: str) -> None:
+    runner = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(runner)
+    outcome = runner.edit(approval.approval_id, approval.digest, user, args)
+    assert isinstance(outcome, Refused | NotAllowed) and refusal in outcome.reason
+    assert runner.get_approval(approval.approval_id).status == "pending"
+    assert runner.get_run(run.run_id).command is None
+
+
+def test_an_edit_into_a_call_the_policy_denies_is_refused(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, policy(f"""
+rules:
+  - name: no-outside-mail
+    tool: send_email
+    when: "!args.to.endsWith('@example.com')"
+    decision: deny
+    reason: mail leaves the company only from the CRM
+  - name: two-people
+    tool: send_email
+    approvers: [{", ".join(FINANCE)}]
+"""))
+    run, approval = paused(runner)
+    outcome = runner.edit(approval.approval_id, approval.digest, LEE, {"to": "eve@elsewhere.example"})
+    assert isinstance(outcome, Refused) and "no-outside-mail" in outcome.reason
+    assert runner.get_approval(approval.approval_id).status == "pending"
