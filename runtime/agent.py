@@ -21,6 +21,7 @@ from signoff.runtime.checkpoints import Checkpoint, StateJson, StepRecord
 from signoff.runtime.errors import ModelAuthError, ModelUnavailable
 from signoff.runtime.frozen import FrozenDict, frozen, thawed
 from signoff.runtime.loop import Caller, CallModel, Context, ModelFailed, Reply, RunTool, Step
+from signoff.runtime.records import GrantRecord
 from signoff.runtime.schema import BudgetLimits, RunState
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, dump_state, parse_state
 from signoff.runtime.tool_calls import Executor, Outcome, call_tool, run_tool
@@ -80,6 +81,7 @@ class Agent:
         stall_after: int | None = 3,
         approval_policy: ApprovalPolicy | None = None,
         caller: Caller | None = None,
+        grants: Iterable[GrantRecord] = (),
     ) -> None:
         if stall_after is not None and stall_after < 1:
             raise ValueError("stall_after must be a positive number of turns, or None")
@@ -91,11 +93,12 @@ class Agent:
             raise ValueError("give ports, or executor and on_checkpoint, not both: ports run the calls and take the steps")
         self.ports: Ports = ports or InProcess(executor, on_checkpoint, clock)
         self.context = Context(self.tools, frozenset(redact_keys), stall_after,
-                               approval_policy=approval_policy or default_policy(), caller=caller or Caller())
+                               approval_policy=approval_policy or default_policy(), caller=caller or Caller(),
+                               grants=tuple(grants))
         """`stall_after`: turns in a row that repeat an earlier call and get its result again before
         the run stops as `stalled` (None: never). `approval_policy` says which calls run, which ask
         a person and which are refused (by default: every side effect asks, every read runs);
-        `caller` is who the run is for, as its rules see it."""
+        `caller` is who the run is for, as its rules see it; `grants` those in force for it."""
         self._restore(RunState.fresh(run_id, (budget or Budget(max_steps=max_steps)).to_json()), [])
 
     def _restore(self, run: RunState, history_json: list[FrozenDict]) -> None:

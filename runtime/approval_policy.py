@@ -44,12 +44,40 @@ VARIABLES = ("args", "tool", "requester", "channel", "usage")
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _POLICY_FIELDS = ("defaults", "rules")
 _DEFAULT_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "on_expiry")
-_ASK_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "confirm", "on_expiry")
+_ASK_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "confirm", "on_expiry", "grant")
+_GRANT_FIELDS = ("for", "same", "scope")
+GrantScope = Literal["run", "requester"]
 _RULE_FIELDS = ("name", "tool", "when", "decision", *_ASK_FIELDS, "reason")
 
 
 class PolicyError(ValueError):
     """A policy that cannot be loaded; the one message names the source, the rule and the problem."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What "Approve + allow similar" lets run unasked after it: calls of the same tool under the
+    same rule, for `lasting`, whose `same` arguments equal the approved call's, in the same run
+    (`scope: run`) or in any run of the same requester (`scope: requester`)."""
+
+    lasting: timedelta
+    same: tuple[str, ...]
+    scope: GrantScope = "run"
+
+    @classmethod
+    def from_json(cls, data: Any) -> Grant:
+        """The grant `to_json` stored; raises `ValueError` on anything else."""
+        if not (isinstance(data, Mapping) and _is_number(data.get("for_seconds")) and data["for_seconds"] > 0
+                and isinstance(data.get("same"), list) and all(isinstance(n, str) for n in data["same"])
+                and data.get("scope") in ("run", "requester")):
+            raise ValueError(f"not a stored grant: {data!r}")
+        return cls(timedelta(seconds=data["for_seconds"]), tuple(data["same"]),
+                   "run" if data["scope"] == "run" else "requester")
+
+    def to_json(self) -> dict[str, Any]:
+        seconds = self.lasting.total_seconds()
+        return {"for_seconds": int(seconds) if seconds.is_integer() else seconds, "same": list(self.same),
+                "scope": self.scope}
 
 
 @dataclass(frozen=True)
@@ -65,6 +93,8 @@ class Requirement:
     confirm: bool = False
     """Approve asks "are you sure?" first."""
     on_expiry: OnExpiry = "end"
+    grant: Grant | None = None
+    """Offered with the approval: "Approve + allow similar"."""
 
     def to_json(self) -> dict[str, Any]:
         """The requirement as stored with an approval."""
@@ -72,7 +102,7 @@ class Requirement:
         return {"approvers": list(self.approvers), "quorum": self.quorum,
                 "ttl_seconds": int(seconds) if seconds.is_integer() else seconds,
                 "allow_self_approval": self.allow_self_approval, "confirm": self.confirm,
-                "on_expiry": self.on_expiry}
+                "on_expiry": self.on_expiry, **({"grant": self.grant.to_json()} if self.grant else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Requirement:
@@ -85,7 +115,9 @@ class Requirement:
                 and _is_count(quorum) and quorum >= 1 and _is_number(seconds) and seconds > 0
                 and isinstance(self_approval, bool) and isinstance(confirm, bool) and on_expiry in ON_EXPIRY):
             raise ValueError(f"not a stored approval requirement: {dict(data)!r}")
-        return cls(tuple(approvers), quorum, timedelta(seconds=seconds), self_approval, confirm, on_expiry)
+        grant = data.get("grant")
+        return cls(tuple(approvers), quorum, timedelta(seconds=seconds), self_approval, confirm, on_expiry,
+                   Grant.from_json(grant) if grant is not None else None)
 
 
 @dataclass(frozen=True)
@@ -149,6 +181,7 @@ class Rule:
     confirm: bool = False
     reason: str | None = None
     on_expiry: OnExpiry | None = None
+    grant: Grant | None = None
     _glob: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _program: celpy.Runner | None = field(init=False, repr=False, compare=False)
 
@@ -280,6 +313,7 @@ def _requirement(rule: Rule, defaults: Requirement) -> Requirement:
                              else rule.allow_self_approval),
         confirm=rule.confirm,
         on_expiry=defaults.on_expiry if rule.on_expiry is None else rule.on_expiry,
+        grant=rule.grant,
     )
 
 
@@ -368,12 +402,36 @@ def _rule(raw: Any, defaults: Requirement) -> Rule:
     if decision == "ask":
         _check_quorum(defaults.quorum if quorum is None else quorum,
                       defaults.approvers if approvers is None else approvers, inherited=approvers is None)
+    grant = _grant(raw["grant"]) if "grant" in raw else None
+    if grant is not None and (defaults.quorum if quorum is None else quorum) > 1:
+        raise PolicyError("grant is never offered where a quorum above 1 is needed: one person's yes cannot "
+                          "stand for several later calls that each need more people")
+    if grant is not None and _flag(raw, "confirm", False):
+        raise PolicyError("grant is never offered with confirm: true: each call of the rule asks 'are you sure?'")
     return Rule(name=_text(raw, "name"), tool=_text(raw, "tool", allow_empty=True), decision=decision,
                 when=_text(raw, "when") if "when" in raw else None, approvers=approvers, quorum=quorum,
                 ttl=_ttl(raw["ttl"]) if "ttl" in raw else None,
                 allow_self_approval=_flag(raw, "allow_self_approval", None), confirm=_flag(raw, "confirm", False),
                 reason=_text(raw, "reason") if "reason" in raw else None,
-                on_expiry=_on_expiry(raw["on_expiry"]) if "on_expiry" in raw else None)
+                on_expiry=_on_expiry(raw["on_expiry"]) if "on_expiry" in raw else None, grant=grant)
+
+
+def _grant(raw: Any) -> Grant:
+    if not isinstance(raw, dict):
+        raise PolicyError(f"grant: expected a mapping with for, same and scope, got {_yaml_kind(raw)}")
+    try:
+        _known_fields(raw, _GRANT_FIELDS)
+        if "for" not in raw:
+            raise PolicyError("for is missing (how long later calls may run unasked, e.g. 30m)")
+        same = raw.get("same", [])
+        if not isinstance(same, list) or not all(isinstance(name, str) and name for name in same):
+            raise PolicyError("same must be a list of argument names")
+        scope = raw.get("scope", "run")
+        if scope not in ("run", "requester"):
+            raise PolicyError(f"scope must be run or requester, got {scope!r}")
+        return Grant(lasting=_ttl(raw["for"]), same=tuple(same), scope="run" if scope == "run" else "requester")
+    except PolicyError as exc:
+        raise PolicyError(f"grant: {exc}") from None
 
 
 def _on_expiry(value: Any) -> OnExpiry:
@@ -602,7 +660,8 @@ def _rule_json(rule: Rule) -> dict[str, Any]:
             "approvers": None if rule.approvers is None else list(rule.approvers), "quorum": rule.quorum,
             "ttl_seconds": None if rule.ttl is None else rule.ttl.total_seconds(),
             "allow_self_approval": rule.allow_self_approval, "confirm": rule.confirm, "reason": rule.reason,
-            **({"on_expiry": rule.on_expiry} if rule.on_expiry is not None else {})}
+            **({"on_expiry": rule.on_expiry} if rule.on_expiry is not None else {}),
+            **({"grant": rule.grant.to_json()} if rule.grant is not None else {})}
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -25,6 +25,8 @@ from signoff.runtime.approval_policy import (
 )
 from signoff.runtime.budget import exhausted_limit, usage_report
 from signoff.runtime.decisions import is_plain_json, jsonable, malformed, shortened
+from signoff.runtime.grants import grant_refusal
+from signoff.runtime.records import GrantRecord
 from signoff.runtime.schema import (
     TERMINAL,
     Asked,
@@ -46,7 +48,7 @@ from signoff.runtime.schema import (
 from signoff.runtime.schema import Stop as StopReason
 from signoff.runtime.stalls import Repeats
 from signoff.runtime.state import call_fingerprint, idempotency_key, redact, secret_names
-from signoff.runtime.tool_calls import Failed, Outcome, Ran, Refused, TimedOut, Unknown
+from signoff.runtime.tool_calls import Failed, NotGranted, Outcome, Ran, Refused, TimedOut, Unknown
 from signoff.runtime.turns import Catalogue, Provenance, read_turn
 from signoff.tools.base import Tool
 
@@ -73,13 +75,17 @@ class RunTool:
     allowed_by: str | None = None
     """The policy rule that let this call run without a person; a side effect so allowed starts
     through the ledger with no approval to consume."""
+    granted_by: str | None = None
+    """The grant ("Approve + allow similar") that lets this call run unasked; the ledger checks it
+    is still in force as the call starts."""
 
     @property
     def commits_first(self) -> bool:
         """Whether the step that proposed this call is committed before it runs: a side effect a
-        rule allowed, so that its proposal and the rule are on record before it starts, as an
-        approved one's are (a crash mid-call then finds the call it started, not the model's next)."""
-        return self.allowed_by is not None and self.tool.side_effect
+        rule or a grant let run unasked, so that its proposal and what allowed it are on record
+        before it starts, as an approved one's are (a crash mid-call then finds the call it
+        started, not the model's next)."""
+        return (self.allowed_by is not None and self.tool.side_effect) or self.granted_by is not None
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,14 @@ class Context:
     repeats: Repeats = field(default_factory=Repeats)
     approval_policy: ApprovalPolicy = field(default_factory=default_policy)
     caller: Caller = field(default_factory=Caller)
+    grants: tuple[GrantRecord, ...] = ()
+    """Grants in force when the run was picked up (the ledger checks each again as its call starts)."""
+
+    def grant_for(self, run_id: str, tool: str, rule: str | None, args: Mapping[str, Any]) -> GrantRecord | None:
+        """A grant that lets this call run unasked, if one covers it."""
+        return next((grant for grant in self.grants if grant_refusal(
+            grant, run_id=run_id, requester=self.caller.requester, tool=tool, rule=rule, args=args,
+            now=None) is None), None)
     _catalogue: Catalogue | None = None
     _secrets: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -347,9 +361,20 @@ def _propose(draft: Draft, context: Context, decision: dict[str, Any], provenanc
         case Ask(rule=rule, requirement=requirement):
             asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
     pending = pending.evolved(asked=asked)
+    grant = context.grant_for(draft.state.run_id, name, rule, args) if asked.grant is not None else None
+    if grant is not None:
+        draft.emit("call_allowed_by_grant", key=pending.key, tool=name, rule=rule, grant_id=grant.grant_id,
+                   granted_by=grant.created_by, **ruled)
+        return draft.then(RunTool(pending, tool, in_turn=True, granted_by=grant.grant_id))
+    return ask_approval(draft, context, pending, **ruled)
+
+
+def ask_approval(draft: Draft, context: Context, pending: PendingCall, **said: Any) -> Step:
+    """Pause on `pending`, asked about as its `asked` says."""
+    asked, name = pending.asked, pending.tool
     draft.evolve(pending=pending, status="awaiting_approval")
-    draft.emit("approval_requested", key=pending.key, tool=name, args=context.redacted(name, args), rule=rule,
-               quorum=asked.quorum, **ruled)
+    draft.emit("approval_requested", key=pending.key, tool=name, args=context.redacted(name, dict(pending.args)),
+               rule=asked.rule if asked is not None else None, quorum=asked.quorum if asked is not None else 1, **said)
     return draft.then(AskApproval(pending))
 
 
@@ -383,9 +408,11 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
     match outcome:
         case Ran(value=value, seconds=seconds):  # the common case first
             record_execution(draft, context, call, ok=True, value=value, seconds=seconds, retried=action.retry)
-            observe(draft, call, result=value, rule=action.allowed_by, edited=edit_note(call))
+            observe(draft, call, result=value, rule=action.allowed_by, edited=edit_note(call), grant=action.granted_by)
         case Refused(reason=reason, status=status):
             return refuse(draft, call, status, f"not executed: {reason}")
+        case NotGranted(reason=reason):  # revoked or expired since: a person decides after all
+            return ask_approval(draft, context, call, policy=context.approval_policy.digest, reason=reason)
         case Unknown(reason=reason):
             return needs_reconciliation(draft, call, reason)
         case TimedOut(message=message) if tool.side_effect:
@@ -452,12 +479,15 @@ def edit_note(call: PendingCall) -> str | None:
 
 
 def observe(draft: Draft, call: ToolCall | PendingCall, *, result: Any = None, error: str | None = None,
-            kind: ErrorKind | None = None, rule: str | None = None, edited: str | None = None) -> None:
+            kind: ErrorKind | None = None, rule: str | None = None, edited: str | None = None,
+            grant: str | None = None) -> None:
     # The call is a valid value already; a result (from a tool, the ledger or a person) is
     # validated unless it is plain JSON as it is, and an error is the loop's own text.
     ruled = {"rule": rule} if rule is not None else {}
     if edited is not None:
         ruled["edited"] = edited
+    if grant is not None:
+        ruled["grant"] = grant
     if error is None:
         draft.append(_valid(ToolResult, is_plain_json(result), role="tool", step=call.step, tool=call.tool,
                             call_id=call.call_id, result=result, **ruled))

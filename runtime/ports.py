@@ -18,6 +18,7 @@ from signoff.runtime.records import (
     ApprovalRecord,
     CommandRefusal,
     ExecutionStart,
+    GrantRecord,
     Restart,
     RunRecord,
     Saved,
@@ -170,10 +171,14 @@ class ExecutionLedger(Protocol):
 
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
-                        restart: Restart | None = None, allowed_by: str | None = None) -> ExecutionStart:
+                        restart: Restart | None = None, allowed_by: str | None = None,
+                        granted_by: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write its ledger row "started", atomically, or say why not.
         `allowed_by`: the policy rule that let the call run without a person; there is no approval
-        to consume, and the ledger row is written all the same (once per key).
+        to consume, and the ledger row is written all the same (once per key). `granted_by`: the
+        grant that lets it run unasked; checked in this transaction (in force now, by the store's
+        clock, and covering this call: `grants.grant_refusal`) and its use counted, or `Ungranted`
+        and nothing written, so that a revoked grant stops the very next call.
 
         Fenced on the lease: only `owner` holding a live lease may start the run's call (the lease is
         renewed here, so the call starts with a whole lease ahead of it); anyone else gets
@@ -215,7 +220,7 @@ class ApprovalStore(Protocol):
         posted (`unposted`), requested longer than `older_than` ago."""
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None) -> Voted:
+               digest: str | None = None, grant: bool = False) -> Voted:
         """Count one person's decision on a pending, unexpired approval (with `digest`, when given),
         atomically, whoever else decides at the same time on whichever replica.
 
@@ -226,7 +231,11 @@ class ApprovalStore(Protocol):
         it to approved. Moving it to approved or denied is `Decided`, with an `approval_recorded`
         event, and of any number of concurrent callers exactly one gets it. The others learn who
         decided (`AlreadyDecided`), or that it expired (`Expired`, `just_now` for the one call
-        that noticed it before any sweep and marked it)."""
+        that noticed it before any sweep and marked it).
+
+        `grant`: the approve that decides it also makes the grant its rule offers ("Approve + allow
+        similar"), in the same transaction, with a `grant_created` event; `Decided.grant` is it.
+        """
 
     def expire_due(self) -> list[ApprovalRecord]:
         """Every pending approval past its expiry becomes expired, each with an `approval_expired`
@@ -244,7 +253,25 @@ class ApprovalStore(Protocol):
         status (a consumed approval shown approved is in line), oldest first."""
 
 
-class Store(RunStore, ExecutionLedger, ApprovalStore, Protocol):
+class GrantStore(Protocol):
+    """Grants made by "Approve + allow similar" (see `ApprovalStore.decide`); times are the store's."""
+
+    def live_grants(self, run_id: str, requester: str) -> list[GrantRecord]:
+        """Grants in force now that could cover a call of this run: its own (scope `run`) and its
+        requester's (scope `requester`), oldest first."""
+
+    def list_grants(self, *, live: bool = True, limit: int = 50) -> list[GrantRecord]:
+        """Grants, newest first; `live`: only those in force now."""
+
+    def get_grant(self, grant_id: str) -> GrantRecord | None:
+        """One grant, None if there is none."""
+
+    def revoke_grant(self, grant_id: str, user: str) -> GrantRecord | None:
+        """End a grant now (a `grant_revoked` event), atomically; the grant as it is (revoked
+        before, too), or None if there is none."""
+
+
+class Store(RunStore, ExecutionLedger, ApprovalStore, GrantStore, Protocol):
     """Everything the runner keeps: runs, the execution ledger and approvals, in one store, so a
     step, its approval and its call's outcome are written together."""
 

@@ -112,10 +112,34 @@ class Vote:
 
 
 @dataclass(frozen=True)
+class GrantRecord:
+    """"Approve + allow similar", as stored: later calls of `tool` under `rule` whose `same`
+    arguments equal these run unasked until `expires_at`, in `run_id` (scope `run`) or in any run
+    of `requester` (scope `requester`), unless revoked."""
+
+    grant_id: str
+    approval_id: str
+    run_id: str
+    requester: str
+    tool: str
+    rule: str | None
+    same: dict[str, Any]
+    scope: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None = None
+    revoked_by: str | None = None
+    uses: int = 0
+
+
+@dataclass(frozen=True)
 class Decided:
     """This decision won: the approval moved from pending to approved or denied."""
 
     approval: ApprovalRecord
+    grant: GrantRecord | None = None
+    """The grant this approval created ("Approve + allow similar")."""
 
 
 @dataclass(frozen=True)
@@ -245,7 +269,14 @@ class NotDispatchable:
     status: str
 
 
-ExecutionStart = Fresh | Existing | NotDispatchable
+@dataclass(frozen=True)
+class Ungranted:
+    """The grant the call was to run under no longer covers it (revoked, expired): ask a person."""
+
+    reason: str
+
+
+ExecutionStart = Fresh | Existing | NotDispatchable | Ungranted
 Restart = Literal["idempotent", "requested"]
 """Why a call that started and left no outcome may start again."""
 

@@ -46,6 +46,7 @@ from signoff.runtime.records import (
     DecisionOutcome,
     Done,
     Expired,
+    GrantRecord,
     Mismatch,
     Missing,
     NotAllowed,
@@ -154,8 +155,12 @@ class Runner:
 
     # -- people's decisions ----------------------------------------------------------------
 
-    def decide(self, approval_id: str, digest: str, user: str, approved: bool, note: str = "") -> DecisionOutcome:
-        """Record one person's decision on one approval; the caller then runs `execute(run_id)`."""
+    def decide(self, approval_id: str, digest: str, user: str, approved: bool, note: str = "",
+               grant: bool = False) -> DecisionOutcome:
+        """Record one person's decision on one approval; the caller then runs `execute(run_id)`.
+
+        `grant`: approve and allow similar calls, as the approval's rule offers (refused where it
+        offers none)."""
         approval = self.store.get_approval(approval_id)
         if approval is None:
             return Missing("approval")
@@ -167,7 +172,9 @@ class Runner:
         reason = self.approval_refusal(user, run, approval)
         if reason:
             return NotAllowed(reason)
-        outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest)
+        if grant and not (approved and (approval.asked or {}).get("grant")):
+            return NotAllowed("this call's rule offers no grant: approve it alone")
+        outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant)
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
             self.teller.show_approval(run, outcome.approval)
@@ -346,6 +353,33 @@ class Runner:
         if run.version != shown_version:
             return Refused(f"this message is out of date: the run is now {run.status.replace('_', ' ')}")
         return None
+
+    def revoke_grant(self, grant_id: str, user: str) -> RunOutcome:
+        """End a grant at once: its next call is asked about. Its maker, or anyone who may decide
+        the approval it was made on, may revoke it."""
+        grant = self.store.get_grant(grant_id)
+        if grant is None:
+            return Missing("grant")
+        if user != grant.created_by:
+            approval = self.store.get_approval(grant.approval_id)
+            run = self.store.get_run(grant.run_id, history=False)
+            if approval is None or run is None:
+                return Missing("run")
+            reason = self.approval_refusal(user, run, approval)
+            if reason:
+                return NotAllowed(reason)
+        revoked = self.store.revoke_grant(grant_id, user)
+        run = self.store.get_run(grant.run_id, history=False)
+        if revoked is None or run is None:
+            return Missing("grant")
+        if revoked.revoked_by != user:
+            return AlreadyDone("revoke", revoked.revoked_by, revoked.revoked_at)
+        return Done(run, {"grant_id": grant_id})
+
+    def grants_for(self, user: str, limit: int = 20) -> list[GrantRecord]:
+        """Grants in force that `user` made or that cover their runs, newest first."""
+        return [g for g in self.store.list_grants(live=True, limit=limit * 3)
+                if user in (g.created_by, g.requester)][:limit]
 
     def running_call(self, run_id: str) -> tuple[str, str] | None:
         """(tool, key) of the run's side effect that is running now (started, no outcome yet)."""

@@ -225,6 +225,8 @@ class _Observation(Value):
     """The approval policy's rule that allowed (a result) or denied (an error) the call without a person."""
     edited: str | None = None
     """How a person changed the call before it ran, as the model is told it."""
+    grant: str | None = None
+    """The grant ("Approve + allow similar") that let the call run unasked."""
 
 
 class ToolResult(_Observation):
@@ -291,6 +293,16 @@ class Asked(Value):
     confirm: bool = False
     on_expiry: Literal["end", "continue"] = "end"
     """Nobody decided in time: end the run as `expired`, or tell the model and go on."""
+    grant: GrantOffer | None = None
+    """What approving with "allow similar" would let run unasked afterwards (None: not offered)."""
+
+
+class GrantOffer(Value):
+    """A rule's grant: for how long, which arguments must be the same, in this run or the requester's."""
+
+    for_seconds: Annotated[int | float, Field(gt=0)]
+    same: list[str]
+    scope: Literal["run", "requester"]
 
 
 class Edited(Value):

@@ -51,6 +51,13 @@ class Unknown:
 
 
 @dataclass(frozen=True)
+class NotGranted:
+    """The grant the call was to run under no longer covers it (revoked, expired): a person is asked."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Refused:
     """The call was not started (no approval in force, a lost lease's window): the run stops as `status`."""
 
@@ -58,7 +65,7 @@ class Refused:
     status: Status
 
 
-Outcome = Ran | Failed | TimedOut | Unknown | Refused
+Outcome = Ran | Failed | TimedOut | Unknown | Refused | NotGranted
 
 Executor = Callable[[Tool, dict[str, Any], str], Any]
 """(tool, validated args, idempotency key) -> result; raises what the tool raises, `DispatchRefused`

@@ -31,12 +31,13 @@ from signoff.runtime.records import (
     NotDispatchable,
     Restart,
     RunRecord,
+    Ungranted,
 )
 from signoff.runtime.rules import step_write
 from signoff.runtime.schema import Status
 from signoff.runtime.state import TERMINAL
 from signoff.runtime.telling import ENDINGS, Teller
-from signoff.runtime.tool_calls import Failed, Outcome, Ran, Refused, Unknown, call_tool, run_tool
+from signoff.runtime.tool_calls import Failed, NotGranted, Outcome, Ran, Refused, Unknown, call_tool, run_tool
 from signoff.tools.base import Tool
 
 if TYPE_CHECKING:
@@ -81,9 +82,11 @@ class LedgerPorts:
         call, tool = action.call, action.tool
         if not through_ledger(tool, call):
             return call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
-        match self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by):
+        match self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by, action.granted_by):
             case NotDispatchable(reason=reason, status=status):
                 return Refused(reason, cast(Status, status))
+            case Ungranted(reason=reason):
+                return NotGranted(reason)
             case Existing(status="started"):
                 return Unknown(f"{tool.name} ({call.key}) started earlier and recorded no outcome; "
                                "it may or may not have taken effect")
@@ -100,7 +103,7 @@ class LedgerPorts:
         return outcome
 
     def _begin(self, tool: Tool, name: str, args: dict[str, object], key: str,
-               allowed_by: str | None) -> ExecutionStart:
+               allowed_by: str | None, granted_by: str | None) -> ExecutionStart:
         session = self.session
         # A read-only call asked about changes nothing: one that left no outcome may start again.
         restart: Restart | None = ("requested" if session.retry_key == key
@@ -108,7 +111,8 @@ class LedgerPorts:
         try:
             return self.store.begin_execution(session.run.run_id, name, args, key, owner=session.owner,
                                               lease=self.config.lease, dispatch_window=self.config.dispatch_window,
-                                              restart=restart, allowed_by=allowed_by if tool.side_effect else None)
+                                              restart=restart, allowed_by=allowed_by if tool.side_effect else None,
+                                              granted_by=granted_by)
         except Conflict as exc:
             raise LeaseLost(str(exc)) from exc
         except Exception as exc:  # the database failed, not the tool
@@ -269,9 +273,13 @@ class Worker:
             policy = self.policies(run.model)
         except Exception as exc:  # a bad model spec fails the run visibly instead of crashing the worker
             policy = _failing_policy(exc)
+        approval_policy = self.config.policy
+        # Only a policy that offers grants has any to look up: one query less for every other run.
+        grants = (tuple(self.store.live_grants(run.run_id, run.requester))
+                  if any(rule.grant is not None for rule in approval_policy.rules) else ())
         return Agent.resume(run.state, policy, self.tools, ports=LedgerPorts(self, session), clock=self.clock,
                             redact_keys=self.config.redact_keys, stall_after=self.config.stall_after,
-                            approval_policy=self.config.policy,
+                            approval_policy=approval_policy, grants=grants,
                             caller=Caller(run.requester, str(run.origin.get("channel") or "")))
 
 

@@ -172,11 +172,23 @@ def sqlite_unwritable(path: Path) -> str | None:
     directory = path.parent.absolute()
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
         return f"file {path} is not writable"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        # WAL mode keeps two files beside the database, created by whoever opens it first.
-        return (f"directory {directory} is not writable (SQLite keeps {path.name}-wal and {path.name}-shm "
+    # WAL mode keeps two files beside the database, created by whoever opens it first.
+    beside = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    if not os.access(directory, os.W_OK | os.X_OK) and not all(os.access(f, os.R_OK | os.W_OK) for f in beside):
+        return (f"directory {directory} is not writable (SQLite keeps {beside[0].name} and {beside[1].name} "
                 "beside the database)")
     return None
+
+
+def check_writable(url: str) -> None:
+    """Raise `ConfigError` if the SQLite file `url` names (or its directory) cannot be written.
+
+    SQLite opens a read-only file for reading without a word and fails at the first write, in the
+    middle of a run; a command that writes asks first."""
+    path = sqlite_file(url)
+    unwritable = sqlite_unwritable(path) if path is not None and path.parent.is_dir() else None
+    if unwritable is not None:
+        raise ConfigError(f"the database at {masked(url)} is not writable: {unwritable}")
 
 
 def database_error(url: str, exc: OperationalError) -> ConfigError:

@@ -8,6 +8,7 @@ Times come from `clock` (the wall clock by default), one clock for every lease a
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -26,6 +27,7 @@ from signoff.runtime.adapters.memory_rows import (
 )
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.errors import Conflict, IncompatibleState
+from signoff.runtime.grants import grant_refusal, granted_values
 from signoff.runtime.records import (
     AlreadyCounted,
     AlreadyDecided,
@@ -37,10 +39,12 @@ from signoff.runtime.records import (
     Existing,
     Expired,
     Fresh,
+    GrantRecord,
     Missing,
     Restart,
     RunRecord,
     Saved,
+    Ungranted,
     Vote,
     Voted,
 )
@@ -260,7 +264,8 @@ class MemoryStore(MemoryReads):
 
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
-                        restart: Restart | None = None, allowed_by: str | None = None) -> ExecutionStart:
+                        restart: Restart | None = None, allowed_by: str | None = None,
+                        granted_by: str | None = None) -> ExecutionStart:
         digest = call_digest(tool, args, key)
         with self._lock:
             now = self.now()
@@ -271,6 +276,19 @@ class MemoryStore(MemoryReads):
             existing = self._executions.get(key)
             if existing is not None:
                 return self._restart(run, tool, existing, restart, now)
+            if granted_by is not None:
+                grant = self._grants.get(granted_by)
+                ungranted = (f"grant {granted_by} does not exist" if grant is None else
+                             grant_refusal(grant, run_id=run_id, requester=run.requester, tool=tool, rule=grant.rule,
+                                           args=args, now=now))
+                if ungranted is not None or grant is None:
+                    return Ungranted(ungranted or "")
+                self._grants[granted_by] = dataclasses.replace(grant, uses=grant.uses + 1)
+                self._executions[key] = Execution(key=key, run_id=run_id, tool=tool, digest=digest, status="started",
+                                                  attempts=1, started_at=now, added=next(self._added))
+                run.append([{"type": "execution_started", "key": key, "tool": tool, "granted_by": granted_by,
+                             "grant_use": grant.uses + 1}], now)
+                return Fresh(1)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
                 self._executions[key] = Execution(key=key, run_id=run_id, tool=tool, digest=digest, status="started",
                                                   attempts=1, started_at=now, added=next(self._added))
@@ -331,7 +349,7 @@ class MemoryStore(MemoryReads):
     # -- approvals -----------------------------------------------------------------------
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None) -> Voted:
+               digest: str | None = None, grant: bool = False) -> Voted:
         with self._lock:
             now = self.now()
             approval = self._approvals.get(approval_id)
@@ -339,7 +357,7 @@ class MemoryStore(MemoryReads):
                 return Missing("approval")
             record, run = approval.record, self._run(approval.record.run_id)
             if record.status == "pending" and record.expires_at > now and digest in (None, record.digest):
-                return self._vote(approval, run, approved=approved, user=user, note=note, now=now)
+                return self._vote(approval, run, approved=approved, user=user, note=note, now=now, grant=grant)
             just_expired = record.status == "pending" and record.expires_at <= now
             if just_expired:
                 approval.change(status="expired", decided_at=now)
@@ -349,7 +367,7 @@ class MemoryStore(MemoryReads):
             return Expired(seen, just_expired) if seen.status == "expired" else AlreadyDecided(seen)
 
     def _vote(self, approval: Approval, run: Run, *, approved: bool, user: str, note: str,
-              now: datetime) -> Decided | Counted | AlreadyCounted:
+              now: datetime, grant: bool = False) -> Decided | Counted | AlreadyCounted:
         record = approval.record
         if any(vote.user == user for vote in record.votes):
             return AlreadyCounted(approval.out())
@@ -363,7 +381,29 @@ class MemoryStore(MemoryReads):
         decided = approval.change(status="approved" if approved else "denied", decided_by=user, decided_at=now,
                                   note=note or None, votes=votes)
         run.append([{"type": "approval_recorded", **counted}], now)
-        return Decided(decided)
+        made = None
+        if approved and grant and (record.asked or {}).get("grant"):
+            asked = record.asked or {}
+            made = GrantRecord(
+                grant_id="grt_" + secrets.token_urlsafe(12), approval_id=record.approval_id, run_id=record.run_id,
+                requester=record.requester, tool=record.tool, rule=asked.get("rule"),
+                same=thaw(canonical_json(granted_values(asked, record.args))), scope=asked["grant"]["scope"],
+                created_by=user, created_at=now, expires_at=now + timedelta(seconds=asked["grant"]["for_seconds"]))
+            self._grants[made.grant_id] = made
+            run.append([{"type": "grant_created", "grant_id": made.grant_id, "approval_id": record.approval_id,
+                         "by": user, "tool": made.tool, "rule": made.rule, "scope": made.scope,
+                         "expires_at": made.expires_at.isoformat()}], now)
+        return Decided(decided, made)
+
+    def revoke_grant(self, grant_id: str, user: str) -> GrantRecord | None:
+        with self._lock:
+            grant = self._grants.get(grant_id)
+            if grant is None or grant.revoked_at is not None:
+                return grant
+            now = self.now()
+            revoked = self._grants[grant_id] = dataclasses.replace(grant, revoked_at=now, revoked_by=user)
+            self._run(grant.run_id).append([{"type": "grant_revoked", "grant_id": grant_id, "by": user}], now)
+            return revoked
 
     def expire_due(self) -> list[ApprovalRecord]:
         with self._lock:

@@ -15,7 +15,7 @@ from typing import Any
 
 from signoff.runtime.adapters.memory_rows import Approval, Execution, Run, thaw
 from signoff.runtime.errors import NotFound
-from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
 from signoff.runtime.schema import ACTIVE
 
@@ -31,10 +31,28 @@ class MemoryReads:
         self._approvals: dict[str, Approval] = {}
         self._by_key: dict[str, list[Approval]] = {}
         self._executions: dict[str, Execution] = {}
+        self._grants: dict[str, GrantRecord] = {}
         self._added = itertools.count()
 
     def now(self) -> datetime:
         return self.clock() if self.clock is not None else datetime.now(UTC)
+
+    def live_grants(self, run_id: str, requester: str) -> list[GrantRecord]:
+        with self._lock:
+            now = self.now()
+            return [g for g in sorted(self._grants.values(), key=lambda g: g.created_at)
+                    if g.revoked_at is None and g.expires_at > now
+                    and (g.run_id == run_id if g.scope == "run" else g.requester == requester)]
+
+    def list_grants(self, *, live: bool = True, limit: int = 50) -> list[GrantRecord]:
+        with self._lock:
+            now = self.now()
+            found = [g for g in self._grants.values() if not live or (g.revoked_at is None and g.expires_at > now)]
+            return sorted(found, key=lambda g: g.created_at, reverse=True)[:limit]
+
+    def get_grant(self, grant_id: str) -> GrantRecord | None:
+        with self._lock:
+            return self._grants.get(grant_id)
 
     def get_run(self, run_id: str, *, history: bool = True) -> RunRecord | None:
         with self._lock:

@@ -19,12 +19,14 @@ from signoff.runtime.adapters.tables import (
     approval_votes,
     approvals,
     events,
+    grants,
     run_history,
     runs,
     tool_executions,
 )
 from signoff.runtime.errors import IncompatibleState
-from signoff.runtime.records import ApprovalRecord, RunRecord, Vote
+from signoff.runtime.grants import granted_values
+from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord, Vote
 from signoff.runtime.rules import OPEN_APPROVAL, ApprovalRequest, Reopening
 from signoff.runtime.state import canonical_json, load_state, upgrade
 
@@ -216,6 +218,23 @@ def json_or(text: str | None, default: Any) -> Any:
         return json.loads(text) if text else default
     except json.JSONDecodeError:
         return default
+
+
+def insert_grant(conn: Connection, approval: Row[Any], user: str, now: datetime) -> GrantRecord:
+    """The grant an approval with "allow similar" makes, from what its rule offered."""
+    asked = json.loads(approval.asked)
+    offer = asked["grant"]
+    values: dict[str, Any] = dict(
+        grant_id="grt_" + secrets.token_urlsafe(12), approval_id=approval.approval_id, run_id=approval.run_id,
+        requester=approval.requester, tool=approval.tool, rule=asked.get("rule"),
+        same=canonical_json(granted_values(asked, json.loads(approval.args))), scope=offer["scope"],
+        created_by=user, created_at=now, expires_at=now + timedelta(seconds=offer["for_seconds"]), uses=0)
+    conn.execute(insert(grants).values(**values))
+    return GrantRecord(**{**values, "same": json.loads(values["same"])})
+
+
+def grant_record(row: Row[Any]) -> GrantRecord:
+    return GrantRecord(**{**dict(row._mapping), "same": json.loads(row.same)})
 
 
 def approval_record(row: Row[Any], votes: tuple[Vote, ...] | None = None) -> ApprovalRecord:

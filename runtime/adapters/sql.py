@@ -29,8 +29,10 @@ from signoff.runtime.adapters.rows import (
     close_approvals,
     dump_without_history,
     finish_execution,
+    grant_record,
     insert_approval,
     insert_events,
+    insert_grant,
     json_or,
     loads,
     lock_runs,
@@ -38,9 +40,10 @@ from signoff.runtime.adapters.rows import (
     step_params,
     with_votes,
 )
-from signoff.runtime.adapters.tables import approval_votes, approvals, runs, tool_executions
+from signoff.runtime.adapters.tables import approval_votes, approvals, grants, runs, tool_executions
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.errors import Conflict, IncompatibleState
+from signoff.runtime.grants import grant_refusal
 from signoff.runtime.records import (
     AlreadyCounted,
     AlreadyDecided,
@@ -52,10 +55,12 @@ from signoff.runtime.records import (
     Existing,
     Expired,
     Fresh,
+    GrantRecord,
     Missing,
     Restart,
     RunRecord,
     Saved,
+    Ungranted,
     Voted,
 )
 from signoff.runtime.rules import (
@@ -259,7 +264,7 @@ class SqlStore(SqlReads):
 
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta, restart: Restart | None = None,
-                        allowed_by: str | None = None) -> ExecutionStart:
+                        allowed_by: str | None = None, granted_by: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write the ledger row, or say why the call must not run.
 
         Fenced on the lease: only the worker holding a live lease on the run may start its call (it
@@ -274,13 +279,27 @@ class SqlStore(SqlReads):
             now = self._now(conn)
             held = conn.execute(
                 update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner, runs.c.lease_expires_at > now)
-                .values(lease_expires_at=now + lease).returning(runs.c.command, runs.c.version)
+                .values(lease_expires_at=now + lease).returning(runs.c.command, runs.c.version, runs.c.requester)
             ).first()
             if held is None:
                 raise Conflict(f"run {run_id}: this worker no longer holds its lease; {key} was not started")
             existing = conn.execute(select(tool_executions).where(tool_executions.c.key == key)).first()
             if existing is not None:
                 return self._restart(conn, run_id, tool, existing, held, restart, now)
+            if granted_by is not None:
+                found_grant = conn.execute(select(grants).where(grants.c.grant_id == granted_by)).first()
+                if found_grant is None:
+                    return Ungranted(f"grant {granted_by} does not exist")
+                ungranted = grant_refusal(grant_record(found_grant), run_id=run_id, requester=held.requester,
+                                          tool=tool, rule=found_grant.rule, args=args, now=now)
+                if ungranted is not None:
+                    return Ungranted(ungranted)
+                conn.execute(update(grants).where(grants.c.grant_id == granted_by).values(uses=grants.c.uses + 1))
+                conn.execute(insert(tool_executions).values(
+                    key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
+                append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
+                                               "granted_by": granted_by, "grant_use": found_grant.uses + 1}], now)
+                return Fresh(1)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
                 conn.execute(insert(tool_executions).values(
                     key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
@@ -350,7 +369,7 @@ class SqlStore(SqlReads):
     # -- approvals -----------------------------------------------------------------------
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None) -> Voted:
+               digest: str | None = None, grant: bool = False) -> Voted:
         """Count one person's decision; the run's row is taken first, so deciders on any replica
         count one after another and exactly one of them completes (or vetoes) the approval."""
         with self._tx() as conn:
@@ -362,7 +381,7 @@ class SqlStore(SqlReads):
             row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
             open_now = row.status == "pending" and row.expires_at > now and digest in (None, row.digest)
             if open_now:
-                return self._vote(conn, row, approved=approved, user=user, note=note, now=now)
+                return self._vote(conn, row, approved=approved, user=user, note=note, now=now, grant=grant)
             just_expired = False
             if row.status == "pending" and row.expires_at <= now:
                 just_expired = conn.execute(update(approvals).where(approvals.c.approval_id == approval_id,
@@ -376,7 +395,7 @@ class SqlStore(SqlReads):
         return Expired(record, just_expired) if record.status == "expired" else AlreadyDecided(record)
 
     def _vote(self, conn: Connection, row: Row[Any], *, approved: bool, user: str, note: str,
-              now: datetime) -> Decided | Counted | AlreadyCounted:
+              now: datetime, grant: bool = False) -> Decided | Counted | AlreadyCounted:
         approval_id = row.approval_id
         # The run's row is held (see `decide`), so nobody can vote between these reads and the insert.
         votes = conn.execute(select(approval_votes.c.user_id, approval_votes.c.approved)
@@ -400,7 +419,51 @@ class SqlStore(SqlReads):
                                            "approved": approved, "by": user, "note": note,
                                            "approvals": approvals_given, "quorum": row.quorum}], now)
         decided = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
-        return Decided(with_votes(conn, [decided])[0])
+        made = None
+        if approved and grant and json_or(row.asked, {}).get("grant"):
+            made = insert_grant(conn, decided, user, now)
+            append_events(conn, row.run_id, [{"type": "grant_created", "grant_id": made.grant_id,
+                                               "approval_id": approval_id, "by": user, "tool": made.tool,
+                                               "rule": made.rule, "scope": made.scope,
+                                               "expires_at": made.expires_at.isoformat()}], now)
+        return Decided(with_votes(conn, [decided])[0], made)
+
+    # -- grants ------------------------------------------------------------------------------
+
+    def live_grants(self, run_id: str, requester: str) -> list[GrantRecord]:
+        """Grants in force now that could cover a call of this run: its own, and its requester's."""
+        with self.engine.connect() as conn:
+            now = self._now(conn)
+            query = select(grants).where(grants.c.revoked_at.is_(None), grants.c.expires_at > now,
+                                         or_(and_(grants.c.scope == "run", grants.c.run_id == run_id),
+                                             and_(grants.c.scope == "requester", grants.c.requester == requester)))
+            return [grant_record(r) for r in conn.execute(query.order_by(grants.c.created_at)).all()]
+
+    def list_grants(self, *, live: bool = True, limit: int = 50) -> list[GrantRecord]:
+        """Grants, newest first; `live`: only those in force now."""
+        with self.engine.connect() as conn:
+            query = select(grants).order_by(grants.c.created_at.desc()).limit(limit)
+            if live:
+                query = query.where(grants.c.revoked_at.is_(None), grants.c.expires_at > self._now(conn))
+            return [grant_record(r) for r in conn.execute(query).all()]
+
+    def get_grant(self, grant_id: str) -> GrantRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(grants).where(grants.c.grant_id == grant_id)).first()
+        return grant_record(row) if row is not None else None
+
+    def revoke_grant(self, grant_id: str, user: str) -> GrantRecord | None:
+        """End a grant now, with a `grant_revoked` event; None if there is no such grant. A call it
+        covered that has not started yet is asked about instead (`begin_execution` checks it)."""
+        with self._tx() as conn:
+            now = self._now(conn)
+            row = conn.execute(update(grants).where(grants.c.grant_id == grant_id, grants.c.revoked_at.is_(None))
+                               .values(revoked_at=now, revoked_by=user).returning(*grants.c)).first()
+            if row is not None:
+                append_events(conn, row.run_id, [{"type": "grant_revoked", "grant_id": grant_id, "by": user}], now)
+            else:
+                row = conn.execute(select(grants).where(grants.c.grant_id == grant_id)).first()
+        return grant_record(row) if row is not None else None
 
     def expire_due(self) -> list[ApprovalRecord]:
         """One statement: every pending approval past its expiry becomes expired; returns them."""

@@ -140,6 +140,29 @@ approval_votes = Table(
     Column("at", UTCDateTime, nullable=False),
 )
 
+grants = Table(
+    "grants",
+    metadata,
+    # "Approve + allow similar": later calls of `tool` under `rule` with the `same` arguments run
+    # unasked until `expires_at`, in the run (scope run) or the requester's runs (scope requester).
+    Column("grant_id", String(64), primary_key=True),
+    Column("approval_id", String(64), nullable=False),
+    Column("run_id", String(64), nullable=False),
+    Column("requester", String(64), nullable=False),
+    Column("tool", String(64), nullable=False),
+    Column("rule", String(200), nullable=True),
+    Column("same", Text, nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("created_by", String(64), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime, nullable=True),
+    Column("revoked_by", String(64), nullable=True),
+    Column("uses", Integer, nullable=False, server_default=text("0")),
+    Index(None, "run_id"),
+    Index(None, "requester", "expires_at"),
+)
+
 events = Table(
     "events",
     metadata,

@@ -304,7 +304,7 @@ def rules_yaml(*lines: str) -> str:
 LOAD_ERRORS = [
     (rules_yaml("- name: a", "  tool: x", "  aprovers: [U0ANA]"),
      "policy.yaml: rule 'a': unknown field 'aprovers' (allowed: name, tool, when, decision, approvers, quorum, "
-     "ttl, allow_self_approval, confirm, on_expiry, reason)"),
+     "ttl, allow_self_approval, confirm, on_expiry, grant, reason)"),
     ("rule: []\n", "policy.yaml: unknown field 'rule' (allowed: defaults, rules)"),
     ("defaults:\n  confirm: true\n",
      "policy.yaml: defaults: unknown field 'confirm' (allowed: approvers, quorum, ttl, allow_self_approval, on_expiry)"),
@@ -364,10 +364,10 @@ LOAD_ERRORS = [
     (rules_yaml("- name: a", "  tool: x", "  ttl: 0"), "policy.yaml: rule 'a': ttl must be longer than zero, got 0"),
     (rules_yaml("- name: a", "  tool: x", "  decision: deny", "  quorum: 2", "  confirm: true"),
      "policy.yaml: rule 'a': quorum, confirm would be ignored on a deny rule (only ask rules use approvers, "
-     "quorum, ttl, allow_self_approval, confirm, on_expiry); remove it or make the rule ask"),
+     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant); remove it or make the rule ask"),
     (rules_yaml("- name: a", "  tool: x", "  decision: allow", "  approvers: [U0ANA]"),
      "policy.yaml: rule 'a': approvers would be ignored on an allow rule (only ask rules use approvers, "
-     "quorum, ttl, allow_self_approval, confirm, on_expiry); remove it or make the rule ask"),
+     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant); remove it or make the rule ask"),
     (rules_yaml("- name: a", "  tool: x", "  reason: why not"),
      "policy.yaml: rule 'a': reason would be ignored on an ask rule (only a deny rule tells the model why); "
      "remove it or make the rule deny"),
@@ -522,3 +522,27 @@ rules:
     with pytest.raises(PolicyError, match="on_expiry would be ignored on an allow rule"):
         parse_policy("rules:\n  - name: x\n    tool: t\n    decision: allow\n    on_expiry: end\n",
                      source="policy.yaml")
+
+
+def test_a_grant_is_offered_only_where_one_persons_yes_may_stand_for_later_calls():
+    policy = parse_policy("""
+rules:
+  - name: restarts
+    tool: restart_service
+    approvers: [S0SRE]
+    grant: {for: 30m, same: [service], scope: requester}
+""", source="policy.yaml")
+    asked = evaluate(policy, ProposedCall("restart_service", {"service": "api"}, True))
+    assert isinstance(asked, Ask) and asked.requirement.grant is not None
+    assert asked.requirement.to_json()["grant"] == {"for_seconds": 1800, "same": ["service"], "scope": "requester"}
+    assert Requirement.from_json(asked.requirement.to_json()) == asked.requirement
+    for rule, problem in [("quorum: 2", "never offered where a quorum above 1"), ("confirm: true", "confirm"),
+                          ("decision: deny", "would be ignored on a deny rule")]:
+        text = (f"rules:\n  - name: r\n    tool: t\n    approvers: [S0SRE]\n    {rule}\n"
+                "    grant: {for: 30m, same: [service]}\n")
+        if rule == "decision: deny":
+            text = "rules:\n  - name: r\n    tool: t\n    decision: deny\n    grant: {for: 30m}\n"
+        with pytest.raises(PolicyError, match=problem):
+            parse_policy(text, source="policy.yaml")
+    with pytest.raises(PolicyError, match="rule 'r': grant: scope must be run or requester"):
+        parse_policy("rules:\n  - name: r\n    tool: t\n    grant: {for: 30m, scope: team}\n", source="policy.yaml")

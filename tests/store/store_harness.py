@@ -50,6 +50,10 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
                                   {"tool": SEND, "args": {"to": "cy@example.com"}},
                                   {"final": "sent"}],
     "scripted:lookups": [{"tool": LOOKUP, "args": {"q": f"page {i}"}} for i in range(3)] + [{"final": "found"}],
+    "scripted:send-twice": [{"tool": SEND, "args": {"to": "ana@example.com", "body": "first"}},
+                            {"tool": SEND, "args": {"to": "ana@example.com", "body": "second"}},
+                            {"tool": SEND, "args": {"to": "bo@example.com", "body": "third"}},
+                            {"final": "sent"}],
 }
 
 

@@ -4,6 +4,7 @@ changed while an approval waits applies its stricter outcome when the call is ab
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from signoff.runtime.ports import Store
 from signoff.runtime.records import (
     AlreadyCounted,
     AlreadyDecided,
+    AlreadyDone,
     Counted,
     Decided,
     Done,
@@ -414,3 +416,73 @@ rules:
     outcome = runner.edit(approval.approval_id, approval.digest, LEE, {"to": "eve@elsewhere.example"})
     assert isinstance(outcome, Refused) and "no-outside-mail" in outcome.reason
     assert runner.get_approval(approval.approval_id).status == "pending"
+
+
+# -- approve and allow similar ----------------------------------------------------------------------
+
+GRANTING = policy(f"""
+rules:
+  - name: mail-ana
+    tool: send_email
+    approvers: [{LEE}, {KIM}]
+    grant: {{for: 30m, same: [to], scope: run}}
+""")
+
+
+def test_approve_and_allow_similar_lets_the_same_kind_of_call_run_unasked_in_its_run(
+        store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, GRANTING)
+    run, approval = paused(runner, model="scripted:send-twice")
+    assert approval.asked["grant"] == {"for_seconds": 1800, "same": ["to"], "scope": "run"}
+    decided = runner.decide(approval.approval_id, approval.digest, LEE, True, grant=True)
+    assert isinstance(decided, Decided) and decided.grant is not None
+    assert (decided.grant.same, decided.grant.scope, decided.grant.created_by) == ({"to": "ana@example.com"}, "run", LEE)
+    # The first call runs on the approval, the second (same `to`) under the grant; the third asks.
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    assert side_effects(effects) == [(SEND, f"{run.run_id}:1"), (SEND, f"{run.run_id}:2")]
+    third = runner.pending_approval(run.run_id)
+    assert third is not None and third.args["to"] == "bo@example.com"
+    [allowed] = events_of(runner, run.run_id, "call_allowed_by_grant")
+    assert (allowed["key"], allowed["grant_id"], allowed["granted_by"]) == (
+        f"{run.run_id}:2", decided.grant.grant_id, LEE)
+    started = [e for e in events_of(runner, run.run_id, "execution_started") if e.get("granted_by")]
+    assert [(e["key"], e["grant_use"]) for e in started] == [(f"{run.run_id}:2", 1)]
+    assert tool_entries(runner, run.run_id)[1]["grant"] == decided.grant.grant_id
+    assert store.get_grant(decided.grant.grant_id).uses == 1
+
+
+def test_a_revoked_grant_asks_again_even_for_a_call_it_was_about_to_cover(store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, GRANTING)
+    run, approval = paused(runner, model="scripted:send-twice")
+    decided = runner.decide(approval.approval_id, approval.digest, LEE, True, grant=True)
+    assert isinstance(decided, Decided) and decided.grant is not None
+    real_send = runner.tools[SEND].fn
+
+    def send_then_revoke(args: dict[str, Any], key: str) -> Any:
+        # The grant is taken back while the worker is busy: it loaded the grant as in force.
+        runner.revoke_grant(decided.grant.grant_id, LEE)
+        return real_send(args, key)
+
+    runner.tools[SEND] = dataclasses.replace(runner.tools[SEND], fn=send_then_revoke)
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]  # the second waits for a person
+    second = runner.pending_approval(run.run_id)
+    assert second is not None and second.key == f"{run.run_id}:2"
+    assert "revoked" in events_of(runner, run.run_id, "approval_requested")[-1]["reason"]
+    assert store.get_grant(decided.grant.grant_id).uses == 0
+
+
+def test_a_grant_is_only_what_its_rule_offers_and_only_its_maker_or_deciders_revoke_it(
+        store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(runner)
+    refused = runner.decide(approval.approval_id, approval.digest, LEE, True, grant=True)
+    assert isinstance(refused, NotAllowed) and "offers no grant" in refused.reason
+    granting = runner_with(store, effects, GRANTING)
+    run, approval = paused(granting, model="scripted:send-twice")
+    decided = granting.decide(approval.approval_id, approval.digest, LEE, True, grant=True)
+    assert isinstance(decided, Decided) and decided.grant is not None
+    assert isinstance(granting.revoke_grant(decided.grant.grant_id, APPROVER), NotAllowed)
+    assert isinstance(granting.revoke_grant(decided.grant.grant_id, KIM), Done)
+    assert isinstance(granting.revoke_grant(decided.grant.grant_id, LEE), AlreadyDone)
+    assert granting.grants_for(LEE) == []
