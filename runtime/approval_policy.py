@@ -43,8 +43,10 @@ VARIABLES = ("args", "tool", "requester", "channel", "usage")
 
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _POLICY_FIELDS = ("defaults", "rules")
-_DEFAULT_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "on_expiry")
-_ASK_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "confirm", "on_expiry", "grant")
+_DEFAULT_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "on_expiry", "remind", "escalate")
+_ASK_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "confirm", "on_expiry", "grant", "remind",
+               "escalate")
+_ESCALATE_FIELDS = ("after", "to")
 _GRANT_FIELDS = ("for", "same", "scope")
 GrantScope = Literal["run", "requester"]
 _RULE_FIELDS = ("name", "tool", "when", "decision", *_ASK_FIELDS, "reason")
@@ -81,6 +83,25 @@ class Grant:
 
 
 @dataclass(frozen=True)
+class Escalation:
+    """After `after` with nobody deciding, `to` may decide too, and are told."""
+
+    after: timedelta
+    to: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        seconds = self.after.total_seconds()
+        return {"after_seconds": int(seconds) if seconds.is_integer() else seconds, "to": list(self.to)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Escalation:
+        if not (isinstance(data, Mapping) and _is_number(data.get("after_seconds")) and data["after_seconds"] > 0
+                and isinstance(data.get("to"), list) and all(isinstance(i, str) for i in data["to"])):
+            raise ValueError(f"not a stored escalation: {data!r}")
+        return cls(timedelta(seconds=data["after_seconds"]), tuple(data["to"]))
+
+
+@dataclass(frozen=True)
 class Requirement:
     """What an asked call needs before it runs."""
 
@@ -95,6 +116,9 @@ class Requirement:
     on_expiry: OnExpiry = "end"
     grant: Grant | None = None
     """Offered with the approval: "Approve + allow similar"."""
+    remind: tuple[float, ...] = ()
+    """Fractions of `ttl` (0.5 is half way) at which the approvers are reminded."""
+    escalate: Escalation | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The requirement as stored with an approval."""
@@ -102,7 +126,9 @@ class Requirement:
         return {"approvers": list(self.approvers), "quorum": self.quorum,
                 "ttl_seconds": int(seconds) if seconds.is_integer() else seconds,
                 "allow_self_approval": self.allow_self_approval, "confirm": self.confirm,
-                "on_expiry": self.on_expiry, **({"grant": self.grant.to_json()} if self.grant else {})}
+                "on_expiry": self.on_expiry, **({"grant": self.grant.to_json()} if self.grant else {}),
+                **({"remind": list(self.remind)} if self.remind else {}),
+                **({"escalate": self.escalate.to_json()} if self.escalate else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Requirement:
@@ -115,9 +141,12 @@ class Requirement:
                 and _is_count(quorum) and quorum >= 1 and _is_number(seconds) and seconds > 0
                 and isinstance(self_approval, bool) and isinstance(confirm, bool) and on_expiry in ON_EXPIRY):
             raise ValueError(f"not a stored approval requirement: {dict(data)!r}")
-        grant = data.get("grant")
+        grant, remind, escalate = data.get("grant"), data.get("remind", []), data.get("escalate")
+        if not (isinstance(remind, list) and all(_is_number(f) and 0 < f < 1 for f in remind)):
+            raise ValueError(f"not a stored approval requirement: {dict(data)!r}")
         return cls(tuple(approvers), quorum, timedelta(seconds=seconds), self_approval, confirm, on_expiry,
-                   Grant.from_json(grant) if grant is not None else None)
+                   Grant.from_json(grant) if grant is not None else None, tuple(remind),
+                   Escalation.from_json(escalate) if escalate is not None else None)
 
 
 @dataclass(frozen=True)
@@ -182,6 +211,8 @@ class Rule:
     reason: str | None = None
     on_expiry: OnExpiry | None = None
     grant: Grant | None = None
+    remind: tuple[float, ...] | None = None
+    escalate: Escalation | None = None
     _glob: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _program: celpy.Runner | None = field(init=False, repr=False, compare=False)
 
@@ -314,6 +345,8 @@ def _requirement(rule: Rule, defaults: Requirement) -> Requirement:
         confirm=rule.confirm,
         on_expiry=defaults.on_expiry if rule.on_expiry is None else rule.on_expiry,
         grant=rule.grant,
+        remind=defaults.remind if rule.remind is None else rule.remind,
+        escalate=defaults.escalate if rule.escalate is None else rule.escalate,
     )
 
 
@@ -376,6 +409,8 @@ def _defaults(raw: Any, fallback: Requirement) -> Requirement:
             ttl=_ttl(raw["ttl"]) if "ttl" in raw else fallback.ttl,
             allow_self_approval=_flag(raw, "allow_self_approval", fallback.allow_self_approval),
             on_expiry=_on_expiry(raw["on_expiry"]) if "on_expiry" in raw else fallback.on_expiry,
+            remind=_remind(raw["remind"]) if "remind" in raw else fallback.remind,
+            escalate=_escalate(raw["escalate"]) if "escalate" in raw else fallback.escalate,
         )
         _check_quorum(defaults.quorum, defaults.approvers)
     except PolicyError as exc:
@@ -413,7 +448,43 @@ def _rule(raw: Any, defaults: Requirement) -> Rule:
                 ttl=_ttl(raw["ttl"]) if "ttl" in raw else None,
                 allow_self_approval=_flag(raw, "allow_self_approval", None), confirm=_flag(raw, "confirm", False),
                 reason=_text(raw, "reason") if "reason" in raw else None,
-                on_expiry=_on_expiry(raw["on_expiry"]) if "on_expiry" in raw else None, grant=grant)
+                on_expiry=_on_expiry(raw["on_expiry"]) if "on_expiry" in raw else None, grant=grant,
+                remind=_remind(raw["remind"]) if "remind" in raw else None,
+                escalate=_escalate(raw["escalate"]) if "escalate" in raw else None)
+
+
+def _remind(value: Any) -> tuple[float, ...]:
+    """`[50%, 90%]`: the fractions of the time limit at which approvers are reminded."""
+    if not isinstance(value, list):
+        raise PolicyError(f"remind must be a list of percentages of the ttl, like [50%, 90%], got {_yaml_kind(value)}")
+    fractions = []
+    for item in value:
+        text = item.strip() if isinstance(item, str) else None
+        number = text[:-1] if text and text.endswith("%") else None
+        try:
+            percent = float(number) if number is not None else None
+        except ValueError:
+            percent = None
+        if percent is None or not 0 < percent < 100:
+            raise PolicyError(f"remind: {item!r} is not a percentage of the ttl between 0% and 100%, like 50%")
+        fractions.append(percent / 100)
+    return tuple(sorted(set(fractions)))
+
+
+def _escalate(raw: Any) -> Escalation:
+    if not isinstance(raw, dict):
+        raise PolicyError(f"escalate: expected a mapping with after and to, got {_yaml_kind(raw)}")
+    try:
+        _known_fields(raw, _ESCALATE_FIELDS)
+        for required in _ESCALATE_FIELDS:
+            if required not in raw:
+                raise PolicyError(f"{required} is missing")
+        to = _approvers(raw["to"])
+        if not to:
+            raise PolicyError("to is empty: name who is added")
+        return Escalation(after=_ttl(raw["after"]), to=to)
+    except PolicyError as exc:
+        raise PolicyError(f"escalate: {exc}") from None
 
 
 def _grant(raw: Any) -> Grant:
@@ -661,7 +732,9 @@ def _rule_json(rule: Rule) -> dict[str, Any]:
             "ttl_seconds": None if rule.ttl is None else rule.ttl.total_seconds(),
             "allow_self_approval": rule.allow_self_approval, "confirm": rule.confirm, "reason": rule.reason,
             **({"on_expiry": rule.on_expiry} if rule.on_expiry is not None else {}),
-            **({"grant": rule.grant.to_json()} if rule.grant is not None else {})}
+            **({"grant": rule.grant.to_json()} if rule.grant is not None else {}),
+            **({"remind": list(rule.remind)} if rule.remind is not None else {}),
+            **({"escalate": rule.escalate.to_json()} if rule.escalate is not None else {})}
 
 
 def _one_line(text: str, limit: int = 300) -> str:

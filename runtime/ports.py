@@ -19,6 +19,7 @@ from signoff.runtime.records import (
     CommandRefusal,
     ExecutionStart,
     GrantRecord,
+    Nudged,
     Restart,
     RunRecord,
     Saved,
@@ -236,6 +237,11 @@ class ApprovalStore(Protocol):
         `grant`: the approve that decides it also makes the grant its rule offers ("Approve + allow
         similar"), in the same transaction, with a `grant_created` event; `Decided.grant` is it.
         """
+
+    def nudge_due(self, limit: int = 100) -> list[Nudged]:
+        """Make every reminder and escalation now due of pending approvals (`rules.nudge_moments`),
+        each once whichever replica asks, with its event: an escalation adds its people to the
+        approval's approvers in the same write. A sweep after a restart makes only what is due."""
 
     def expire_due(self) -> list[ApprovalRecord]:
         """Every pending approval past its expiry becomes expired, each with an `approval_expired`

@@ -88,6 +88,10 @@ class ApprovalRecord:
     ttl_seconds, allow_self_approval, confirm); None: recorded before Signoff had policies."""
     votes: tuple[Vote, ...] = ()
     """The decisions people gave, one per person, oldest first."""
+    nudge_at: datetime | None = None
+    """When its people are next reminded, or its escalation's added (None: nothing left to do)."""
+    nudges: int = 0
+    """How many of its reminders and escalations were made."""
 
     @property
     def rule(self) -> str | None:
@@ -140,6 +144,16 @@ class Decided:
     approval: ApprovalRecord
     grant: GrantRecord | None = None
     """The grant this approval created ("Approve + allow similar")."""
+
+
+@dataclass(frozen=True)
+class Nudged:
+    """A pending approval whose people were just reminded (`remind`) or widened (`escalate`)."""
+
+    approval: ApprovalRecord
+    kinds: tuple[str, ...]
+    added: tuple[str, ...] = ()
+    """Who the escalation added (they may decide it now, and are to be told)."""
 
 
 @dataclass(frozen=True)

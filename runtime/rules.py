@@ -113,6 +113,44 @@ def _reopening(pending: Mapping[str, Any]) -> Reopening:
     return Reopening(key=pending["key"], quorum=asked["quorum"], asked=thawed(asked))
 
 
+# -- reminding and escalating ------------------------------------------------------------------
+
+Nudge = tuple[datetime, str]
+"""When, and whether to remind (`remind`) or to add the escalation's people (`escalate`)."""
+
+
+def nudge_moments(asked: Mapping[str, Any] | None, requested_at: datetime, expires_at: datetime) -> list[Nudge]:
+    """Every reminder and escalation of a pending approval, in order, before it expires."""
+    if not asked:
+        return []
+    ttl = expires_at - requested_at
+    moments = [(requested_at + ttl * fraction, "remind") for fraction in asked.get("remind") or []]
+    escalate = asked.get("escalate")
+    if escalate:
+        moments.append((requested_at + timedelta(seconds=escalate["after_seconds"]), "escalate"))
+    return sorted(moment for moment in moments if moment[0] < expires_at)
+
+
+def first_nudge(asked: Mapping[str, Any] | None, requested_at: datetime, expires_at: datetime) -> datetime | None:
+    moments = nudge_moments(asked, requested_at, expires_at)
+    return moments[0][0] if moments else None
+
+
+def nudged(approval: ApprovalRecord, done: int, now: datetime) -> tuple[list[str], int, datetime | None,
+                                                                          dict[str, Any] | None]:
+    """What is due of `approval`'s nudges now that `done` were made: the kinds to make now (a
+    restart that missed some makes only what is still worth saying once), how many are then done,
+    when the next is, and its `asked` with the escalation's people added (None: unchanged)."""
+    moments = nudge_moments(approval.asked, approval.requested_at, approval.expires_at)
+    due = [kind for moment, kind in moments[done:] if moment <= now]
+    done += len(due)
+    asked = None
+    if "escalate" in due and approval.asked is not None:
+        added = [i for i in approval.asked["escalate"]["to"] if i not in approval.asked.get("approvers", [])]
+        asked = {**approval.asked, "approvers": [*approval.asked.get("approvers", []), *added], "escalated": True}
+    return sorted(set(due)), done, moments[done][0] if done < len(moments) else None, asked
+
+
 # -- people's requests of a run --------------------------------------------------------------
 
 

@@ -50,6 +50,7 @@ from signoff.runtime.records import (
     Mismatch,
     Missing,
     NotAllowed,
+    Nudged,
     Refused,
     RunOutcome,
     RunRecord,
@@ -219,10 +220,13 @@ class Runner:
             case Deny(rule=rule):
                 return f"the approval policy now refuses this call (policy rule {rule})"
             case Ask(rule=rule, requirement=now):
+                approvers = now.approvers
+                if (approval.asked or {}).get("escalated") and now.escalate is not None:
+                    approvers += now.escalate.to  # escalated as the rule says: those added may decide
                 if user == run.requester and not now.allow_self_approval:
                     reason: str | None = SELF_APPROVAL
                 else:
-                    reason = self.may_approve(user, run, now.approvers)
+                    reason = self.may_approve(user, run, approvers)
                 return f"{reason} (policy rule {rule})" if reason and rule else reason
         return None
 
@@ -404,6 +408,25 @@ class Runner:
                 self.teller.show_approval(run, approval, method="approval_expired")
             (end_run or self.execute)(approval.run_id)
         return expired
+
+    def nudge_due(self) -> list[Nudged]:
+        """Remind the people of approvals half way (or as their rule says) to expiry, and add and
+        tell the escalation's people, each once; the schedule is the database's."""
+        made = self.store.nudge_due()
+        for nudge in made:
+            try:
+                run = self.store.get_run(nudge.approval.run_id, history=False)
+            except IncompatibleState as exc:
+                skip_unreadable(nudge.approval.run_id, exc)
+                continue
+            if run is None:
+                continue
+            if "escalate" in nudge.kinds:
+                self.teller.notify("approval_escalated", run, nudge.approval, list(nudge.added))
+                self.teller.show_approval(run, nudge.approval, method="approval_updated")
+            if "remind" in nudge.kinds:
+                self.teller.notify("approval_reminded", run, nudge.approval)
+        return made
 
     def recover(self, min_age: timedelta = timedelta(seconds=10)) -> list[str]:
         """Runs that need a worker (orphaned, decided, or with a command), after bringing Slack in line.

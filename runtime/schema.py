@@ -295,6 +295,15 @@ class Asked(Value):
     """Nobody decided in time: end the run as `expired`, or tell the model and go on."""
     grant: GrantOffer | None = None
     """What approving with "allow similar" would let run unasked afterwards (None: not offered)."""
+    remind: list[float] = Field(default_factory=list)
+    """Fractions of the time limit at which the approvers are reminded."""
+    escalate: EscalationOffer | None = None
+    """Who is added, and told, if nobody has decided after a while."""
+
+
+class EscalationOffer(Value):
+    after_seconds: Annotated[int | float, Field(gt=0)]
+    to: list[str]
 
 
 class GrantOffer(Value):

@@ -41,6 +41,7 @@ from signoff.runtime.records import (
     Fresh,
     GrantRecord,
     Missing,
+    Nudged,
     Restart,
     RunRecord,
     Saved,
@@ -57,7 +58,9 @@ from signoff.runtime.rules import (
     StepWrite,
     command_refusal,
     dispatch_refusal,
+    first_nudge,
     is_retry_request,
+    nudged,
 )
 from signoff.runtime.state import call_digest, canonical_json
 
@@ -211,7 +214,8 @@ class MemoryStore(MemoryReads):
             args=thaw(canonical_json(request.args)), key=request.key, digest=request.digest,
             status="pending", requester=run.requester, requested_at=now, expires_at=now + request.ttl,
             contract=request.contract, quorum=request.quorum,
-            asked=thaw(canonical_json(request.asked)) if request.asked is not None else None)
+            asked=thaw(canonical_json(request.asked)) if request.asked is not None else None,
+            nudge_at=first_nudge(request.asked, now, now + request.ttl))
         approval = Approval(record, next(self._added))
         self._approvals[record.approval_id] = approval
         self._by_key.setdefault(record.key, []).append(approval)
@@ -394,6 +398,27 @@ class MemoryStore(MemoryReads):
                          "by": user, "tool": made.tool, "rule": made.rule, "scope": made.scope,
                          "expires_at": made.expires_at.isoformat()}], now)
         return Decided(decided, made)
+
+    def nudge_due(self, limit: int = 100) -> list[Nudged]:
+        with self._lock:
+            now = self.now()
+            due = sorted((a for a in self._approvals.values() if a.record.status == "pending"
+                          and a.record.nudge_at is not None and a.record.nudge_at <= now
+                          and a.record.expires_at > now), key=lambda a: a.record.nudge_at or now)[:limit]
+            made = []
+            for approval in due:
+                record = approval.record
+                kinds, done, next_at, asked = nudged(record, record.nudges, now)
+                changed = approval.change(nudges=done, nudge_at=next_at,
+                                          **({"asked": asked} if asked is not None else {}))
+                added = tuple(i for i in (asked or {}).get("approvers", [])
+                              if i not in (record.asked or {}).get("approvers", []))
+                self._run(record.run_id).append([
+                    {"type": "approval_escalated" if kind == "escalate" else "approval_reminded",
+                     "approval_id": record.approval_id, "key": record.key,
+                     **({"added": list(added)} if kind == "escalate" else {})} for kind in kinds], now)
+                made.append(Nudged(changed, tuple(kinds), added))
+            return made
 
     def revoke_grant(self, grant_id: str, user: str) -> GrantRecord | None:
         with self._lock:

@@ -27,7 +27,7 @@ from signoff.runtime.adapters.tables import (
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.grants import granted_values
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord, Vote
-from signoff.runtime.rules import OPEN_APPROVAL, ApprovalRequest, Reopening
+from signoff.runtime.rules import OPEN_APPROVAL, ApprovalRequest, Reopening, first_nudge
 from signoff.runtime.state import canonical_json, load_state, upgrade
 
 
@@ -139,6 +139,7 @@ def insert_approval(conn: Connection, run_id: str, request: ApprovalRequest, req
         args=canonical_json(request.args), key=request.key, digest=request.digest, status="pending",
         requester=requester, requested_at=now, expires_at=now + request.ttl, contract=request.contract,
         quorum=request.quorum, asked=canonical_json(request.asked) if request.asked is not None else None,
+        nudge_at=first_nudge(request.asked, now, now + request.ttl), nudges=0,
     )
     conn.execute(insert(approvals).values(**values))
     return ApprovalRecord(**{**values, "args": request.args, "asked": request.asked})

@@ -57,6 +57,7 @@ from signoff.runtime.records import (
     Fresh,
     GrantRecord,
     Missing,
+    Nudged,
     Restart,
     RunRecord,
     Saved,
@@ -70,6 +71,7 @@ from signoff.runtime.rules import (
     command_refusal,
     dispatch_refusal,
     is_retry_request,
+    nudged,
 )
 from signoff.runtime.state import call_digest, canonical_json
 
@@ -427,6 +429,35 @@ class SqlStore(SqlReads):
                                                "rule": made.rule, "scope": made.scope,
                                                "expires_at": made.expires_at.isoformat()}], now)
         return Decided(with_votes(conn, [decided])[0], made)
+
+    def nudge_due(self, limit: int = 100) -> list[Nudged]:
+        """Every pending approval whose next reminder or escalation is due: each is made once,
+        whichever replica's sweep gets there first (a compare-and-set on `nudges`), with its event;
+        an escalation adds its people to the approval's approvers in the same write."""
+        with self._tx() as conn:
+            now = self._now(conn)
+            due = and_(approvals.c.status == "pending", approvals.c.nudge_at <= now, approvals.c.expires_at > now)
+            lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
+            made: list[Nudged] = []
+            for row in conn.execute(select(approvals).where(due).order_by(approvals.c.nudge_at).limit(limit)).all():
+                record = approval_record(row)
+                kinds, done, next_at, asked = nudged(record, row.nudges, now)
+                changes: dict[str, Any] = {"nudges": done, "nudge_at": next_at}
+                if asked is not None:
+                    changes["asked"] = canonical_json(asked)
+                if conn.execute(update(approvals).where(approvals.c.approval_id == row.approval_id,
+                                                        approvals.c.nudges == row.nudges)
+                                .values(**changes)).rowcount != 1:
+                    continue
+                added = tuple(i for i in (asked or {}).get("approvers", []) if i not in (record.asked or {}).get(
+                    "approvers", []))
+                append_events(conn, row.run_id, [
+                    {"type": "approval_escalated" if kind == "escalate" else "approval_reminded",
+                     "approval_id": row.approval_id, "key": row.key, **({"added": list(added)} if kind == "escalate"
+                                                                        else {})} for kind in kinds], now)
+                fresh = conn.execute(select(approvals).where(approvals.c.approval_id == row.approval_id)).one()
+                made.append(Nudged(with_votes(conn, [fresh])[0], tuple(kinds), added))
+        return made
 
     # -- grants ------------------------------------------------------------------------------
 

@@ -119,6 +119,9 @@ approvals = Table(
     # Distinct allowed people who must approve, and what the approval policy required (JSON).
     Column("quorum", Integer, nullable=False, server_default=text("1")),
     Column("asked", Text, nullable=True),
+    # The next reminder or escalation (None: none left), and how many were made.
+    Column("nudge_at", UTCDateTime, nullable=True),
+    Column("nudges", Integer, nullable=False, server_default=text("0")),
     # One approval in force per call; a superseded one (its tool changed) stays for the record.
     Index(None, "key"),
     Index("uq_approvals_live_key", "key", unique=True, sqlite_where=text(LIVE_APPROVAL),
@@ -126,6 +129,7 @@ approvals = Table(
     Index(None, "status", "expires_at"),
     Index(None, "status", "requested_at"),
     Index(None, "requested_at"),
+    Index(None, "status", "nudge_at"),
 )
 
 approval_votes = Table(

@@ -304,10 +304,10 @@ def rules_yaml(*lines: str) -> str:
 LOAD_ERRORS = [
     (rules_yaml("- name: a", "  tool: x", "  aprovers: [U0ANA]"),
      "policy.yaml: rule 'a': unknown field 'aprovers' (allowed: name, tool, when, decision, approvers, quorum, "
-     "ttl, allow_self_approval, confirm, on_expiry, grant, reason)"),
+     "ttl, allow_self_approval, confirm, on_expiry, grant, remind, escalate, reason)"),
     ("rule: []\n", "policy.yaml: unknown field 'rule' (allowed: defaults, rules)"),
     ("defaults:\n  confirm: true\n",
-     "policy.yaml: defaults: unknown field 'confirm' (allowed: approvers, quorum, ttl, allow_self_approval, on_expiry)"),
+     "policy.yaml: defaults: unknown field 'confirm' (allowed: approvers, quorum, ttl, allow_self_approval, on_expiry, remind, escalate)"),
     (rules_yaml("- name: a", "  tool: 'send_['"),
      "policy.yaml: rule 'a': tool glob 'send_[' has a '[' at position 6 that is never closed"),
     (rules_yaml("- name: a", "  tool: ''"),
@@ -364,10 +364,10 @@ LOAD_ERRORS = [
     (rules_yaml("- name: a", "  tool: x", "  ttl: 0"), "policy.yaml: rule 'a': ttl must be longer than zero, got 0"),
     (rules_yaml("- name: a", "  tool: x", "  decision: deny", "  quorum: 2", "  confirm: true"),
      "policy.yaml: rule 'a': quorum, confirm would be ignored on a deny rule (only ask rules use approvers, "
-     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant); remove it or make the rule ask"),
+     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant, remind, escalate); remove it or make the rule ask"),
     (rules_yaml("- name: a", "  tool: x", "  decision: allow", "  approvers: [U0ANA]"),
      "policy.yaml: rule 'a': approvers would be ignored on an allow rule (only ask rules use approvers, "
-     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant); remove it or make the rule ask"),
+     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant, remind, escalate); remove it or make the rule ask"),
     (rules_yaml("- name: a", "  tool: x", "  reason: why not"),
      "policy.yaml: rule 'a': reason would be ignored on an ask rule (only a deny rule tells the model why); "
      "remove it or make the rule deny"),
@@ -546,3 +546,25 @@ rules:
             parse_policy(text, source="policy.yaml")
     with pytest.raises(PolicyError, match="rule 'r': grant: scope must be run or requester"):
         parse_policy("rules:\n  - name: r\n    tool: t\n    grant: {for: 30m, scope: team}\n", source="policy.yaml")
+
+
+def test_reminders_and_escalation_are_read_from_a_rule_or_the_defaults():
+    policy = parse_policy("""
+defaults:
+  approvers: [S0OPS]
+  remind: [90%, 50%]
+rules:
+  - name: restarts
+    tool: restart_service
+    escalate: {after: 20m, to: [S0LEADS]}
+""", source="policy.yaml")
+    asked = evaluate(policy, ProposedCall("restart_service", {}, True))
+    assert isinstance(asked, Ask)
+    assert asked.requirement.remind == (0.5, 0.9)
+    assert asked.requirement.to_json()["escalate"] == {"after_seconds": 1200, "to": ["S0LEADS"]}
+    assert Requirement.from_json(asked.requirement.to_json()) == asked.requirement
+    for bad, problem in [("remind: [150%]", "between 0% and 100%"), ("remind: half", "list of percentages"),
+                         ("escalate: {after: 20m}", "escalate: to is missing"),
+                         ("escalate: {after: 20m, to: [bob]}", "not a Slack user id")]:
+        with pytest.raises(PolicyError, match=problem):
+            parse_policy(f"rules:\n  - name: r\n    tool: t\n    {bad}\n", source="policy.yaml")

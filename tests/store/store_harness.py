@@ -131,6 +131,12 @@ class Told:
     def approval_updated(self, run: RunRecord, approval: Any) -> None:
         self.calls.append(("approval_updated", approval.approval_id))
 
+    def approval_reminded(self, run: RunRecord, approval: Any) -> None:
+        self.calls.append(("approval_reminded", approval.approval_id))
+
+    def approval_escalated(self, run: RunRecord, approval: Any, added: list[str]) -> None:
+        self.calls.append(("approval_escalated", ",".join(added)))
+
     def approval_expired(self, run: RunRecord, approval: Any) -> None:
         self.calls.append(("approval_expired", approval.approval_id))
 

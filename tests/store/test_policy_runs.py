@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_harness import APPROVER, LOOKUP, REQUESTER, SEND, build_runner, side_effects
+from store_harness import APPROVER, LOOKUP, REQUESTER, SEND, Told, build_runner, side_effects
 
 from signoff.runtime.adapters.memory import MemoryStore
 from signoff.runtime.approval_policy import ApprovalPolicy, parse_policy
@@ -486,3 +486,51 @@ def test_a_grant_is_only_what_its_rule_offers_and_only_its_maker_or_deciders_rev
     assert isinstance(granting.revoke_grant(decided.grant.grant_id, KIM), Done)
     assert isinstance(granting.revoke_grant(decided.grant.grant_id, LEE), AlreadyDone)
     assert granting.grants_for(LEE) == []
+
+
+# -- reminders and escalation -----------------------------------------------------------------------
+
+NUDGING = policy(f"""
+rules:
+  - name: nudged
+    tool: send_email
+    approvers: [{LEE}]
+    ttl: 10m
+    remind: [50%, 90%]
+    escalate: {{after: 6m, to: [{ADA}]}}
+""")
+
+
+def test_reminders_and_an_escalation_come_once_each_when_due(store: Store, effects: Path, clock: Any) -> None:
+    told = Told()
+    runner = runner_with(store, effects, NUDGING, notifier=told)
+    run, approval = paused(runner)
+    assert runner.nudge_due() == []
+    refused = runner.decide(approval.approval_id, approval.digest, ADA, True)
+    assert isinstance(refused, NotAllowed)  # not one of the rule's approvers, yet
+    clock.advance(minutes=5)
+    [half_way] = runner.nudge_due()
+    assert half_way.kinds == ("remind",) and runner.nudge_due() == []  # made once, however often swept
+    clock.advance(minutes=1)
+    [escalated] = runner.nudge_due()
+    assert escalated.kinds == ("escalate",) and escalated.added == (ADA,)
+    assert told.of("approval_escalated") == [ADA]
+    clock.advance(minutes=3)
+    assert [n.kinds for n in runner.nudge_due()] == [("remind",)]
+    assert told.of("approval_reminded") == [approval.approval_id] * 2
+    assert [e["type"] for e in runner.timeline(run.run_id) if e["type"].startswith("approval_")
+            and e["type"] in ("approval_reminded", "approval_escalated")] == [
+        "approval_reminded", "approval_escalated", "approval_reminded"]
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, ADA, True), Decided)  # added: may decide
+    assert runner.execute(run.run_id) == "done"
+
+
+def test_a_sweep_after_a_restart_says_what_is_due_once_not_every_nudge_it_missed(
+        store: Store, effects: Path, clock: Any) -> None:
+    runner = runner_with(store, effects, NUDGING, notifier=Told())
+    run, approval = paused(runner)
+    clock.advance(minutes=9, seconds=30)  # every nudge's moment passed while no replica was up
+    [caught_up] = runner.nudge_due()
+    assert caught_up.kinds == ("escalate", "remind") and caught_up.added == (ADA,)
+    assert runner.get_approval(approval.approval_id).nudge_at is None
+    assert runner.nudge_due() == []
