@@ -3,7 +3,9 @@ the tools' own effects log. Each check returns human-readable violations; none m
 
 I1 effect_approved   no side effect ran without an approval by an allowed person, given before it expired
                      and used within the dispatch window, unless the world's approval policy allows the
-                     call by the very rule its execution names; none ran that the policy denies
+                     call by the very rule its execution names, or a grant covered it ("Approve + allow
+                     similar" by an allowed person, in force when it started); none ran that the policy
+                     denies
 I2 effect_once       no non-idempotent side effect ran twice (an idempotent one took effect at most once)
 I3 approval_settled  every approval ended in exactly one state; consumed ones have exactly one ledger row
 I4 run_settled       every run is terminal, waiting for a human, or needs_reconciliation; none stuck
@@ -38,6 +40,7 @@ from signoff.runtime.adapters.tables import (
     approval_votes,
     approvals,
     events,
+    grants,
     run_history,
     runs,
     tool_executions,
@@ -79,6 +82,8 @@ class Evidence:
     """Run id -> its history entries, in order."""
     votes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Approval id -> its `approval_votes` rows, in the order people decided."""
+    grants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Grant id -> its `grants` row."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     grace: timedelta = timedelta(seconds=5)
     """How long a pending approval may sit past its expiry before the sweep must have taken it."""
@@ -92,7 +97,7 @@ def gather(world: Any) -> Evidence:
         ledger = {r.key: dict(r._mapping) for r in conn.execute(select(tool_executions))}
         timeline: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in conn.execute(select(events).order_by(events.c.run_id, events.c.seq)):
-            timeline[r.run_id].append({"seq": r.seq, "type": r.type, **json.loads(r.payload)})
+            timeline[r.run_id].append({"seq": r.seq, "type": r.type, **json.loads(r.payload), "at": r.at})
         steps: dict[str, set[int]] = defaultdict(set)
         histories: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in conn.execute(select(run_history.c.run_id, run_history.c.entry)
@@ -101,13 +106,14 @@ def gather(world: Any) -> Evidence:
             histories[r.run_id].append(entry)
             if entry.get("role") == "assistant":
                 steps[r.run_id].add(int(entry.get("step", -1)))
+        grant_rows = {r.grant_id: dict(r._mapping) for r in conn.execute(select(grants))}
         votes: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in conn.execute(select(approval_votes).order_by(approval_votes.c.approval_id, approval_votes.c.seq)):
             votes[r.approval_id].append(dict(r._mapping))
     with world.slack._lock:
         messages = [json.loads(json.dumps(m)) for m in world.slack.messages.values()]
     return Evidence(run_rows, approval_rows, ledger, dict(timeline), dict(steps), world.effect_lines(), messages,
-                    histories=dict(histories), votes=dict(votes))
+                    histories=dict(histories), votes=dict(votes), grants=grant_rows)
 
 
 def _origin_channel(run: dict[str, Any]) -> str:
@@ -150,10 +156,15 @@ def _by_key(evidence: Evidence) -> dict[str, dict[str, Any]]:
 
 def effect_approved(evidence: Evidence, policy: Policy) -> list[str]:
     found = []
-    by_key, unasked = _by_key(evidence), _allowed_by(evidence)
+    by_key, unasked, granted = _by_key(evidence), _allowed_by(evidence), _granted(evidence)
     for line in evidence.effects:
         key, tool = str(line.get("key")), line.get("tool")
         approval = by_key.get(key)
+        if key in granted:
+            problem = _not_granted(evidence, policy, line, *granted[key])
+            if problem:
+                found.append(f"{tool} ({key}): {problem}")
+            continue
         if key in unasked or approval is None:
             problem = _not_allowed_unasked(evidence, policy, line, unasked.get(key))
             if problem:
@@ -193,6 +204,56 @@ def _allowed_by(evidence: Evidence) -> dict[str, str]:
             if e["type"] == "execution_started" and e.get("allowed_by") and e.get("key") not in found:
                 found[e["key"]] = str(e["allowed_by"])
     return found
+
+
+def _granted(evidence: Evidence) -> dict[str, tuple[str, datetime]]:
+    """Key -> the grant its first `execution_started` ran it under, and when it started."""
+    found: dict[str, tuple[str, datetime]] = {}
+    for timeline in evidence.events.values():
+        for e in timeline:
+            if e["type"] == "execution_started" and e.get("granted_by") and e.get("key") not in found:
+                found[e["key"]] = (str(e["granted_by"]), e["at"])
+    return found
+
+
+def _not_granted(evidence: Evidence, policy: Policy, line: dict[str, Any], grant_id: str,
+                 started: datetime) -> str | None:
+    """Why an effect run under grant `grant_id` should not have run, or None: the grant exists, was
+    made by an allowed person approving a call of its rule, was in force when the call started, and
+    covers this exact call (tool, rule, the arguments it holds fixed, its run or requester)."""
+    key, tool = str(line.get("key")), str(line.get("tool"))
+    grant = evidence.grants.get(grant_id)
+    if grant is None:
+        return f"it ran under grant {grant_id}, which does not exist"
+    run_id, _, step = key.rpartition(":")
+    run, args = evidence.runs.get(run_id), _proposed_args(evidence, run_id, step, tool)
+    if run is None or args is None:
+        return f"it ran under grant {grant_id}, but its run does not record the call"
+    problems = []
+    if call_digest(tool, args, key) != line.get("digest"):
+        problems.append("it ran with other arguments than its run proposed")
+    if grant["revoked_at"] is not None and grant["revoked_at"] <= started:
+        problems.append(f"the grant was revoked at {grant['revoked_at']}, before the call started ({started})")
+    if grant["expires_at"] <= started:
+        problems.append(f"the grant expired at {grant['expires_at']}, before the call started ({started})")
+    same = json.loads(grant["same"])
+    if grant["tool"] != tool or any(args.get(name) != value for name, value in same.items()):
+        problems.append(f"the grant is for {grant['tool']} with {same}, not this call")
+    owner = run_id if grant["scope"] == "run" else run.get("requester")
+    if (grant["run_id"] if grant["scope"] == "run" else grant["requester"]) != owner:
+        problems.append(f"the grant's scope ({grant['scope']}) does not reach this run")
+    verdict = _verdict(policy, tool, args, run)
+    if not (isinstance(verdict, Ask) and verdict.rule == grant["rule"] and verdict.requirement.grant is not None):
+        problems.append(f"the policy offers no grant for it: it {_says(verdict)}")
+    else:
+        refusal = policy.refusal(grant["created_by"], run.get("requester", ""), _channel(run),
+                                 policy.requirement(verdict))
+        if refusal:
+            problems.append(f"the grant was made by someone not allowed to approve it ({refusal})")
+    made_on = evidence.approvals.get(grant["approval_id"])
+    if made_on is None or made_on["status"] not in ("approved", "consumed"):
+        problems.append(f"the approval the grant was made on is {made_on and made_on['status']}")
+    return "; ".join(problems) or None
 
 
 def _not_allowed_unasked(evidence: Evidence, policy: Policy, line: dict[str, Any], rule: str | None) -> str | None:

@@ -1,7 +1,8 @@
-"""The clock: APScheduler interval jobs that expire stale approvals and recover orphaned runs.
+"""The clock: APScheduler interval jobs that expire stale approvals, remind and escalate waiting
+ones, and recover orphaned runs.
 
-The deadlines live in the approvals table, so there is no job store and nothing to pickle; both
-jobs are idempotent, so several replicas may run them at once.
+The deadlines live in the approvals table, so there is no job store and nothing to pickle; every
+job is idempotent, so several replicas may run them at once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ log = logging.getLogger("signoff.bot.slack.scheduler")
 
 EXPIRE_JOB = "expire-approvals"
 RECOVER_JOB = "recover-runs"
+NUDGE_JOB = "nudge-approvals"
 
 
 class JobFailures:
@@ -55,6 +57,22 @@ def expire_approvals(runner: Runner, workers: Workers, failures: JobFailures | N
     return len(expired)
 
 
+def nudge_approvals(runner: Runner, failures: JobFailures | None = None) -> int:
+    """One sweep: remind the people of approvals whose reminder is due, and add and tell those of
+    a due escalation; each is made once, whichever replica sweeps first."""
+    failures = failures or JobFailures(NUDGE_JOB)
+    try:
+        made = runner.nudge_due()
+    except Exception as exc:  # as above: log, and let the next sweep retry
+        failures.failed(exc)
+        return 0
+    failures.succeeded()
+    if made:
+        log.info("reminded or escalated %d approval(s): %s", len(made),
+                 ", ".join(f"{n.approval.approval_id} ({'+'.join(n.kinds)})" for n in made))
+    return len(made)
+
+
 def recover_runs(runner: Runner, workers: Workers, failures: JobFailures | None = None) -> list[str]:
     """One pass: hand every run that needs a worker (orphaned, decided, commanded) to the pool."""
     failures = failures or JobFailures(RECOVER_JOB)
@@ -72,7 +90,7 @@ def recover_runs(runner: Runner, workers: Workers, failures: JobFailures | None 
 
 
 def start_scheduler(runner: Runner, workers: Workers, interval: timedelta) -> BackgroundScheduler:
-    """Start both jobs every `interval`, first run now; missed runs coalesce into one."""
+    """Start every job every `interval`, first run now; missed runs coalesce into one."""
     scheduler = BackgroundScheduler(
         timezone=UTC,
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": int(interval.total_seconds()) + 1},
@@ -81,6 +99,8 @@ def start_scheduler(runner: Runner, workers: Workers, interval: timedelta) -> Ba
     now = datetime.now(UTC)
     scheduler.add_job(expire_approvals, "interval", seconds=seconds, id=EXPIRE_JOB,
                       args=(runner, workers, JobFailures(EXPIRE_JOB)), next_run_time=now)
+    scheduler.add_job(nudge_approvals, "interval", seconds=seconds, id=NUDGE_JOB,
+                      args=(runner, JobFailures(NUDGE_JOB)), next_run_time=now)
     scheduler.add_job(recover_runs, "interval", seconds=seconds, id=RECOVER_JOB,
                       args=(runner, workers, JobFailures(RECOVER_JOB)), next_run_time=now)
     scheduler.start()

@@ -301,3 +301,53 @@ def test_an_approved_call_the_policy_denies_is_caught():
 
 def broken_under(evidence: Evidence, policy: Policy) -> dict[str, list[str]]:
     return {name: found for name, found in check(evidence, policy).items() if found}
+
+
+# -- a call run under a grant ("Approve + allow similar") ------------------------------------------------
+
+GRANTING = Policy(approvers=frozenset({"U0LEAD"}), file="""
+rules:
+  - name: notes
+    tool: send_note
+    approvers: [U0LEAD]
+    grant: {for: 30m, same: [to], scope: run}
+""")
+GRANTED_KEY = f"{RUN}:3"
+GRANTED_ARGS = {"to": "ada@example.com", "text": "and again"}
+
+
+def with_granted_note(**grant_changes) -> Evidence:
+    """The clean run, then a second note (same `to`) run under the grant its approval made."""
+    evidence = clean()
+    evidence.histories[RUN] = [{"role": "assistant", "step": 3, "tool": "send_note", "args": GRANTED_ARGS,
+                                "call_id": "call-3"}]
+    started = T0 + timedelta(seconds=20)
+    evidence.events[RUN].append({"seq": 12, "type": "execution_started", "key": GRANTED_KEY, "tool": "send_note",
+                                 "granted_by": "grt_1", "at": started})
+    evidence.effects.append({"tool": "send_note", "key": GRANTED_KEY, "effect": True,
+                             "digest": call_digest("send_note", GRANTED_ARGS, GRANTED_KEY)})
+    evidence.grants["grt_1"] = {
+        "grant_id": "grt_1", "approval_id": "apr_one", "run_id": RUN, "requester": "U0ASKER", "tool": "send_note",
+        "rule": "notes", "same": json.dumps({"to": "ada@example.com"}), "scope": "run", "created_by": "U0LEAD",
+        "created_at": T0 + timedelta(seconds=5), "expires_at": T0 + timedelta(minutes=30), "revoked_at": None,
+        **grant_changes}
+    return evidence
+
+
+def test_a_call_a_live_grant_covered_needs_no_approval_of_its_own():
+    assert check(with_granted_note(), GRANTING)["I1"] == []
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"revoked_at": T0 + timedelta(seconds=10)}, "revoked before the call started"),
+    ({"expires_at": T0 + timedelta(seconds=15)}, "expired before the call started"),
+    ({"same": json.dumps({"to": "bob@example.com"})}, "made for another recipient"),
+    ({"created_by": "U0STRANGER"}, "made by someone not allowed to approve the call"),
+    ({"scope": "run", "run_id": "run-other"}, "made in another run"),
+])
+def test_a_call_run_under_a_grant_that_did_not_cover_it_is_caught(changes, why):
+    assert check(with_granted_note(**changes), GRANTING)["I1"], why
+
+
+def test_a_grant_the_policy_never_offered_covers_nothing():
+    assert check(with_granted_note(), TWO_PEOPLE)["I1"]
