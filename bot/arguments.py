@@ -56,13 +56,16 @@ class Redacted:
 
 @dataclass(frozen=True)
 class ToolDisplay:
-    """What an approver is told about one tool: its description, argument order and secret names."""
+    """What an approver is told about one tool: its description, argument order, secret names and
+    whether Approve asks to confirm."""
 
     description: str = ""
     order: tuple[str, ...] = ()
     """The tool's argument order (its args model's fields or its schema's properties); stored
     arguments are canonical JSON, so their keys are sorted."""
     secret_names: frozenset[str] = DEFAULT_REDACT_KEYS
+    confirm: bool = False
+    """The tool asks for "are you sure?" before every Approve (`Tool.confirm`)."""
 
     @classmethod
     def of(cls, tool: Tool | None, configured: Iterable[str] = DEFAULT_REDACT_KEYS) -> ToolDisplay:
@@ -70,7 +73,7 @@ class ToolDisplay:
         names = secret_names(tool, configured=configured)
         if tool is None:
             return cls(secret_names=names)
-        return cls(tool.description, _field_order(tool), names)
+        return cls(tool.description, _field_order(tool), names, tool.confirm)
 
 
 def _field_order(tool: Tool) -> tuple[str, ...]:

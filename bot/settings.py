@@ -26,15 +26,16 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SLACK_API_URL", "https://slack.com/api/", "Base URL of the Slack Web API (GovSlack, or a local test server)."),
     ("SIGNOFF_DATABASE_URL", "sqlite:///signoff.db", "SQLAlchemy URL of the run store (SQLite file or PostgreSQL)."),
     ("SIGNOFF_MODEL", "scripted:demo", "Model that drives runs: openai:<model>, anthropic:<model> or scripted:<path>."),
-    ("SIGNOFF_TOOLS", "demo", "Toolsets, comma-separated: demo, mcp:<server> (mcp:* for every server in SIGNOFF_MCP_CONFIG) or package.module:attribute."),
+    ("SIGNOFF_TOOLS", "demo", "Toolsets, comma-separated: demo, mcp:<server> (mcp:* for every server in SIGNOFF_MCP_CONFIG), http:<api> (http:* for every API in SIGNOFF_HTTP_TOOLS) or package.module:attribute."),
     ("SIGNOFF_MCP_CONFIG", "", "JSON file of MCP servers in the usual mcpServers format (command or url, with ${VAR} taken from the environment); see Use MCP servers."),
+    ("SIGNOFF_HTTP_TOOLS", "", "YAML (or JSON) file of HTTP APIs to call as tools, picked with http:<api> or http:* in SIGNOFF_TOOLS: base URL, headers (with ${VAR} taken from the environment), one method and path per tool; see Call your HTTP APIs."),
     ("SIGNOFF_INSTRUCTIONS", "", "Operator instructions added to the model's system prompt."),
     ("SIGNOFF_PRICES", "", "JSON price table for cost budgets (default: the built-in sample prices)."),
     ("SIGNOFF_APPROVERS", "", "Who may approve (and see runs): Slack user ids and user group ids, comma-separated, and `*` for any member of the channel where approvals are posted; required by `signoff serve`."),
     ("SIGNOFF_POLICY", "", "YAML file of approval rules: which calls run unasked, which ask whom (how many, for how long) and which are refused; see Approval policy. Without it every side effect asks SIGNOFF_APPROVERS."),
     ("SIGNOFF_ALLOW_SELF_APPROVAL", "false", "Let a requester approve their own run's side effects."),
     ("SIGNOFF_APPROVAL_CHANNEL", "", "Channel id for approval requests (default: the run's channel)."),
-    ("SIGNOFF_APPROVAL_TTL", "30m", "How long an approval request stays open, e.g. 90s, 15m, 2h, 1h30m."),
+    ("SIGNOFF_APPROVAL_TTL", "30m", "How long an approval request stays open, e.g. 90s, 15m, 2h, 1h30m, 1d."),
     ("SIGNOFF_DISPATCH_WINDOW", "10m", "How long after an approval its call may still start (workers busy, a restart); later, it is not executed and people are told."),
     ("SIGNOFF_SWEEP_INTERVAL", "15s", "How often expired approvals are swept and orphaned runs recovered."),
     ("SIGNOFF_MAX_STEPS", "8", "Budget: model calls per run."),
@@ -60,11 +61,11 @@ ENV_DESCRIPTIONS: dict[str, str] = {name: text for name, _, text in _TABLE}
 
 SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"})
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
 def parse_duration(value: Any) -> timedelta:
-    """`90s`, `15m`, `2h`, `1h30m` (or a bare number of seconds) as a positive `timedelta`."""
+    """`90s`, `15m`, `2h`, `1h30m`, `1d` (or a bare number of seconds) as a positive `timedelta`."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     else:
@@ -73,10 +74,10 @@ def parse_duration(value: Any) -> timedelta:
         if text.isdigit():
             seconds = int(text)
         elif match and any(match.groups()):
-            h, m, s = (int(g or 0) for g in match.groups())
-            seconds = h * 3600 + m * 60 + s
+            d, h, m, s = (int(g or 0) for g in match.groups())
+            seconds = d * 86400 + h * 3600 + m * 60 + s
         else:
-            raise ValueError(f"expected a duration like 90s, 15m, 2h or 1h30m, got {value!r}")
+            raise ValueError(f"expected a duration like 90s, 15m, 2h, 1h30m or 1d, got {value!r}")
     if seconds <= 0:
         raise ValueError("must be longer than zero")
     return timedelta(seconds=seconds)
@@ -143,6 +144,7 @@ class Settings(BaseModel):
     model: str = _field("SIGNOFF_MODEL", min_length=1)
     tools: str = _field("SIGNOFF_TOOLS", min_length=1)
     mcp_config: str | None = _field("SIGNOFF_MCP_CONFIG")
+    http_tools: str | None = _field("SIGNOFF_HTTP_TOOLS")
     instructions: str | None = _field("SIGNOFF_INSTRUCTIONS")
     prices: str | None = _field("SIGNOFF_PRICES")
     approvers: SlackIds = Field(frozenset(), alias="SIGNOFF_APPROVERS")

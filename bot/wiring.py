@@ -11,7 +11,7 @@ from typing import Any
 
 from signoff.bot.settings import Settings
 from signoff.bot.words import DEMO_MODEL
-from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine
+from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, is_new_sqlite, make_engine
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.agent import Policy
 from signoff.runtime.approval_policy import ApprovalPolicy, PolicyError, default_policy, parse_policy
@@ -61,12 +61,14 @@ def open_store(database_url: str, auto_upgrade: bool = False) -> SqlStore:
 
 
 def load_tools(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, Tool]:
-    """The toolsets `settings` name, starting the MCP servers they pick (see `mcp_servers`); raises
+    """The toolsets `settings` name, starting the MCP servers they pick (see `mcp_servers`), `${VAR}`
+    in the HTTP tools file taken from `environ` (the process environment by default); raises
     `ConfigError` naming each one that cannot be loaded."""
     uses_mcp = any(entry.strip().startswith(MCP_PREFIX) for entry in settings.tools.split(","))
     try:
         return load_toolsets(settings.tools, outbox=settings.outbox,
-                             mcp=mcp_servers(settings, environ) if uses_mcp else None)
+                             mcp=mcp_servers(settings, environ) if uses_mcp else None,
+                             http_config=settings.http_tools, environ=os.environ if environ is None else environ)
     except ToolsetError as exc:
         raise ConfigError(exc.problems) from None
 
@@ -185,7 +187,8 @@ def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[
     policies(settings.model)
     if store is None:
         if auto_upgrade is None:
-            auto_upgrade = is_default_sqlite(settings.database_url)
+            # An embedded database has no operator to run migrations: a new SQLite file is made ready.
+            auto_upgrade = is_default_sqlite(settings.database_url) or is_new_sqlite(settings.database_url)
         store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
     return Runner(store, tools, policies, config or runner_config(settings), notifier, may_approve=may_approve,
                   may_see=may_see)

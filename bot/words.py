@@ -1,8 +1,9 @@
 """The words Slack and the terminal both say, and the Slack-id rule. Pure: no I/O, no Slack.
 
-Limit names, the budget figures and line, the model label, what became of an approval or a
-request, and what a Slack user or group id is. Plain ASCII text; each surface formats it
-(`bot.slack.blocks` escapes it into mrkdwn, `bot.cli` prints it as it is).
+Limit names, the budget figures and line, run statuses, why a run stopped (a budget in numbers),
+what Extend adds, the model label and the model's words beside a call, what became of an approval
+or a request, a JSON result in short, and what a Slack user or group id is. Plain text; each
+surface formats it (`bot.slack.blocks` escapes it into mrkdwn, `bot.cli` prints it as it is).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from signoff.bot.arguments import key_text, literal
 from signoff.runtime.budget import usage_report
 from signoff.runtime.records import ApprovalRecord
 
@@ -25,9 +27,133 @@ refunds (under the demo's policy one runs unasked and one is refused)."""
 
 
 
+_STATUS_WORDS = {"idle": "queued", "running": "working"}
+"""Statuses named for what the run is doing: `idle` is waiting for a worker to take it up."""
+
+
 def status_words(status: str) -> str:
-    """A run status as people read it: `budget_exhausted` is `budget exhausted`."""
-    return status.replace("_", " ")
+    """A run status as people read it: `budget_exhausted` is `budget exhausted`, `idle` is `queued`
+    and `running` is `working`."""
+    return _STATUS_WORDS.get(status) or status.replace("_", " ")
+
+
+def counted(count: int, thing: str, things: str | None = None) -> str:
+    """`count` of `thing` as a sentence says it: `1 approval`, `2 approvals`, `1,200 tool calls`."""
+    return f"{count:,} {thing if count == 1 else things or thing + 's'}"
+
+
+_LIMIT_UNITS = {  # the things each countable limit counts, one and many
+    "max_steps": ("step", "steps"), "max_tool_calls": ("tool call", "tool calls"), "max_tokens": ("token", "tokens"),
+}
+
+
+def limit_reached(limit: str, used: float, cap: float) -> str:
+    """A run's use of the limit it ran out of, as a sentence with its numbers, e.g. `The run used all
+    8 of its steps.` or `The run spent $1.02 of its $1.00.`"""
+    match limit:
+        case "max_cost_usd":
+            return f"The run spent ${used:,.2f} of its ${cap:,.2f}."
+        case "max_seconds":
+            return f"The run ran for {used:,.0f} of its {counted(int(cap), 'second')}."
+        case _ if limit in _LIMIT_UNITS:
+            one, many = _LIMIT_UNITS[limit]
+            spent, allowed = int(used), int(cap)
+            if spent == allowed == 1:
+                return f"The run used its only {one}."
+            if spent == allowed:
+                return f"The run used all {allowed:,} of its {many}."
+            return f"The run used {spent:,} of its {counted(allowed, one, many)}."
+        case _:
+            return f"The run reached its limit on {LIMIT_NAMES.get(limit, limit)}."
+
+
+def stop_words(stop: Mapping[str, Any] | None, state: Mapping[str, Any] | None = None) -> str:
+    """Why a run stopped, as people read it: a budget in numbers (`limit_reached`; from the run's
+    `state` if the stop does not say them), else its reason."""
+    stop = stop or {}
+    limit = stop.get("budget")
+    use = (stop.get("limits") or {}).get(limit) if isinstance(limit, str) else None
+    if use is None and isinstance(limit, str) and state is not None and "budget" in state:
+        use = usage_report(dict(state)).get(limit)
+    if isinstance(use, Mapping) and all(isinstance(use.get(k), int | float) for k in ("used", "limit")):
+        return limit_reached(str(limit), use["used"], use["limit"])
+    return str(stop.get("reason") or "")
+
+
+def extension_words(limit: str, extend_steps: int) -> str:
+    """What one Extend adds to the limit a run ran out of, e.g. `+4 steps` or `+50% cost`: the steps
+    and tool calls `SIGNOFF_EXTEND_STEPS` says, any other limit half as much again (`Runner.extend`)."""
+    if limit in ("max_steps", "max_tool_calls"):
+        one, many = _LIMIT_UNITS[limit]
+        return f"+{counted(extend_steps, one, many)}"
+    return "+50% " + {"max_cost_usd": "cost", "max_seconds": "time"}.get(limit, LIMIT_NAMES.get(limit, limit))
+
+
+_OWN_RUN = {  # request -> what someone other than the requester has to do
+    "extend": "extend its budget", "reconcile.done": "mark its call done", "reconcile.retry": "retry its call",
+    "reconcile.abort": "abort it",
+}
+
+
+def own_run_refusal(request: str) -> str:
+    """Why the requester may not make `request` of their own run, e.g. `you started this run, so
+    someone else has to extend its budget`."""
+    return f"you started this run, so someone else has to {_OWN_RUN.get(request, 'decide this for it')}"
+
+
+def model_words(history: Sequence[Mapping[str, Any]], step: int) -> str | None:
+    """What the model said beside its call at `step` (a `ToolCall`'s `text`), on one line; None if
+    it said nothing or the history is not at hand (a run read without it)."""
+    for entry in reversed(history):
+        if entry.get("role") == "assistant" and entry.get("step") == step and "tool" in entry:
+            text = entry.get("text")
+            flat = " ".join(text.split()) if isinstance(text, str) else ""
+            return flat or None
+    return None
+
+
+# -- tool results in short ------------------------------------------------------------------------
+
+SUMMARY_LINES = 6
+_SUMMARY_VALUE = 60
+_SUMMARY_NAMES = 4
+
+
+def result_summary(value: Any) -> list[str]:
+    """A JSON result in at most `SUMMARY_LINES` lines: top-level keys with short values, list
+    lengths, the start of long strings. Keys are sorted, as a stored result's are; values are shown
+    as `bot.arguments.literal` shows them."""
+    room = SUMMARY_LINES
+    if isinstance(value, Mapping):
+        names = sorted(value, key=str)
+        shown = names if len(names) <= room else names[: room - 1]
+        lines = [f"{_short(key_text(name), 40)}: {_brief(value[name])}" for name in shown]
+        return lines + ([f"... and {counted(len(names) - len(shown), 'more key')}"] if len(shown) < len(names) else [])
+    if isinstance(value, list | tuple):
+        items = list(value)
+        shown_items = items if len(items) <= room - 1 else items[: room - 2]
+        lines = [counted(len(items), "item")] + [f"[{i}] {_brief(item)}" for i, item in enumerate(shown_items)]
+        return lines + ([f"... and {len(items) - len(shown_items):,} more"] if len(shown_items) < len(items) else [])
+    return [_brief(value)]
+
+
+def _brief(value: Any) -> str:
+    """One value in a few words: an object by its keys, a list by its length, a long string by its start."""
+    match value:
+        case Mapping():
+            names = [_short(key_text(name), 24) for name in sorted(value, key=str)[:_SUMMARY_NAMES]]
+            more = f", ... {len(value):,} keys" if len(value) > _SUMMARY_NAMES else ""
+            return "{" + ", ".join(names) + more + "}"
+        case list() | tuple():
+            return counted(len(value), "item")
+        case str() if len(value) > _SUMMARY_VALUE:
+            return literal(value[:_SUMMARY_VALUE])[:-1] + f'..." ({len(value):,} characters)'
+        case _:
+            return _short(literal(value), _SUMMARY_VALUE)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def budget_figures(state: Mapping[str, Any]) -> list[str]:

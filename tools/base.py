@@ -58,6 +58,7 @@ class Tool:
         description: one or two sentences for the model and for approvers.
         timeout_s: seconds before the call is abandoned and reported as a timeout.
         idempotent: the tool dedupes on `key`, so re-running it with the same key is safe.
+        confirm: Approve asks "are you sure?" before it counts, whatever the approval policy's rule says.
     """
 
     name: str
@@ -71,6 +72,7 @@ class Tool:
     """Extra argument names to hide in Slack, logs and the audit log, besides the global list
     (matched exactly after normalising `camelCase` and dashes, never as a suffix)."""
     args_schema: ArgsSchema | None = None
+    confirm: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME.match(self.name):
@@ -99,10 +101,13 @@ class Tool:
     @functools.cached_property
     def contract(self) -> str:
         """A short hash of what a model and an approver are told the tool is and does: name,
-        description, argument schema, side-effect and idempotency flags, time limit. A deploy that
-        changes any of them changes it; one that changes only the code behind `fn` does not."""
+        description, argument schema, side-effect, idempotency and confirm flags, time limit. A deploy
+        that changes any of them changes it; one that changes only the code behind `fn` does not."""
         described = {"name": self.name, "description": self.description, "args": self.json_schema(),
-                     "side_effect": self.side_effect, "idempotent": self.idempotent, "timeout_s": self.timeout_s}
+                     "side_effect": self.side_effect, "idempotent": self.idempotent, "timeout_s": self.timeout_s,
+                     # Only when set: a tool without it keeps the contract it had before the flag
+                     # existed, so a deploy adding the flag does not supersede every pending approval.
+                     **({"confirm": True} if self.confirm else {})}
         text = json.dumps(described, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -1,9 +1,10 @@
-"""Toolsets named in `SIGNOFF_TOOLS`: `demo`, `mcp:<server>` (or `mcp:*`), or `package.module:attribute`,
-comma-separated.
+"""Toolsets named in `SIGNOFF_TOOLS`: `demo`, `mcp:<server>` (or `mcp:*`), `http:<api>` (or `http:*`), or
+`package.module:attribute`, comma-separated.
 
 Explicit on purpose: each entry names one module, imported with `importlib`, and one attribute
 of it, a list of `Tool` or a callable returning one; or one server of the MCP configuration
-(`SIGNOFF_MCP_CONFIG`), `mcp:*` for all of them. Nothing is scanned or discovered.
+(`SIGNOFF_MCP_CONFIG`), `mcp:*` for all of them; or one API of the HTTP tools file
+(`SIGNOFF_HTTP_TOOLS`), `http:*` for all of them. Nothing is scanned or discovered.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from signoff.tools.mcp.servers import McpServers
 
 DEMO = "demo"
 MCP_PREFIX = "mcp:"
+HTTP_PREFIX = "http:"
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -40,15 +42,25 @@ class _BadEntry(Exception):
     """One problem with one entry; collected and reported together as a `ToolsetError`."""
 
 
-def load_toolsets(spec: str, *, outbox: str | Path, mcp: McpServers | None = None) -> dict[str, Tool]:
+class _BadEntries(Exception):
+    """Several problems with one entry (an HTTP tools file, say), reported with the others."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+def load_toolsets(spec: str, *, outbox: str | Path, mcp: McpServers | None = None,
+                  http_config: str | Path | None = None, environ: Mapping[str, str] | None = None) -> dict[str, Tool]:
     """Every tool of every toolset in `spec`, by name.
 
     `mcp` holds the configured MCP servers; the ones `mcp:` entries pick are started here (the
-    caller stops them with `mcp.close()`).
+    caller stops them with `mcp.close()`). `http_config` is the HTTP tools file `http:` entries
+    pick APIs from, its `${VAR}` taken from `environ`; it is read only when an entry picks one.
 
     Raises `ToolsetError` listing each bad entry (unknown module or attribute, something other
-    than a list of `Tool`, an MCP server that is not configured or does not start) and each tool
-    name defined twice.
+    than a list of `Tool`, an MCP server that is not configured or does not start, an HTTP tools
+    file that cannot be used or lacks the API) and each tool name defined twice.
     """
     entries = [entry.strip() for entry in spec.split(",")]
     if not any(entries):
@@ -57,6 +69,7 @@ def load_toolsets(spec: str, *, outbox: str | Path, mcp: McpServers | None = Non
     tools: dict[str, Tool] = {}
     defined_by: dict[str, str] = {}
     servers = list(dict.fromkeys(e.removeprefix(MCP_PREFIX) for e in entries if e.startswith(MCP_PREFIX)))
+    apis = list(dict.fromkeys(e.removeprefix(HTTP_PREFIX) for e in entries if e.startswith(HTTP_PREFIX)))
     for position, entry in enumerate(entries, start=1):
         if not entry:
             problems.append(f"toolset entry {position} of {spec!r} is empty (a stray comma?)")
@@ -69,12 +82,16 @@ def load_toolsets(spec: str, *, outbox: str | Path, mcp: McpServers | None = Non
                 # Every server the entries pick, started at once, at the place of the first of them.
                 picked, servers = servers, []
                 loaded = _load_mcp(picked, mcp) if picked else []
+            elif entry.startswith(HTTP_PREFIX):
+                # Every API the entries pick, at the place of the first of them (`http:*` and a name overlap).
+                chosen, apis = apis, []
+                loaded = _load_http(chosen, http_config, environ or {}) if chosen else []
             else:
                 loaded = [(entry, _load(entry, Path(outbox)))]
         except _BadEntry as exc:
             problems.append(str(exc))
             continue
-        except McpConfigError as exc:
+        except (McpConfigError, _BadEntries) as exc:
             problems.extend(exc.problems)
             continue
         for source, source_tools in loaded:
@@ -106,6 +123,21 @@ def _load_mcp(names: list[str], mcp: McpServers | None) -> list[tuple[str, list[
                              "SIGNOFF_MCP_CONFIG to a file with an \"mcpServers\" object)")
     by_server = mcp.tools(mcp.select(names))
     return [(f"{MCP_PREFIX}{server}", tools) for server, tools in by_server.items()]
+
+
+def _load_http(names: list[str], path: str | Path | None, environ: Mapping[str, str]) -> list[tuple[str, list[Tool]]]:
+    """The tools of the HTTP APIs `names` picks (`*`: all), each attributed to its `http:<api>` entry."""
+    # Imported here: the client and the schema validator cost a start-up that uses no HTTP tools.
+    from signoff.tools.http import HttpConfigError, api_tools, load_config, select
+
+    if path is None:
+        raise _BadEntry(f"toolset {HTTP_PREFIX}{names[0]}: no HTTP APIs are configured (set "
+                        'SIGNOFF_HTTP_TOOLS to a YAML file with an "apis" mapping)')
+    try:
+        config = load_config(path, environ)
+        return [(f"{HTTP_PREFIX}{name}", api_tools(config.apis[name])) for name in select(config, names)]
+    except HttpConfigError as exc:
+        raise _BadEntries(exc.problems) from None
 
 
 def describe_tools(tools: Mapping[str, Tool] | Iterable[Tool]) -> str:

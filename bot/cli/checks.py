@@ -8,9 +8,10 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from signoff.bot.cli.outbox_check import check_outbox
 from signoff.bot.cli.policy import policy_summary
 from signoff.bot.cli.rendering import one_line
-from signoff.bot.cli.toolview import check_mcp
+from signoff.bot.cli.toolview import check_http, check_mcp
 from signoff.bot.settings import Settings
 from signoff.bot.wiring import load_approval_policy, load_tools, model_env, resolve_model_spec
 from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
@@ -19,10 +20,12 @@ from signoff.runtime.models import check_model
 
 
 def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
-    """Tools (and each MCP server, started to list its tools), the approval policy, database, Slack
-    and model, each checked for real (the file parsed, a query, `auth.test`, a model call)."""
-    return [check_tools(settings, environ), *check_mcp(settings, environ), *check_policy(settings, environ),
-            check_database(settings), check_slack(settings), check_model_line(settings, environ)]
+    """Tools (and each MCP server, started to list its tools, and each HTTP API), the approval policy,
+    database, Slack and model, each checked for real (the file parsed, a query, `auth.test`, a model call)."""
+    return [check_tools(settings, environ), *check_mcp(settings, environ), *check_http(settings, environ),
+            *check_policy(settings, environ), check_database(settings), check_outbox(settings),
+            check_slack(settings),
+            check_model_line(settings, environ)]
 
 
 def check_tools(settings: Settings, environ: Mapping[str, str] | None = None) -> str:

@@ -41,6 +41,9 @@ from signoff.runtime.records import (
 from signoff.runtime.runner import Runner
 from signoff.runtime.schema import ACTIVE
 
+YES_NO = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny"}
+"""What people type at a yes-or-no question, taken at the approval prompt as approve or deny."""
+
 
 class RunBusy(click.ClickException):
     """Another worker holds the run's lease."""
@@ -54,6 +57,9 @@ def drive(runner: Runner, run_id: str, console: Console, notifier: TerminalNotif
     or reconcile; otherwise only approvals are asked.
     """
     stalled_at: int | None = None
+    before = runner.get_run(run_id)
+    if before is not None:
+        notifier.skip_earlier(before)
     while True:
         runner.execute(run_id)
         run = runner.get_run(run_id)
@@ -131,7 +137,8 @@ def ask_decision(console: Console, approval: ApprovalRecord) -> tuple[bool, str]
     """
     confirm = bool((approval.asked or {}).get("confirm"))
     for _ in range(MAX_INVALID_ANSWERS):
-        choice = console.choose("Approve [a], deny [d] or quit [q]? ", {"a": "approve", "d": "deny", "q": "quit"})
+        choice = console.choose("Approve [a], deny [d] or quit [q]? ", {"a": "approve", "d": "deny", "q": "quit"},
+                                aliases=YES_NO)
         if choice in (None, "quit"):
             return None
         if choice == "deny":
@@ -143,8 +150,8 @@ def ask_decision(console: Console, approval: ApprovalRecord) -> tuple[bool, str]
                              "anything else cancels: ")
         if typed == approval.tool:
             return True, ""
-        console.say("  cancelled; nothing was decided")
-    console.say(f"  not confirmed after {MAX_INVALID_ANSWERS} tries; stopping here")
+        console.show("  cancelled; nothing was decided")
+    console.show(f"  not confirmed after {MAX_INVALID_ANSWERS} tries; stopping here")
     return None
 
 
@@ -161,10 +168,10 @@ def still_needed(approval: ApprovalRecord) -> str:
 def settle_here(runner: Runner, run: RunRecord, console: Console, notifier: TerminalNotifier, user: str) -> bool:
     """Offer what fits a stopped run (extend, retry, reconcile); False if the person quit."""
     stop = run.stop or {}
-    console.say(f"run {run.run_id} is {run.status}: {stop.get('reason', '')}")
+    console.show(f"run {run.run_id} is {run.status}: {stop.get('reason', '')}")
     if stop.get("detail"):
-        console.say(f"  {one_line(stop['detail'], 300)}")
-    console.say(f"  budget: {plain_budget_line(run.state)}")
+        console.show(f"  {one_line(stop['detail'], 300)}")
+    console.show(f"  budget: {plain_budget_line(run.state)}")
     match offer(runner, run, console, notifier, user):
         case None:
             return False
@@ -204,10 +211,10 @@ def reconcile_here(runner: Runner, run: RunRecord, console: Console, notifier: T
     pending = run.state.get("pending") or {}
     tool = pending.get("tool", "")
     # Retry runs the call again: it is shown in full, as an approval card shows it.
-    console.say(f"  the call: {tool} (key {pending.get('key')}), its arguments in full:")
+    console.show(f"  the call: {tool} (key {pending.get('key')}), its arguments in full:")
     for line in argument_lines(pending.get("args", {}), notifier.display(tool)):
-        console.say(f"    {line}")
-    console.say("  it may or may not have taken effect; check, then say what happened")
+        console.show(f"    {line}")
+    console.show("  it may or may not have taken effect; check, then say what happened")
     # Whole words: claiming a side effect happened, or running it again, must not be one stray letter.
     choice = console.choose("Type done (it happened), retry (run it again) or abort (end the run), or q to quit: ",
                             {"done": "done", "retry": "retry", "abort": "abort", "q": "quit"})

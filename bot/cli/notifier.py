@@ -8,7 +8,7 @@ from typing import Any
 
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.cli.console import Console
-from signoff.bot.cli.rendering import approval_card, find_call, one_line, step_lines
+from signoff.bot.cli.rendering import approval_card, find_call, malformed_lines, one_line, step_lines
 from signoff.bot.words import approval_progress, approval_words, deciders, plain_budget_line
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
@@ -28,6 +28,21 @@ class TerminalNotifier:
         self.announced: set[str] = set()
         self.shown: set[str] = set()
         """Approvals whose card this process has printed."""
+        self.told_malformed: set[tuple[str, int]] = set()
+        """(run, step) of each malformed reply this process has reported or was told to skip."""
+
+    def skip_earlier(self, run: RunRecord) -> None:
+        """Report only what `run` does from here on (a resumed run's earlier steps are not news)."""
+        self.told_malformed |= {(run.run_id, step) for step in _malformed_steps(run)}
+
+    def _tell_malformed(self, run: RunRecord) -> None:
+        """Report the replies the loop could not use; no notifier call carries them, so each call
+        reports those since the last (a run's history is in order, so these come first)."""
+        for step in _malformed_steps(run):
+            if (run.run_id, step) not in self.told_malformed:
+                self.told_malformed.add((run.run_id, step))
+                for line in malformed_lines(run.state.get("history", []), step):
+                    self.console.say(line)
 
     def run_started(self, run: RunRecord) -> dict[str, Any] | None:
         # The runner announces a run on every `execute` until a Slack thread exists; say it once.
@@ -38,6 +53,7 @@ class TerminalNotifier:
         return None
 
     def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
+        self._tell_malformed(run)
         self.show_approval(run, approval)
         # Recorded as the approval's message, so no Slack process re-posts it as "never shown".
         return {"shown_in": "terminal", "to": run.requester}
@@ -48,8 +64,9 @@ class TerminalNotifier:
             return
         self.shown.add(approval.approval_id)
         display = self.display(approval.tool)
-        self.console.say(approval_card(run, approval, self.tools.get(approval.tool), display.secret_names,
-                                       self.clock()))
+        # Shown even with --quiet to a person at a terminal: they are about to be asked about it.
+        self.console.show(approval_card(run, approval, self.tools.get(approval.tool), display.secret_names,
+                                        self.clock()))
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         note = f": {approval.note}" if approval.note else ""
@@ -62,17 +79,25 @@ class TerminalNotifier:
         self.console.say(f"  the approval for {approval.tool} ({approval.key}) expired; nothing was executed")
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+        self._tell_malformed(run)
         call = find_call(run.state.get("history", []), entry)
         for line in step_lines(call, entry, self.display(entry.get("tool", "")).secret_names):
             self.console.say(line)
 
     def run_finished(self, run: RunRecord) -> None:
+        self._tell_malformed(run)
         self.console.say(f"  finished after {run.state.get('steps', 0)} step(s); {plain_budget_line(run.state)}")
 
     def run_stopped(self, run: RunRecord) -> None:
+        self._tell_malformed(run)
         reason = (run.stop or {}).get("reason", "")
         self.console.say(f"  stopped: {run.status}{': ' + reason if reason else ''}")
 
     def display(self, tool_name: str) -> ToolDisplay:
         """How the person at the keyboard is shown `tool_name`, as Slack shows it to approvers."""
         return ToolDisplay.of(self.tools.get(tool_name), self.redact_keys)
+
+
+def _malformed_steps(run: RunRecord) -> list[int]:
+    return [int(entry.get("step") or 0) for entry in run.state.get("history", [])
+            if entry.get("role") == "assistant" and "malformed" in entry]

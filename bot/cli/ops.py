@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 from sqlalchemy.exc import OperationalError
 
+from signoff.bot.cli import CliState
 from signoff.bot.cli.checks import check_lines
+from signoff.bot.cli.envfile import env_file_words
 from signoff.bot.cli.options import DATABASE_URL, POLICY, load_settings
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
 from signoff.bot.wiring import PACKAGE_DIR
-from signoff.runtime.adapters.db import make_engine, masked, upgrade
+from signoff.runtime.adapters.db import database_error, make_engine, masked, upgrade
 from signoff.runtime.errors import ConfigError
 
 
@@ -24,18 +27,12 @@ def db_upgrade(database_url: str | None) -> int:
     try:
         before, after = upgrade(engine)
     except OperationalError as exc:
-        raise ConfigError(f"cannot reach the database at {masked(settings.database_url)}: "
-                          f"{_first_line(exc)}") from None
+        raise database_error(masked(settings.database_url), exc) from None
     finally:
         engine.dispose()
     click.echo(f"{masked(settings.database_url)}: {before or '(empty)'} -> {after}"
                + (" (already current)" if before == after else ""))
     return EXIT_OK
-
-
-def _first_line(exc: OperationalError) -> str:
-    text = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 @click.group(commands=[db_upgrade])
@@ -45,19 +42,22 @@ def db() -> None:
 
 @click.command()
 @POLICY
-def check(policy: str | None) -> int:
+@click.pass_obj
+def check(state: CliState, policy: str | None) -> int:
     """Check the configuration, the tools (each MCP server is started and lists its tools, with how
     each is gated), the approval policy, the database, Slack (auth.test) and the model.
 
     Prints one line per check, "ok ..." or "FAIL ... reason" ("skip ..." when not configured);
     exits 1 if any check failed.
     """
+    # Which .env was read: it may be where a value (or a bad one) came from.
+    env_file = env_file_words(state.env_file, Path.cwd())
     try:
         settings = load_settings({"policy": policy})
     except ConfigError as exc:
-        click.echo(f"FAIL config: {exc}")
+        click.echo(f"FAIL config: {exc}; {env_file}")
         return EXIT_ERROR
-    click.echo("ok config: SIGNOFF_* and SLACK_* settings are valid")
+    click.echo(f"ok config: SIGNOFF_* and SLACK_* settings are valid; {env_file}")
     results = check_lines(settings, os.environ)
     for line in results:
         click.echo(line)

@@ -16,7 +16,7 @@ from signoff.bot.cli.console import Console
 from signoff.bot.settings import Settings
 from signoff.bot.wiring import PACKAGE_DIR
 from signoff.bot.words import DEMO_MODEL
-from signoff.runtime.adapters.db import is_default_sqlite
+from signoff.runtime.adapters.db import is_default_sqlite, is_new_sqlite, url_problem
 
 DEMO_DATABASE_URL = "sqlite:///signoff-demo.db"
 DEMO_GOAL = "Ada Lovelace says order A-1001 arrived damaged. Refund her and let her know."
@@ -36,7 +36,8 @@ FLAG_VARS = {
 EXIT_CODES_HELP = (
     "\b\nExit codes: 0 done, 1 error, 2 bad usage, 3 paused waiting for a decision\n"
     "(resume with `signoff runs resume`), 4 stopped without an answer (budget, failure,\n"
-    "unknown outcome, cancelled, expired)."
+    "unknown outcome, cancelled, expired), 5 done, but every approved call failed,\n"
+    "130 interrupted (Ctrl-C; the run continues with `signoff runs resume`)."
 )
 TERMINAL_APPROVER_HELP = (
     "In the terminal the person at the keyboard is the approver: decisions are recorded as --user, "
@@ -75,8 +76,16 @@ def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
     return apply
 
 
+def _database_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    problem = url_problem(value) if value is not None else None
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)  # names the flag, not SIGNOFF_DATABASE_URL
+    return value
+
+
 _POSITIVE_INT, _POSITIVE = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
-DATABASE_URL = click.option("--database-url", help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
+DATABASE_URL = click.option("--database-url", callback=_database_url,
+                            help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
 TOOLS = click.option("--tools", help="Toolsets: demo, mcp:<server>, mcp:* or package.module:attribute, "
                                      "comma-separated (overrides SIGNOFF_TOOLS).")
 MCP_CONFIG = click.option("--mcp-config", help="JSON file of MCP servers (overrides SIGNOFF_MCP_CONFIG).")
@@ -109,10 +118,18 @@ def load_settings(flags: Mapping[str, Any], *, demo: bool = False) -> Settings:
     return Settings.from_env({**base, **overrides})
 
 
-def may_create(database_url: str, demo: bool) -> bool:
-    """Only the zero-configuration SQLite files are created and upgraded without asking."""
+def is_zero_config(database_url: str, demo: bool) -> bool:
+    """The SQLite file `signoff run` (or `signoff demo`) uses when nothing is configured."""
     return is_default_sqlite(database_url) or (demo and database_url == DEMO_DATABASE_URL)
 
 
+def may_create(database_url: str, demo: bool) -> bool:
+    """Whether a command that writes runs may create the database or upgrade its schema: the
+    zero-configuration files, and a SQLite file that does not exist yet, anywhere. A database that
+    exists (PostgreSQL, someone's SQLite file) is never changed without `signoff db upgrade`."""
+    return is_zero_config(database_url, demo) or is_new_sqlite(database_url)
+
+
 def make_console(quiet: bool) -> Console:
-    return Console(sys.stdout, sys.stdin, quiet=quiet, echo_answers=not sys.stdin.isatty())
+    typing = sys.stdin.isatty()  # a person types the answers, and sees what they answer
+    return Console(sys.stdout, sys.stdin, quiet=quiet, echo_answers=not typing, interactive=typing)

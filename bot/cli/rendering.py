@@ -57,6 +57,16 @@ def step_lines(call: Mapping[str, Any] | None, entry: Mapping[str, Any], secret_
     return lines
 
 
+def malformed_lines(history: Iterable[Mapping[str, Any]], step: int) -> list[str]:
+    """A reply the loop could not use (neither a tool call nor an answer), and what the model was
+    told about it: `step 2  malformed reply: ...` then `x malformed decision: ...`."""
+    entries = [e for e in history if e.get("step") == step]
+    reply = next((e["malformed"] for e in entries if e.get("role") == "assistant" and "malformed" in e), "")
+    told = next((e.get("error", "") for e in entries if e.get("role") == "runtime"), "")
+    return [f"  step {step}  malformed reply: {one_line(reply, 200)}",
+            f"          x {one_line(told or 'neither a tool call nor an answer', _RESULT_CHARS)} (the model is told)"]
+
+
 def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, secret_keys: frozenset[str],
                   now: datetime) -> str:
     """The approval request as Slack shows it: goal, requester, tool, arguments, key, budget, expiry,

@@ -20,11 +20,11 @@ from signoff.bot.cli.options import (
     make_console,
     may_create,
 )
-from signoff.bot.cli.outcomes import finish
+from signoff.bot.cli.outcomes import Interrupted, finish
 from signoff.bot.settings import ENV_VARS, Settings
 from signoff.bot.wiring import build_runner, load_tools, model_env, runner_config
 from signoff.bot.words import model_label
-from signoff.runtime.adapters.db import masked
+from signoff.runtime.adapters.db import check_writable, masked
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.runner import Runner
 
@@ -77,6 +77,7 @@ def demo(goal: str, quiet: bool, user: str, **flags: Any) -> int:
 
 def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, demo: bool) -> int:
     console = make_console(quiet)
+    check_writable(settings.database_url)
     runner, notifier = terminal_runner(settings, console, auto_upgrade=may_create(settings.database_url, demo))
     console.say(f"model:    {model_label(settings.model)}")
     console.say(f"tools:    {', '.join(runner.tools)}")
@@ -85,8 +86,13 @@ def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, de
         started = runner.start_run(goal, requester=user, origin={"source": TERMINAL_SOURCE, "user": user})
     except ValueError as exc:
         raise click.UsageError(f"GOAL: {exc}") from None
-    final = drive(runner, started.run_id, console, notifier, user, settle=False)
-    return finish(console, final, resume_hint(final.run_id, settings, demo))
+    hint = resume_hint(started.run_id, settings, demo)
+    try:
+        final = drive(runner, started.run_id, console, notifier, user, settle=False)
+    except KeyboardInterrupt:
+        # Caught here, where the run is known: click would turn it into a bare "Aborted!".
+        raise Interrupted(hint) from None
+    return finish(console, final, hint, runner.store.executions(final.run_id))
 
 
 def terminal_runner(settings: Settings, console: Console, *, store: SqlStore | None = None,

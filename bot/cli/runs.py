@@ -11,6 +11,7 @@ from signoff.bot.cli.deciding import drive
 from signoff.bot.cli.options import (
     DATABASE_URL,
     DEMO,
+    DEMO_DATABASE_URL,
     MCP_CONFIG,
     OUTBOX,
     POLICY,
@@ -18,12 +19,12 @@ from signoff.bot.cli.options import (
     TOOLS,
     USER,
     deciding_command,
+    is_zero_config,
     load_settings,
     make_console,
-    may_create,
     options,
 )
-from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK, finish
+from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK, Interrupted, finish
 from signoff.bot.cli.rendering import one_line
 from signoff.bot.cli.replays import summary_line, verdict_lines
 from signoff.bot.cli.running import IN_TERMINAL, TERMINAL_SOURCE, resume_hint, terminal_runner
@@ -31,10 +32,10 @@ from signoff.bot.cli.story import dumps, run_records, story_lines
 from signoff.bot.settings import Settings
 from signoff.bot.wiring import load_approval_policy, load_tools, open_store
 from signoff.bot.words import model_label
-from signoff.runtime.adapters.db import masked
+from signoff.runtime.adapters.db import check_writable, is_default_sqlite, masked, sqlite_file
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.approval_policy import ApprovalPolicy
-from signoff.runtime.errors import ConfigError
+from signoff.runtime.errors import ConfigError, SignoffError
 from signoff.runtime.loop import Caller
 from signoff.runtime.records import RunRecord
 from signoff.runtime.replay import Replayed, replay
@@ -43,16 +44,59 @@ from signoff.tools.base import Tool
 
 
 def runs_store(database_url: str | None, demo: bool, tools: str | None = None,
-               policy: str | None = None) -> tuple[Settings, SqlStore]:
+               policy: str | None = None) -> tuple[Settings, SqlStore | None]:
     settings = load_settings({"database_url": database_url, "tools": tools, "policy": policy}, demo=demo)
-    return settings, open_store(settings.database_url, auto_upgrade=may_create(settings.database_url, demo))
+    return settings, read_store(settings.database_url, demo)
 
 
-def the_run(store: SqlStore, run_id: str, database_url: str) -> RunRecord:
-    run = store.get_run(run_id)
+def read_store(database_url: str, demo: bool) -> SqlStore | None:
+    """The store to read runs from; None when it is the zero-configuration file and that does not
+    exist yet. Reading never creates a database: any other missing file is an error."""
+    path = sqlite_file(database_url)
+    if path is not None and not path.exists():
+        if is_zero_config(database_url, demo):
+            return None
+        return open_store(database_url)  # raises, naming the missing file
+    # The zero-configuration file is kept current as `signoff run` would; any other needs `db upgrade`.
+    return open_store(database_url, auto_upgrade=is_zero_config(database_url, demo))
+
+
+def the_run(store: SqlStore | None, run_id: str, database_url: str, demo: bool = False) -> RunRecord:
+    run = store.get_run(run_id) if store is not None else None
     if run is None:
-        raise click.ClickException(f"no run {run_id!r} in {masked(database_url)}")
+        where = masked(database_url) + ("" if store is not None else " (it does not exist yet)")
+        hint = "; it is in the demo database: add --demo" if not demo and _in_demo(database_url, run_id) else ""
+        raise click.ClickException(f"no run {run_id!r} in {where}{hint}")
     return run
+
+
+def _demo_store(database_url: str) -> SqlStore | None:
+    """The demo's database, when `database_url` is the default one and the demo has left a file."""
+    demo_file = sqlite_file(DEMO_DATABASE_URL)
+    if not is_default_sqlite(database_url) or demo_file is None or not demo_file.exists():
+        return None
+    try:
+        return read_store(DEMO_DATABASE_URL, demo=True)
+    except SignoffError:  # only a hint: a demo file we cannot read is no reason to fail
+        return None
+
+
+def _in_demo(database_url: str, run_id: str) -> bool:
+    store = _demo_store(database_url)
+    try:
+        return store is not None and store.get_run(run_id, history=False) is not None
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _demo_has_runs(database_url: str) -> bool:
+    store = _demo_store(database_url)
+    try:
+        return store is not None and bool(store.list_runs(limit=1))
+    finally:
+        if store is not None:
+            store.close()
 
 
 @click.command("list")
@@ -63,10 +107,13 @@ def the_run(store: SqlStore, run_id: str, database_url: str) -> RunRecord:
 @DEMO
 def runs_list(limit: int, status: str | None, requester: str | None, database_url: str | None, demo: bool) -> int:
     """The most recent runs, newest first."""
-    _, store = runs_store(database_url, demo)
-    found = store.list_runs(requester=requester, status=status, limit=limit)
+    settings, store = runs_store(database_url, demo)
+    found = store.list_runs(requester=requester, status=status, limit=limit) if store is not None else []
     if not found:
-        click.echo("no runs")
+        words = "no runs yet" if store is None else "no runs"
+        if not demo and _demo_has_runs(settings.database_url):
+            words += f"; demo runs are in ./{sqlite_file(DEMO_DATABASE_URL)}: add --demo"
+        click.echo(words)
         return EXIT_OK
     rows = [("RUN", "STATUS", "REQUESTER", "STEPS", "UPDATED", "GOAL")]
     rows += [(r.run_id, r.status, r.requester, "?" if r.unreadable else str(r.state.get("steps", 0)),
@@ -89,7 +136,9 @@ def runs_show(run_id: str, as_json: bool, database_url: str | None, tools: str |
     Secret-looking arguments (password, token, ...) are redacted.
     """
     settings, store = runs_store(database_url, demo, tools)
-    record = run_records(store, the_run(store, run_id, settings.database_url), secret_keys(settings))
+    run = the_run(store, run_id, settings.database_url, demo)
+    assert store is not None  # the run was found in it
+    record = run_records(store, run, secret_keys(settings))
     if as_json:
         click.echo(dumps(record, indent=2))
     else:
@@ -104,7 +153,9 @@ def runs_export(run_id: str, database_url: str | None, tools: str | None, demo: 
     """JSON lines, each {"record": kind, "data": {...}}: the run, then each history entry, event,
     approval and execution. Secret-looking values are redacted."""
     settings, store = runs_store(database_url, demo, tools)
-    record = run_records(store, the_run(store, run_id, settings.database_url), secret_keys(settings))
+    run = the_run(store, run_id, settings.database_url, demo)
+    assert store is not None  # the run was found in it
+    record = run_records(store, run, secret_keys(settings))
     click.echo(dumps({"record": "run", "data": record["run"]}))
     for kind, key in (("history", "history"), ("event", "events"), ("approval", "approvals"),
                       ("execution", "executions")):
@@ -126,18 +177,23 @@ def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: 
     """
     settings = load_settings({"database_url": database_url, "tools": tools, "outbox": outbox,
                               "mcp_config": mcp_config, "policy": policy}, demo=demo)
-    store = open_store(settings.database_url, auto_upgrade=may_create(settings.database_url, demo))
-    run = the_run(store, run_id, settings.database_url)
+    store = read_store(settings.database_url, demo)  # a run to resume is in a database that exists
+    run = the_run(store, run_id, settings.database_url, demo)
+    assert store is not None  # the run was found in it
+    check_writable(settings.database_url)
     console = make_console(quiet)
     hint = resume_hint(run_id, settings, demo)
     if run.status in TERMINAL:
         console.say(f"run {run_id} has ended; nothing to resume")
-        return finish(console, run, hint)
+        return finish(console, run, hint, store.executions(run_id))
     # The run keeps the model it started with; build that one, whatever SIGNOFF_MODEL says now.
     runner, notifier = terminal_runner(settings.model_copy(update={"model": run.model}), console, store=store)
     console.say(f"resuming {run_id} ({run.status}); model: {model_label(run.model)}")
-    final = drive(runner, run_id, console, notifier, user, settle=True)
-    return finish(console, final, hint)
+    try:
+        final = drive(runner, run_id, console, notifier, user, settle=True)
+    except KeyboardInterrupt:
+        raise Interrupted(hint) from None
+    return finish(console, final, hint, store.executions(run_id))
 
 
 @click.command("replay")
@@ -161,9 +217,13 @@ def runs_replay(run_id: str | None, every: bool, since: datetime | None, databas
     settings, store = runs_store(database_url, demo, tools, policy)
     toolset = load_tools(settings)
     started = time.monotonic()
-    chosen = [the_run(store, run_id, settings.database_url)] if run_id else finished_runs(store, since)
+    if run_id:
+        chosen = [the_run(store, run_id, settings.database_url, demo)]
+    else:
+        chosen = finished_runs(store, since) if store is not None else []
+    # No store: the zero-configuration file does not exist yet, so there is nothing to replay.
     results = replay_each(store, toolset, chosen, reread=every, stall_after=settings.stall_after,
-                          policies=RunPolicies(settings))
+                          policies=RunPolicies(settings)) if store is not None else []
     if every:
         click.echo(summary_line(results, time.monotonic() - started))
     return EXIT_OK if all(r.divergence is None for r in results) else EXIT_ERROR

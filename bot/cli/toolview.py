@@ -1,8 +1,9 @@
-"""`signoff tools`, and the MCP lines of `signoff check`: every tool the model will see, with its gate."""
+"""`signoff tools`, and the MCP and HTTP lines of `signoff check`: every tool the model will see, with its gate."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,7 +15,10 @@ from signoff.bot.wiring import load_tools, mcp_servers
 from signoff.runtime.errors import ConfigError
 from signoff.tools.base import Tool
 from signoff.tools.mcp import Gate, McpConfigError, McpServers, ServerReport
-from signoff.tools.registry import MCP_PREFIX
+from signoff.tools.registry import HTTP_PREFIX, MCP_PREFIX
+
+if TYPE_CHECKING:
+    from signoff.tools.http import ApiConfig, HttpGate
 
 CODE = "code"
 """Where a Python tool's gate comes from: the `Tool(...)` that declares it."""
@@ -25,13 +29,16 @@ CODE = "code"
 def tools(tools: str | None, mcp_config: str | None, outbox: str | None, demo: bool) -> int:
     """Print every tool the model will see (SIGNOFF_TOOLS, or --tools), one a line: its name,
     whether a call runs by itself (read-only) or waits for an approval, whether it is idempotent,
-    its time limit, where each of those came from (code, annotation, override, server, default),
-    and its description. MCP servers are started to list their tools, then stopped.
+    its time limit, where each of those came from (code, annotation, method, override, server, api,
+    default), and its description. MCP servers are started to list their tools, then stopped.
     """
+    from signoff.tools.http import http_gate
+
     settings = load_settings({"tools": tools, "mcp_config": mcp_config, "outbox": outbox}, demo=demo)
     loaded = load_tools(settings)
     servers = mcp_servers(settings)
-    rows = [tool_row(tool, servers.gate_of(tool.name) if servers else None) for tool in loaded.values()]
+    rows = [tool_row(tool, (servers.gate_of(tool.name) if servers else None) or http_gate(tool))
+            for tool in loaded.values()]
     for line in aligned(rows):
         click.echo(line)
     for tool in loaded.values():
@@ -41,7 +48,7 @@ def tools(tools: str | None, mcp_config: str | None, outbox: str | None, demo: b
     return EXIT_OK
 
 
-def tool_row(tool: Tool, gate: Gate | None) -> list[str]:
+def tool_row(tool: Tool, gate: Gate | HttpGate | None) -> list[str]:
     """Name, gate, idempotency, time limit, sources, description."""
     timeout = f"{tool.timeout_s:g}s" if tool.timeout_s is not None else "no limit"
     idempotent = ("idempotent" if tool.idempotent else "not idempotent") if tool.side_effect else "-"
@@ -79,6 +86,38 @@ def check_mcp(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     lines: list[str] = []
     for report in _reports(servers):
         lines.extend(server_lines(report, picked))
+    return lines
+
+
+def check_http(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """For `signoff check`: each API of `SIGNOFF_HTTP_TOOLS`, then its tools and how each is gated
+    (nothing when it is not set). Header names are shown, never their values."""
+    if not settings.http_tools:
+        return []
+    from signoff.tools.http import HttpConfigError, load_config
+
+    try:
+        config = load_config(settings.http_tools, environ)
+    except HttpConfigError as exc:
+        return [f"FAIL http: {problem}" for problem in exc.problems]
+    names = [entry.strip().removeprefix(HTTP_PREFIX) for entry in settings.tools.split(",")
+             if entry.strip().startswith(HTTP_PREFIX)]
+    lines: list[str] = []
+    for api in config.apis.values():
+        lines.extend(api_lines(api, picked="*" in names or api.name in names))
+    return lines
+
+
+def api_lines(api: ApiConfig, *, picked: bool) -> list[str]:
+    from signoff.tools.http import resolve_gate, tool_name
+
+    use = "" if picked else " (not in SIGNOFF_TOOLS)"
+    headers = f" · headers: {', '.join(api.headers)}" if api.headers else ""
+    lines = [f"ok http {api.name}: {api.base_url} -> {len(api.tools)} tools{use}{headers}"]
+    rows = [(tool_name(api.name, tool.name), f"{tool.method} {tool.path}", resolve_gate(api, tool).summary())
+            for tool in api.tools]
+    name_width, call_width = (max(len(row[i]) for row in rows) for i in (0, 1))
+    lines += [f"    {name:<{name_width}}  {call:<{call_width}}  {gate}" for name, call, gate in rows]
     return lines
 
 

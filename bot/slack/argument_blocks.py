@@ -27,11 +27,13 @@ from signoff.bot.slack.blocks import (
     context,
     deny_button,
     escape,
+    model_says,
     safe,
     section,
     slack_date,
     user,
 )
+from signoff.bot.words import counted, model_words
 from signoff.runtime.records import ApprovalRecord, RunRecord
 
 CARD_SECTIONS = 2
@@ -66,7 +68,8 @@ def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
     full = code_sections(lines, room)
     if full is not None:
         label = f"*Arguments* ({len(lines)}, one a line, in full)" if lines else "*Arguments*: none"
-        return ShownArguments(label, [code_section(s) for s in full], [approve_button(approval), deny], True)
+        approve = approve_button(approval, tool_confirms=display.confirm)
+        return ShownArguments(label, [code_section(s) for s in full], [approve, deny], True)
     size = f"*Arguments* ({len(lines)}): {sum(map(len, lines)):,} characters, too long to show in full here"
     if approval.status != "pending":
         label = f"{size}; `signoff runs show {safe(run.run_id, 80)} --json` has them in full."
@@ -100,7 +103,7 @@ def _short_form(approval: ApprovalRecord, display: ToolDisplay) -> str:
             shown = escape(name) if len(escape(name)) <= _SHORT_VALUE else f"(a name of {len(name):,} characters)"
             line = f"{shown}: (not shown here: {len(value):,} characters)"
         if sum(len(x) + 1 for x in lines) + len(line) > room:
-            lines.append(f"(and {len(pairs) - index} more arguments, not shown here)")
+            lines.append(f"(and {counted(len(pairs) - index, 'more argument')}, not shown here)")
             break
         lines.append(line)
     return "```\n" + "\n".join(lines) + "\n```"
@@ -114,18 +117,21 @@ def code_section(text: str) -> dict[str, Any]:
 
 
 def arguments_modal(run: RunRecord, approval: ApprovalRecord, display: ToolDisplay) -> dict[str, Any] | None:
-    """Every argument in full with Approve, or None if even a modal cannot hold them."""
+    """Every argument in full with Approve, or None if even a modal cannot hold them; the model's
+    words beside the call too, when `run` carries its history."""
     lines = argument_lines(approval.args, display)
     sections = code_sections(lines, MODAL_SECTIONS)
     if sections is None:
         return None
     about = f"\n{safe(display.description, 300)}" if display.description else ""
+    said = model_words(run.state.get("history") or (), approval.step)
     heading = (f"*Approve `{safe(approval.tool, 64)}`?* Asked by {user(run.requester)}, key "
                f"`{safe(approval.key, 120)}`{about}\n>{safe(run.goal, 600)}\n"
-               f"*Arguments* ({len(lines)}, one a line, in full)")
+               + (f"{model_says(said)}\n" if said else "")
+               + f"*Arguments* ({len(lines)}, one a line, in full)")
     blocks = [section(heading), *(code_section(s) for s in sections),
               context(f"expires {slack_date(approval.expires_at)} · budget used: {budget_line(run.state)}"),
-              actions(APPROVAL_BLOCK, [approve_button(approval)])]
+              actions(APPROVAL_BLOCK, [approve_button(approval, tool_confirms=display.confirm)])]
     return _modal(approval, blocks)
 
 

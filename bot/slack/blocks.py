@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from signoff.bot.words import LIMIT_NAMES, budget_figures
 from signoff.runtime.people import is_slack_user, is_user_group
@@ -29,6 +30,9 @@ DENY_MODAL = "signoff.deny_modal"
 DENY_REASON_BLOCK = "signoff.deny_reason"
 DENY_REASON_INPUT = "reason"
 ARGS_MODAL = "signoff.args_modal"
+VIEW_RESULT_ACTION = "signoff.view_result"
+"""*View full result* under a tool result in a run's thread; carries `result_value`."""
+RESULT_MODAL = "signoff.result_modal"
 COMMAND = "/signoff"
 APPROVAL_BLOCK = "signoff.approval"
 """The block of decision buttons under an approval request, on its card and in its modal."""
@@ -111,6 +115,29 @@ def user(user_id: Any) -> str:
     return f"<!subteam^{user_id}>" if is_user_group(user_id) else safe(user_id, 40)
 
 
+def with_mentions(text: Any, limit: int, people: Iterable[Any]) -> str:
+    """`safe(text, limit)` with each of `people` (ids from our own records, never from the text)
+    shown as a mention wherever it stands as a whole word, e.g. `closed by U0ALICE`."""
+    shown = safe(text, limit)
+    for person in {p for p in people if is_slack_user(p)}:
+        shown = re.sub(rf"(?<![A-Za-z0-9@]){re.escape(person)}(?![A-Za-z0-9])", user(person), shown)
+    return shown
+
+
+_CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,30}$")
+_TEAM_ID = re.compile(r"^[TE][A-Z0-9]{2,30}$")
+
+
+def run_link(origin: Mapping[str, Any], label: str) -> str | None:
+    """A link to the channel a run is posted in (its thread is under the run message there), or None
+    for a run not posted in a channel. Slack's `app_redirect` needs no permalink call and no domain."""
+    channel, team = origin.get("channel"), origin.get("team")
+    if not (isinstance(channel, str) and _CHANNEL_ID.match(channel)):
+        return None
+    query = {"channel": channel, **({"team": team} if isinstance(team, str) and _TEAM_ID.match(team) else {})}
+    return f"<{escape('https://slack.com/app_redirect?' + urlencode(query))}|{safe(label, 80)}>"
+
+
 def slack_date(moment: datetime) -> str:
     """A date Slack shows in the reader's time zone, with a UTC fallback."""
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
@@ -145,18 +172,23 @@ def approval_value(approval: ApprovalRecord) -> str:
     return f"{approval.approval_id}:{approval.digest}"
 
 
-def approve_button(approval: ApprovalRecord) -> dict[str, Any]:
-    """Approve; behind an "are you sure?" dialog when the policy rule that asked says `confirm`."""
+def approve_button(approval: ApprovalRecord, *, tool_confirms: bool = False) -> dict[str, Any]:
+    """Approve; behind an "are you sure?" dialog when the policy rule that asked says `confirm` or
+    the tool is marked `confirm` (`tool_confirms`)."""
     element = button("Approve", APPROVE_ACTION, approval_value(approval), "primary")
-    if (approval.asked or {}).get("confirm") is True:
-        element["confirm"] = approve_confirmation(approval)
+    if (approval.asked or {}).get("confirm") is True or tool_confirms:
+        element["confirm"] = approve_confirmation(approval, tool_confirms=tool_confirms)
     return element
 
 
-def approve_confirmation(approval: ApprovalRecord) -> dict[str, Any]:
+def approve_confirmation(approval: ApprovalRecord, *, tool_confirms: bool = False) -> dict[str, Any]:
     """Block Kit's confirmation dialog for Approve: Slack shows it before it sends the click."""
-    rule = (approval.asked or {}).get("rule")
-    why = f" Policy rule {rule} asks you to confirm." if isinstance(rule, str) and rule else ""
+    asked = approval.asked or {}
+    rule = asked.get("rule")
+    if asked.get("confirm") is True:
+        why = f" Policy rule {rule} asks you to confirm." if isinstance(rule, str) and rule else ""
+    else:
+        why = f" {approval.tool} asks you to confirm every approval." if tool_confirms else ""
     runs = f"once {approval.quorum} people have approved" if approval.quorum > 1 else "right away"
     text = f"You approve {approval.tool} with key {approval.key} and the arguments as shown; it runs {runs}.{why}"
     return {"title": plain_text(f"Approve {approval.tool}?", MAX_CONFIRM_TITLE),
@@ -263,6 +295,16 @@ _CODE = re.compile(r"```\n(.*)\n```", re.DOTALL)
 _CONTINUED, _CONTINUES = "_…continued from above_\n", "\n_continues below…_"
 _TOKEN = re.compile(r"\\U[0-9a-f]{8}|\\u[0-9a-f]{4}|\\.|.", re.DOTALL)
 """One shown character of an `argument_lines` line: an escape sequence or a single character."""
+
+
+MODEL_WORDS_CHARS = 280
+"""What a card quotes of the model's words: a phone screen's worth; the run's history has them all."""
+
+
+def model_says(words: str) -> str:
+    """The model's own words beside its call, in mrkdwn: quoted and labelled as the model's (they are
+    neither ours nor checked; the arguments are what runs)."""
+    return f"*The model says*\n>{safe(words, MODEL_WORDS_CHARS)}"
 
 
 def notice(text: str) -> Message:

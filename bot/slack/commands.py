@@ -24,6 +24,10 @@ from signoff.bot.slack.seen import SeenTriggers
 from signoff.bot.slack.workers import Workers
 from signoff.runtime.records import RunRecord
 from signoff.runtime.runner import Runner
+from signoff.runtime.schema import TERMINAL
+
+NO_RUNS = "You have no runs yet. Start one with `/signoff <goal>`."
+NOTHING_TO_CANCEL = "You have no run in progress to cancel."
 
 
 class Commands:
@@ -37,7 +41,11 @@ class Commands:
         if isinstance(command, Malformed):
             ack(text=f"Sorry, Slack sent a command I could not read: {command.reason}.")
             return
-        reply, started = self._answer(command)
+        bare = _bare_subcommand(body)
+        if isinstance(command.request, ShowHelp) and bare is not None:
+            reply, started = self._latest(bare, command.where.user), None
+        else:
+            reply, started = self._answer(command)
         ack(**reply.as_kwargs())
         if started is not None:
             # Only after the answer is on its way: a replica dying in the run's first step must
@@ -63,6 +71,18 @@ class Commands:
                 return messages.help_message(), None
             case _:
                 assert_never(command.request)
+
+    def _latest(self, subcommand: str, who: str) -> Message:
+        """`/signoff status` or `/signoff cancel` without a run: about the person's latest run (to
+        cancel: the latest that has not ended)."""
+        runs = self.runner.runs_for(who)
+        if subcommand == "cancel":
+            going = next((run for run in runs if run.status not in TERMINAL), None)
+            return self._cancel(going.run_id, who) if going is not None else notice(NOTHING_TO_CANCEL)
+        latest = self._visible_run(runs[0].run_id, who) if runs else None
+        if latest is None:
+            return notice(NO_RUNS)
+        return messages.status_message(latest, self.runner.pending_approval(latest.run_id))
 
     def _visible_run(self, run_id: str, who: str) -> RunRecord | None:
         run = self.runner.get_run(run_id, history=False)
@@ -94,3 +114,11 @@ class Commands:
             return notice(f"Could not start a run: {safe(exc, 300)}"), None
         self.seen.settle(where.trigger_id, run.run_id)
         return messages.started_message(run), run.run_id
+
+
+def _bare_subcommand(body: dict[str, Any]) -> str | None:
+    """`status` or `cancel` when the command is that one word alone (which `parse_command` reads as
+    a request for help): it then means the person's latest run."""
+    text = body.get("text")
+    words = text.split() if isinstance(text, str) else []
+    return words[0].lower() if len(words) == 1 and words[0].lower() in ("status", "cancel") else None

@@ -70,7 +70,7 @@ class Decisions:
         if click is None:
             return
         approval = self.runner.get_approval(click.approval_id)
-        refusal, run = self._modal_refusal(click, approval)
+        refusal, run = self._modal_refusal(click, approval, history=True)  # the modal quotes the model too
         if refusal is not None or approval is None or run is None:
             self.notices.tell(click.where, refusal or APPROVAL_GONE)
             return
@@ -94,10 +94,11 @@ class Decisions:
         self.notifier.client.views_open(trigger_id=click.where.trigger_id,
                                         view=messages.deny_modal(approval, channel=click.where.channel))
 
-    def _modal_refusal(self, click: ApprovalClick,
-                       approval: ApprovalRecord | None) -> tuple[str | None, RunRecord | None]:
+    def _modal_refusal(self, click: ApprovalClick, approval: ApprovalRecord | None,
+                       history: bool = False) -> tuple[str | None, RunRecord | None]:
         """Why the Deny or the full-arguments modal should not open (None if it may), and the
-        approval's run, read once for the modal too; the decision itself is checked again."""
+        approval's run (with its `history` if asked), read once for the modal too; the decision
+        itself is checked again."""
         if approval is None:
             return APPROVAL_GONE, None
         if approval.digest != click.digest:
@@ -106,7 +107,7 @@ class Decisions:
             return decided_text(approval), None
         if approval.expires_at <= self.runner.store.now():  # the database's clock decides expiry, not ours
             return expired_text(approval), None
-        run = self.runner.get_run(approval.run_id, history=False)
+        run = self.runner.get_run(approval.run_id, history=history)
         if run is None:
             return "The run behind this request no longer exists.", None
         if not click.where.trigger_id:

@@ -80,4 +80,5 @@ class Listeners:
         app.view_submission(blocks.DENY_MODAL)(answered(self.decisions.on_deny_submitted))
         for action in blocks.RUN_ACTIONS:
             app.action(action)(answered(self.run_buttons.on_press))
+        app.action(blocks.VIEW_RESULT_ACTION)(answered(self.run_buttons.on_view_result))
         app.event("app_home_opened")(self.home.on_opened)

@@ -9,10 +9,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
+from signoff.bot.arguments import UNKNOWN_TOOL, Redacted, ToolDisplay, argument_lines, key_text, literal
 from signoff.bot.slack.argument_blocks import (
     CARD_SECTIONS,
     HOME_SECTIONS,
+    MODAL_SECTIONS,
     ShownArguments,
     code_section,
     shown_arguments,
@@ -34,7 +35,9 @@ from signoff.bot.slack.blocks import (
     RECONCILE_ABORT_ACTION,
     RECONCILE_DONE_ACTION,
     RECONCILE_RETRY_ACTION,
+    RESULT_MODAL,
     RETRY_ACTION,
+    VIEW_RESULT_ACTION,
     Message,
     actions,
     budget_limits,
@@ -45,22 +48,39 @@ from signoff.bot.slack.blocks import (
     code,
     code_sections,
     context,
+    escape,
     header,
     json_text,
+    model_says,
+    run_link,
     safe,
     section,
     slack_date,
     user,
+    with_mentions,
 )
 from signoff.bot.slack.payloads import run_value
-from signoff.bot.slack.replies import approval_outcome
-from signoff.bot.words import LIMIT_NAMES, approval_progress, model_label, status_words, who_decides
+from signoff.bot.slack.replies import approval_fallback, approval_outcome
+from signoff.bot.words import (
+    approval_progress,
+    counted,
+    extension_words,
+    model_label,
+    model_words,
+    result_summary,
+    status_words,
+    stop_words,
+    who_decides,
+)
 from signoff.runtime.loop import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.schema import STOPPED, TERMINAL
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, redact
 
 _GOAL_CHARS = 600
 _RESULT_CHARS = 2400
+_SHORT_RESULT = 300
+"""A JSON result longer than this (as shown) is summed up in the thread, in full one click away."""
 _ANSWER_CHARS = 2900
 _HOME_APPROVALS = 15
 _HOME_RUNS = 10
@@ -78,6 +98,12 @@ def _fallback(text: str) -> str:
 
 def _model(spec: str) -> str:
     return safe(model_label(spec), 160)
+
+
+def _stop_reason(run: RunRecord, limit: int) -> str:
+    """Why the run stopped (`words.stop_words`), escaped, with whoever stopped it as a mention."""
+    stop = run.stop or {}
+    return with_mentions(stop_words(stop, run.state), limit, [stop.get("by"), run.requester])
 
 
 # -- run messages ------------------------------------------------------------------------------
@@ -98,14 +124,13 @@ def run_message(run: RunRecord) -> Message:
 
 
 def _outcome_line(run: RunRecord) -> str | None:
-    stop = run.stop or {}
     match run.status:
         case "done":
             return "*Done.* The answer is in the thread."
         case "idle" | "running" | "awaiting_approval":
             return None
         case _:
-            return f"*Stopped: {status_words(run.status)}.* {safe(stop.get('reason', ''), 500)}"
+            return f"*Stopped: {status_words(run.status)}.* {_stop_reason(run, 500)}"
 
 
 def answer_message(run: RunRecord) -> Message:
@@ -117,10 +142,16 @@ def answer_message(run: RunRecord) -> Message:
 
 
 def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
-                        secret_names: frozenset[str] = DEFAULT_REDACT_KEYS) -> Message:
-    """One tool observation for the run's thread: its result or its error, `secret_names` redacted."""
+                        secret_names: frozenset[str] = DEFAULT_REDACT_KEYS,
+                        marked_done: Mapping[str, Any] | None = None) -> Message:
+    """One tool observation for the run's thread: its result or its error, `secret_names` redacted.
+
+    A long JSON result is summed up, with *View full result*; `marked_done` is the request of the
+    person who said a call of unknown outcome took effect, when `entry` is that call's outcome.
+    """
     tool, step = safe(entry.get("tool", "?"), 64), entry.get("step", "?")
     rule = entry.get("rule") if isinstance(entry.get("rule"), str) else None
+    more: list[dict[str, Any]] = []
     if "error" in entry and rule is not None and entry.get("error_kind") == "denied_by_rule":
         # The policy said no before anything ran: a refusal by rule, not a tool that failed.
         reason = str(entry["error"]).removeprefix(denied_by_rule(rule, ""))
@@ -130,14 +161,83 @@ def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
         kind = safe(entry.get("error_kind") or "error", 30)
         body = f":x: `{tool}` (step {step}) {kind}:\n{code(entry['error'], _RESULT_CHARS)}"
         fallback = f"{entry.get('tool')} failed: {entry['error']}"
+    elif marked_done is not None:
+        return _marked_done_message(run, entry, marked_done, secret_names)
     else:
         shown = redact(entry.get("result"), secret_names)
         rendered = shown if isinstance(shown, str) else json_text(shown)
         ran = f"ran — allowed by rule {_rule_name(rule)}" if rule is not None else "returned"
-        body = f":white_check_mark: `{tool}` (step {step}) {ran}:\n{code(rendered, _RESULT_CHARS)}"
+        summed_up = isinstance(shown, dict | list) and len(rendered) > _SHORT_RESULT
+        if summed_up:
+            summary = "\n".join(result_summary(redact(entry.get("result"), secret_names, mask=Redacted.of)))
+            body = f":white_check_mark: `{tool}` (step {step}) {ran}, in short:\n{code(summary, _RESULT_CHARS)}"
+        else:
+            body = f":white_check_mark: `{tool}` (step {step}) {ran}:\n{code(rendered, _RESULT_CHARS)}"
+        cut = len(escape(rendered)) > _RESULT_CHARS - 8  # what `code` keeps
+        if (summed_up or cut) and isinstance(entry.get("step"), int):
+            more = [actions("signoff.result", [button("View full result", VIEW_RESULT_ACTION,
+                                                      result_value(run.run_id, entry["step"]))])]
         fallback = (f"{entry.get('tool')} ran (allowed by rule {rule}) and returned a result" if rule is not None
                     else f"{entry.get('tool')} returned a result")
-    return Message(_fallback(fallback), [section(body)])
+    return Message(_fallback(fallback), [section(body), *more])
+
+
+def _marked_done_message(run: RunRecord, entry: Mapping[str, Any], request: Mapping[str, Any],
+                         secret_names: frozenset[str]) -> Message:
+    """A call of unknown outcome that a person said took effect: who said so, and what they said."""
+    tool, step, by = safe(entry.get("tool", "?"), 64), entry.get("step", "?"), request.get("by")
+    lines = [f":ballot_box_with_check: `{tool}` (step {step}) *marked done* by {user(by) if by else 'someone'}: "
+             "they checked that it took effect, so it is not run again."]
+    if request.get("note"):
+        lines.append(f"They said: {safe(request['note'], 500)}")
+    if entry.get("result") is not None:
+        shown = redact(entry["result"], secret_names)
+        lines.append("What it returned, as they gave it:\n"
+                     + code(shown if isinstance(shown, str) else json_text(shown), _RESULT_CHARS))
+    return Message(clip(f"{tool} marked done by {user(by) if by else 'someone'}", MAX_FALLBACK),
+                   [section("\n".join(lines))])
+
+
+def result_value(run_id: str, step: int) -> str:
+    """What *View full result* carries: the run and the step whose result it shows."""
+    return f"{run_id}:{step}"
+
+
+def result_modal(run: RunRecord, entry: Mapping[str, Any], *,
+                 secret_names: frozenset[str] = DEFAULT_REDACT_KEYS) -> dict[str, Any]:
+    """A tool result in full, one line per top-level key (or item), as arguments are shown; a result
+    too long even for a modal is shown up to what fits, and says where the rest is."""
+    lines = _result_lines(redact(entry.get("result"), secret_names, mask=Redacted.of))
+    sections = code_sections(lines, MODAL_SECTIONS - 1)
+    note = ""
+    if sections is None:
+        kept, size = [], 0
+        for line in lines:
+            size += len(line) + 1
+            if size > MODAL_SECTIONS * 1500:  # escaped, a line can double: stay well inside
+                break
+            kept.append(line)
+        sections = code_sections(kept, MODAL_SECTIONS - 1) or []
+        note = (f"\nOnly the first {len(kept):,} of {counted(len(lines), 'line')} fit here; "
+                f"`signoff runs show {safe(run.run_id, 80)} --json` has the whole result.")
+    tool = safe(entry.get("tool", "?"), 64)
+    heading = f"`{tool}` (step {entry.get('step')}) returned, in full:{note}"
+    blocks = [section(heading), *(code_section(s) for s in sections),
+              context(f"run `{safe(run.run_id, 80)}` · asked by {user(run.requester)}")]
+    assert len(blocks) <= MAX_VIEW_BLOCKS
+    return {"type": "modal", "callback_id": RESULT_MODAL,
+            "title": {"type": "plain_text", "text": clip(f"{entry.get('tool')} result", MAX_MODAL_TITLE)},
+            "close": {"type": "plain_text", "text": "Close"}, "blocks": blocks}
+
+
+def _result_lines(result: Any) -> list[str]:
+    """One line per key of an object (sorted, as stored), or per item of a list, each value as
+    `arguments.literal` shows it."""
+    if isinstance(result, Mapping):
+        return [f"{key_text(name)}: {literal(result[name])}" for name in sorted(result, key=str)]
+    if isinstance(result, list):
+        return [f"[{index}] {literal(item)}" for index, item in enumerate(result)] or ["[]"]
+    return [literal(result)]
 
 
 def _rule_name(rule: str) -> str:
@@ -148,13 +248,16 @@ def _rule_name(rule: str) -> str:
 # -- approval messages --------------------------------------------------------------------------
 
 
-def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL) -> Message:
-    """An approval request: what would run, with what, for whom, until when; Approve and Deny.
+def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
+                     said: str | None = None) -> Message:
+    """An approval request: what would run, with what, for whom, until when, and what the model said
+    beside the call; Approve and Deny.
 
-    Approve is on the card only when every argument is on it in full (see `shown_arguments`).
+    Approve is on the card only when every argument is on it in full (see `shown_arguments`). The
+    model's words come from the run's history, or `said` for a run read without it.
     """
     shown = shown_arguments(run, approval, display, CARD_SECTIONS)
-    blocks = _approval_body(run, approval, display, shown)
+    blocks = _approval_body(run, approval, display, shown, said)
     progress = _progress(approval)
     if progress:
         blocks.append(section(progress))
@@ -163,22 +266,33 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
     return Message(_fallback(text), blocks)
 
 
-def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL) -> Message:
-    """The approval request after the fact: the buttons replaced by the outcome."""
-    blocks = _approval_body(run, approval, display, shown_arguments(run, approval, display, CARD_SECTIONS))
-    line, fallback = approval_outcome(approval)
+def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
+                    said: str | None = None) -> Message:
+    """The approval request after the fact: the same card, its buttons replaced by the outcome."""
+    blocks = _approval_body(run, approval, display, shown_arguments(run, approval, display, CARD_SECTIONS), said)
+    line, _ = approval_outcome(approval)
     blocks.append(section(line))
-    return Message(_fallback(f"{fallback}: {approval.tool} for run {run.run_id}"), blocks)
+    text = f"{approval_fallback(approval)}: {safe(approval.tool, 64)} for run {safe(run.run_id, 80)}"
+    return Message(clip(text, MAX_FALLBACK), blocks)
+
+
+def card_words(run: RunRecord, approval: ApprovalRecord) -> str | None:
+    """What the model said beside the call an approval is for, if `run` carries its history."""
+    return model_words(run.state.get("history") or (), approval.step)
 
 
 def _approval_body(
-    run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, shown: ShownArguments
+    run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, shown: ShownArguments, said: str | None
 ) -> list[dict[str, Any]]:
     about = f"\n{safe(display.description, 300)}" if display.description else ""
     deciders = deciders_line(approval)
+    link = run_link(run.origin, "see the run")
+    said = card_words(run, approval) or said
     return [
         header(f"Approve {approval.tool}?"),
-        section(f"*Goal* (asked by {user(run.requester)})\n>{safe(run.goal, _GOAL_CHARS)}"),
+        section(f"*Goal* (asked by {user(run.requester)}{f' · {link}' if link else ''})\n"
+                f">{safe(run.goal, _GOAL_CHARS)}"),
+        *([section(model_says(said))] if said else []),
         section(f"*Tool* `{safe(approval.tool, 64)}`{about}\n{shown.label}"),
         *shown.sections,
         *([section(f"*Who decides* {deciders}")] if deciders else []),
@@ -228,22 +342,26 @@ RECONCILE_SECTIONS = 2
 """Code sections of a call's arguments a reconciliation notice holds, as an approval card does."""
 
 
-def stopped_message(run: RunRecord, *, last_steps: int = 3, display: ToolDisplay | None = None) -> Message:
+def stopped_message(run: RunRecord, *, last_steps: int = 3, display: ToolDisplay | None = None,
+                    extend_steps: int | None = None) -> Message:
     """Why a run stopped short, its usage and last steps, and the buttons that fit its status.
 
     A call of unknown outcome is shown as an approval card shows it (`display` is its tool's): Retry
-    runs it again, so it is offered only beside every argument in full.
+    runs it again, so it is offered only beside every argument in full. Extend says what it adds
+    (`extend_steps`: `SIGNOFF_EXTEND_STEPS`; None: only "Extend").
     """
     stop = run.stop or {}
-    title, buttons = _stop_title(run), _stop_buttons(run)
-    lines = [f"*{title}* {safe(stop.get('reason', ''), 300)}"]
+    title, buttons = _stop_title(run), _stop_buttons(run, extend_steps)
+    lines = [f"*{title}* {_stop_reason(run, 300)}"]
     if stop.get("detail"):
         lines.append(safe(stop["detail"], 500))
     call: list[dict[str, Any]] = []
     pending = run.state.get("pending") or {}
+    fallback = f"Run {run.run_id} stopped ({status_words(run.status)}): {stop_words(stop, run.state)}"
     if stop.get("tool") and run.status == "needs_reconciliation":
         lines.append(f"Call `{safe(stop['tool'], 64)}` with key `{safe(stop.get('key', ''), 120)}` may or may not "
                      "have taken effect. Check, then mark it done, retry it, or abort the run.")
+        fallback += f" Did {stop['tool']} ({stop.get('key', '')}) take effect?"
         arguments = argument_lines(pending.get("args", {}), display)
         sections = code_sections(arguments, RECONCILE_SECTIONS)
         if sections is not None:
@@ -265,15 +383,13 @@ def stopped_message(run: RunRecord, *, last_steps: int = 3, display: ToolDisplay
         blocks.append(section("*Last steps*\n" + safe("\n".join(recent), 1500)))
     if buttons:
         blocks.append(actions("signoff.run", buttons))
-    return Message(_fallback(f"Run {run.run_id} stopped ({run.status}): {stop.get('reason', '')}"), blocks)
+    return Message(_fallback(fallback), blocks)
 
 
 def _stop_title(run: RunRecord) -> str:
-    stop = run.stop or {}
     match run.status:
         case "budget_exhausted":
-            limit = str(stop.get("budget") or "a limit")
-            return f"Out of budget ({LIMIT_NAMES.get(limit, limit)}):"
+            return "Out of budget:"
         case "stalled":
             return "Stalled, going round in circles:"
         case "failed":
@@ -288,12 +404,15 @@ def _stop_title(run: RunRecord) -> str:
             return f"{run.status}:"
 
 
-def _stop_buttons(run: RunRecord) -> list[dict[str, Any]]:
+def _stop_buttons(run: RunRecord, extend_steps: int | None) -> list[dict[str, Any]]:
     # Bound to the version shown: a replay, or a press on an old copy, then finds the run moved on.
     value = run_value(run.run_id, run.version)
     match run.status:
         case "budget_exhausted":
-            return [button("Extend", EXTEND_ACTION, value, "primary"), button("Close", CLOSE_ACTION, value)]
+            limit = (run.stop or {}).get("budget")
+            adds = (f" ({extension_words(limit, extend_steps)})"
+                    if isinstance(limit, str) and extend_steps is not None else "")
+            return [button(f"Extend{adds}", EXTEND_ACTION, value, "primary"), button("Close", CLOSE_ACTION, value)]
         case "stalled":
             return [button("Let it go on", EXTEND_ACTION, value), button("Close", CLOSE_ACTION, value, "primary")]
         case "failed":
@@ -321,11 +440,15 @@ def recent_steps(history: Sequence[Mapping[str, Any]], count: int) -> list[str]:
     return [clip(line, 200) for line in lines[-count:]]
 
 
-def run_closed_message(run: RunRecord, note: str) -> Message:
-    """A stopped-run notice after someone acted on it: the buttons replaced by what happened."""
+def run_closed_message(run: RunRecord, note: str, *, now: str | None = None) -> Message:
+    """A stopped-run notice after someone acted on it: the buttons replaced by what happened (`note`,
+    safe mrkdwn) and where the run stands `now` (default: its status; a request still waiting for its
+    worker reads `queued`)."""
+    status = now or ("idle" if run.command is not None and run.status not in TERMINAL else run.status)
+    why = f": {_stop_reason(run, 300)}" if status in STOPPED and run.stop else ""
     blocks = [section(f"{note}\n*Goal*\n>{safe(run.goal, _GOAL_CHARS)}"),
-              context(f"run `{safe(run.run_id, 80)}` · now *{status_words(run.status)}*")]
-    return Message(_fallback(f"Run {run.run_id}: {run.status}"), blocks)
+              context(f"{_STATUS_EMOJI.get(status, '')} now *{status_words(status)}*{why} · run `{safe(run.run_id, 80)}`")]
+    return Message(clip(f"{note} Run {safe(run.run_id, 80)} is now {status_words(status)}.", MAX_FALLBACK), blocks)
 
 
 # -- deny modal ------------------------------------------------------------------------------------
@@ -404,12 +527,13 @@ def runs_text(runs: Sequence[RunRecord]) -> str:
 def help_message() -> Message:
     text = (
         f"*{COMMAND} <goal>* start a run (side effects wait for an approval)\n"
-        f"*{COMMAND} status <run>* where a run stands\n"
+        f"*{COMMAND} status [run]* where a run stands (without a run: your latest)\n"
         f"*{COMMAND} list* your recent runs and the approvals waiting on you\n"
-        f"*{COMMAND} cancel <run>* stop a run: nothing more is executed (a call already running finishes)\n"
+        f"*{COMMAND} cancel [run]* stop a run (without a run: your latest unfinished one); nothing more is "
+        "executed (a call already running finishes)\n"
         f"*{COMMAND} help* this text"
     )
-    return Message("Signoff commands: /signoff <goal>, status <run>, list, cancel <run>, help", [section(text)])
+    return Message("Signoff commands: /signoff <goal>, status [run], list, cancel [run], help", [section(text)])
 
 
 def started_message(run: RunRecord) -> Message:
@@ -429,10 +553,10 @@ def status_message(run: RunRecord, approval: ApprovalRecord | None = None) -> Me
         lines.append(f"waiting for approval of `{safe(approval.tool, 64)}` until {slack_date(approval.expires_at)}"
                      f"{_waiting_progress(approval)}")
     if run.stop:
-        lines.append(f"stopped: {safe(run.stop.get('reason', ''), 300)}")
+        lines.append(f"stopped: {_stop_reason(run, 300)}")
     if run.answer:
         lines.append(f"*Answer*\n{safe(run.answer, 1500)}")
-    return Message(_fallback(f"Run {run.run_id}: {run.status}"), [section("\n".join(lines))])
+    return Message(_fallback(f"Run {run.run_id}: {status_words(run.status)}"), [section("\n".join(lines))])
 
 
 def list_message(runs: Sequence[RunRecord], waiting: Sequence[tuple[RunRecord, ApprovalRecord]]) -> Message:
@@ -443,4 +567,4 @@ def list_message(runs: Sequence[RunRecord], waiting: Sequence[tuple[RunRecord, A
               section("*Your recent runs*\n" + runs_text(runs))]
     if waiting:
         blocks.append(context("Open the Signoff Home tab to approve or deny."))
-    return Message(f"{len(waiting)} approvals waiting on you; {len(runs)} recent runs", blocks)
+    return Message(f"{counted(len(waiting), 'approval')} waiting on you; {counted(len(runs), 'recent run')}", blocks)

@@ -2,6 +2,11 @@
 
 Only `chat.update` is retried (it is idempotent); a failed `chat.postMessage` propagates, the
 runner logs it, and the database keeps what is needed to post again (see `Runner.recover`).
+
+What this process posted is remembered in memory, a bounded amount: both copies of a stopped-run
+notice (its thread and the requester's DM), the notices someone acted on (to show where the run
+went next), and the model's words on each card. A press on another replica, or after a restart,
+finds none of it and still works: the other copy of a notice loses its buttons when pressed.
 """
 
 from __future__ import annotations
@@ -9,8 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -20,6 +26,7 @@ from signoff.bot.slack import blocks, messages
 from signoff.bot.slack.blocks import Message, slack_date
 from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.runner import RunnerConfig
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, STOPPED
 from signoff.tools.base import Tool
 
@@ -29,6 +36,32 @@ log = logging.getLogger("signoff.bot.slack.notifier")
 UNPOSTABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
 TELL_REQUESTER = STOPPED
 """A run stopped and waiting for a person's request: its requester is told in a DM too."""
+REMEMBERED = 2000
+"""Runs, notices and cards a notifier remembers; the oldest are forgotten first."""
+
+Ref = tuple[str, str]
+"""Where a message is: (channel, ts)."""
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Recent(Generic[K, V]):
+    """A dict that forgets its oldest entries beyond `limit`; callers hold the notifier's lock."""
+
+    def __init__(self, limit: int = REMEMBERED) -> None:
+        self.limit, self._items = limit, OrderedDict[K, V]()
+
+    def put(self, key: K, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+    def get(self, key: K) -> V | None:
+        return self._items.get(key)
+
+    def pop(self, key: K) -> V | None:
+        return self._items.pop(key, None)
 
 
 class SlackNotifier:
@@ -36,16 +69,27 @@ class SlackNotifier:
 
     def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,
                  approval_channel: str | None = None, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
+                 extend_steps: int = RunnerConfig.extend_steps,
                  update_attempts: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
         self.client = client
         self.tools = dict(tools or {})
         self.approval_channel = approval_channel
         self.redact_keys = frozenset(redact_keys)
+        self.extend_steps = extend_steps
+        """What Extend adds to steps and tool calls (`SIGNOFF_EXTEND_STEPS`, as the runner's config has it)."""
         self.update_attempts = update_attempts
         self.sleep = sleep
         self._threads: dict[str, tuple[str, str]] = {}
         self._dms: dict[str, str] = {}
         self._told_expired: set[str] = set()
+        self._copies: _Recent[tuple[str, int], list[Ref]] = _Recent()
+        """(run id, version) -> every copy of the stopped-run notice posted for the run at that version."""
+        self._followed: _Recent[str, list[_Followed]] = _Recent()
+        """run id -> notices someone acted on, to show where the run went next."""
+        self._said: _Recent[str, str] = _Recent()
+        """approval id -> the model's words on its card, for a card re-drawn from a run read without history."""
+        self._marked_done: _Recent[tuple[str, str], bool] = _Recent()
+        """Mark done requests whose outcome the thread has been told of."""
         self._lock = threading.Lock()
 
     # -- runtime.ports.Notifier ---------------------------------------------------------------
@@ -64,8 +108,13 @@ class SlackNotifier:
         channel = self.approval_channel or run.origin.get("channel")
         if not channel:
             return None
+        said = messages.card_words(run, approval)
+        if said:
+            with self._lock:
+                self._said.put(approval.approval_id, said)
         message = messages.approval_message(run, approval, display=self.display(approval.tool))
         response = self._post(channel, message)
+        self._show_followed(run, done=True)  # the run waits for a person now
         return {"channel": response["channel"], "ts": response["ts"]}
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
@@ -90,24 +139,32 @@ class SlackNotifier:
         thread = self._thread(run)
         if thread is not None:
             secrets = self.display(str(entry.get("tool") or "")).secret_names
-            message = messages.tool_result_message(run, entry, secret_names=secrets)
+            message = messages.tool_result_message(run, entry, secret_names=secrets,
+                                                   marked_done=self._marked_done_by(run, entry))
             self._post(thread[0], message, thread_ts=thread[1])
+        self._show_followed(run, done=False)
 
     def run_finished(self, run: RunRecord) -> None:
         thread = self._thread(run)
         if thread is not None:
             self._post(thread[0], messages.answer_message(run), thread_ts=thread[1])
             self._update(thread[0], thread[1], messages.run_message(run))
+        self._show_followed(run, done=True)
 
     def run_stopped(self, run: RunRecord) -> None:
-        message = messages.stopped_message(run, display=self.display(((run.state.get("pending") or {}).get("tool"))
-                                                                      or ""))
+        pending_tool = (run.state.get("pending") or {}).get("tool") or ""
+        message = messages.stopped_message(run, display=self.display(pending_tool), extend_steps=self.extend_steps)
+        copies: list[Ref] = []
         thread = self._thread(run)
         if thread is not None:
-            self._post(thread[0], message, thread_ts=thread[1])
+            posted = self._post(thread[0], message, thread_ts=thread[1])
+            copies.append((posted["channel"], posted["ts"]))
             self._update(thread[0], thread[1], messages.run_message(run))
         if run.status in TELL_REQUESTER and is_slack_user(run.requester):
-            self._dm(run.requester, message)
+            copies.append(self._dm(run.requester, message))
+        with self._lock:
+            self._copies.put((run.run_id, run.version), copies)
+        self._show_followed(run, done=True)
 
     # -- also used by the listeners --------------------------------------------------------
 
@@ -118,9 +175,51 @@ class SlackNotifier:
     def update(self, channel: str, ts: str, message: Message) -> None:
         self._update(channel, ts, message)
 
+    def notice_copies(self, run_id: str, version: int) -> list[Ref]:
+        """Every copy of the stopped-run notice posted for `run_id` at `version` (its buttons carry
+        that version), as far as this process posted them."""
+        with self._lock:
+            return list(self._copies.get((run_id, version)) or ())
+
+    def follow(self, run_id: str, notices: Iterable[Ref], note: str) -> None:
+        """Show, on `notices`, `note` and where the run stands each time it moves on: working, then
+        how its worker left it (waiting for a person, stopped again, done)."""
+        followed = [_Followed(ref, note) for ref in notices]
+        with self._lock:
+            self._followed.put(run_id, [*(self._followed.get(run_id) or ()), *followed])
+
     def display(self, tool_name: str) -> ToolDisplay:
         """How approvers are shown `tool_name`: description, argument order, secret names."""
         return ToolDisplay.of(self.tools.get(tool_name), self.redact_keys)
+
+    # -- what this process remembers ------------------------------------------------------------
+
+    def _show_followed(self, run: RunRecord, *, done: bool) -> None:
+        """Bring the notices `follow` names up to where `run` stands; `done`: the worker has left it
+        there (waiting, stopped, ended), so they are shown once more and forgotten."""
+        with self._lock:
+            followed = self._followed.pop(run.run_id) if done else self._followed.get(run.run_id)
+            due = [f for f in followed or () if done or f.shown != run.status]
+            for item in due:
+                item.shown = run.status
+        for item in due:
+            try:
+                self._update(*item.ref, messages.run_closed_message(run, item.note, now=run.status))
+            except SlackApiError as exc:
+                log.warning("run %s: could not show where it went on on %s: %s", run.run_id, item.ref, exc)
+
+    def _marked_done_by(self, run: RunRecord, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The Mark done request `entry` is the outcome of, if it is: the first result told while the
+        run carries that request (the call's settled outcome, saved before the model is asked again)."""
+        command = run.command or {}
+        if command.get("op") != "reconcile" or command.get("action") != "done" or "result" not in entry:
+            return None
+        told = (run.run_id, f"{command.get('shown_version')}:{command.get('by')}")
+        with self._lock:
+            if self._marked_done.get(told):
+                return None
+            self._marked_done.put(told, True)
+        return command
 
     # -- Slack calls ---------------------------------------------------------------------------
 
@@ -128,10 +227,13 @@ class SlackNotifier:
         where = approval.message or {}
         if not where.get("channel") or not where.get("ts"):
             return
+        with self._lock:
+            said = self._said.get(approval.approval_id)
+        display = self.display(approval.tool)
         if approval.status == "pending":
-            message = messages.approval_message(run, approval, display=self.display(approval.tool))
+            message = messages.approval_message(run, approval, display=display, said=said)
         else:
-            message = messages.decided_message(run, approval, display=self.display(approval.tool))
+            message = messages.decided_message(run, approval, display=display, said=said)
         self._update(where["channel"], where["ts"], message)
 
     def _thread(self, run: RunRecord) -> tuple[str, str] | None:
@@ -153,8 +255,9 @@ class SlackNotifier:
             log.warning("cannot post in %s (%s); using %s's DM", channel, exc.response.get("error"), user)
             return self._post(self._dm_channel(user), message)
 
-    def _dm(self, user: str, message: Message) -> None:
-        self._post(self._dm_channel(user), message)
+    def _dm(self, user: str, message: Message) -> Ref:
+        posted = self._post(self._dm_channel(user), message)
+        return str(posted["channel"]), str(posted["ts"])
 
     def _dm_channel(self, user: str) -> str:
         with self._lock:
@@ -183,6 +286,14 @@ class SlackNotifier:
                 delay = 0.25 * 2 ** (attempt - 1)
             log.info("chat.update %s/%s: retrying in %.2fs (attempt %d)", channel, ts, delay, attempt)
             self.sleep(delay)
+
+
+class _Followed:
+    """A notice someone acted on: where it is, what it says was done, and the status it shows."""
+
+    def __init__(self, ref: Ref, note: str) -> None:
+        self.ref, self.note = ref, note
+        self.shown: str | None = None
 
 
 def _retry_after(headers: Mapping[str, Any]) -> float:

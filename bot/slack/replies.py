@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from signoff.bot.slack.blocks import MAX_REASON, safe, slack_date, user
-from signoff.bot.words import approval_words, capitalized, deciders, not_done, people, request_words
+from signoff.bot.words import approval_words, capitalized, counted, deciders, not_done, people, request_words
 from signoff.runtime.records import ApprovalRecord
 
 APPROVAL_GONE = "This approval request no longer exists."
@@ -41,12 +41,18 @@ def approval_outcome(approval: ApprovalRecord) -> tuple[str, str]:
             return ":raised_hand: *Waiting for a decision.*", plain
 
 
+def approval_fallback(approval: ApprovalRecord) -> str:
+    """`approval_outcome`'s plain line with its people as mentions, for a message's `text` (Slack
+    shows mentions there too, in notifications), e.g. `Approved by <@U0LEAD>`."""
+    return capitalized(approval_words(approval.status, deciders(approval, user)))
+
+
 def _overruled(approval: ApprovalRecord) -> str:
     """A deny is a veto: the approvals it overruled, if a quorum had begun to fill."""
     approved = approval.approved_by
     if not approved:
         return ""
-    return (f" (a veto: {len(approved)} of {approval.quorum} approvals had been given, by "
+    return (f" (a veto: {len(approved)} of {counted(approval.quorum, 'approval')} had been given, by "
             f"{people([user(u) for u in approved])})")
 
 

@@ -37,6 +37,7 @@ from signoff.bot.wiring import (
     runner_config,
     stop_mcp_servers,
 )
+from signoff.bot.words import DEMO_MODEL
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.agent import Policy
 from signoff.runtime.errors import ConfigError
@@ -111,7 +112,7 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     tools = load_tools(settings) if parts.tools is None else parts.tools
     config = runner_config(settings)
     notifier = SlackNotifier(client, tools=tools, approval_channel=settings.approval_channel,
-                             redact_keys=config.redact_keys)
+                             redact_keys=config.redact_keys, extend_steps=config.extend_steps)
     if parts.store is not None:
         policies = parts.policies or policy_factory(settings, tools, model_env(environ))
         runner = Runner(parts.store, tools, policies, config, notifier, may_approve=approvers.may_approve,
@@ -145,6 +146,10 @@ def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> No
     environ = os.environ if environ is None else environ
     settings.for_serve()
     configure_logging(settings)
+    if settings.model == DEMO_MODEL:  # the default: a first `signoff serve` must not pass for a real agent
+        demo_tools = " with the demo tools" if settings.tools == "demo" else ""
+        log.warning("serving the scripted demo model, not a real one%s: set SIGNOFF_MODEL (e.g. "
+                    "openai:gpt-4o-mini) and SIGNOFF_TOOLS for a real agent", demo_tools)
     if settings.socket_mode:
         service = compose(settings, environ=environ)
         # Slack reaches us over the socket; the port still answers /healthz for container probes.

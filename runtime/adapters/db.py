@@ -117,14 +117,16 @@ def ensure_schema(engine: Engine, *, auto_upgrade: bool = False) -> None:
     """Check the database is reachable and current; upgrade it only when told to.
 
     Raises `ConfigError` with the command that fixes an out-of-date schema, or naming the
-    (password-masked) URL when the database cannot be reached.
+    (password-masked) URL when the database cannot be reached. A SQLite file that does not exist is
+    created only by an upgrade: a check or a read leaves nothing behind.
     """
     url = masked(engine.url.render_as_string(hide_password=False))
     path = sqlite_file(url)
     if path is not None and not path.exists() and not auto_upgrade:
         # Connecting would create an empty file, and a read would leave it behind.
-        missing = path if path.parent.is_dir() else f"directory {path.parent.absolute()}"
-        raise ConfigError(f"cannot reach the database at {url}: {missing} does not exist")
+        missing = (f"{path} does not exist; `signoff db upgrade` creates it" if path.parent.is_dir()
+                   else f"directory {path.parent.absolute()} does not exist")
+        raise ConfigError(f"cannot reach the database at {url}: {missing}")
     try:
         current = current_revision(engine)
     except OperationalError as exc:
@@ -153,6 +155,12 @@ def sqlite_file(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
         return None
     return Path(database)
+
+
+def is_new_sqlite(url: str) -> bool:
+    """A SQLite file that does not exist yet: creating and migrating it on first use changes nobody's data."""
+    path = sqlite_file(url)
+    return path is not None and not path.exists()
 
 
 def sqlite_unusable(path: Path) -> str | None:

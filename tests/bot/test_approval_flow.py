@@ -58,7 +58,7 @@ def test_approve_executes_exactly_once_and_finishes_in_the_thread(signoff, slack
     assert run.status == "done" and run.answer == "Refunded order 42."
     card = signoff.approval_message()
     assert buttons(card) == []
-    assert "Approved* by <@U0LEAD>" in json.dumps(card["blocks"]) and card["text"].startswith("Approved by U0LEAD")
+    assert "Approved* by <@U0LEAD>" in json.dumps(card["blocks"]) and card["text"].startswith("Approved by <@U0LEAD>")
     thread = [m["text"] for m in slack.thread("C0RUNS", run.origin["ts"])]
     assert any("issue_refund returned" in t for t in thread)
     assert thread[-1] == "Answer: Refunded order 42."

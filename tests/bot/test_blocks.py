@@ -57,8 +57,10 @@ def buttons_of(blocks_) -> list[str]:
     return [e["action_id"] for b in blocks_ if b["type"] == "actions" for e in b["elements"]]
 
 
-# Our own control sequences: user mentions built from validated ids, and Slack date tokens.
-ALLOWED_CONTROL = re.compile(r"<@U0[A-Z0-9]+>|<!date\^\d+\^\{date_short_pretty\} at \{time\}\|[^<>]*>")
+# Our own control sequences: user mentions built from validated ids, Slack date tokens, and the
+# link to a run's channel built from its validated channel and team ids.
+ALLOWED_CONTROL = re.compile(r"<@U0[A-Z0-9]+>|<!date\^\d+\^\{date_short_pretty\} at \{time\}\|[^<>]*>"
+                             r"|<https://slack\.com/app_redirect\?channel=C0[A-Z0-9]+(&amp;team=T[A-Z0-9]+)?\|see the run>")
 
 
 def assert_no_injection(message_or_view, *, allowed_mentions=("<@U0ASKER>", "<@U0LEAD>")) -> None:
@@ -170,7 +172,7 @@ def test_decided_message_replaces_buttons_with_who_when_and_why():
     assert all(b["type"] != "actions" for b in message.blocks)
     last = message.blocks[-1]["text"]["text"]
     assert "Denied" in last and "<@U0LEAD>" in last and "wrong order" in last and "<!date^" in last
-    assert message.text.startswith("Denied by U0LEAD")
+    assert message.text.startswith("Denied by <@U0LEAD>")
 
 
 def test_expired_message_says_not_executed():
@@ -191,7 +193,7 @@ def test_forged_decider_id_is_not_turned_into_a_mention():
         ("failed", {"reason": "model unavailable", "detail": "503 after 3 retries"}, [RETRY_ACTION, blocks.CLOSE_ACTION]),
         ("needs_reconciliation", {"reason": "timed out", "tool": "issue_refund", "key": "run-0123456789:3"},
          [blocks.RECONCILE_DONE_ACTION, blocks.RECONCILE_RETRY_ACTION, RECONCILE_ABORT_ACTION]),
-        ("cancelled", {"reason": "cancelled by U0ASKER"}, []),
+        ("cancelled", {"reason": "cancelled by U0ASKER", "by": "U0ASKER"}, []),
     ],
 )
 def test_stopped_message_offers_the_buttons_that_fit(status, stop, actions):
@@ -205,10 +207,15 @@ def test_stopped_message_offers_the_buttons_that_fit(status, stop, actions):
     assert all(e["value"] == f"{run.run_id}:{run.version}"  # bound to the run as shown
                for b in message.blocks if b["type"] == "actions" for e in b["elements"])
     text = all_text(message.blocks)
-    assert stop["reason"] in text and "steps 8/8" in text
+    assert "steps 8/8" in text
     assert "step 1: called lookup_order" in text
-    if status == "budget_exhausted":
-        assert "Out of budget (steps)" in text
+    match status:
+        case "budget_exhausted":  # in numbers, not the runtime's `max_steps reached`
+            assert "*Out of budget:* The run used all 8 of its steps." in text and "max_steps" not in text
+        case "cancelled":  # whoever cancelled it, as a mention
+            assert "*Cancelled:* cancelled by <@U0ASKER>" in text
+        case _:
+            assert stop["reason"] in text
     assert block_kit_problems(message.blocks) == []
 
 

@@ -40,7 +40,7 @@ def test_chat_update_retries_429_with_retry_after_then_succeeds(notifier, slack,
                                                  message=ref))
     assert sleeps == [3.0, 3.0]
     assert slack.attempts("chat.update") == 3
-    assert "Approved by U0LEAD" in slack.message(ref["channel"], ref["ts"])["text"]
+    assert "Approved by <@U0LEAD>" in slack.message(ref["channel"], ref["ts"])["text"]
 
 
 def test_chat_update_retries_5xx_with_backoff_and_gives_up(notifier, slack, sleeps):

@@ -161,7 +161,7 @@ def test_the_card_names_the_rule_and_who_decides_and_fills_in_place_as_people_ap
     decided = signoff.slack.message(card["channel"], card["ts"])
     assert buttons(decided) == []
     assert ":white_check_mark: *Approved* by <@U0ONCALL1> and <@U0SRE>" in card_text(decided)
-    assert decided["text"].startswith("Approved by U0ONCALL1 and U0SRE")
+    assert decided["text"].startswith("Approved by <@U0ONCALL1> and <@U0SRE>")
     assert "*Approvals*" not in card_text(decided)  # the outcome line names them all now
     assert votes(the_approval(signoff, run)) == [("U0ONCALL1", True), ("U0SRE", True)]
 

@@ -31,7 +31,7 @@ def test_defaults_match_the_documented_table():
 
 def test_every_variable_is_documented_and_belongs_to_our_prefixes():
     assert set(ENV_VARS) == set(ENV_DESCRIPTIONS)
-    assert len(ENV_VARS) == 30
+    assert len(ENV_VARS) == 31
     for name, text in ENV_DESCRIPTIONS.items():
         assert name.startswith(("SLACK_", "SIGNOFF_"))
         assert text and "\n" not in text
@@ -45,13 +45,14 @@ def test_reads_only_slack_and_signoff_keys():
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90), ("15m", 900), ("2h", 7200), ("1h30m", 5400), ("1h0m5s", 3605), ("45", 45), (" 2H ", 7200)],
+    [("90s", 90), ("15m", 900), ("2h", 7200), ("1h30m", 5400), ("1h0m5s", 3605), ("45", 45), (" 2H ", 7200),
+     ("1d", 86400), ("1d12h", 129600)],
 )
 def test_parse_duration_accepts_documented_forms(text, seconds):
     assert parse_duration(text) == timedelta(seconds=seconds)
 
 
-@pytest.mark.parametrize("text", ["", "0s", "m", "1.5h", "10 minutes", "-5m", "h1", "1d"])
+@pytest.mark.parametrize("text", ["", "0s", "m", "1.5h", "10 minutes", "-5m", "h1", "d1"])
 def test_parse_duration_refuses_nonsense(text):
     with pytest.raises(ValueError):
         parse_duration(text)

@@ -124,9 +124,10 @@ def test_arguments_too_long_even_for_the_modal_are_decided_in_the_terminal():
 
 
 def picture(blocks) -> str:
-    """Blocks as a person reads them: mentions and dates as shown, entities undone, buttons in brackets."""
+    """Blocks as a person reads them: mentions, dates and links as shown, entities undone, buttons in brackets."""
     def shown(text: str) -> str:
         text = re.sub(r"<!date\^\d+\^[^|]*\|([^>]*)>", r"\1", re.sub(r"<(?:@|!subteam\^)([US]\w+)>", r"@\1", text))
+        text = re.sub(r"<https://[^|>]+\|([^>]*)>", r"\1", text)
         return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
     out = []
@@ -142,10 +143,12 @@ def picture(blocks) -> str:
 
 
 def readme_cards() -> tuple[str, str]:
+    args = {"to": "ana@example.com", "subject": "Your refund", "body": "Hi Ana,\nyour refund of $42.00 is on its way."}
+    said = {"role": "assistant", "step": 3, "tool": "send_email", "args": args, "call_id": "call-3",
+            "text": "The $42.00 refund for A-1001 went through, so I am telling Ana it is on its way."}
     run = make_run(run_id="run-3f9c2a1b7e", requester="U0DANA",
                    goal="Email the customer of order A-1001 about their refund",
-                   state={"steps": 3, "usage": {**make_run().state["usage"], "tool_calls": 2}})
-    args = {"to": "ana@example.com", "subject": "Your refund", "body": "Hi Ana,\nyour refund of $42.00 is on its way."}
+                   state={"steps": 3, "usage": {**make_run().state["usage"], "tool_calls": 2}, "history": [said]})
     display = ToolDisplay.of(EMAIL)
     key = "run-3f9c2a1b7e:3"
     card = email_approval(args, run_id=run.run_id, step=3, key=key, digest=call_digest("send_email", args, key),

@@ -20,6 +20,19 @@ from signoff.bot.cli import main
 
 _SCRUBBED = ("SIGNOFF_", "SLACK_", "OPENAI_", "ANTHROPIC_")
 
+# Root passes every file permission check by two capabilities (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH).
+# Dropped from the bounding set, a program it then runs is held to the owner's permission bits like
+# anyone else's (and stays root, so it can still read the interpreter under root's home).
+_WITHOUT_ROOTS_FILE_POWERS = """
+import ctypes, os, sys
+if os.geteuid() == 0:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+"""
+
 
 @dataclass(frozen=True)
 class Result:
@@ -40,10 +53,16 @@ class Signoff:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED)}
         self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), os.environ.get("PYTHONPATH")]))
 
-    def __call__(self, *args: str, answers: str | None = None, env: dict[str, str] | None = None) -> Result:
-        """Run `python -m bot.cli ARGS` as a child process; no answers means stdin is /dev/null."""
+    def __call__(self, *args: str, answers: str | None = None, env: dict[str, str] | None = None,
+                 unprivileged: bool = False) -> Result:
+        """Run `python -m bot.cli ARGS` as a child process; no answers means stdin is /dev/null.
+
+        `unprivileged`: with file permissions applying to it even when the tests run as root (as
+        CI does), so that a directory without write permission refuses it."""
+        command = ["-m", "signoff.bot.cli", *args]
         done = subprocess.run(
-            [sys.executable, "-m", "signoff.bot.cli", *args], cwd=self.cwd, env={**self.env, **(env or {})},
+            python_unprivileged(command) if unprivileged else [sys.executable, *command],
+            cwd=self.cwd, env={**self.env, **(env or {})},
             input=answers, stdin=None if answers is not None else subprocess.DEVNULL,
             capture_output=True, text=True, timeout=120,
         )
@@ -76,6 +95,11 @@ class Signoff:
     @property
     def outbox(self) -> Path:
         return self.cwd / "outbox"
+
+
+def python_unprivileged(arguments: list[str]) -> list[str]:
+    """`python ARGUMENTS` held to file permissions even when the tests run as root."""
+    return [sys.executable, "-c", _WITHOUT_ROOTS_FILE_POWERS, *arguments]
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ def test_check_with_an_unreachable_database_fails_with_the_password_masked(signo
     [line] = [line for line in result.lines if "database" in line]
     assert line.startswith("FAIL database: cannot reach the database at postgresql+psycopg://signoff:***@127.0.0.1:1/")
     assert "hunter2-db-pass" not in result.out + result.err
-    assert [line.split()[0] for line in result.lines] == ["ok", "ok", "ok", "FAIL", "skip", "ok"]
+    assert [line.split()[0] for line in result.lines] == ["ok", "ok", "ok", "FAIL", "ok", "skip", "ok"]
 
 
 def test_check_all_ok_against_a_migrated_database_and_slack(signoff, sqlite_url):
@@ -51,10 +51,11 @@ def test_check_all_ok_against_a_migrated_database_and_slack(signoff, sqlite_url)
 
     assert good.code == 0, good.out
     assert good.lines == [
-        "ok config: SIGNOFF_* and SLACK_* settings are valid",
+        f"ok config: SIGNOFF_* and SLACK_* settings are valid; no .env in {signoff.cwd}",
         "ok tools: demo -> search_handbook, lookup_orders, send_email, issue_refund",
         "ok policy: built-in (every side effect asks SIGNOFF_APPROVERS)",
         f"ok database: {sqlite_url} is reachable and its schema is current",
+        "ok outbox: outbox does not exist yet; the first email or refund creates it",
         "ok slack: auth.test accepted the bot token (signoff in Signoff Test)",
         "ok model scripted:demo: scripted:demo_script.json has 6 decision(s) (scripted, not a model)",
     ]
@@ -91,22 +92,37 @@ def test_db_upgrade_creates_the_schema_on_a_fresh_file(signoff, tmp_path):
     assert {"runs", "run_history", "approvals", "events", "tool_executions", "alembic_version"} <= tables
 
 
-def test_db_upgrade_on_an_unreachable_database_is_one_line(signoff, tmp_path):
+def test_db_upgrade_on_an_unreachable_database_is_one_line_naming_what_is_missing(signoff, tmp_path):
     url = f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}"
 
     result = signoff.here("db", "upgrade", "--database-url", url)
 
     assert result.code == 1
-    assert result.err == f"error: cannot reach the database at {url}: unable to open database file\n"
+    assert result.err == f"error: cannot reach the database at {url}: directory {tmp_path / 'no' / 'such'} does not exist\n"
 
 
-def test_a_configured_database_is_never_created_behind_your_back(signoff, tmp_path):
+def test_a_new_sqlite_file_anywhere_is_created_and_migrated_on_first_use(signoff, tmp_path):
+    (tmp_path / "data").mkdir()
+    url = f"sqlite:///{tmp_path / 'data' / 'runs.db'}"
+
+    result = signoff.here("run", "handle the damaged order", "--quiet", "--max-steps", "1", "--database-url", url)
+
+    assert result.code == 4, result.err  # ran until its one-step budget was used up
+    listed = signoff.here("runs", "list", "--database-url", url)
+    assert listed.lines[1].split()[:2] == [result.lines[-1].split()[0], "budget_exhausted"]
+    assert not (tmp_path / "signoff.db").exists()
+
+
+def test_an_existing_database_is_never_changed_behind_your_back(signoff, tmp_path):
+    sqlite3.connect(tmp_path / "prod.db").execute("create table customers (id integer)").connection.close()
     url = f"sqlite:///{tmp_path / 'prod.db'}"
 
     result = signoff.here("run", "anything", "--database-url", url)
 
     assert result.code == 1
     assert result.err == f"error: the database at {url} has no Signoff tables; run `signoff db upgrade`\n"
+    with sqlite3.connect(tmp_path / "prod.db") as db:
+        assert [row[0] for row in db.execute("select name from sqlite_master")] == ["customers"]
 
 
 def test_bad_flag_values_are_usage_errors(signoff):
@@ -137,7 +153,9 @@ def test_manifest_prints_the_packaged_manifest_identical_to_deploy(signoff):
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found = [prefix]
-    for name, command in group.commands.items():
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
         if isinstance(command, click.Group):
             found += all_commands(command, (*prefix, name))
         else:

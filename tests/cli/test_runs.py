@@ -183,13 +183,15 @@ def test_unknown_run_is_a_one_line_error(signoff):
     result = signoff.here("runs", "show", "run-nope")
 
     assert result.code == 1
-    assert result.err == "error: no run 'run-nope' in sqlite:///signoff.db\n"
+    assert result.err == "error: no run 'run-nope' in sqlite:///signoff.db (it does not exist yet)\n"
+    assert not (signoff.cwd / "signoff.db").exists()
 
 
 def test_empty_runs_list(signoff):
     result = signoff.here("runs", "list")
 
-    assert (result.code, result.out) == (0, "no runs\n")
+    assert (result.code, result.out) == (0, "no runs yet\n")
+    assert not (signoff.cwd / "signoff.db").exists()
 
 
 def test_runs_list_shows_a_damaged_run_beside_the_others(signoff, tmp_path):

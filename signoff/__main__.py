@@ -1,0 +1,5 @@
+"""`python -m signoff`: the `signoff` command."""
+
+from signoff.bot.cli import main
+
+main()
