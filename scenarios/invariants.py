@@ -32,7 +32,7 @@ from typing import Any, assert_never
 from sqlalchemy import select
 
 from scenarios.serve import buttons
-from scenarios.toolset import NON_IDEMPOTENT, TOOLS
+from scenarios.toolset import TOOLS
 from scenarios.world import Policy
 from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, RUN_ACTIONS
 from signoff.bot.slack.payloads import run_value
@@ -51,6 +51,7 @@ from signoff.runtime.loop import Caller
 from signoff.runtime.replay import replay
 from signoff.runtime.runner import RunnerConfig
 from signoff.runtime.state import STOPPED, TERMINAL, call_digest
+from signoff.tools.base import Tool
 
 INVARIANTS = {
     "I1": "effect_approved",
@@ -64,6 +65,7 @@ INVARIANTS = {
 }
 WAITING = STOPPED
 _TOOLS = {tool.name: tool for tool in TOOLS}
+"""The scenario toolset: what evidence built by hand is read against."""
 
 
 @dataclass
@@ -84,6 +86,8 @@ class Evidence:
     """Approval id -> its `approval_votes` rows, in the order people decided."""
     grants: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Grant id -> its `grants` row."""
+    tools: dict[str, Tool] = field(default_factory=lambda: dict(_TOOLS))
+    """The tools the world's serve processes ran, by name (their contracts: gates, arguments)."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     grace: timedelta = timedelta(seconds=5)
     """How long a pending approval may sit past its expiry before the sweep must have taken it."""
@@ -113,7 +117,8 @@ def gather(world: Any) -> Evidence:
     with world.slack._lock:
         messages = [json.loads(json.dumps(m)) for m in world.slack.messages.values()]
     return Evidence(run_rows, approval_rows, ledger, dict(timeline), dict(steps), world.effect_lines(), messages,
-                    histories=dict(histories), votes=dict(votes), grants=grant_rows)
+                    histories=dict(histories), votes=dict(votes), grants=grant_rows,
+                    tools={tool.name: tool for tool in world.tools})
 
 
 def _origin_channel(run: dict[str, Any]) -> str:
@@ -276,7 +281,7 @@ def _not_allowed_unasked(evidence: Evidence, policy: Policy, line: dict[str, Any
 
 def _proposed_args(evidence: Evidence, run_id: str, step: str, tool: str) -> dict[str, Any] | None:
     """The arguments the run's model proposed at `step`, as the tool validated them to run."""
-    known = _TOOLS.get(tool)
+    known = evidence.tools.get(tool)
     for entry in evidence.histories.get(run_id, []):
         if entry.get("role") == "assistant" and str(entry.get("step")) == step and entry.get("tool") == tool:
             try:
@@ -310,7 +315,8 @@ def _says(verdict: Verdict) -> str:
 
 
 def effect_once(evidence: Evidence) -> list[str]:
-    calls = Counter(line["key"] for line in evidence.effects if line.get("tool") in NON_IDEMPOTENT)
+    once = {tool.name for tool in evidence.tools.values() if tool.side_effect and not tool.idempotent}
+    calls = Counter(line["key"] for line in evidence.effects if line.get("tool") in once)
     applied = Counter(line["key"] for line in evidence.effects if line.get("effect"))
     found = [f"non-idempotent call {key} ran {n} times" for key, n in sorted(calls.items()) if n > 1]
     found += [f"call {key} took effect {n} times" for key, n in sorted(applied.items())
@@ -444,7 +450,7 @@ def replay_identical(evidence: Evidence, policy: Policy) -> list[str]:
             continue  # evidence made by hand, without a stored state
         try:
             state = {**json.loads(run["state"]), "history": evidence.histories.get(run_id, [])}
-            result = replay(state, evidence.events.get(run_id, []), TOOLS, approval_policy=policy.rules,
+            result = replay(state, evidence.events.get(run_id, []), evidence.tools, approval_policy=policy.rules,
                             caller=Caller(str(run.get("requester", "")), _origin_channel(run)))
         except (ValueError, IncompatibleState) as exc:  # a run the scenario damaged on purpose
             if "damaged" not in str(run.get("goal", "")):

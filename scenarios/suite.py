@@ -20,6 +20,7 @@ from scenarios import (
     replicas,
     seeing,
     slackfaults,
+    tool_faults,
 )
 from scenarios.outcome import Outcome
 from scenarios.world import postgres_reachable
@@ -87,6 +88,13 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("hostile/replayed-run-buttons/sqlite", replays.run_replayed_buttons, False),
         Scenario("hostile/outsiders/sqlite", outsiders.run_outsiders, False),
     ]
+    for k in sizes.kinds:
+        found += [
+            Scenario(f"tools/mcp-server-killed-mid-call/{k}", functools.partial(tool_faults.run_mcp_server_killed, k),
+                     k == "postgres"),
+            Scenario(f"tools/http-api-stalls-mid-call/{k}", functools.partial(tool_faults.run_http_api_stalls, k),
+                     k == "postgres"),
+        ]
     found += [Scenario(f"policy/quorum-races/2x/{k}", functools.partial(quorum.run_quorum, k, sizes.quorum_runs),
                        k == "postgres") for k in sizes.kinds]
     if sizes.slack_timeout:

@@ -37,6 +37,7 @@ from signoff.runtime.approval_policy import (
 )
 from signoff.runtime.people import CHANNEL_MEMBERS
 from signoff.runtime.runner import RunnerConfig
+from signoff.tools.base import Tool
 from tests.fakes.slack import FakeSlack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,6 +186,9 @@ class World:
     env: dict[str, str] = field(default_factory=dict)
     postgres_url: str = POSTGRES_URL
     """The PostgreSQL server a `postgres` world makes its schema on (a private one can be crashed)."""
+    tools: list[Tool] = field(default_factory=lambda: list(TOOLS))
+    """The tools its serve processes load, as the invariants read runs against them (a scenario
+    that gives serve other toolsets, MCP servers or HTTP APIs, sets their contracts here)."""
 
     def __post_init__(self) -> None:
         if "SIGNOFF_APPROVAL_TTL" in self.env:  # the oracle must know it: it is part of what runs record
