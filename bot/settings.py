@@ -50,6 +50,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_LEASE_SECONDS", "60", "Lease a worker holds on a run; an expired lease lets another worker recover it."),
     ("SIGNOFF_OUTBOX", "./outbox", "Directory where the demo send_email tool writes its .eml files."),
     ("SIGNOFF_LOG_LEVEL", "INFO", "Log level: DEBUG, INFO, WARNING or ERROR."),
+    ("SIGNOFF_LOG_FORMAT", "text", "Log format: text (one timestamped line a record) or json (one JSON object a line)."),
     ("SIGNOFF_FAILPOINTS", "", "Fault testing only: crash at named points, e.g. after_tool=exit. Never set in production."),
 )
 
@@ -115,6 +116,7 @@ ApiUrl = Annotated[str, BeforeValidator(_api_url)]
 LogLevel = Annotated[
     Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(lambda v: str(v).strip().upper())
 ]
+LogFormat = Annotated[Literal["text", "json"], BeforeValidator(lambda v: str(v).strip().lower())]
 
 
 def _field(name: str, **kwargs: Any) -> Any:
@@ -166,6 +168,7 @@ class Settings(BaseModel):
     lease_seconds: int = _field("SIGNOFF_LEASE_SECONDS", gt=0)
     outbox: str = _field("SIGNOFF_OUTBOX", min_length=1)
     log_level: LogLevel = _field("SIGNOFF_LOG_LEVEL")
+    log_format: LogFormat = _field("SIGNOFF_LOG_FORMAT")
     failpoints: Failpoint = _field("SIGNOFF_FAILPOINTS")
 
     @classmethod

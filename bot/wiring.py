@@ -18,7 +18,7 @@ from signoff.runtime.approval_policy import ApprovalPolicy, PolicyError, default
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.models import policy_from_spec
-from signoff.runtime.ports import Notifier
+from signoff.runtime.ports import Notifier, Observer
 from signoff.runtime.runner import MayApprove, MaySee, Runner, RunnerConfig
 from signoff.tools.base import Tool
 from signoff.tools.mcp import McpConfigError, McpServers
@@ -168,7 +168,8 @@ def policy_factory(settings: Settings, tools: dict[str, Tool], env: Mapping[str,
 def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[str, str],
                  tools: dict[str, Tool] | None = None, config: RunnerConfig | None = None,
                  store: SqlStore | None = None, auto_upgrade: bool | None = None,
-                 may_approve: MayApprove | None = None, may_see: MaySee | None = None) -> Runner:
+                 may_approve: MayApprove | None = None, may_see: MaySee | None = None,
+                 observer: Observer | None = None) -> Runner:
     """The runner `settings` describe: store, tools, model policies and timings.
 
     Args:
@@ -178,6 +179,7 @@ def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[
         store: an open store; by default one on `settings.database_url`.
         auto_upgrade: create or upgrade that database's schema; by default only for the
             zero-configuration SQLite file.
+        observer: watches what the runner commits (logs, metrics, traces); by default nothing does.
 
     Raises `ConfigError` for bad toolsets, a bad model spec, or an unusable database.
     """
@@ -191,4 +193,4 @@ def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[
             auto_upgrade = is_default_sqlite(settings.database_url) or is_new_sqlite(settings.database_url)
         store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
     return Runner(store, tools, policies, config or runner_config(settings), notifier, may_approve=may_approve,
-                  may_see=may_see)
+                  may_see=may_see, observer=observer)

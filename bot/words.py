@@ -2,8 +2,9 @@
 
 Limit names, the budget figures and line, run statuses, why a run stopped (a budget in numbers),
 what Extend adds, the model label and the model's words beside a call, what became of an approval
-or a request, a JSON result in short, and what a Slack user or group id is. Plain text; each
-surface formats it (`bot.slack.blocks` escapes it into mrkdwn, `bot.cli` prints it as it is).
+or a request (edited, allowing similar calls, timed out), a JSON result in short, and what a Slack
+user or group id is. Plain text; each surface formats it (`bot.slack.blocks` escapes it into
+mrkdwn, `bot.cli` prints it as it is).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from signoff.bot.arguments import key_text, literal
 from signoff.runtime.budget import usage_report
+from signoff.runtime.durations import spoken
 from signoff.runtime.records import ApprovalRecord
 
 LIMIT_NAMES = {
@@ -258,10 +260,62 @@ def approval_words(status: str, decided_by: str | None) -> str:
             return "expired, not executed"
         case "cancelled":
             return "cancelled, not executed"
+        case "superseded" if decided_by:
+            # Only an edit names who closed it; a tool that changed closes it without anyone.
+            return f"edited by {decided_by}; a new request follows"
         case "superseded":
             return "replaced by a new request; not executed"
         case _:
             return "waiting for a decision"
+
+
+# -- edits, grants and timeouts ---------------------------------------------------------------------
+
+
+def grant_offer(asked: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """What "approve and allow similar" would grant (`schema.GrantOffer` as JSON), or None where the
+    approval's rule offers no grant."""
+    offer = (asked or {}).get("grant")
+    return offer if isinstance(offer, Mapping) and offer.get("for_seconds") else None
+
+
+def allowing_similar(offer: Mapping[str, Any]) -> str:
+    """What a grant lets happen, e.g. `allowing similar calls for 30 min`."""
+    return f"allowing similar calls for {spoken(offer['for_seconds'])}"
+
+
+def similar_words(offer: Mapping[str, Any]) -> str:
+    """Which later calls a grant covers, e.g. `calls of this run with the same to`."""
+    same = [str(name) for name in offer.get("same") or ()]
+    where = "of this run" if offer.get("scope") == "run" else "in any run of the same requester"
+    return f"calls {where}" + (f" with the same {people(same)}" if same else "")
+
+
+def grant_uses(uses: int) -> str:
+    """How often a grant let a call run, e.g. `its first use`, `2 of its uses`."""
+    return "its first use" if uses == 1 else f"{uses:,} of its uses"
+
+
+def goes_on_after_expiry(asked: Mapping[str, Any] | None) -> bool:
+    """The approval's rule says `on_expiry: continue`: nobody deciding in time is told to the model,
+    and the run goes on."""
+    return (asked or {}).get("on_expiry") == "continue"
+
+
+def timed_out_words(asked: Mapping[str, Any]) -> str:
+    """What the model is told when nobody decided in time (`requests.expire` says it so), e.g. `no
+    one decided within 30 min; the call was not made`."""
+    return f"no one decided within {spoken(int(asked.get('ttl_seconds') or 0))}; the call was not made"
+
+
+def edited_changes(pending: Mapping[str, Any] | None, approval: ApprovalRecord) -> Mapping[str, Any] | None:
+    """`schema.Edited` as JSON for `approval`, when a person changed the call it asks about (the
+    run's pending call is that approval's: same key and arguments); else None."""
+    pending = pending or {}
+    edited = pending.get("edited")
+    if not isinstance(edited, Mapping) or pending.get("key") != approval.key or pending.get("args") != approval.args:
+        return None
+    return edited
 
 
 _REQUEST_WORDS = {  # request (`AlreadyDone.what`) -> (what it did, what follows once done, or "")
@@ -271,6 +325,7 @@ _REQUEST_WORDS = {  # request (`AlreadyDone.what`) -> (what it did, what follows
     "reconcile.done": ("marked done", "the run continues"),
     "reconcile.retry": ("retried", "the call runs again"),
     "reconcile.abort": ("aborted", ""),
+    "revoke": ("revoked", "the calls it covered are asked about again"),
 }
 
 

@@ -41,6 +41,19 @@ class Budget:
         return asdict(self)
 
 
+COUNTED_LIMITS = ("max_steps", "max_tool_calls")
+"""Limits that Extend raises by a number of steps (`extend_steps`); the others by a fraction."""
+EXTEND_FRACTION = 0.5
+"""How much of a cost, token or time limit one Extend adds: half as much again."""
+
+
+def extension(limit: str, current: float, extend_steps: int) -> float:
+    """`limit`'s value after one Extend: `extend_steps` more steps or tool calls, any other limit
+    half as much again (an int stays an int)."""
+    bump = extend_steps if limit in COUNTED_LIMITS else current * EXTEND_FRACTION
+    return type(current)(current + bump) if current else bump
+
+
 def used(state: StateLike, limit: str) -> float:
     """How much of the resource behind `limit` the run has used."""
     return _used(_figures(state), limit)

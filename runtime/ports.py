@@ -1,19 +1,22 @@
 """What the runner needs from the world, as Protocols: fakes and adapters need not inherit anything.
 
-`Notifier` tells people; `Store` keeps runs, approvals and the execution ledger (`adapters/sql.py`
-on SQLite or PostgreSQL, `adapters/memory.py` in one process). Every store method that writes is
-atomic: it happens whole or not at all, and concurrent callers, threads or replicas, see it so.
-Times (leases, expiries, `requested_at`) are the store's clock, one clock for every replica. The
-rules (when an approval opens or closes, which statuses a request needs) come from
-`runtime/rules.py` as data; a store applies them and decides none itself.
+`Notifier` tells people; `Observer` watches what is committed (logs, metrics, traces); `Store`
+keeps runs, approvals and the execution ledger (`adapters/sql.py` on SQLite or PostgreSQL,
+`adapters/memory.py` in one process). Every store method that writes is atomic: it happens whole
+or not at all, and concurrent callers, threads or replicas, see it so. Times (leases, expiries,
+`requested_at`) are the store's clock, one clock for every replica. The rules (when an approval
+opens or closes, which statuses a request needs) come from `runtime/rules.py` as data; a store
+applies them and decides none itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from signoff.runtime.agent import Checkpoint
+from signoff.runtime.audit import WHOLE_LOG, Record, Selection
 from signoff.runtime.records import (
     ApprovalRecord,
     CommandRefusal,
@@ -45,6 +48,12 @@ class Notifier(Protocol):
         """The approval is still pending and its card shows something new: who approved so far
         (a quorum filling up), or a requirement the policy raised. Keep its buttons."""
 
+    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        """Remind the approval's people that it still waits for them (its rule's `remind`)."""
+
+    def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
+        """Tell `added` (user and group ids the rule's `escalate` just added) that they may decide it now."""
+
     def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
         """Mark the request "expired, not executed" and tell the requester."""
 
@@ -56,6 +65,19 @@ class Notifier(Protocol):
 
     def run_stopped(self, run: RunRecord) -> None:
         """The run stopped short (budget, failure, reconciliation, cancelled, expired): say why and offer what fits."""
+
+
+class Observer(Protocol):
+    """Watches what is committed, for logs, metrics and traces: one stream, read and never answered.
+
+    Called after each commit with the audit events it wrote, each with its `type` and `run_id` (as
+    `RunStore.timeline` lists them, without `seq` and `at`), and the run as that commit left it (for
+    a person's decision or request, as it was read just before). Failures are logged, never fatal:
+    a run does not wait for, or stop because of, anyone watching it.
+    """
+
+    def observe(self, run: RunRecord, events: Sequence[Mapping[str, Any]]) -> None:
+        """Take note of one commit's events, in the order they were written."""
 
 
 class RunStore(Protocol):
@@ -277,7 +299,14 @@ class GrantStore(Protocol):
         before, too), or None if there is none."""
 
 
-class Store(RunStore, ExecutionLedger, ApprovalStore, GrantStore, Protocol):
+class AuditLog(Protocol):
+    """The audit log as `runtime.audit` verifies it: every run's chain of events, and the chain of runs."""
+
+    def audit_records(self, selection: Selection = WHOLE_LOG) -> Iterator[Record]:
+        """The records `selection` picks, read from one snapshot (see `runtime.audit.verify`)."""
+
+
+class Store(RunStore, ExecutionLedger, ApprovalStore, GrantStore, AuditLog, Protocol):
     """Everything the runner keeps: runs, the execution ledger and approvals, in one store, so a
     step, its approval and its call's outcome are written together."""
 

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from signoff.runtime.agent import Policy
 from signoff.runtime.approval_policy import ApprovalPolicy, Ask, Deny, default_policy
-from signoff.runtime.budget import Budget
+from signoff.runtime.budget import Budget, extension
 from signoff.runtime.commands import (
     Cancel,
     Command,
@@ -37,7 +37,7 @@ from signoff.runtime.errors import (
 )
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.loop import Caller, classify
-from signoff.runtime.ports import Notifier, Store
+from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import (
     AlreadyDone,
     ApprovalRecord,
@@ -54,6 +54,7 @@ from signoff.runtime.records import (
     Refused,
     RunOutcome,
     RunRecord,
+    Voted,
 )
 from signoff.runtime.rules import (
     CANCEL,
@@ -119,13 +120,14 @@ class Runner:
 
     def __init__(self, store: Store, tools: dict[str, Tool], policies: Callable[[str], Policy],
                  config: RunnerConfig | None = None, notifier: Notifier | None = None,
-                 may_approve: MayApprove | None = None, may_see: MaySee | None = None) -> None:
+                 may_approve: MayApprove | None = None, may_see: MaySee | None = None,
+                 observer: Observer | None = None) -> None:
         self.store = store
         self.tools = tools
         self.policies = policies
         self.config = config or RunnerConfig()
         self.teller = Teller(store, notifier, failpoints=self.config.failpoints,
-                             worker_id=self.config.worker_id, lease=self.config.lease)
+                             worker_id=self.config.worker_id, lease=self.config.lease, observer=observer)
         self.worker = Worker(store, tools, policies, self.config, self.teller, time.monotonic)
         self.may_approve = may_approve or (lambda user, run, approvers: None)
         self.may_see = may_see or (lambda user, run: False)
@@ -147,8 +149,12 @@ class Runner:
             raise ValueError(f"the goal is {len(goal)} characters; the limit is {MAX_GOAL_CHARS}")
         run_id = "run-" + secrets.token_hex(5)
         state = new_state(run_id, (budget or self.config.budget).to_json())
-        return self.store.create_run(state, goal=goal, requester=requester, origin=origin or {},
-                                     model=model or self.config.model, request_id=request_id)
+        run = self.store.create_run(state, goal=goal, requester=requester, origin=origin or {},
+                                    model=model or self.config.model, request_id=request_id)
+        if run.run_id == run_id:  # not a replayed request's earlier run: nothing was written for that
+            self.teller.observe(run, [{"type": "run_created", "run_id": run_id, "goal": goal, "requester": requester,
+                                       "origin": run.origin, "model": run.model}])
+        return run
 
     def execute(self, run_id: str) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended."""
@@ -176,6 +182,7 @@ class Runner:
         if grant and not (approved and (approval.asked or {}).get("grant")):
             return NotAllowed("this call's rule offers no grant: approve it alone")
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant)
+        self.teller.observe(run, _vote_events(outcome, user))
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
             self.teller.show_approval(run, outcome.approval)
@@ -304,9 +311,7 @@ class Runner:
         if run.status != "budget_exhausted":
             return self._stale(run, shown_version) or Refused(f"run {run_id} is {run.status}, not out of budget")
         limit = (run.stop or {}).get("budget", "max_steps")
-        current = run.budget.get(limit) or 0
-        bump = self.config.extend_steps if limit in ("max_steps", "max_tool_calls") else current * 0.5
-        limits = {limit: type(current)(current + bump) if current else bump}
+        limits = {limit: extension(limit, run.budget.get(limit) or 0, self.config.extend_steps)}
         return self._command(run_id, user, Extend(limits=limits), EXTEND_BUDGET,
                              shown_version=shown_version)
 
@@ -337,6 +342,7 @@ class Runner:
         command = command.model_copy(update={"by": user, "shown_version": shown_version})
         refusal = self.store.set_command(run_id, command.to_json(), rule)
         if refusal is None:
+            self.teller.observe(run, [{"type": "command_recorded", "run_id": run_id, **command.to_json()}])
             return Done(self.store.get_run(run_id, history=False) or run)
         if shown_version is not None and refusal.waiting is not None:
             return AlreadyDone(request_name(refusal.waiting), refusal.waiting.get("by"))
@@ -378,6 +384,7 @@ class Runner:
             return Missing("grant")
         if revoked.revoked_by != user:
             return AlreadyDone("revoke", revoked.revoked_by, revoked.revoked_at)
+        self.teller.observe(run, [{"type": "grant_revoked", "run_id": run.run_id, "grant_id": grant_id, "by": user}])
         return Done(run, {"grant_id": grant_id})
 
     def grants_for(self, user: str, limit: int = 20) -> list[GrantRecord]:
@@ -405,6 +412,7 @@ class Runner:
                 skip_unreadable(approval.run_id, exc)
                 continue
             if run is not None:
+                self.teller.observe(run, [_expiry_event(approval)])
                 self.teller.show_approval(run, approval, method="approval_expired")
             (end_run or self.execute)(approval.run_id)
         return expired
@@ -421,6 +429,11 @@ class Runner:
                 continue
             if run is None:
                 continue
+            self.teller.observe(run, [{"type": "approval_escalated" if kind == "escalate" else "approval_reminded",
+                                       "run_id": run.run_id, "approval_id": nudge.approval.approval_id,
+                                       "key": nudge.approval.key,
+                                       **({"added": list(nudge.added)} if kind == "escalate" else {})}
+                                      for kind in nudge.kinds])
             if "escalate" in nudge.kinds:
                 self.teller.notify("approval_escalated", run, nudge.approval, list(nudge.added))
                 self.teller.show_approval(run, nudge.approval, method="approval_updated")
@@ -469,3 +482,48 @@ class Runner:
 
     def timeline(self, run_id: str) -> list[dict[str, Any]]:
         return self.store.timeline(run_id)
+
+
+# -- what the store wrote, for the observer ----------------------------------------------------------
+# The store writes these events in the transaction that decides; the runner knows from the outcome
+# what they were, so the observer hears of them without a read. Each also carries what a reader of
+# one event needs to make sense of it: the tool, the rule, and how long the approval waited.
+
+
+def _vote_events(outcome: Voted, user: str) -> list[dict[str, Any]]:
+    """The events `ApprovalStore.decide` wrote for `outcome` (none for a decision it did not count)."""
+    match outcome:
+        case Decided(approval=approval, grant=grant):
+            events = [{"type": "approval_recorded", **_approval_fields(approval),
+                       "approved": approval.status == "approved", "by": user, "note": approval.note or "",
+                       "approvals": len(approval.approved_by), "quorum": approval.quorum,
+                       "waited_seconds": _waited(approval)}]
+            if grant is not None:
+                events.append({"type": "grant_created", "run_id": approval.run_id, "grant_id": grant.grant_id,
+                               "approval_id": approval.approval_id, "by": user, "tool": grant.tool,
+                               "rule": grant.rule, "scope": grant.scope, "expires_at": grant.expires_at.isoformat()})
+            return events
+        case Counted(approval=approval):
+            return [{"type": "approval_vote_recorded", **_approval_fields(approval), "approved": True, "by": user,
+                     "approvals": len(approval.approved_by), "quorum": approval.quorum}]
+        case Expired(approval=approval, just_now=True):
+            return [{**_expiry_event(approval), "noticed_by": user}]
+    return []
+
+
+def _expiry_event(approval: ApprovalRecord) -> dict[str, Any]:
+    return {"type": "approval_expired", **_approval_fields(approval), "waited_seconds": _waited(approval)}
+
+
+def _approval_fields(approval: ApprovalRecord) -> dict[str, Any]:
+    return {"run_id": approval.run_id, "approval_id": approval.approval_id, "key": approval.key,
+            "tool": approval.tool, "rule": approval.rule}
+
+
+def _waited(approval: ApprovalRecord) -> float:
+    """Seconds from the request to its decision (or its expiry, however late a sweep noticed it), by
+    the store's clock."""
+    until = approval.decided_at or approval.expires_at
+    if approval.status == "expired":
+        until = min(until, approval.expires_at)
+    return round(max((until - approval.requested_at).total_seconds(), 0.0), 3)

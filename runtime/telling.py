@@ -1,6 +1,7 @@
 """Telling people: every post and update goes through the `Notifier`, the store records what each
 message shows, and `resync` puts right what a crash or an outage left untold. Slack follows the
-database, never the other way round.
+database, never the other way round. What is committed is shown to the `Observer` (logs, metrics,
+traces) the same way: after the fact, and never at the cost of a run.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ import functools
 import logging
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from signoff.runtime.failpoints import Failpoints
-from signoff.runtime.ports import Notifier, Store
+from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
 
@@ -31,14 +32,24 @@ class Teller:
     """Tells the notifier what happened and remembers, in the store, what it has been told."""
 
     def __init__(self, store: Store, notifier: Notifier | None, *, failpoints: Failpoints, worker_id: str,
-                 lease: timedelta) -> None:
+                 lease: timedelta, observer: Observer | None = None) -> None:
         self.store, self.notifier, self.failpoints = store, notifier, failpoints
+        self.observer = observer
         self.worker_id, self.lease = worker_id, lease
         self._unrecorded: dict[str, dict[str, Any]] = {}
         """Cards posted whose place the database could not record (it failed right then), by approval
         id: recovery records them instead of posting a second card, whose first copy would keep
         live buttons nobody ever takes away."""
         self._unrecorded_lock = threading.Lock()
+
+    def observe(self, run: RunRecord, events: Sequence[Mapping[str, Any]]) -> None:
+        """Show the observer what a commit wrote; its failure is logged, never fatal (it only watches)."""
+        if self.observer is None or not events:
+            return
+        try:
+            self.observer.observe(run, events)
+        except Exception as exc:  # a broken log handler or exporter must not stop or fail a run
+            log.warning("run %s: observer failed: %s: %s", run.run_id, type(exc).__name__, exc)
 
     def announce(self, run: RunRecord) -> RunRecord:
         """Post the run message; progress threads under it, so the run carries where it is."""
@@ -100,8 +111,9 @@ class Teller:
             return getattr(self.notifier, method)(run, *args)
         except Exception as exc:  # Slack being down must not lose or stall a run
             log.warning("run %s: notifier.%s failed: %s", run.run_id, method, exc)
-            self.store.append_event(run.run_id, {"type": "notify_failed", "method": method,
-                                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
+            event = {"type": "notify_failed", "method": method, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            self.store.append_event(run.run_id, event)
+            self.observe(run, [{**event, "run_id": run.run_id}])
             return FAILED
 
     # -- after a crash or an outage ---------------------------------------------------------

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from signoff.runtime.agent import Agent, Checkpoint, Policy
 from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, Retry, parse_command
@@ -82,7 +82,8 @@ class LedgerPorts:
         call, tool = action.call, action.tool
         if not through_ledger(tool, call):
             return call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
-        match self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by, action.granted_by):
+        started = self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by, action.granted_by)
+        match started:
             case NotDispatchable(reason=reason, status=status):
                 return Refused(reason, cast(Status, status))
             case Ungranted(reason=reason):
@@ -97,6 +98,10 @@ class LedgerPorts:
             case Fresh(version=version) if version is not None:
                 # The retry request was used up with the start, in one transaction.
                 self.session.version, self.session.clear_command = version, False
+        if isinstance(started, Fresh):
+            self.worker.teller.observe(self.session.run, [{
+                "type": "execution_started", "run_id": self.session.run.run_id, "key": call.key, "tool": call.tool,
+                "attempt": started.attempt, "allowed_by": action.allowed_by, "granted_by": action.granted_by}])
         self.config.failpoints.hit("after_ledger_row")
         outcome = call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
         self.config.failpoints.hit("after_tool")
@@ -135,6 +140,7 @@ class LedgerPorts:
         teller = self.worker.teller
         snapshot = dataclasses.replace(run, status=checkpoint.state["status"], state=checkpoint.state,
                                        version=saved.version)
+        teller.observe(snapshot, _with_approval_id(checkpoint.events, saved.approval))
         for entry in checkpoint.new_history:
             if entry["role"] == "tool":
                 teller.tool_result(snapshot, entry)
@@ -234,7 +240,9 @@ class Worker:
                     raise InvalidTransition(f"unknown or malformed command {raw.get('op')!r}")
         except (InvalidTransition, ValueError) as exc:  # ValueError: an edit its tool no longer takes
             if session.clear_command:  # nothing was saved, so the command is still there
-                self.store.clear_command(session.run.run_id, {"type": "command_refused", "reason": str(exc), **raw})
+                refused = {"type": "command_refused", "reason": str(exc), **raw}
+                self.store.clear_command(session.run.run_id, refused)
+                self.teller.observe(session.run, [{**refused, "run_id": session.run.run_id}])
 
     def _continue_approval(self, agent: Agent) -> None:
         pending = agent.run_state.pending
@@ -281,6 +289,16 @@ class Worker:
                             redact_keys=self.config.redact_keys, stall_after=self.config.stall_after,
                             approval_policy=approval_policy, grants=grants,
                             caller=Caller(run.requester, str(run.origin.get("channel") or "")))
+
+
+def _with_approval_id(events: list[dict[str, Any]], approval: ApprovalRecord | None) -> list[dict[str, Any]]:
+    """The step's events with the id of the approval the same commit opened on its request, which
+    the loop cannot know (the store makes it) and a reader of the request needs."""
+    if approval is None:
+        return events
+    return [{**event, "approval_id": approval.approval_id}
+            if event["type"] == "approval_requested" and event.get("key") == approval.key else event
+            for event in events]
 
 
 def _failing_policy(exc: Exception) -> Policy:

@@ -26,6 +26,7 @@ import click
 from signoff.bot.cli.envfile import EnvFile, load_env_file
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Interrupted
 from signoff.bot.cli.rendering import one_line
+from signoff.bot.observe.logs import configure_logging
 from signoff.runtime.errors import SignoffError
 
 __all__ = ["CliState", "cli", "main"]
@@ -34,6 +35,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "run": ("signoff.bot.cli.running:run", "Run a goal here; you approve its side effects."),
     "demo": ("signoff.bot.cli.running:demo", "A run with zero configuration: scripted model, demo tools."),
     "runs": ("signoff.bot.cli.runs:runs", "List, show, export, resume and replay stored runs."),
+    "audit": ("signoff.bot.cli.audit:audit", "Check the audit log's hash chains; export it to check later."),
     "tools": ("signoff.bot.cli.toolview:tools", "Every tool the model will see, and how each is gated."),
     "policy": ("signoff.bot.cli.policy:policy", "What the approval policy decides for a call, and why."),
     "db": ("signoff.bot.cli.ops:db", "Create or upgrade the database schema."),
@@ -147,6 +149,8 @@ def _report(exc: Exception, debug: bool) -> None:
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="signoff", prog_name="signoff", message="%(prog)s %(version)s",
+                      help="Print the installed version and exit.")
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.pass_obj
 def cli(state: CliState, debug: bool) -> None:
@@ -156,5 +160,5 @@ def cli(state: CliState, debug: bool) -> None:
     working directory for those the environment does not set; flags override them.
     """
     state.debug = debug
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    # Replaced by `signoff serve` once its settings are read (a basicConfig here would keep its own).
+    configure_logging(logging.DEBUG if debug else logging.WARNING)

@@ -1,26 +1,32 @@
 """Deciding in the terminal: execute a run and ask the person at the keyboard whatever it waits for
-(an approval, or what to do with a run that stopped)."""
+(an approval, which they may also edit or approve allowing similar calls, or what to do with a run
+that stopped)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
-from signoff.bot.arguments import argument_lines
+from signoff.bot.arguments import ToolDisplay, argument_lines, ordered
 from signoff.bot.cli.console import MAX_INVALID_ANSWERS, Console
 from signoff.bot.cli.notifier import TerminalNotifier
 from signoff.bot.cli.rendering import one_line
 from signoff.bot.words import (
+    allowing_similar,
     approval_progress,
     approval_words,
     capitalized,
+    grant_offer,
     not_done,
     plain_budget_line,
     request_words,
+    similar_words,
     who_decides,
 )
+from signoff.runtime.durations import spoken
 from signoff.runtime.records import (
     AlreadyCounted,
     AlreadyDecided,
@@ -47,6 +53,27 @@ YES_NO = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny"}
 
 class RunBusy(click.ClickException):
     """Another worker holds the run's lease."""
+
+
+@dataclass(frozen=True)
+class Approve:
+    similar: bool = False
+    """Approve and allow similar calls, as the approval's rule offers."""
+
+
+@dataclass(frozen=True)
+class Deny:
+    note: str
+
+
+@dataclass(frozen=True)
+class EditTo:
+    """Change the call's arguments to `args` (it is then asked about afresh)."""
+
+    args: dict[str, Any]
+
+
+Answer = Approve | Deny | EditTo
 
 
 def drive(runner: Runner, run_id: str, console: Console, notifier: TerminalNotifier, user: str, *,
@@ -99,16 +126,37 @@ def decide_here(runner: Runner, run: RunRecord, approval: ApprovalRecord, consol
     if refusal is not None:
         console.say(f"  {not_done(refusal)}; the run stays paused")
         return False
-    answer = ask_decision(console, approval)
-    if answer is None:
-        return False
-    approved, note = answer
-    return told(runner.decide(approval.approval_id, approval.digest, user, approved=approved, note=note), console)
+    for _ in range(MAX_INVALID_ANSWERS):
+        match ask_decision(console, approval, notifier.display(approval.tool)):
+            case None:
+                return False
+            case Approve(similar=similar):
+                return told(runner.decide(approval.approval_id, approval.digest, user, approved=True, grant=similar),
+                            console)
+            case Deny(note=note):
+                return told(runner.decide(approval.approval_id, approval.digest, user, approved=False, note=note),
+                            console)
+            case EditTo(args=args):
+                match runner.edit(approval.approval_id, approval.digest, user, args):
+                    case Done():  # the notifier said so, and the next round asks about the edited call
+                        return True
+                    case Refused(reason=reason):  # the tool or the policy would not take it: ask again
+                        console.show(f"  {not_done(reason)}")
+                    case NotAllowed(reason=reason):
+                        console.say(f"  {not_done(reason)}; the run stays paused")
+                        return False
+                    case AlreadyDone() | Missing():
+                        return True  # the run moved on meanwhile: the next round shows where it is
+    console.show(f"  no edit taken after {MAX_INVALID_ANSWERS} tries; stopping here")
+    return False
 
 
 def told(outcome: DecisionOutcome, console: Console) -> bool:
     """Say what a decision came to, where the notifier has not; False if the run stays paused."""
     match outcome:
+        case Decided(approval=decided, grant=grant) if grant is not None:
+            offer = grant_offer(decided.asked) or {}
+            console.say(f"  {allowing_similar(offer)}: {similar_words(offer)} run unasked (grant {grant.grant_id})")
         case Decided() | Expired():
             pass  # the notifier has said so
         case Counted(approval=counted):  # the notifier has said how far the quorum is
@@ -129,29 +177,87 @@ def told(outcome: DecisionOutcome, console: Console) -> bool:
     return True
 
 
-def ask_decision(console: Console, approval: ApprovalRecord) -> tuple[bool, str] | None:
-    """Approve (True) or deny (False, with the reason the model is told); None if the person quit.
+def ask_decision(console: Console, approval: ApprovalRecord, display: ToolDisplay) -> Answer | None:
+    """Approve (alone, or allowing similar calls where the rule offers it), deny (with the reason
+    the model is told) or edit the arguments; None if the person quit.
 
     A rule with `confirm` has the person type the tool's name to approve; anything else cancels
     back to the question, a few times at most, so piped answers cannot loop forever.
     """
     confirm = bool((approval.asked or {}).get("confirm"))
+    offer = grant_offer(approval.asked)
+    choices = {"a": "approve", **({"s": "similar"} if offer else {}), "d": "deny", "e": "edit", "q": "quit"}
+    similar = f"approve + allow similar for {spoken(offer['for_seconds'])} [s], " if offer else ""
     for _ in range(MAX_INVALID_ANSWERS):
-        choice = console.choose("Approve [a], deny [d] or quit [q]? ", {"a": "approve", "d": "deny", "q": "quit"},
-                                aliases=YES_NO)
+        choice = console.choose(f"Approve [a], {similar}deny [d], edit [e] or quit [q]? ", choices, aliases=YES_NO)
         if choice in (None, "quit"):
             return None
         if choice == "deny":
-            return False, console.read("Reason (the model is told): ") or ""
+            return Deny(console.read("Reason (the model is told): ") or "")
+        if choice == "edit":
+            edited = ask_arguments(console, approval, display)
+            if edited is None:
+                return None
+            return EditTo(edited)
         if not confirm:
-            return True, ""
+            return Approve(similar=choice == "similar")
         rule = f"rule {approval.rule}" if approval.rule else "the policy"
         typed = console.read(f"{capitalized(rule)} asks you to confirm: type {approval.tool} to approve it, "
                              "anything else cancels: ")
         if typed == approval.tool:
-            return True, ""
+            return Approve(similar=choice == "similar")
         console.show("  cancelled; nothing was decided")
     console.show(f"  not confirmed after {MAX_INVALID_ANSWERS} tries; stopping here")
+    return None
+
+
+def ask_arguments(console: Console, approval: ApprovalRecord, display: ToolDisplay) -> dict[str, Any] | None:
+    """The arguments as the person changes them, one at a time (Enter keeps one as it is) or all
+    at once as one JSON object; None if the input ended, or nothing usable came in a few tries."""
+    args = dict(approval.args)
+    names = ordered({**dict.fromkeys(display.order), **args}, display.order)
+    if not names:
+        return ask_whole(console)
+    console.show("  Edit the arguments: for each, Enter keeps it as it is, a JSON value replaces it (text in "
+                 'quotes: "like this"), and - leaves it out. Or type json to give them all as one JSON object.')
+    shown = dict(zip(names, argument_lines({name: args.get(name) for name in names}, display), strict=True))
+    for index, name in enumerate(names):
+        line = shown[name] if name in args else f"{name}: (not given)"
+        for _ in range(MAX_INVALID_ANSWERS):
+            typed = console.read(f"    {line}\n    new value: ")
+            if typed is None:
+                return None
+            if typed == "json" and index == 0:
+                return ask_whole(console)
+            if typed in ("", "-"):
+                if typed == "-":
+                    args.pop(name, None)
+                break
+            try:
+                args[name] = json.loads(typed)
+                break
+            except ValueError as exc:
+                console.show(f'    not JSON ({exc}); text goes in quotes, e.g. "like this"')
+        else:
+            console.show(f"  no usable value after {MAX_INVALID_ANSWERS} tries; stopping here")
+            return None
+    return args
+
+
+def ask_whole(console: Console) -> dict[str, Any] | None:
+    """The arguments typed as one JSON object; None if the input ended or none was given."""
+    for _ in range(MAX_INVALID_ANSWERS):
+        typed = console.read("  All the arguments, as one JSON object: ")
+        if typed is None:
+            return None
+        try:
+            value = json.loads(typed)
+        except ValueError as exc:
+            console.show(f"  not JSON ({exc})")
+            continue
+        if isinstance(value, dict):
+            return value
+        console.show("  the arguments are one JSON object, {...}")
     return None
 
 

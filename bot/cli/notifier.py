@@ -9,7 +9,16 @@ from typing import Any
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.cli.console import Console
 from signoff.bot.cli.rendering import approval_card, find_call, malformed_lines, one_line, step_lines
-from signoff.bot.words import approval_progress, approval_words, deciders, plain_budget_line
+from signoff.bot.words import (
+    approval_progress,
+    approval_words,
+    deciders,
+    goes_on_after_expiry,
+    people,
+    plain_budget_line,
+    timed_out_words,
+    who_decides,
+)
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 from signoff.tools.base import Tool
@@ -75,8 +84,19 @@ class TerminalNotifier:
     def approval_updated(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self.console.say(f"  {approval_progress(approval)}")
 
+    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        self.console.say(f"  reminder: the approval for {approval.tool} ({approval.key}) still waits for "
+                         f"{who_decides({**(approval.asked or {}), 'rule': None})}; it expires "
+                         f"{approval.expires_at:%H:%M:%S} UTC")
+
+    def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
+        self.console.say(f"  escalated: nobody decided in time, so {people(added)} may now decide the approval "
+                         f"for {approval.tool} ({approval.key})")
+
     def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
-        self.console.say(f"  the approval for {approval.tool} ({approval.key}) expired; nothing was executed")
+        then = (f": the model is told {timed_out_words(approval.asked)}, and the run goes on"
+                if approval.asked is not None and goes_on_after_expiry(approval.asked) else "")
+        self.console.say(f"  the approval for {approval.tool} ({approval.key}) expired; nothing was executed{then}")
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         self._tell_malformed(run)

@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from signoff.bot.arguments import ToolDisplay, argument_lines
-from signoff.bot.words import plain_budget_line, who_decides
+from signoff.bot.words import edited_changes, grant_offer, plain_budget_line, similar_words, who_decides
+from signoff.runtime.durations import spoken
 from signoff.runtime.loop import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import redact
@@ -43,7 +44,11 @@ def step_lines(call: Mapping[str, Any] | None, entry: Mapping[str, Any], secret_
     if call is not None and call.get("text"):
         lines.append(f"  step {entry.get('step')}  model: {one_line(call['text'], 200)}")
     args = as_text(redact(call.get("args", {}), secret_keys)) if call is not None else ""
-    lines.append(f"  step {entry.get('step')}  {entry.get('tool')} {one_line(args, 200)}")
+    edited = entry.get("edited")
+    proposed = " (as the model proposed it)" if isinstance(edited, str) else ""
+    lines.append(f"  step {entry.get('step')}  {entry.get('tool')} {one_line(args, 200)}{proposed}")
+    if isinstance(edited, str):  # what the model is told, up to the advice that is meant for it
+        lines.append(f"          {one_line(edited.split('; it ran as changed')[0], _RESULT_CHARS)}")
     rule = entry.get("rule")
     if entry.get("error_kind") == "denied_by_rule" and isinstance(rule, str):
         reason = str(entry.get("error", "")).removeprefix(denied_by_rule(rule, ""))
@@ -53,6 +58,8 @@ def step_lines(call: Mapping[str, Any] | None, entry: Mapping[str, Any], secret_
     else:
         if isinstance(rule, str):
             lines.append(f"          allowed by rule {rule}")
+        if isinstance(entry.get("grant"), str):
+            lines.append(f"          allowed by grant {entry['grant']} (approve + allow similar)")
         lines.append(f"          -> {one_line(as_text(redact(entry.get('result'), secret_keys)), _RESULT_CHARS)}")
     return lines
 
@@ -87,10 +94,18 @@ def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, s
     ]
     if approval.asked is not None:  # None: proposed before Signoff had approval policies
         below.append(("Who decides", deciders(approval)))
+    offer = grant_offer(approval.asked)
+    if offer is not None:
+        below.append(("Grant", f"s approves and lets {similar_words(offer)} run unasked for "
+                               f"{spoken(offer['for_seconds'])}"))
     lines = [f"+-- Approval needed: {approval.tool} ".ljust(_WIDTH, "-")]
     lines += [f"| {name + ':':<14}{value}" for name, value in above]
     lines.append("| Arguments:")
     lines += ["|   " + line for line in argument_lines(approval.args, ToolDisplay.of(tool, secret_keys)) or ["(none)"]]
+    edited = edited_changes(run.state.get("pending"), approval)
+    if edited is not None:
+        lines.append(f"| Edited by {edited.get('by') or 'someone'}, from what the model proposed:")
+        lines += ["|   " + one_line(change, _WIDTH * 2) for change in edited.get("changes") or ()]
     lines += [f"| {name + ':':<14}{value}" for name, value in below]
     lines.append("+" + "-" * (_WIDTH - 1))
     return "\n".join(line.rstrip() for line in lines)

@@ -21,6 +21,7 @@ from signoff.bot.cli.options import (
     may_create,
 )
 from signoff.bot.cli.outcomes import Interrupted, finish
+from signoff.bot.observe.logs import LogObserver
 from signoff.bot.settings import ENV_VARS, Settings
 from signoff.bot.wiring import build_runner, load_tools, model_env, runner_config
 from signoff.bot.words import model_label
@@ -101,8 +102,9 @@ def terminal_runner(settings: Settings, console: Console, *, store: SqlStore | N
     tools = load_tools(settings)
     config = runner_config(settings, **IN_TERMINAL)
     notifier = TerminalNotifier(console, tools, redact_keys=config.redact_keys)
+    # The run's story is logged at INFO, as serve logs it: shown with --debug (or SIGNOFF_LOG_LEVEL=INFO).
     runner = build_runner(settings, notifier, env=model_env(os.environ), tools=tools, config=config, store=store,
-                          auto_upgrade=auto_upgrade)
+                          auto_upgrade=auto_upgrade, observer=LogObserver())
     return runner, notifier
 
 

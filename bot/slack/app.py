@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import App, BoltContext, BoltResponse, Respond
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk import WebClient
 
 from signoff.bot.slack.listeners import Listeners, tell_failure
@@ -43,6 +44,7 @@ def build_app(
 ) -> App:
     """The Bolt app with every Signoff listener registered."""
     options = options or AppOptions()
+    _quiet_about_the_token()
     app = App(
         name="signoff",
         client=client,
@@ -63,6 +65,20 @@ def build_app(
         tell_failure(error, body, respond)
 
     return app
+
+
+class _UnusedTokenWarning(logging.Filter):
+    """Drops Bolt's start-up warning that the token will be unused: Bolt reads SLACK_BOT_TOKEN from
+    the environment even when given a client, which is how we give it the token on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+def _quiet_about_the_token() -> None:
+    bolt = logging.getLogger("slack_bolt.App")  # the logger Bolt's App warns on
+    if not any(isinstance(f, _UnusedTokenWarning) for f in bolt.filters):
+        bolt.addFilter(_UnusedTokenWarning())
 
 
 NOT_INSTALLED_HERE = "Signoff is not installed in your workspace; nothing was done."

@@ -13,12 +13,20 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from signoff.bot.words import LIMIT_NAMES, budget_figures
+from signoff.bot.words import LIMIT_NAMES, budget_figures, grant_offer, similar_words
+from signoff.runtime.durations import spoken
 from signoff.runtime.people import is_slack_user, is_user_group
 from signoff.runtime.records import ApprovalRecord
 
 APPROVE_ACTION = "signoff.approve"
+APPROVE_SIMILAR_ACTION = "signoff.approve_similar"
+"""Approve and allow similar calls for a while, where the approval's rule offers a grant."""
 DENY_ACTION = "signoff.deny"
+EDIT_ACTION = "signoff.edit"
+"""Change the call's arguments before anyone approves it: opens the edit modal."""
+EDIT_MODAL = "signoff.edit_modal"
+REVOKE_GRANT_ACTION = "signoff.revoke_grant"
+"""End a grant at once, from App Home; carries the grant id."""
 VIEW_ARGS_ACTION = "signoff.view_args"
 EXTEND_ACTION = "signoff.extend"
 CLOSE_ACTION = "signoff.close"
@@ -37,7 +45,7 @@ COMMAND = "/signoff"
 APPROVAL_BLOCK = "signoff.approval"
 """The block of decision buttons under an approval request, on its card and in its modal."""
 
-APPROVAL_ACTIONS = (APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION)
+APPROVAL_ACTIONS = (APPROVE_ACTION, APPROVE_SIMILAR_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, EDIT_ACTION)
 """Buttons on an approval request; each carries `approval_value`."""
 RUN_ACTIONS = (
     EXTEND_ACTION, CLOSE_ACTION, RETRY_ACTION, RECONCILE_DONE_ACTION, RECONCILE_RETRY_ACTION, RECONCILE_ABORT_ACTION,
@@ -145,6 +153,12 @@ def slack_date(moment: datetime) -> str:
     return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} at {{time}}|{fallback}>"
 
 
+def slack_time(moment: datetime) -> str:
+    """A time of day Slack shows in the reader's time zone (`14:05`), with a UTC fallback."""
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return f"<!date^{int(moment.timestamp())}^{{time}}|{moment.astimezone(UTC):%H:%M} UTC>"
+
+
 def section(text: str) -> dict[str, Any]:
     assert len(text) <= MAX_SECTION_TEXT, len(text)
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
@@ -202,8 +216,29 @@ def plain_text(text: str, limit: int) -> dict[str, Any]:
     return {"type": "plain_text", "text": safe(text, limit)}
 
 
+def approve_similar_button(approval: ApprovalRecord, *, tool_confirms: bool = False) -> dict[str, Any] | None:
+    """*Approve + allow similar for 30 min*, where the approval's rule offers a grant (None where it
+    offers none); behind "are you sure?" when the tool asks it of every approval."""
+    offer = grant_offer(approval.asked)
+    if offer is None:
+        return None
+    lasting = spoken(offer["for_seconds"])
+    element = button(f"Approve + allow similar for {lasting}", APPROVE_SIMILAR_ACTION, approval_value(approval))
+    if tool_confirms:
+        text = (f"You approve {approval.tool} with key {approval.key} and the arguments as shown, and let "
+                f"{similar_words(offer)} run unasked for {lasting}. {approval.tool} asks you to confirm every "
+                "approval.")
+        element["confirm"] = {**approve_confirmation(approval, tool_confirms=True),
+                              "text": plain_text(text, MAX_CONFIRM_TEXT)}
+    return element
+
+
 def deny_button(approval: ApprovalRecord) -> dict[str, Any]:
     return button("Deny", DENY_ACTION, approval_value(approval), "danger")
+
+
+def edit_button(approval: ApprovalRecord) -> dict[str, Any]:
+    return button("Edit", EDIT_ACTION, approval_value(approval))
 
 
 def actions(block_id: str, elements: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Approve, Deny (and its reason modal) and View full arguments: deciding an approval in Slack."""
+"""Approve (alone, or allowing similar calls), Deny (and its reason modal), Edit (and its modal)
+and View full arguments: deciding an approval in Slack."""
 
 from __future__ import annotations
 
@@ -10,12 +11,29 @@ from slack_bolt import Ack
 from slack_sdk.errors import SlackApiError
 
 from signoff.bot.slack import argument_blocks, blocks, messages
+from signoff.bot.slack.argument_blocks import (
+    FieldErrors,
+    edit_errors,
+    edit_fields,
+    edit_modal,
+    outcome_modal,
+    read_edit,
+)
 from signoff.bot.slack.home import Home
 from signoff.bot.slack.notices import Notices
 from signoff.bot.slack.notifier import SlackNotifier
-from signoff.bot.slack.payloads import ApprovalClick, Malformed, Where, parse_click, parse_deny_submission
+from signoff.bot.slack.payloads import (
+    ApprovalClick,
+    EditSubmission,
+    Malformed,
+    Where,
+    parse_click,
+    parse_deny_submission,
+    parse_edit_submission,
+)
 from signoff.bot.slack.replies import (
     APPROVAL_GONE,
+    already_text,
     approval_outcome,
     decided_text,
     expired_text,
@@ -26,14 +44,18 @@ from signoff.bot.words import approval_progress
 from signoff.runtime.records import (
     AlreadyCounted,
     AlreadyDecided,
+    AlreadyDone,
     ApprovalRecord,
     Counted,
     Decided,
     DecisionOutcome,
+    Done,
     Expired,
+    GrantRecord,
     Mismatch,
     Missing,
     NotAllowed,
+    Refused,
     RunRecord,
 )
 from signoff.runtime.runner import Runner
@@ -64,6 +86,76 @@ class Decisions:
             return
         outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True)
         self._after_decision(outcome, click.where, modal=click.where.modal_id)
+
+    def on_approve_similar(self, ack: Ack, body: dict[str, Any]) -> None:
+        click = self._acked_click(ack, body)
+        if click is None:
+            return
+        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, grant=True)
+        self._after_decision(outcome, click.where, modal=click.where.modal_id)
+
+    def on_edit(self, ack: Ack, body: dict[str, Any]) -> None:
+        click = self._acked_click(ack, body)
+        if click is None:
+            return
+        approval = self.runner.get_approval(click.approval_id)
+        refusal, run = self._modal_refusal(click, approval)
+        if refusal is not None or approval is None or run is None:
+            self.notices.tell(click.where, refusal or APPROVAL_GONE)
+            return
+        fields = edit_fields(approval, self.notifier.tools.get(approval.tool), self.notifier.display(approval.tool))
+        if fields is None:
+            self.notices.tell(click.where, argument_blocks.not_editable_in_slack(run.run_id))
+            return
+        self.notifier.client.views_open(trigger_id=click.where.trigger_id, view=edit_modal(
+            run, approval, fields, channel=click.where.channel, home=click.where.in_home))
+
+    def on_edit_submitted(self, ack: Ack, body: dict[str, Any]) -> None:
+        # Slack shows errors beside the inputs only when they come in the ack, within 3 s: this
+        # listener asks the runner first (a few reads and one write) and acks with its answer.
+        submission = parse_edit_submission(body)
+        if isinstance(submission, Malformed):
+            ack()
+            log.warning("edit form not understood: %s", submission.reason)
+            return
+        answer, edited = self._edit(submission)
+        ack(**answer)
+        if edited is not None:
+            self.workers.submit(edited.run_id)  # its worker asks afresh about the edited call
+            self.notices.tell(submission.where, f"Your edit of `{blocks.safe(edited.tool, 64)}` is saved: a new "
+                                                "request follows, to be approved like any other.")
+        if submission.where.in_home:
+            self.home.publish(submission.where.user)
+
+    def _edit(self, submission: EditSubmission) -> tuple[dict[str, Any], ApprovalRecord | None]:
+        """The ack for an edit (errors beside the inputs, an outcome in place of the form, or none:
+        the form closes), and the approval it edited, if it did."""
+        approval = self.runner.get_approval(submission.approval_id)
+        if approval is None:
+            return _in_place(APPROVAL_GONE), None
+        fields = edit_fields(approval, self.notifier.tools.get(approval.tool), self.notifier.display(approval.tool))
+        if fields is None:
+            return _in_place(argument_blocks.not_editable_in_slack(approval.run_id)), None
+        args = read_edit(fields, submission.values)
+        if isinstance(args, FieldErrors):
+            return _errors(args), None
+        outcome = self.runner.edit(submission.approval_id, submission.digest, submission.where.user, args)
+        match outcome:
+            case Done():
+                return {}, approval
+            case Refused(reason=reason):
+                now = self.runner.get_approval(submission.approval_id)
+                if now is None or now.status != "pending" or now.digest != submission.digest:
+                    return _in_place(decided_text(now) if now is not None else APPROVAL_GONE), None
+                return _errors(edit_errors(fields, reason)), None
+            case NotAllowed(reason=reason):
+                return _in_place(not_done_text(reason)), None
+            case AlreadyDone(what=what, by=by, at=at):
+                return _in_place(already_text(what, by, at)), None
+            case Missing(what=what):
+                return _in_place(f"This {what} no longer exists."), None
+            case _:
+                assert_never(outcome)
 
     def on_view_args(self, ack: Ack, body: dict[str, Any]) -> None:
         click = self._acked_click(ack, body)
@@ -130,7 +222,9 @@ class Decisions:
         if isinstance(outcome, Decided | AlreadyDecided | Expired):
             self._refresh_clicked(outcome.approval, where)
         match outcome:
-            case Decided(approval=approval):
+            case Decided(approval=approval, grant=grant):
+                if grant is not None:
+                    self._show_grant(approval, grant)
                 self.workers.submit(approval.run_id)
                 if modal:  # a channel card shows the outcome itself; a modal has to be told
                     self.notices.tell(where, f"{approval_outcome(approval)[0]}. The result follows in the "
@@ -158,6 +252,16 @@ class Decisions:
                 assert_never(outcome)
         if where.in_home or modal:  # a modal may have been opened from Home, whose buttons are now stale
             self.home.publish(where.user)
+
+    def _show_grant(self, approval: ApprovalRecord, grant: GrantRecord) -> None:
+        """The card says the approve allows similar calls: the runner showed it decided before it
+        handed back the grant it made."""
+        run = self.runner.get_run(approval.run_id, history=False)
+        if run is not None:
+            try:
+                self.notifier.granted(run, approval, grant)
+            except SlackApiError as exc:
+                log.warning("approval %s: could not show its grant: %s", approval.approval_id, exc)
 
     def _settle_card(self, counted: ApprovalRecord) -> None:
         """After a counted approval re-rendered the card, show the approval as it is now if another
@@ -187,3 +291,13 @@ class Decisions:
                 self.notifier.show_approval(run, approval)
             except SlackApiError as exc:
                 log.warning("approval %s: could not refresh its message: %s", approval.approval_id, exc)
+
+
+def _in_place(text: str) -> dict[str, Any]:
+    """An ack that shows `text` (safe mrkdwn) in place of the submitted form."""
+    return {"response_action": "update", "view": outcome_modal(text)}
+
+
+def _errors(found: FieldErrors) -> dict[str, Any]:
+    """An ack that keeps the form open with each error beside its input."""
+    return {"response_action": "errors", "errors": found.errors}

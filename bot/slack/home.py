@@ -1,19 +1,27 @@
-"""The App Home tab: published when opened, and again after a decision made from it."""
+"""The App Home tab: published when opened, and again after a decision made from it; Revoke beside
+each grant it lists."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, assert_never
+
+from slack_bolt import Ack
 
 from signoff.bot.slack import messages
+from signoff.bot.slack.notices import Notices
 from signoff.bot.slack.notifier import SlackNotifier
+from signoff.bot.slack.payloads import GrantClick, parse_click
+from signoff.bot.slack.replies import already_text, not_done_text
+from signoff.runtime.records import AlreadyDone, Done, Missing, NotAllowed, Refused, RunOutcome
 from signoff.runtime.runner import Runner
 
 
 class Home:
-    """Publishes a viewer's Home tab: the approvals waiting on them and their recent runs."""
+    """Publishes a viewer's Home tab: the approvals waiting on them, the grants in force that they
+    made or that cover their runs, and their recent runs."""
 
-    def __init__(self, runner: Runner, notifier: SlackNotifier) -> None:
-        self.runner, self.notifier = runner, notifier
+    def __init__(self, runner: Runner, notifier: SlackNotifier, notices: Notices) -> None:
+        self.runner, self.notifier, self.notices = runner, notifier, notices
 
     def on_opened(self, event: dict[str, Any]) -> None:
         viewer = event.get("user")
@@ -22,5 +30,31 @@ class Home:
 
     def publish(self, viewer: str) -> None:
         view = messages.home_view(viewer, self.runner.waiting_on(viewer), self.runner.runs_for(viewer),
-                                  displays={name: self.notifier.display(name) for name in self.notifier.tools})
+                                  displays={name: self.notifier.display(name) for name in self.notifier.tools},
+                                  grants=self.runner.grants_for(viewer))
         self.notifier.client.views_publish(user_id=viewer, view=view)
+
+    def on_revoke_grant(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        click = parse_click(body)
+        if not isinstance(click, GrantClick):
+            self.notices.refuse_malformed(body, click)
+            return
+        outcome = self.runner.revoke_grant(click.grant_id, click.where.user)
+        self.notices.tell(click.where, revoked_text(outcome))
+        self.publish(click.where.user)
+
+
+def revoked_text(outcome: RunOutcome) -> str:
+    """What the person who pressed Revoke is told."""
+    match outcome:
+        case Done():
+            return "Revoked: from now on, the calls it covered are asked about again."
+        case AlreadyDone(what=what, by=by, at=at):
+            return already_text(what, by, at)
+        case NotAllowed(reason=reason) | Refused(reason=reason):
+            return not_done_text(reason)
+        case Missing():
+            return "This grant no longer exists."
+        case _:
+            assert_never(outcome)

@@ -67,7 +67,7 @@ class Listeners:
     def __init__(self, runner: Runner, workers: Workers, notifier: SlackNotifier, *,
                  clock: Callable[[], float] = time.time, replay_window_s: float = 300.0) -> None:
         notices = Notices(notifier.client)
-        self.home = Home(runner, notifier)
+        self.home = Home(runner, notifier, notices)
         self.commands = Commands(runner, workers, SeenTriggers(replay_window_s, clock))
         self.decisions = Decisions(runner, workers, notifier, notices, self.home)
         self.run_buttons = RunButtons(runner, workers, notifier, notices)
@@ -75,9 +75,13 @@ class Listeners:
     def register(self, app: App) -> None:
         app.command(blocks.COMMAND)(answered(self.commands.on_command))
         app.action(blocks.APPROVE_ACTION)(answered(self.decisions.on_approve))
+        app.action(blocks.APPROVE_SIMILAR_ACTION)(answered(self.decisions.on_approve_similar))
         app.action(blocks.DENY_ACTION)(answered(self.decisions.on_deny))
+        app.action(blocks.EDIT_ACTION)(answered(self.decisions.on_edit))
         app.action(blocks.VIEW_ARGS_ACTION)(answered(self.decisions.on_view_args))
         app.view_submission(blocks.DENY_MODAL)(answered(self.decisions.on_deny_submitted))
+        app.view_submission(blocks.EDIT_MODAL)(answered(self.decisions.on_edit_submitted))
+        app.action(blocks.REVOKE_GRANT_ACTION)(answered(self.home.on_revoke_grant))
         for action in blocks.RUN_ACTIONS:
             app.action(action)(answered(self.run_buttons.on_press))
         app.action(blocks.VIEW_RESULT_ACTION)(answered(self.run_buttons.on_view_result))

@@ -37,6 +37,7 @@ from signoff.bot.slack.blocks import (
     RECONCILE_RETRY_ACTION,
     RESULT_MODAL,
     RETRY_ACTION,
+    REVOKE_GRANT_ACTION,
     VIEW_RESULT_ACTION,
     Message,
     actions,
@@ -52,10 +53,12 @@ from signoff.bot.slack.blocks import (
     header,
     json_text,
     model_says,
+    notice,
     run_link,
     safe,
     section,
     slack_date,
+    slack_time,
     user,
     with_mentions,
 )
@@ -64,16 +67,22 @@ from signoff.bot.slack.replies import approval_fallback, approval_outcome
 from signoff.bot.words import (
     approval_progress,
     counted,
+    edited_changes,
     extension_words,
+    goes_on_after_expiry,
+    grant_uses,
     model_label,
     model_words,
+    people,
     result_summary,
     status_words,
     stop_words,
+    timed_out_words,
     who_decides,
 )
+from signoff.runtime.durations import spoken
 from signoff.runtime.loop import denied_by_rule
-from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, redact
 
@@ -84,6 +93,7 @@ _SHORT_RESULT = 300
 _ANSWER_CHARS = 2900
 _HOME_APPROVALS = 15
 _HOME_RUNS = 10
+_HOME_GRANTS = 8
 _STATUS_EMOJI = {
     "idle": ":hourglass_flowing_sand:", "running": ":gear:", "awaiting_approval": ":raised_hand:",
     "done": ":white_check_mark:", "budget_exhausted": ":battery:", "failed": ":x:",
@@ -143,11 +153,12 @@ def answer_message(run: RunRecord) -> Message:
 
 def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
                         secret_names: frozenset[str] = DEFAULT_REDACT_KEYS,
-                        marked_done: Mapping[str, Any] | None = None) -> Message:
+                        marked_done: Mapping[str, Any] | None = None, grant: GrantRecord | None = None) -> Message:
     """One tool observation for the run's thread: its result or its error, `secret_names` redacted.
 
     A long JSON result is summed up, with *View full result*; `marked_done` is the request of the
-    person who said a call of unknown outcome took effect, when `entry` is that call's outcome.
+    person who said a call of unknown outcome took effect, when `entry` is that call's outcome;
+    `grant` is the grant that let it run unasked, when its entry names one (`entry["grant"]`).
     """
     tool, step = safe(entry.get("tool", "?"), 64), entry.get("step", "?")
     rule = entry.get("rule") if isinstance(entry.get("rule"), str) else None
@@ -166,7 +177,11 @@ def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
     else:
         shown = redact(entry.get("result"), secret_names)
         rendered = shown if isinstance(shown, str) else json_text(shown)
-        ran = f"ran — allowed by rule {_rule_name(rule)}" if rule is not None else "returned"
+        granted = _granted_words(entry, grant)
+        ran = (f"ran — allowed by rule {_rule_name(rule)}" if rule is not None
+               else f"ran — {granted}" if granted else "returned")
+        if isinstance(entry.get("edited"), str):
+            ran += " (with the arguments a person edited)"
         summed_up = isinstance(shown, dict | list) and len(rendered) > _SHORT_RESULT
         if summed_up:
             summary = "\n".join(result_summary(redact(entry.get("result"), secret_names, mask=Redacted.of)))
@@ -178,8 +193,18 @@ def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
             more = [actions("signoff.result", [button("View full result", VIEW_RESULT_ACTION,
                                                       result_value(run.run_id, entry["step"]))])]
         fallback = (f"{entry.get('tool')} ran (allowed by rule {rule}) and returned a result" if rule is not None
-                    else f"{entry.get('tool')} returned a result")
+                    else f"{entry.get('tool')} ran (allowed by {grant.created_by if grant else 'a'} grant) and "
+                         "returned a result" if granted else f"{entry.get('tool')} returned a result")
     return Message(_fallback(fallback), [section(body), *more])
+
+
+def _granted_words(entry: Mapping[str, Any], grant: GrantRecord | None) -> str | None:
+    """`allowed by @lee's grant, 14:05, 2 of its uses` for a call a grant let run unasked; None otherwise."""
+    if not isinstance(entry.get("grant"), str):
+        return None
+    if grant is None or grant.grant_id != entry["grant"]:
+        return f"allowed by grant `{safe(entry['grant'], 80)}`"
+    return f"allowed by {user(grant.created_by)}'s grant, {slack_time(grant.created_at)}, {grant_uses(grant.uses)}"
 
 
 def _marked_done_message(run: RunRecord, entry: Mapping[str, Any], request: Mapping[str, Any],
@@ -249,30 +274,37 @@ def _rule_name(rule: str) -> str:
 
 
 def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
-                     said: str | None = None) -> Message:
+                     said: str | None = None, edited: Mapping[str, Any] | None = None) -> Message:
     """An approval request: what would run, with what, for whom, until when, and what the model said
-    beside the call; Approve and Deny.
+    beside the call; Approve (and Approve + allow similar, where its rule offers it), Deny and Edit.
 
     Approve is on the card only when every argument is on it in full (see `shown_arguments`). The
-    model's words come from the run's history, or `said` for a run read without it.
+    model's words come from the run's history, or `said` for a run read without it; who edited the
+    call and what they changed, from the run's pending call, or `edited` (`schema.Edited` as JSON).
     """
     shown = shown_arguments(run, approval, display, CARD_SECTIONS)
-    blocks = _approval_body(run, approval, display, shown, said)
+    edited = edited_changes(run.state.get("pending"), approval) or edited
+    blocks = _approval_body(run, approval, display, shown, said, edited)
     progress = _progress(approval)
     if progress:
         blocks.append(section(progress))
     blocks.append(actions(APPROVAL_BLOCK, shown.buttons))
-    text = f"Approval needed: {approval.tool} for run {run.run_id} (expires {approval.expires_at:%H:%M} UTC)"
+    by = f", edited by {edited.get('by')}" if edited else ""
+    text = f"Approval needed: {approval.tool} for run {run.run_id}{by} (expires {approval.expires_at:%H:%M} UTC)"
     return Message(_fallback(text), blocks)
 
 
 def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
-                    said: str | None = None) -> Message:
-    """The approval request after the fact: the same card, its buttons replaced by the outcome."""
-    blocks = _approval_body(run, approval, display, shown_arguments(run, approval, display, CARD_SECTIONS), said)
-    line, _ = approval_outcome(approval)
+                    said: str | None = None, edited: Mapping[str, Any] | None = None,
+                    grant: GrantRecord | None = None) -> Message:
+    """The approval request after the fact: the same card, its buttons replaced by the outcome
+    (`grant`: the grant its approve made, "allowing similar calls for 30 min")."""
+    shown = shown_arguments(run, approval, display, CARD_SECTIONS)
+    blocks = _approval_body(run, approval, display, shown, said, edited_changes(run.state.get("pending"), approval)
+                            or edited)
+    line, _ = approval_outcome(approval, grant)
     blocks.append(section(line))
-    text = f"{approval_fallback(approval)}: {safe(approval.tool, 64)} for run {safe(run.run_id, 80)}"
+    text = f"{approval_fallback(approval, grant)}: {safe(approval.tool, 64)} for run {safe(run.run_id, 80)}"
     return Message(clip(text, MAX_FALLBACK), blocks)
 
 
@@ -282,7 +314,8 @@ def card_words(run: RunRecord, approval: ApprovalRecord) -> str | None:
 
 
 def _approval_body(
-    run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, shown: ShownArguments, said: str | None
+    run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, shown: ShownArguments, said: str | None,
+    edited: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     about = f"\n{safe(display.description, 300)}" if display.description else ""
     deciders = deciders_line(approval)
@@ -295,10 +328,20 @@ def _approval_body(
         *([section(model_says(said))] if said else []),
         section(f"*Tool* `{safe(approval.tool, 64)}`{about}\n{shown.label}"),
         *shown.sections,
+        *([section(edited_line(edited))] if edited else []),
         *([section(f"*Who decides* {deciders}")] if deciders else []),
         context(f"key `{safe(approval.key, 120)}` · budget used: {budget_line(run.state)}",
                 f"expires {slack_date(approval.expires_at)}"),
     ]
+
+
+def edited_line(edited: Mapping[str, Any]) -> str:
+    """Who changed the call before anyone approved it, and each change from what the model
+    proposed, e.g. `amount_usd: "500.00" -> "50.00"` (as `requests.argument_changes` wrote them)."""
+    by = edited.get("by")
+    changes = [str(change) for change in edited.get("changes") or ()]
+    return (f":pencil2: *Edited* by {user(by) if by else 'someone'} before anyone approved it. Changed from what "
+            f"the model proposed:\n{code(chr(10).join(changes) or 'nothing', 1500)}")
 
 
 _NAMED_APPROVERS = 12
@@ -482,9 +525,10 @@ def deny_modal(approval: ApprovalRecord, *, channel: str | None = None) -> dict[
 
 def home_view(
     viewer: str, waiting: Sequence[tuple[RunRecord, ApprovalRecord]], runs: Sequence[RunRecord],
-    *, displays: Mapping[str, ToolDisplay] | None = None,
+    *, displays: Mapping[str, ToolDisplay] | None = None, grants: Sequence[GrantRecord] = (),
 ) -> dict[str, Any]:
-    """The Home tab: approvals waiting on the viewer, with working buttons, and their recent runs.
+    """The Home tab: approvals waiting on the viewer, with working buttons, the grants in force
+    that they made or that cover their runs (each with Revoke), and their recent runs.
 
     `displays` gives, per tool name, how to show it (description, argument order, secret names).
     Approve is offered only beside every argument in full, as on the channel card.
@@ -509,9 +553,96 @@ def home_view(
         ]
     if len(waiting) > _HOME_APPROVALS:
         blocks.append(context(f"and {len(waiting) - _HOME_APPROVALS} more; see `/signoff list`"))
+    blocks += _grant_blocks(grants, displays)
     blocks += [header("Your recent runs"), section(runs_text(runs[:_HOME_RUNS]))]
     assert len(blocks) <= MAX_VIEW_BLOCKS
     return {"type": "home", "blocks": blocks}
+
+
+def _grant_blocks(grants: Sequence[GrantRecord], displays: Mapping[str, ToolDisplay]) -> list[dict[str, Any]]:
+    """*Calls allowed without asking*: each grant in force, what it covers, and Revoke."""
+    if not grants:
+        return []
+    blocks = [header("Calls allowed without asking")]
+    for grant in grants[:_HOME_GRANTS]:
+        blocks += [section(grant_text(grant, displays.get(grant.tool, UNKNOWN_TOOL))),
+                   actions(f"signoff.grant.{clip(grant.grant_id, 200)}",
+                           [button("Revoke", REVOKE_GRANT_ACTION, grant.grant_id, "danger")])]
+    if len(grants) > _HOME_GRANTS:
+        blocks.append(context(f"and {len(grants) - _HOME_GRANTS} more, the oldest; they end when they expire"))
+    return blocks
+
+
+def grant_text(grant: GrantRecord, display: ToolDisplay = UNKNOWN_TOOL) -> str:
+    """One grant as App Home lists it: the tool and rule, which calls it covers, who made it and
+    when, when it ends, and how often it was used."""
+    same = argument_lines(grant.same, display)
+    where = (f"in run `{safe(grant.run_id, 80)}`" if grant.scope == "run" else f"in any run of {user(grant.requester)}")
+    alike = f" with the same {safe(people(list(grant.same)), 300)}" if grant.same else ""
+    rule = f" under rule {_rule_name(grant.rule)}" if grant.rule else ""
+    used = "not used yet" if grant.uses == 0 else f"used {counted(grant.uses, 'time')}"
+    return clip(f"*{safe(grant.tool, 64)}*{rule}: calls {where}{alike}\n"
+                + (f"`{safe(', '.join(same), 1200)}`\n" if same else "")
+                + f"made by {user(grant.created_by)} {slack_date(grant.created_at)} · ends "
+                  f"{slack_date(grant.expires_at)} · {used}", MAX_SECTION_TEXT)
+
+
+# -- reminders, escalations and expiry ---------------------------------------------------------------
+
+
+def reminder_message(approval: ApprovalRecord) -> Message:
+    """In the card's thread: the request still waits, for whom, until when."""
+    deciders = deciders_line(approval)
+    who = f" for {deciders}" if deciders else ""
+    text = (f":bell: *Reminder:* this request still waits{who}{_waiting_progress(approval)}; it expires "
+            f"{slack_date(approval.expires_at)}.")
+    return Message(_fallback(f"Reminder: {approval.tool} still waits for a decision"), [section(text)])
+
+
+def reminder_dm(run: RunRecord, approval: ApprovalRecord) -> Message:
+    """To each approver named by id: the request waits for their decision."""
+    text = (f":bell: *Reminder:* `{safe(approval.tool, 64)}` for {user(run.requester)}'s run "
+            f"`{safe(run.run_id, 80)}` waits for your decision; it expires {slack_date(approval.expires_at)}."
+            f"{_card_link(approval)}")
+    return Message(_fallback(f"Reminder: {approval.tool} waits for your decision"), [section(text)])
+
+
+def escalation_message(approval: ApprovalRecord, added: Sequence[str]) -> Message:
+    """In the card's thread: who the escalation added, and why."""
+    text = (f":rotating_light: *Escalated:* nobody decided within {_escalated_after(approval)}, so "
+            f"{people([user(i) for i in added]) or 'more people'} may decide it now; it expires "
+            f"{slack_date(approval.expires_at)}.")
+    return Message(_fallback(f"Escalated: {approval.tool} may now be decided by more people"), [section(text)])
+
+
+def escalation_dm(run: RunRecord, approval: ApprovalRecord) -> Message:
+    """To each person the escalation added: they may decide the request now."""
+    rule = f" (rule {_rule_name(approval.rule)})" if approval.rule else ""
+    text = (f":rotating_light: You may now decide `{safe(approval.tool, 64)}` for {user(run.requester)}'s run "
+            f"`{safe(run.run_id, 80)}`: nobody decided within {_escalated_after(approval)}, so the approval "
+            f"policy{rule} added you. It expires {slack_date(approval.expires_at)}.{_card_link(approval)}")
+    return Message(_fallback(f"You may now decide {approval.tool}"), [section(text)])
+
+
+def _escalated_after(approval: ApprovalRecord) -> str:
+    after = ((approval.asked or {}).get("escalate") or {}).get("after_seconds")
+    return spoken(after) if isinstance(after, int | float) else "the time the policy gives"
+
+
+def _card_link(approval: ApprovalRecord) -> str:
+    link = run_link(approval.message or {}, "See the request")
+    return f" {link}." if link else ""
+
+
+def expired_dm(run: RunRecord, approval: ApprovalRecord) -> Message:
+    """To the requester: their run's approval expired, and what became of the run."""
+    if approval.asked is not None and goes_on_after_expiry(approval.asked):
+        then = (f"Nothing was executed: the model was told {timed_out_words(approval.asked)}, and the run goes "
+                "on without it.")
+    else:
+        then = "Nothing was executed and the run ended as expired."
+    return notice(f"Your run `{safe(run.run_id, 80)}` waited too long: the approval for "
+                  f"`{safe(approval.tool, 64)}` expired {slack_date(approval.expires_at)}. {then}")
 
 
 def runs_text(runs: Sequence[RunRecord]) -> str:

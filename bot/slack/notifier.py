@@ -5,8 +5,9 @@ runner logs it, and the database keeps what is needed to post again (see `Runner
 
 What this process posted is remembered in memory, a bounded amount: both copies of a stopped-run
 notice (its thread and the requester's DM), the notices someone acted on (to show where the run
-went next), and the model's words on each card. A press on another replica, or after a restart,
-finds none of it and still works: the other copy of a notice loses its buttons when pressed.
+went next), and the model's words, the edit and the grant on each card. A press on another replica,
+or after a restart, finds none of it and still works: the other copy of a notice loses its buttons
+when pressed, and a grant is looked up in the store (`grants`).
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from signoff.bot.arguments import ToolDisplay
-from signoff.bot.slack import blocks, messages
-from signoff.bot.slack.blocks import Message, slack_date
+from signoff.bot.slack import messages
+from signoff.bot.slack.blocks import Message
+from signoff.bot.words import edited_changes, grant_offer
 from signoff.runtime.people import is_slack_user
-from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
+from signoff.runtime.rules import nudge_moments
 from signoff.runtime.runner import RunnerConfig
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, STOPPED
 from signoff.tools.base import Tool
@@ -41,6 +44,18 @@ REMEMBERED = 2000
 
 Ref = tuple[str, str]
 """Where a message is: (channel, ts)."""
+GRANTS_LOOKED_AT = 200
+"""The newest grants searched for the one an approval made, when this process did not see it made."""
+
+
+class Grants(Protocol):
+    """What the notifier reads of grants (`runtime.ports.GrantStore` has it): who made one, how often
+    it was used."""
+
+    def get_grant(self, grant_id: str) -> GrantRecord | None: ...
+
+    def list_grants(self, *, live: bool = True, limit: int = 50) -> list[GrantRecord]: ...
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -69,9 +84,11 @@ class SlackNotifier:
 
     def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,
                  approval_channel: str | None = None, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
-                 extend_steps: int = RunnerConfig.extend_steps,
+                 extend_steps: int = RunnerConfig.extend_steps, grants: Grants | None = None,
                  update_attempts: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
         self.client = client
+        self.grants = grants
+        """Where a grant is looked up (the runner's store); None: only the grants this process saw made."""
         self.tools = dict(tools or {})
         self.approval_channel = approval_channel
         self.redact_keys = frozenset(redact_keys)
@@ -90,6 +107,10 @@ class SlackNotifier:
         """approval id -> the model's words on its card, for a card re-drawn from a run read without history."""
         self._marked_done: _Recent[tuple[str, str], bool] = _Recent()
         """Mark done requests whose outcome the thread has been told of."""
+        self._edited: _Recent[str, Mapping[str, Any]] = _Recent()
+        """approval id -> who edited its call and how (`schema.Edited`), for a card re-drawn later."""
+        self._granted: _Recent[str, GrantRecord] = _Recent()
+        """approval id -> the grant its approve made ("Approve + allow similar")."""
         self._lock = threading.Lock()
 
     # -- runtime.ports.Notifier ---------------------------------------------------------------
@@ -109,9 +130,12 @@ class SlackNotifier:
         if not channel:
             return None
         said = messages.card_words(run, approval)
-        if said:
-            with self._lock:
+        edited = edited_changes(run.state.get("pending"), approval)
+        with self._lock:
+            if said:
                 self._said.put(approval.approval_id, said)
+            if edited:
+                self._edited.put(approval.approval_id, edited)
         message = messages.approval_message(run, approval, display=self.display(approval.tool))
         response = self._post(channel, message)
         self._show_followed(run, done=True)  # the run waits for a person now
@@ -130,17 +154,30 @@ class SlackNotifier:
             first = approval.approval_id not in self._told_expired
             self._told_expired.add(approval.approval_id)
         if first and is_slack_user(run.requester):
-            self._dm(run.requester, blocks.notice(
-                f"Your run `{blocks.safe(run.run_id, 80)}` waited too long: the approval for "
-                f"`{blocks.safe(approval.tool, 64)}` expired {slack_date(approval.expires_at)}. "
-                "Nothing was executed and the run ended as expired."))
+            self._dm(run.requester, messages.expired_dm(run, approval))
+
+    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        card = self._card(approval)
+        if card is not None:
+            self._post(card[0], messages.reminder_message(approval), thread_ts=card[1])
+        if _reminders_made(approval) == 1:  # the stored count: DMs once, whichever replica reminds
+            for person in self._waiting_people(run, approval, (approval.asked or {}).get("approvers") or ()):
+                self._dm(person, messages.reminder_dm(run, approval))
+
+    def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
+        card = self._card(approval)
+        if card is not None:
+            self._post(card[0], messages.escalation_message(approval, added), thread_ts=card[1])
+        for person in self._waiting_people(run, approval, added):
+            self._dm(person, messages.escalation_dm(run, approval))
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         thread = self._thread(run)
         if thread is not None:
             secrets = self.display(str(entry.get("tool") or "")).secret_names
+            grant = self.grants.get_grant(entry["grant"]) if self.grants and isinstance(entry.get("grant"), str) else None
             message = messages.tool_result_message(run, entry, secret_names=secrets,
-                                                   marked_done=self._marked_done_by(run, entry))
+                                                   marked_done=self._marked_done_by(run, entry), grant=grant)
             self._post(thread[0], message, thread_ts=thread[1])
         self._show_followed(run, done=False)
 
@@ -192,6 +229,35 @@ class SlackNotifier:
         """How approvers are shown `tool_name`: description, argument order, secret names."""
         return ToolDisplay.of(self.tools.get(tool_name), self.redact_keys)
 
+    def granted(self, run: RunRecord, approval: ApprovalRecord, grant: GrantRecord) -> None:
+        """Show on the card that its approve made `grant` ("allowing similar calls for 30 min")."""
+        with self._lock:
+            self._granted.put(approval.approval_id, grant)
+        self._show_outcome(run, approval)
+
+    def _grant_of(self, approval: ApprovalRecord) -> GrantRecord | None:
+        """The grant `approval`'s approve made, if it made one."""
+        if approval.status not in ("approved", "consumed") or grant_offer(approval.asked) is None:
+            return None
+        with self._lock:
+            known = self._granted.get(approval.approval_id)
+        if known is not None or self.grants is None:
+            return known
+        made = self.grants.list_grants(live=False, limit=GRANTS_LOOKED_AT)
+        return next((grant for grant in made if grant.approval_id == approval.approval_id), None)
+
+    def _waiting_people(self, run: RunRecord, approval: ApprovalRecord, ids: Iterable[str]) -> list[str]:
+        """The user ids among `ids` who may still decide `approval` and have not (groups and `*` are
+        told in the card's thread only: a DM to each of their members would be a broadcast)."""
+        voted = {vote.user for vote in approval.votes}
+        own = run.requester if not (approval.asked or {}).get("allow_self_approval") else None
+        return list(dict.fromkeys(i for i in ids if is_slack_user(i) and i not in voted and i != own))
+
+    def _card(self, approval: ApprovalRecord) -> Ref | None:
+        where = approval.message or {}
+        channel, ts = where.get("channel"), where.get("ts")
+        return (str(channel), str(ts)) if channel and ts else None
+
     # -- what this process remembers ------------------------------------------------------------
 
     def _show_followed(self, run: RunRecord, *, done: bool) -> None:
@@ -229,11 +295,13 @@ class SlackNotifier:
             return
         with self._lock:
             said = self._said.get(approval.approval_id)
+            edited = self._edited.get(approval.approval_id)
         display = self.display(approval.tool)
         if approval.status == "pending":
-            message = messages.approval_message(run, approval, display=display, said=said)
+            message = messages.approval_message(run, approval, display=display, said=said, edited=edited)
         else:
-            message = messages.decided_message(run, approval, display=display, said=said)
+            message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
+                                               grant=self._grant_of(approval))
         self._update(where["channel"], where["ts"], message)
 
     def _thread(self, run: RunRecord) -> tuple[str, str] | None:
@@ -286,6 +354,12 @@ class SlackNotifier:
                 delay = 0.25 * 2 ** (attempt - 1)
             log.info("chat.update %s/%s: retrying in %.2fs (attempt %d)", channel, ts, delay, attempt)
             self.sleep(delay)
+
+
+def _reminders_made(approval: ApprovalRecord) -> int:
+    """How many of the approval's reminders are made (its stored count of nudges, in their order)."""
+    moments = nudge_moments(approval.asked, approval.requested_at, approval.expires_at)
+    return sum(kind == "remind" for _, kind in moments[:approval.nudges])
 
 
 class _Followed:

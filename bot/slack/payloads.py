@@ -17,13 +17,16 @@ from signoff.bot.slack.blocks import (
     DENY_MODAL,
     DENY_REASON_BLOCK,
     DENY_REASON_INPUT,
+    EDIT_MODAL,
     MAX_REASON,
+    REVOKE_GRANT_ACTION,
     RUN_ACTIONS,
 )
 from signoff.runtime.people import is_slack_user
 
 _CHANNEL = re.compile(r"^[CGDU][A-Z0-9]{2,30}$")
 _APPROVAL_ID = re.compile(r"^apr_[A-Za-z0-9_-]{1,64}$")
+_GRANT_ID = re.compile(r"^grt_[A-Za-z0-9_-]{1,64}$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _TS = re.compile(r"^\d{1,12}\.\d{1,9}$")
@@ -77,6 +80,25 @@ class RunClick:
 
 
 @dataclass(frozen=True)
+class GrantClick:
+    """Revoke pressed beside a grant in App Home."""
+
+    grant_id: str
+    where: Where
+
+
+@dataclass(frozen=True)
+class EditSubmission:
+    """The edit modal submitted: its approval, and the inputs' state by block id (`state.values`)."""
+
+    approval_id: str
+    digest: str
+    values: dict[str, Any]
+    where: Where
+    """Who submitted it, and where the modal was opened: a channel, or App Home (`in_home`)."""
+
+
+@dataclass(frozen=True)
 class DenySubmission:
     """The Deny modal submitted, with its optional reason."""
 
@@ -123,7 +145,7 @@ class Command:
     team: str | None = None
 
 
-def parse_click(body: Any) -> ApprovalClick | RunClick | Malformed:
+def parse_click(body: Any) -> ApprovalClick | RunClick | GrantClick | Malformed:
     """A `block_actions` body with one of our buttons."""
     if not isinstance(body, dict) or body.get("type") != "block_actions":
         return Malformed("not a button click")
@@ -146,6 +168,8 @@ def parse_click(body: Any) -> ApprovalClick | RunClick | Malformed:
         if isinstance(parsed_run, Malformed):
             return parsed_run
         return RunClick(action_id, parsed_run[0], parsed_run[1], where)
+    if action_id == REVOKE_GRANT_ACTION:
+        return GrantClick(value, where) if _GRANT_ID.match(value) else Malformed("the button does not name a grant")
     return Malformed("unknown button")
 
 
@@ -175,11 +199,29 @@ def parse_run_value(value: str) -> tuple[str, int] | Malformed:
 
 def parse_deny_submission(body: Any) -> DenySubmission | Malformed:
     """A `view_submission` of the Deny modal."""
+    submitted = _submission(body, DENY_MODAL, "deny")
+    if isinstance(submitted, Malformed):
+        return submitted
+    approval_id, digest, where, view = submitted
+    return DenySubmission(approval_id, digest, _reason(view), where)
+
+
+def parse_edit_submission(body: Any) -> EditSubmission | Malformed:
+    """A `view_submission` of the edit modal."""
+    submitted = _submission(body, EDIT_MODAL, "edit")
+    if isinstance(submitted, Malformed):
+        return submitted
+    approval_id, digest, where, view = submitted
+    return EditSubmission(approval_id, digest, _dict(_dict(view.get("state")).get("values")), where)
+
+
+def _submission(body: Any, callback_id: str, form: str) -> tuple[str, str, Where, dict[str, Any]] | Malformed:
+    """(approval id, digest, who and where, the view) of a submitted approval modal."""
     if not isinstance(body, dict) or body.get("type") != "view_submission":
         return Malformed("not a form submission")
     view, user = body.get("view"), _user_id(body)
-    if not isinstance(view, dict) or view.get("callback_id") != DENY_MODAL:
-        return Malformed("not the deny form")
+    if not isinstance(view, dict) or view.get("callback_id") != callback_id:
+        return Malformed(f"not the {form} form")
     if user is None:
         return Malformed("no user in the submission")
     try:
@@ -193,7 +235,7 @@ def parse_deny_submission(body: Any) -> DenySubmission | Malformed:
         return parsed
     channel = meta.get("channel")
     channel = channel if isinstance(channel, str) and _CHANNEL.match(channel) else None
-    return DenySubmission(parsed[0], parsed[1], _reason(view), Where(user=user, channel=channel))
+    return parsed[0], parsed[1], Where(user=user, channel=channel, in_home=meta.get("home") is True), view
 
 
 def _reason(view: dict[str, Any]) -> str:

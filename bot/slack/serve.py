@@ -1,17 +1,25 @@
 """`signoff serve`: compose store, runner, workers, scheduler and the Bolt app, then serve Slack.
 
 HTTP mode runs the WSGI app on gunicorn (`gunicorn 'signoff.bot.slack.serve:wsgi_app()'` works too), with
-slash commands, interactivity and events on `POST /slack/events` and `GET /healthz`. With
-`SLACK_APP_TOKEN` set it uses Socket Mode instead and needs no public URL.
+slash commands, interactivity and events on `POST /slack/events`. With `SLACK_APP_TOKEN` set it uses
+Socket Mode instead and needs no public URL. Either way the port answers `GET /healthz` (liveness:
+the process works, the database is not asked), `GET /readyz` (the database answers and Slack takes
+the token) and `GET /metrics` (Prometheus).
+
+gunicorn runs one worker process with threads: the worker pool, the scheduler and the metrics live
+in it, so a scrape sees all of this replica's counters. Scale with replicas (the store decides every
+race between them), not with gunicorn workers, whose counters a scrape would see one at a time.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
-import re
+import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,16 +29,31 @@ from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web import SlackResponse
 
+from signoff.bot.observe.logs import SecretFilter as SecretFilter  # where it was defined before logs.py
+from signoff.bot.observe.logs import configure_logging as configure_log_output
+from signoff.bot.observe.logs import quiet
+from signoff.bot.observe.metrics import SharedState
+from signoff.bot.observe.observers import Observation, serve_observation
 from signoff.bot.settings import Settings
 from signoff.bot.slack.app import AppOptions, build_app
 from signoff.bot.slack.approvers import Approvers
 from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.scheduler import start_scheduler
 from signoff.bot.slack.workers import Workers
-from signoff.bot.slack.wsgi import EVENTS_PATH, HEALTH_PATH, WsgiApp, http_server, make_wsgi
+from signoff.bot.slack.wsgi import (
+    EVENTS_PATH,
+    HEALTH_PATH,
+    METRICS_PATH,
+    READY_PATH,
+    WsgiApp,
+    http_server,
+    make_wsgi,
+)
 from signoff.bot.wiring import (
     build_runner,
+    load_approval_policy,
     load_tools,
     model_env,
     policy_factory,
@@ -41,6 +64,7 @@ from signoff.bot.words import DEMO_MODEL
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.agent import Policy
 from signoff.runtime.errors import ConfigError
+from signoff.runtime.ports import Observer
 from signoff.runtime.runner import Runner
 from signoff.tools.base import Tool
 
@@ -58,19 +82,17 @@ class Service:
     workers: Workers
     app: App
     pool: ThreadPoolExecutor
+    observation: Observation
     scheduler: BackgroundScheduler | None = None
     wsgi: WsgiApp = field(init=False)
+    readiness: Readiness = field(init=False)
 
     def __post_init__(self) -> None:
-        self.wsgi = make_wsgi(self.app, self.healthy)
+        self.readiness = Readiness(self.runner, self.client)
+        self.wsgi = make_wsgi(self.app, self.healthy, ready=self.readiness, metrics=self.observation.metrics)
 
     def healthy(self) -> bool:
-        """The database answers and the clock runs."""
-        try:
-            self.runner.get_run("healthz-probe")
-        except Exception as exc:  # whatever the database says, the answer is "not ready"
-            log.warning("health check: database unavailable: %s", exc)
-            return False
+        """Alive: the clock runs. Asks nothing of the database, so an outage there restarts no pod."""
         return self.scheduler is None or self.scheduler.running
 
     def socket_mode_handler(self) -> SocketModeHandler:
@@ -87,6 +109,60 @@ class Service:
         self.pool.shutdown(wait=wait)
         # After the workers: a run still draining may be in the middle of an MCP call.
         stop_mcp_servers()
+        self.observation.close()
+
+
+class Readiness:
+    """What `GET /readyz` answers: whether the database answers (one read by primary key) and Slack
+    takes the token (`auth.test`, asked at most once every `slack_every` seconds, not per probe).
+
+    A change either way is logged once, not at every probe."""
+
+    def __init__(self, runner: Runner, client: WebClient, *, slack_every: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.runner, self.client, self.slack_every, self.clock = runner, client, slack_every, clock
+        self._slack: tuple[float, str] | None = None
+        self._said: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self) -> dict[str, str]:
+        """Each check with "ok" or why not."""
+        return {"database": self._told("database", self._database()), "slack": self._told("slack", self._slack_says())}
+
+    def _database(self) -> str:
+        try:
+            self.runner.get_run("readyz-probe", history=False)  # the database answers, and has our tables
+        except Exception as exc:  # whatever the database says, the answer is "not ready"
+            return f"unavailable ({type(exc).__name__})"
+        return "ok"
+
+    def _slack_says(self) -> str:
+        now = self.clock()
+        with self._lock:
+            if self._slack is not None and now - self._slack[0] < self.slack_every:
+                return self._slack[1]
+            # Claimed before asking: probes arriving meanwhile answer with the last result.
+            self._slack = (now, self._slack[1] if self._slack is not None else "ok")
+        try:
+            self.client.auth_test()
+            said = "ok"
+        except SlackApiError as exc:
+            said = f"error ({exc.response.get('error') or exc.response.status_code})"
+        except OSError as exc:
+            said = f"unreachable ({type(exc).__name__})"
+        with self._lock:
+            self._slack = (now, said)
+        return said
+
+    def _told(self, check: str, said: str) -> str:
+        with self._lock:
+            was, self._said[check] = self._said.get(check, "ok"), said
+        if said != was:
+            if said == "ok":
+                log.info("ready: %s answers again", check)
+            else:
+                log.warning("not ready: %s %s", check, said)
+        return said
 
 
 @dataclass(frozen=True)
@@ -99,6 +175,8 @@ class Parts:
     policies: Callable[[str], Policy] | None = None
     app_options: AppOptions | None = None
     scheduler: bool = True
+    observers: tuple[Observer, ...] = ()
+    """Observers of the runs besides the logs, metrics and traces `serve` always has."""
 
 
 def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | None = None) -> Service:
@@ -107,7 +185,8 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     given = parts.tools is not None or parts.policies is not None or parts.store is not None
     if given and (parts.store is None or parts.tools is None):
         raise ConfigError("give both a store and tools, or neither")
-    client = parts.client or web_client(settings)
+    observation = serve_observation(environ, parts.observers)
+    client = parts.client or web_client(settings, on_error=observation.metrics.slack_api_error)
     approvers = Approvers(settings.approvers, client, approval_channel=settings.approval_channel)
     tools = load_tools(settings) if parts.tools is None else parts.tools
     config = runner_config(settings)
@@ -116,22 +195,52 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     if parts.store is not None:
         policies = parts.policies or policy_factory(settings, tools, model_env(environ))
         runner = Runner(parts.store, tools, policies, config, notifier, may_approve=approvers.may_approve,
-                        may_see=approvers.may_see)
+                        may_see=approvers.may_see, observer=observation.observer)
     else:
         runner = build_runner(settings, notifier, env=model_env(environ), tools=tools, config=config,
-                              may_approve=approvers.may_approve, may_see=approvers.may_see)
+                              may_approve=approvers.may_approve, may_see=approvers.may_see,
+                              observer=observation.observer)
+    store = runner.store
+    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
+    notifier.grants = store  # the store is opened with the runner, after the notifier it tells
+    observation.metrics.watch(SharedState(store.engine))
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="signoff-run")
     workers = Workers(runner, pool)
     options = parts.app_options or AppOptions(
         signing_secret=None if settings.socket_mode else _secret(settings.slack_signing_secret))
     app = build_app(runner, client=client, workers=workers, notifier=notifier, options=options)
     scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
-    return Service(settings, runner, client, notifier, workers, app, pool, scheduler)
+    return Service(settings=settings, runner=runner, client=client, notifier=notifier, workers=workers, app=app,
+                   pool=pool, observation=observation, scheduler=scheduler)
 
 
-def web_client(settings: Settings) -> WebClient:
-    """The Web API client: bot token, `SLACK_API_URL`."""
-    return WebClient(token=_secret(settings.slack_bot_token), base_url=settings.slack_api_url)
+class CountedWebClient(WebClient):
+    """The Web API client, telling `on_error(method, error)` of each call that failed: Slack's error
+    code (`ratelimited`, `channel_not_found`, ...), `http_<status>` without one, or `unreachable`."""
+
+    def __init__(self, *args: Any, on_error: Callable[[str, str], None] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_error = on_error
+
+    def api_call(self, api_method: str, **kwargs: Any) -> SlackResponse:
+        try:
+            return super().api_call(api_method, **kwargs)
+        except SlackApiError as exc:
+            self._failed(api_method, str(exc.response.get("error") or f"http_{exc.response.status_code}"))
+            raise
+        except OSError:
+            self._failed(api_method, "unreachable")
+            raise
+
+    def _failed(self, method: str, error: str) -> None:
+        if self.on_error is not None:
+            self.on_error(method, error)
+
+
+def web_client(settings: Settings, on_error: Callable[[str, str], None] | None = None) -> WebClient:
+    """The Web API client: bot token, `SLACK_API_URL`; `on_error` hears of each failed call."""
+    return CountedWebClient(token=_secret(settings.slack_bot_token), base_url=settings.slack_api_url,
+                            on_error=on_error)
 
 
 def _secret(value: Any) -> str | None:
@@ -146,25 +255,74 @@ def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> No
     environ = os.environ if environ is None else environ
     settings.for_serve()
     configure_logging(settings)
+    load_approval_policy(settings)  # a bad policy file stops start-up in one line, before anything is said
     if settings.model == DEMO_MODEL:  # the default: a first `signoff serve` must not pass for a real agent
         demo_tools = " with the demo tools" if settings.tools == "demo" else ""
         log.warning("serving the scripted demo model, not a real one%s: set SIGNOFF_MODEL (e.g. "
                     "openai:gpt-4o-mini) and SIGNOFF_TOOLS for a real agent", demo_tools)
     if settings.socket_mode:
-        service = compose(settings, environ=environ)
-        # Slack reaches us over the socket; the port still answers /healthz for container probes.
-        health = http_server(service.wsgi, "0.0.0.0", settings.port)
-        threading.Thread(target=health.serve_forever, name="healthz", daemon=True).start()
-        log.info("Socket Mode: connecting to Slack (health checks on port %d%s)", settings.port, HEALTH_PATH)
-        try:
-            service.socket_mode_handler().start()  # type: ignore[no-untyped-call]  # slack_bolt leaves it unannotated
-        finally:
-            health.shutdown()
-            service.close()
+        _serve_socket_mode(settings, environ)
         return
     check(settings, environ)  # fail here, with one clear message, rather than in a forked worker
-    log.info("HTTP mode: listening on port %d (%s, %s)", settings.port, EVENTS_PATH, HEALTH_PATH)
+    port_check(settings.port)  # gunicorn would retry five times, two lines each, before giving up
+    log.info("HTTP mode: listening on port %d (%s; %s, %s, %s)", settings.port, EVENTS_PATH, HEALTH_PATH,
+             READY_PATH, METRICS_PATH)
     _Gunicorn(lambda: compose(settings, environ=environ), gunicorn_options(settings)).run()
+
+
+def _serve_socket_mode(settings: Settings, environ: Mapping[str, str]) -> None:
+    """Slack reaches us over the socket; the port still answers the probes and `/metrics`."""
+    check_slack(settings)
+    # The port is taken first, so a port in use stops start-up before anything else has started.
+    probes = listen(lambda environ, start_response: _starting(start_response), settings.port)
+    threading.Thread(target=probes.serve_forever, name="probes", daemon=True).start()
+    try:
+        service = compose(settings, environ=environ)
+    except BaseException:
+        probes.shutdown()
+        probes.server_close()
+        raise
+    probes.set_app(service.wsgi)
+    log.info("Socket Mode: connecting to Slack (port %d answers %s, %s and %s)", settings.port, HEALTH_PATH,
+             READY_PATH, METRICS_PATH)
+    try:
+        service.socket_mode_handler().start()  # type: ignore[no-untyped-call]  # slack_bolt leaves it unannotated
+    finally:
+        probes.shutdown()
+        probes.server_close()
+        service.close()
+
+
+def _starting(start_response: Callable[..., Any]) -> list[bytes]:
+    body = b'{"ok": false, "starting": true}'
+    start_response("503 Service Unavailable", [("Content-Type", "application/json"),
+                                               ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def listen(wsgi: WsgiApp, port: int) -> Any:
+    """A server for `wsgi` on every interface at `port`, or `ConfigError` naming SIGNOFF_PORT."""
+    try:
+        return http_server(wsgi, "0.0.0.0", port)
+    except OSError as exc:
+        raise ConfigError(port_refusal(port, exc)) from None
+
+
+def port_check(port: int) -> None:
+    """Raise `ConfigError` naming SIGNOFF_PORT unless this process could listen on `port` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds it
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError as exc:
+            raise ConfigError(port_refusal(port, exc)) from None
+
+
+def port_refusal(port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return (f"SIGNOFF_PORT: port {port} is already in use (another signoff serve, or another program); "
+                "stop it or choose another port")
+    return f"SIGNOFF_PORT: cannot listen on port {port}: {exc.strerror or exc}"
 
 
 def check(settings: Settings, environ: Mapping[str, str]) -> None:
@@ -178,8 +336,14 @@ def check(settings: Settings, environ: Mapping[str, str]) -> None:
     # gunicorn forks after this check: a pooled connection carried into the worker and closed there
     # drops the worker's own SQLite locks ("disk I/O error"), so none may cross the fork.
     runner.store.close()
+    check_slack(settings)
+
+
+def check_slack(settings: Settings) -> None:
+    """Raise `ConfigError` in one line unless Slack answers and takes the bot token."""
     try:
-        web_client(settings).auth_test()
+        with quiet("slack_sdk"):  # its own error lines (and retries) would come before ours, saying less
+            web_client(settings).auth_test()
     except SlackApiError as exc:
         raise ConfigError(f"SLACK_BOT_TOKEN: Slack refused it ({exc.response.get('error')})") from None
     except OSError as exc:
@@ -189,8 +353,10 @@ def check(settings: Settings, environ: Mapping[str, str]) -> None:
 def gunicorn_options(settings: Settings) -> dict[str, Any]:
     # One process with threads: the worker pool and scheduler live in it. More processes (or
     # replicas) are safe, because the store decides every race; see the README.
+    # No control socket: it would be made under $HOME, which is read-only in a locked-down pod.
     return {"bind": f"0.0.0.0:{settings.port}", "workers": 1, "worker_class": "gthread", "threads": 32,
-            "timeout": 30, "graceful_timeout": 30, "accesslog": None, "loglevel": settings.log_level.lower()}
+            "timeout": 30, "graceful_timeout": 30, "accesslog": None, "loglevel": settings.log_level.lower(),
+            "control_socket_disable": True}
 
 
 def wsgi_app() -> WsgiApp:
@@ -217,6 +383,7 @@ class _Gunicorn:
                 for key, value in options.items():
                     self.cfg.set(key, value)
                 self.cfg.set("worker_exit", close_services)
+                self.cfg.set("logger_class", _gunicorn_logger())
 
             def load(self) -> WsgiApp:
                 service = factory()
@@ -231,34 +398,25 @@ class _Gunicorn:
 
 # -- logging ------------------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"xox[a-z]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+")
-
-
-class SecretFilter(logging.Filter):
-    """Masks Slack tokens and our configured secrets in every log record."""
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        super().__init__()
-        self.secrets = [s for s in secrets if s and len(s) >= 6]
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        masked = _TOKEN.sub("[secret]", text)
-        for secret in self.secrets:
-            masked = masked.replace(secret, "[secret]")
-        if masked != text:
-            record.msg, record.args = masked, None
-        return True
-
 
 def configure_logging(settings: Settings) -> None:
-    """Log at `SIGNOFF_LOG_LEVEL` to stderr, with every secret masked."""
+    """Log at `SIGNOFF_LOG_LEVEL` in `SIGNOFF_LOG_FORMAT` to stderr, with every secret masked."""
     secrets = [_secret(s) or "" for s in (settings.slack_bot_token, settings.slack_signing_secret,
                                            settings.slack_app_token)]
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    secret_filter = SecretFilter(secrets)
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, SecretFilter) for f in handler.filters):
-            handler.addFilter(secret_filter)
-    # slack_sdk logs request headers (the bearer token) at DEBUG; keep it quieter than ours.
-    logging.getLogger("slack_sdk").setLevel(max(logging.INFO, logging.getLevelName(settings.log_level)))
+    configure_log_output(settings.log_level, log_format=settings.log_format, secrets=secrets)
+
+
+def _gunicorn_logger() -> type:
+    """gunicorn's logger, writing through ours: its lines timestamped and formatted (JSON too) as
+    Signoff's are, and masked the same way."""
+    from gunicorn.glogging import Logger
+
+    class GunicornLogger(Logger):  # type: ignore[misc]  # gunicorn ships no type hints
+        def setup(self, cfg: Any) -> None:
+            super().setup(cfg)
+            for logger in (self.error_log, self.access_log):
+                for handler in list(logger.handlers):
+                    logger.removeHandler(handler)
+                logger.propagate = True
+
+    return GunicornLogger

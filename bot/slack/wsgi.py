@@ -1,4 +1,5 @@
-"""The WSGI app in front of Bolt: the routes, and what a request must be before Bolt reads it.
+"""The WSGI app in front of Bolt: the routes (Slack's, the probes, `/metrics`), what a request must
+be before Bolt reads it, and how long each took to answer.
 
 A body is read within a deadline, and only a few late bodies are awaited at once, so senders that
 trickle their bytes cannot hold every server thread. It is then screened, because Bolt parses a
@@ -14,10 +15,10 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -28,10 +29,17 @@ from slack_bolt.request.internals import build_context
 
 from signoff.bot.slack.payloads import screen_request
 
+if TYPE_CHECKING:
+    from signoff.bot.observe.metrics import Metrics
+
 log = logging.getLogger("signoff.bot.slack.wsgi")
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
+"""Liveness: the process works (the database is not asked)."""
+READY_PATH = "/readyz"
+"""Readiness: the database answers and Slack takes the token."""
+METRICS_PATH = "/metrics"
 SOCKET_KEYS = ("gunicorn.socket", "signoff.socket")
 """Where gunicorn, and `http_server` below, put the client's socket in the WSGI environ."""
 
@@ -189,34 +197,65 @@ class _FormBodies(SlackRequestHandler):
         return self.app.dispatch(bolt_request)
 
 
-def make_wsgi(app: App, healthy: Callable[[], bool], *, bodies: BodyReader | None = None) -> WsgiApp:
-    """The WSGI app: Bolt on `POST /slack/events`, the health check on `GET /healthz`."""
+def make_wsgi(app: App, healthy: Callable[[], bool], *, ready: Callable[[], Mapping[str, str]] | None = None,
+              metrics: Metrics | None = None, bodies: BodyReader | None = None) -> WsgiApp:
+    """The WSGI app: Bolt on `POST /slack/events`; `GET /healthz` (`healthy`), `/readyz` (`ready`:
+    each check with "ok" or why not) and `/metrics` (`metrics`), each answered when given."""
     bolt = _FormBodies(app, path=EVENTS_PATH)
     bodies = bodies or BodyReader()
 
-    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> tuple[str, Iterable[bytes]]:
+        """(the kind of request, for the metrics; the answer)."""
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
-        if path == HEALTH_PATH and method in ("GET", "HEAD"):
-            ok = healthy()
-            body = json.dumps({"ok": ok}).encode()
-            start_response("200 OK" if ok else "503 Service Unavailable",
-                           [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-            return [body]
+        if method in ("GET", "HEAD"):
+            if path == HEALTH_PATH:
+                ok = healthy()
+                return "healthz", _json(start_response, ok, {"ok": ok})
+            if path == READY_PATH and ready is not None:
+                checks = ready()
+                ok = all(said == "ok" for said in checks.values())
+                return "readyz", _json(start_response, ok, {"ok": ok, **checks})
+            if path == METRICS_PATH and metrics is not None:
+                page, content_type = metrics.exposition()
+                start_response("200 OK", [("Content-Type", content_type), ("Content-Length", str(len(page)))])
+                return "metrics", [page]
         if method != "POST":
-            return bolt(environ, start_response)
+            return "other", bolt(environ, start_response)
         received = bodies.read(environ)
         if isinstance(received, Refusal):
             log.info("refused a request to %s: %s", path, received.reason)
-            return _answer(start_response, received)
-        problem = screen_request(received, environ.get("CONTENT_TYPE", ""),
-                                 environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP"))
+            return "refused", _answer(start_response, received)
+        content_type = environ.get("CONTENT_TYPE", "")
+        problem = screen_request(received, content_type, environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP"))
         if problem is not None:
             log.info("refused a request to %s: %s", path, problem.reason)
-            return _answer(start_response, Refusal(problem.status, f"not a Slack request: {problem.reason}"))
+            return "refused", _answer(start_response, Refusal(problem.status, f"not a Slack request: {problem.reason}"))
         environ["wsgi.input"] = io.BytesIO(received)
-        return bolt(environ, start_response)
+        return slack_kind(received, content_type), bolt(environ, start_response)
+
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        started = time.monotonic()
+        kind, answer = route(environ, start_response)
+        if metrics is not None:
+            metrics.http_request(kind, time.monotonic() - started)
+        return answer
 
     return application
+
+
+def slack_kind(body: bytes, content_type: str) -> str:
+    """What Slack sent: a slash `command`, an `interaction` (a click, a form), an `event`, or `other`."""
+    if content_type.split(";")[0].strip().lower() == "application/json":
+        return "event"
+    fields = {name for name, _ in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)}
+    return "interaction" if "payload" in fields else "command" if "command" in fields else "other"
+
+
+def _json(start_response: Callable[..., Any], ok: bool, answer: dict[str, Any]) -> list[bytes]:
+    body = json.dumps(answer).encode()
+    start_response("200 OK" if ok else "503 Service Unavailable",
+                   [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
 
 
 def _answer(start_response: Callable[..., Any], refusal: Refusal) -> list[bytes]:

@@ -26,6 +26,7 @@ from signoff.runtime.adapters.memory_rows import (
     without_history,
 )
 from signoff.runtime.agent import Checkpoint
+from signoff.runtime.audit import Head, Link, link_hash
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.grants import grant_refusal, granted_values
 from signoff.runtime.records import (
@@ -90,10 +91,19 @@ class MemoryStore(MemoryReads):
             run.history.update(history_rows(0, state["history"]))
             run.append([{"type": "run_created", "goal": goal, "requester": requester, "origin": origin,
                          "model": model}], now)
+            self._link(run)
             self._runs[run.run_id] = run
             if request_id is not None:
                 self._by_request[request_id] = run.run_id
             return run.record(history=True)
+
+    def _link(self, run: Run) -> None:
+        """Add the run to the chain of runs, as `rows.link_run` does."""
+        head = self._audit_head
+        first = run.events[0].hash
+        run.link = Link(position=head.runs + 1, first=first, prev=head.hash,
+                        hash=link_hash(head.runs + 1, run.run_id, first, head.hash))
+        self._audit_head = Head(runs=run.link.position, hash=run.link.hash)
 
     def append_event(self, run_id: str, event: dict[str, Any]) -> None:
         with self._lock:

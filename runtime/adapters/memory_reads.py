@@ -9,11 +9,12 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from signoff.runtime.adapters.memory_rows import Approval, Execution, Run, thaw
+from signoff.runtime.audit import GENESIS, WHOLE_LOG, EventRow, Head, Record, RunRow, Selection
 from signoff.runtime.errors import NotFound
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
@@ -33,6 +34,7 @@ class MemoryReads:
         self._executions: dict[str, Execution] = {}
         self._grants: dict[str, GrantRecord] = {}
         self._added = itertools.count()
+        self._audit_head = Head(runs=0, hash=GENESIS)
 
     def now(self) -> datetime:
         return self.clock() if self.clock is not None else datetime.now(UTC)
@@ -79,6 +81,20 @@ class MemoryReads:
             run = self._runs.get(run_id)
             return [{"seq": e.seq, "type": e.type, "at": e.at.isoformat(), **thaw(e.payload)}
                     for e in (run.events if run is not None else [])]
+
+    def audit_records(self, selection: Selection = WHOLE_LOG) -> Generator[Record, None, None]:
+        """The audit log's chains as kept, in the order `audit.verify` reads them, at one moment."""
+        with self._lock:
+            chosen = sorted((r for r in self._runs.values() if selection.run_id in (None, r.run_id)),
+                            key=lambda r: r.link.position if r.link is not None else 0)
+            records: list[Record] = [RunRow(run_id=r.run_id, link=r.link, events=len(r.events)) for r in chosen]
+            records.append(self._audit_head)
+            for run in sorted(chosen, key=lambda r: r.run_id):
+                since = selection.since
+                start = next((e.seq for e in run.events if since is None or e.at >= since), len(run.events) + 1)
+                records += [EventRow(run_id=run.run_id, seq=e.seq, type=e.type, at=e.at, payload=e.payload,
+                                     prev=e.prev, hash=e.hash) for e in run.events[start - 1:]]
+        yield from records
 
     def _run(self, run_id: str) -> Run:
         if run_id not in self._runs:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from signoff.runtime.audit import Link, chained
 from signoff.runtime.errors import SignoffError
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import canonical_json, json_copy, load_state
@@ -29,6 +30,9 @@ class Event:
     type: str
     payload: str
     at: datetime
+    prev: str
+    hash: str
+    """Chained to `prev`, the run's event before it, as `runtime/audit.py` defines."""
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Run:
     lease_expires_at: datetime | None = None
     request_id: str | None = None
     shown_status: str | None = None
+    link: Link | None = None
+    """The run's place in the chain of runs."""
 
     def free(self, now: datetime) -> bool:
         """No live lease holds the run."""
@@ -64,11 +70,14 @@ class Run:
         self.events.extend(self.numbered(new, at))
 
     def numbered(self, new: list[dict[str, Any]], at: datetime) -> list[Event]:
-        """Audit events, numbered after the last (the payload without its type, as SQL stores it), not
-        yet appended: encoding can fail, and a failed write must change nothing."""
-        return [Event(len(self.events) + 1 + i, event["type"],
-                      canonical_json({k: v for k, v in event.items() if k not in ("type", "run_id")}), at)
-                for i, event in enumerate(new)]
+        """Audit events, numbered and chained after the last (the payload without its type, as SQL
+        stores it), not yet appended: encoding can fail, and a failed write must change nothing."""
+        typed = [(event["type"], canonical_json({k: v for k, v in event.items() if k not in ("type", "run_id")}))
+                 for event in new]
+        first = len(self.events) + 1
+        links = chained(self.run_id, first, self.events[-1].hash if self.events else None, at, typed)
+        return [Event(first + i, kind, payload, at, prev, digest)
+                for i, ((kind, payload), (prev, digest)) in enumerate(zip(typed, links, strict=True))]
 
     def record(self, *, history: bool) -> RunRecord:
         """The run as the SQL store reads it: the state checked when it comes with its history."""

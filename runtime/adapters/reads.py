@@ -7,14 +7,23 @@ dashboard would need.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, or_, select, text
+from sqlalchemy import Connection, Engine, Select, and_, func, or_, select, text
 
 from signoff.runtime.adapters.rows import loads, run_record, with_votes
-from signoff.runtime.adapters.tables import approvals, events, run_history, runs, tool_executions
+from signoff.runtime.adapters.tables import (
+    approvals,
+    audit_head,
+    events,
+    run_chain,
+    run_history,
+    runs,
+    tool_executions,
+)
+from signoff.runtime.audit import WHOLE_LOG, EventRow, Head, Link, Record, RunRow, Selection
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
 from signoff.runtime.schema import ACTIVE
@@ -201,3 +210,47 @@ class SqlReads:
     def count_runs(self) -> dict[str, int]:
         with self.engine.connect() as conn:
             return dict(conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all())
+
+    def audit_records(self, selection: Selection = WHOLE_LOG) -> Generator[Record, None, None]:
+        """The audit log's chains as stored, in the order `audit.verify` reads them, from one snapshot
+        of the database: a write committed meanwhile is in all of them or in none. The events are
+        streamed, a batch at a time."""
+        with self.engine.connect() as conn:
+            if conn.dialect.name == "postgresql":  # SQLite's read transaction is one snapshot already
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            yield from _audit_runs(conn, selection.run_id)
+            head = conn.execute(select(audit_head.c.runs, audit_head.c.hash).where(audit_head.c.id == 1)).first()
+            if head is not None:
+                yield Head(runs=head.runs, hash=head.hash)
+            for row in conn.execute(_audit_events(selection).execution_options(yield_per=1000)):
+                yield EventRow(run_id=row.run_id, seq=row.seq, type=row.type, at=row.at, payload=row.payload,
+                               prev=row.prev_hash, hash=row.hash)
+
+
+def _audit_runs(conn: Connection, run_id: str | None) -> Iterator[RunRow]:
+    """Each run's link (in the chain's order) with what its row records; then the runs without a link."""
+    links, rows = select(run_chain).order_by(run_chain.c.position), select(runs.c.run_id, runs.c.event_count)
+    if run_id is not None:
+        links, rows = links.where(run_chain.c.run_id == run_id), rows.where(runs.c.run_id == run_id)
+    counts: dict[str, int] = {row.run_id: row.event_count for row in conn.execute(rows.order_by(runs.c.run_id))}
+    for link in conn.execute(links):
+        yield RunRow(run_id=link.run_id, events=counts.pop(link.run_id, None),
+                     link=Link(position=link.position, first=link.first_hash, prev=link.prev_hash, hash=link.hash))
+    for run_id, count in counts.items():
+        yield RunRow(run_id=run_id, link=None, events=count)
+
+
+def _audit_events(selection: Selection) -> Select[Any]:
+    """The events selected, by run and `seq`: with `since`, each run's from its first at or after it."""
+    query = select(events.c.run_id, events.c.seq, events.c.type, events.c.at, events.c.payload, events.c.prev_hash,
+                   events.c.hash)
+    if selection.run_id is not None:
+        query = query.where(events.c.run_id == selection.run_id)
+    if selection.since is not None:
+        starts = (select(events.c.run_id, func.min(events.c.seq).label("seq"))
+                  .where(events.c.at >= selection.since).group_by(events.c.run_id))
+        if selection.run_id is not None:
+            starts = starts.where(events.c.run_id == selection.run_id)
+        start = starts.subquery()
+        query = query.join(start, and_(start.c.run_id == events.c.run_id, events.c.seq >= start.c.seq))
+    return query.order_by(events.c.run_id, events.c.seq)

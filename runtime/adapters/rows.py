@@ -12,18 +12,31 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, Connection, Select, bindparam, insert, select, update
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    Select,
+    bindparam,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.engine import Row
 
 from signoff.runtime.adapters.tables import (
     approval_votes,
     approvals,
+    audit_head,
     events,
     grants,
+    run_chain,
     run_history,
     runs,
     tool_executions,
 )
+from signoff.runtime.audit import chained, link_hash
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.grants import granted_values
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord, Vote
@@ -36,6 +49,21 @@ def _bound(column: Column[Any]) -> Any:
     return bindparam(f"b_{column.name}", type_=column.type)
 
 
+def _last_hash(appended: Any) -> ColumnElement[Any]:
+    """In the RETURNING of an UPDATE that numbers `appended` more events on the run's row: the hash
+    of the run's last event before them, the `prev` of the first (NULL if the run had none).
+
+    On PostgreSQL a statement that had to wait for another writer's lock on the row sees the row as
+    that writer committed it, but reads other tables as they were when it began: the other writer's
+    events are not there yet, and the hash comes back NULL. `chain_start` then reads it again.
+    """
+    # Named in full: SQLite's RETURNING drops table names, and a bare `run_id` would be the event's.
+    run_id = literal_column("runs.run_id", runs.c.run_id.type)
+    count = literal_column("runs.event_count", runs.c.event_count.type)
+    return (select(events.c.hash).where(events.c.run_id == run_id, events.c.seq == count - appended)
+            .scalar_subquery().label("last_hash"))
+
+
 # The statements of every step, built once: SQLAlchemy then finds their compiled form in its cache by
 # a key it keeps on the object, instead of building and hashing a fresh statement per step.
 _STEP_VALUES = {c.name: _bound(c) for c in (runs.c.state, runs.c.status, runs.c.history_len, runs.c.pending_key,
@@ -46,13 +74,17 @@ _SAVE_STEP = (
            runs.c.lease_owner == bindparam("b_lease_owner"))
     # The step's events are numbered by the same statement that saves it: one round trip less.
     .values(**_STEP_VALUES, event_count=runs.c.event_count + bindparam("b_new_events", type_=runs.c.event_count.type))
-    .returning(runs.c.command, runs.c.requester, runs.c.event_count)
+    # It also hands back the hash the step's events chain from: the row is held until commit.
+    .returning(runs.c.command, runs.c.requester, runs.c.event_count,
+               _last_hash(bindparam("b_new_events", type_=runs.c.event_count.type)))
 )
 SAVE_STEP = {False: _SAVE_STEP, True: _SAVE_STEP.values(command=None)}
 """The step's run-row update, by whether it also clears the command the step applied."""
 
 _INSERT_HISTORY = insert(run_history)
 _INSERT_EVENTS = insert(events)
+_TAKE_AUDIT_HEAD = (update(audit_head).where(audit_head.c.id == 1).values(runs=audit_head.c.runs + 1)
+                    .returning(audit_head.c.runs, audit_head.c.hash))
 _FINISH_EXECUTION = update(tool_executions).where(tool_executions.c.key == bindparam("b_key")).values(
     {c: _bound(c) for c in (tool_executions.c.status, tool_executions.c.result, tool_executions.c.error,
                             tool_executions.c.finished_at, tool_executions.c.seconds)})
@@ -90,22 +122,40 @@ def append_history(conn: Connection, run_id: str, start: int, entries: list[dict
 def append_events(conn: Connection, run_id: str, new: list[dict[str, Any]], at: datetime) -> None:
     if not new:
         return
-    # Sequence numbers come from the run row, which also serialises concurrent appenders.
-    last = conn.execute(update(runs).where(runs.c.run_id == run_id)
-                        .values(event_count=runs.c.event_count + len(new))
-                        .returning(runs.c.event_count)).scalar_one()
-    insert_events(conn, run_id, new, last - len(new) + 1, at)
+    # Sequence numbers, and the hash to chain from, come from the run row, which also serialises
+    # concurrent appenders.
+    numbered = conn.execute(update(runs).where(runs.c.run_id == run_id)
+                            .values(event_count=runs.c.event_count + len(new))
+                            .returning(runs.c.event_count, _last_hash(len(new)))).one()
+    insert_events(conn, run_id, new, numbered.event_count - len(new) + 1, at, numbered.last_hash)
 
 
-def insert_events(conn: Connection, run_id: str, new: list[dict[str, Any]], first: int, at: datetime) -> None:
-    """Insert `new` numbered from `first`; the caller has reserved those numbers on the run row."""
-    if not new:
-        return
-    conn.execute(_INSERT_EVENTS, [
-        {"run_id": run_id, "seq": first + i, "type": e["type"], "at": at,
-         "payload": canonical_json({k: v for k, v in e.items() if k not in ("type", "run_id")})}
-        for i, e in enumerate(new)
-    ])
+def insert_events(conn: Connection, run_id: str, new: list[dict[str, Any]], first: int, at: datetime,
+                  last_hash: str | None) -> None:
+    """Insert `new` numbered from `first`, chained after the run's last event; the caller has
+    reserved those numbers on the run row and passes the hash that statement returned."""
+    if new:
+        conn.execute(_INSERT_EVENTS, event_rows(run_id, new, first, at, chain_start(conn, run_id, first, last_hash)))
+
+
+def chain_start(conn: Connection, run_id: str, first: int, last_hash: str | None) -> str | None:
+    """The hash event `first` follows: `last_hash` as the numbering UPDATE returned it, or, where
+    that UPDATE waited for another writer (see `_last_hash`), read now that the writer committed."""
+    if last_hash is not None or first == 1:
+        return last_hash
+    found: str | None = conn.execute(select(events.c.hash).where(events.c.run_id == run_id,
+                                                                 events.c.seq == first - 1)).scalar()
+    return found
+
+
+def event_rows(run_id: str, new: list[dict[str, Any]], first: int, at: datetime,
+               prev: str | None) -> list[dict[str, Any]]:
+    """The `events` rows of `new`, numbered from `first` and chained after `prev` (None: the run's first)."""
+    typed = [(e["type"], canonical_json({k: v for k, v in e.items() if k not in ("type", "run_id")})) for e in new]
+    return [{"run_id": run_id, "seq": first + i, "type": kind, "at": at, "payload": payload, "prev_hash": before,
+             "hash": digest}
+            for i, ((kind, payload), (before, digest)) in enumerate(zip(typed, chained(run_id, first, prev, at, typed),
+                                                                         strict=True))]
 
 
 def append_one_event_each(conn: Connection, new: dict[str, dict[str, Any]], at: datetime) -> None:
@@ -114,12 +164,35 @@ def append_one_event_each(conn: Connection, new: dict[str, dict[str, Any]], at: 
         return
     numbered = conn.execute(update(runs).where(runs.c.run_id.in_(list(new)))
                             .values(event_count=runs.c.event_count + 1)
-                            .returning(runs.c.run_id, runs.c.event_count)).all()
-    conn.execute(insert(events), [
-        {"run_id": run_id, "seq": seq, "type": new[run_id]["type"], "at": at,
-         "payload": canonical_json({k: v for k, v in new[run_id].items() if k != "type"})}
-        for run_id, seq in numbered
-    ])
+                            .returning(runs.c.run_id, runs.c.event_count, _last_hash(1))).all()
+    conn.execute(_INSERT_EVENTS, [row for run_id, seq, last_hash in numbered for row in event_rows(
+        run_id, [new[run_id]], seq, at, chain_start(conn, run_id, seq, last_hash))])
+
+
+def insert_run(conn: Connection, values: dict[str, Any], created: dict[str, Any], at: datetime) -> str:
+    """Insert a run's row and its `created` event (event 1); returns that event's hash."""
+    rows = event_rows(values["run_id"], [created], 1, at, None)
+    conn.execute(insert(runs).values(**values, event_count=1))
+    conn.execute(_INSERT_EVENTS, rows)
+    digest: str = rows[0]["hash"]
+    return digest
+
+
+def link_run(conn: Connection, run_id: str, first: str) -> None:
+    """Add the run, whose first event hashed to `first`, to the chain of runs.
+
+    Creating a run is the only write that takes the head row, and it takes it last: creations wait
+    for each other here (until the holder commits), no other write ever does, and the holder waits
+    for nothing more, so no deadlock can form around it.
+    """
+    head = conn.execute(_TAKE_AUDIT_HEAD).first()
+    if head is None:
+        raise IncompatibleState("the audit log's head row (table audit_head) is gone; `signoff audit verify` "
+                                "says what else is")
+    digest = link_hash(head.runs, run_id, first, head.hash)
+    conn.execute(insert(run_chain).values(position=head.runs, run_id=run_id, first_hash=first, prev_hash=head.hash,
+                                          hash=digest))
+    conn.execute(update(audit_head).where(audit_head.c.id == 1).values(hash=digest))
 
 
 def finish_execution(conn: Connection, execution: dict[str, Any], now: datetime) -> None:

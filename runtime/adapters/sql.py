@@ -33,7 +33,9 @@ from signoff.runtime.adapters.rows import (
     insert_approval,
     insert_events,
     insert_grant,
+    insert_run,
     json_or,
+    link_run,
     loads,
     lock_runs,
     reopen_approval,
@@ -104,16 +106,15 @@ class SqlStore(SqlReads):
         try:
             with self._tx() as conn:
                 now = self._now(conn)
-                conn.execute(insert(runs).values(
+                created = {"type": "run_created", "goal": goal, "requester": requester, "origin": origin,
+                           "model": model}
+                first = insert_run(conn, dict(
                     run_id=state["run_id"], goal=goal, requester=requester, origin=canonical_json(origin),
                     model=model, status=state["status"], state=dump_without_history(state),
-                    history_len=0, version=1, event_count=0, created_at=now, updated_at=now,
-                    request_id=request_id,
-                ))
+                    history_len=0, version=1, created_at=now, updated_at=now, request_id=request_id,
+                ), created, now)
                 append_history(conn, state["run_id"], 0, state["history"])
-                append_events(conn, state["run_id"], [{"type": "run_created", "goal": goal,
-                                                       "requester": requester, "origin": origin,
-                                                       "model": model}], now)
+                link_run(conn, state["run_id"], first)
         except IntegrityError:
             earlier = self._run_for_request(request_id)
             if earlier is None:
@@ -183,7 +184,8 @@ class SqlStore(SqlReads):
             if row is None:
                 raise Conflict(f"run {run_id} changed since version {version}; step not saved")
             append_history(conn, run_id, checkpoint.history_start, checkpoint.new_history)
-            insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now)
+            insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now,
+                          row.last_hash)
             if checkpoint.execution is not None:
                 finish_execution(conn, checkpoint.execution, now)
             replaced = [superseded for key in write.superseded

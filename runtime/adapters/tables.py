@@ -176,7 +176,32 @@ events = Table(
     Column("type", String(64), nullable=False),
     Column("payload", Text, nullable=False),
     Column("at", UTCDateTime, nullable=False),
+    # The run's hash chain (`runtime/audit.py`): every write sets both; NULL only in a row written
+    # around Signoff, which `signoff audit verify` reports.
+    Column("prev_hash", String(64), nullable=True),
+    Column("hash", String(64), nullable=True),
     UniqueConstraint("run_id", "seq"),
+)
+
+run_chain = Table(
+    "run_chain",
+    metadata,
+    # One link per run created, in the order they were created: a deleted run leaves its link behind.
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("run_id", String(64), nullable=False),
+    Column("first_hash", String(64), nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    UniqueConstraint("run_id"),
+)
+
+audit_head = Table(
+    "audit_head",
+    metadata,
+    # One row (id 1): the end of the chain of runs. Only creating a run takes it.
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("runs", Integer, nullable=False),
+    Column("hash", String(64), nullable=False),
 )
 
 tool_executions = Table(

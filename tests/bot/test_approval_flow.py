@@ -8,7 +8,7 @@ import threading
 from bot_fakes import HOSTILE, final, tool_call
 from slack_harness import buttons
 
-from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, EDIT_ACTION, VIEW_ARGS_ACTION
 
 
 def refund_script(signoff, amount=19.99):
@@ -41,7 +41,7 @@ def test_slash_command_acks_with_run_id_and_posts_run_and_approval(signoff, slac
     assert any("lookup_order" in m["text"] for m in thread)  # the read-only step, reported in the thread
 
     card = signoff.approval_message()
-    assert buttons(card) == [APPROVE_ACTION, DENY_ACTION]
+    assert buttons(card) == [APPROVE_ACTION, DENY_ACTION, EDIT_ACTION]
     assert f"{run.run_id}:2" in json.dumps(card["blocks"])
     assert ledger.total == 0
 
@@ -105,7 +105,7 @@ def test_requester_cannot_approve_own_run(signoff, slack, ledger):
     signoff.click(signoff.approval_message(), APPROVE_ACTION, user="U0ASKER")
     assert ledger.total == 0
     assert signoff.only_run().status == "awaiting_approval"
-    assert buttons(signoff.approval_message()) == [APPROVE_ACTION, DENY_ACTION]
+    assert buttons(signoff.approval_message()) == [APPROVE_ACTION, DENY_ACTION, EDIT_ACTION]
     assert any("someone else has to approve" in t for t in signoff.ephemerals())
 
 
@@ -133,7 +133,7 @@ def test_only_listed_approvers_and_group_members_may_approve(make_signoff, slack
     signoff.click(card, APPROVE_ACTION, user="U0INTERN")
     assert ledger.total == 0 and signoff.only_run().status == "awaiting_approval"
     assert any("not one of this workspace's Signoff approvers" in t for t in signoff.ephemerals())
-    assert buttons(signoff.approval_message()) == [APPROVE_ACTION, DENY_ACTION]
+    assert buttons(signoff.approval_message()) == [APPROVE_ACTION, DENY_ACTION, EDIT_ACTION]
 
     signoff.click(card, APPROVE_ACTION, user="U0ONCALL2")  # a member of the S0ONCALL user group
     assert ledger.total == 1 and signoff.only_run().status == "done"

@@ -14,6 +14,7 @@ from signoff.bot.slack import blocks, messages
 from signoff.bot.slack.blocks import (
     APPROVE_ACTION,
     DENY_ACTION,
+    EDIT_ACTION,
     EXTEND_ACTION,
     RECONCILE_ABORT_ACTION,
     RETRY_ACTION,
@@ -108,7 +109,8 @@ def test_approval_message_shows_what_an_approver_needs():
     assert "steps 2/8" in text and "tool calls 1/5" in text
     assert f"<!date^{int((NOW + timedelta(minutes=30)).timestamp())}^" in text
     actions = message.blocks[-1]["elements"]
-    assert [(b["action_id"], b["style"]) for b in actions] == [(APPROVE_ACTION, "primary"), (DENY_ACTION, "danger")]
+    assert [(b["action_id"], b.get("style")) for b in actions] == [
+        (APPROVE_ACTION, "primary"), (DENY_ACTION, "danger"), (EDIT_ACTION, None)]
     assert {b["value"] for b in actions} == {f"{approval.approval_id}:{approval.digest}"}
     assert message.text and "issue_refund" in message.text
     assert block_kit_problems(message.blocks) == []

@@ -22,6 +22,7 @@ from signoff.bot.slack.argument_blocks import arguments_modal
 from signoff.bot.slack.blocks import (
     APPROVE_ACTION,
     DENY_ACTION,
+    EDIT_ACTION,
     MAX_CONFIRM_BUTTON,
     MAX_CONFIRM_TEXT,
     MAX_CONFIRM_TITLE,
@@ -144,12 +145,12 @@ def test_the_card_names_the_rule_and_who_decides_and_fills_in_place_as_people_ap
     text = card_text(card)
     assert f"*Who decides* 2 approvals from {ONCALL}, <@U0SRE> · rule `big-refunds`" in text
     assert "*Approvals* 0 of 2: none yet" in text
-    assert buttons(card) == [APPROVE_ACTION, DENY_ACTION]
+    assert buttons(card) == [APPROVE_ACTION, DENY_ACTION, EDIT_ACTION]
 
     signoff.click(card, APPROVE_ACTION, user="U0ONCALL1")
     assert ledger.total == 0 and signoff.run(run.run_id).status == "awaiting_approval"
     updated = signoff.slack.message(card["channel"], card["ts"])  # the same message, updated in place
-    assert buttons(updated) == [APPROVE_ACTION, DENY_ACTION]
+    assert buttons(updated) == [APPROVE_ACTION, DENY_ACTION, EDIT_ACTION]
     assert "*Approvals* 1 of 2: :white_check_mark: <@U0ONCALL1> <!date^" in card_text(updated)
     assert ("Your approval is counted: 1 of 2 approvals: <@U0ONCALL1>. `issue_refund` runs once 1 more person "
             "approves.") in signoff.ephemerals()
@@ -227,7 +228,7 @@ def test_a_click_from_someone_the_rule_does_not_name_is_refused_naming_the_rule(
     assert signoff.ephemerals().count(refusal) == 2
     approval = the_approval(signoff, run)
     assert approval.status == "pending" and votes(approval) == [] and ledger.total == 0
-    assert buttons(signoff.approval_message()) == [APPROVE_ACTION, DENY_ACTION]
+    assert buttons(signoff.approval_message()) == [APPROVE_ACTION, DENY_ACTION, EDIT_ACTION]
 
 
 def test_the_requester_is_refused_on_their_own_run_even_when_the_rule_names_them(signoff, slack, ledger):
@@ -283,7 +284,7 @@ def test_home_and_list_show_each_person_only_what_they_may_decide_and_have_not(s
 
     signoff.home_opened("U0ONCALL2")
     home = slack.views["U0ONCALL2"]
-    assert buttons(home) == [APPROVE_ACTION, DENY_ACTION]
+    assert buttons(home) == [APPROVE_ACTION, DENY_ACTION, EDIT_ACTION]
     assert "1 of 2 approvals: <@U0ONCALL1>" in shown(home)
     assert f"2 approvals from {ONCALL}, <@U0SRE> · rule `big-refunds`" in shown(home)
     listed = shown(signoff.command("list", user="U0ONCALL2").json())
@@ -357,7 +358,7 @@ def test_one_person_approving_twice_at_once_on_two_replicas_counts_once(replicas
     assert sum(t.startswith("You already decided this one; one person counts once (1 of 2 approvals: "
                             "<@U0ONCALL1>)") for t in told) == 2
     shown = first.approval_message()
-    assert buttons(shown) == [APPROVE_ACTION, DENY_ACTION] and "*Approvals* 1 of 2:" in card_text(shown)
+    assert buttons(shown) == [APPROVE_ACTION, DENY_ACTION, EDIT_ACTION] and "*Approvals* 1 of 2:" in card_text(shown)
 
 
 @pytest.mark.parametrize("head_start", [None, "deny", "approve"])

@@ -10,7 +10,14 @@ from slack_harness import buttons, find_button
 from sqlalchemy import text as sql
 
 from signoff.bot.slack import blocks, messages
-from signoff.bot.slack.blocks import APPROVE_ACTION, CLOSE_ACTION, DENY_ACTION, EXTEND_ACTION, RETRY_ACTION
+from signoff.bot.slack.blocks import (
+    APPROVE_ACTION,
+    CLOSE_ACTION,
+    DENY_ACTION,
+    EDIT_ACTION,
+    EXTEND_ACTION,
+    RETRY_ACTION,
+)
 from signoff.bot.slack.scheduler import RECOVER_JOB, JobFailures, expire_approvals, recover_runs
 from signoff.runtime.errors import ModelUnavailable
 
@@ -223,7 +230,7 @@ def test_app_home_lists_waiting_approvals_with_working_buttons(signoff, slack, l
     run = propose_refund(signoff)
     signoff.home_opened("U0LEAD")
     home = slack.views["U0LEAD"]
-    assert buttons(home) == [APPROVE_ACTION, DENY_ACTION]
+    assert buttons(home) == [APPROVE_ACTION, DENY_ACTION, EDIT_ACTION]
     assert find_button(home, APPROVE_ACTION)["value"] == find_button(signoff.approval_message(), APPROVE_ACTION)["value"]
     signoff.home_opened("U0ASKER")
     assert buttons(slack.views["U0ASKER"]) == []  # the requester's own run waits on someone else

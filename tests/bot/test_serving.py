@@ -39,7 +39,7 @@ def test_healthz_and_routes(signoff):
     assert signoff.http.post("/slack/events", content=big).status_code == 413
 
 
-def test_healthz_says_503_when_the_database_is_gone(slack, tmp_path):
+def test_readyz_says_503_when_the_database_is_gone_and_healthz_stays_up(slack, tmp_path):
     settings = Settings.from_env({"SLACK_BOT_TOKEN": slack.token, "SLACK_SIGNING_SECRET": "s" * 12,
                                   "SLACK_API_URL": slack.url})
     store = SqlStore(make_engine(f"sqlite:///{tmp_path}/missing/dir/signoff.db"))
@@ -47,8 +47,11 @@ def test_healthz_says_503_when_the_database_is_gone(slack, tmp_path):
     server = http_server(service.wsgi)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
-        response = httpx.get(f"http://127.0.0.1:{server.server_address[1]}/healthz")
-        assert response.status_code == 503 and response.json() == {"ok": False}
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert httpx.get(f"{url}/healthz").json() == {"ok": True}  # alive: a restart would not bring it back
+        response = httpx.get(f"{url}/readyz")
+        assert response.status_code == 503
+        assert response.json() == {"ok": False, "database": "unavailable (OperationalError)", "slack": "ok"}
     finally:
         server.shutdown()
         server.server_close()

@@ -17,7 +17,13 @@ from slack_harness import buttons
 from signoff.bot.arguments import ToolDisplay, argument_lines, read_literal
 from signoff.bot.cli.rendering import approval_card
 from signoff.bot.slack.argument_blocks import arguments_modal
-from signoff.bot.slack.blocks import APPROVE_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, code_section_lines
+from signoff.bot.slack.blocks import (
+    APPROVE_ACTION,
+    DENY_ACTION,
+    EDIT_ACTION,
+    VIEW_ARGS_ACTION,
+    code_section_lines,
+)
 from signoff.bot.slack.messages import approval_message, decided_message, home_view
 from signoff.runtime.state import call_digest
 from signoff.tools.base import Tool
@@ -97,8 +103,8 @@ def test_home_offers_no_approve_beside_a_short_form():
     view = home_view("U0LEAD", [(run, short), (run, whole)], [], displays={"send_email": display})
     offered = [(e["action_id"], e["value"].split(":")[0]) for b in view["blocks"] if b["type"] == "actions"
                for e in b["elements"]]
-    assert offered == [(VIEW_ARGS_ACTION, "apr_long"), (DENY_ACTION, "apr_long"),
-                       (APPROVE_ACTION, "apr_short"), (DENY_ACTION, "apr_short")]
+    assert offered == [(VIEW_ARGS_ACTION, "apr_long"), (DENY_ACTION, "apr_long"),  # its body is too long to edit here
+                       (APPROVE_ACTION, "apr_short"), (DENY_ACTION, "apr_short"), (EDIT_ACTION, "apr_short")]
     assert view_problems(view) == []
 
 

@@ -16,7 +16,7 @@ def test_yes_approves(signoff, answer):
     result = signoff.here("demo", answers=f"{answer}\n")
 
     assert result.code == 0, result.err
-    assert f"Approve [a], deny [d] or quit [q]? {answer}\n" in result.out and "approved by cli:" in result.out
+    assert f"Approve [a], deny [d], edit [e] or quit [q]? {answer}\n" in result.out and "approved by cli:" in result.out
     assert len(emails(signoff)) == 1
 
 

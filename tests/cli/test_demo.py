@@ -124,8 +124,8 @@ def test_spelled_out_answers_work_too(signoff):
     assert denied.code == 5, denied.err
     assert denied.lines[-1].split(" ", 1)[1].startswith("done, but 1 of 1 approved call failed: Order A-1001")
     assert len(emails(signoff)) == 1
-    assert "Approve [a], deny [d] or quit [q]? approve" in approved.out  # piped answers are echoed
-    assert "Approve [a], deny [d] or quit [q]? DENY" in denied.out and "denied by cli:" in denied.out
+    assert "Approve [a], deny [d], edit [e] or quit [q]? approve" in approved.out  # piped answers are echoed
+    assert "Approve [a], deny [d], edit [e] or quit [q]? DENY" in denied.out and "denied by cli:" in denied.out
 
 
 def test_demo_ignores_the_environment_but_not_its_flags(signoff):

@@ -326,7 +326,7 @@ def test_confirm_wants_the_tool_name_and_anything_else_cancels(signoff, policy):
 
     assert result.code == 3, result.err
     assert ("Rule big-refunds asks you to confirm: type issue_refund to approve it, anything else cancels: "
-            "issue_refnd\n  cancelled; nothing was decided\nApprove [a], deny [d] or quit [q]? q\n") in result.out
+            "issue_refnd\n  cancelled; nothing was decided\nApprove [a], deny [d], edit [e] or quit [q]? q\n") in result.out
     [approval] = story(signoff, run_id_of(result))["approvals"]
     assert (approval["status"], approval["votes"]) == ("pending", [])
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -76,7 +77,7 @@ def test_serve_with_the_demo_model_says_so_at_start_up(signoff):
 
     assert demo.code == configured.code == 1
     [warning] = [line for line in demo.err.splitlines() if "demo model" in line]
-    assert warning.startswith("WARNING ")
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARNING ", warning), warning  # timestamped
     assert "serving the scripted demo model, not a real one with the demo tools: set SIGNOFF_MODEL" in warning
     assert demo.err.rstrip().endswith("error: SLACK_BOT_TOKEN: Slack refused it (invalid_auth)")
     assert "demo model" not in configured.err

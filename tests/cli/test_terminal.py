@@ -9,7 +9,7 @@ import pytest
 from cli_harness import Signoff
 from pty_harness import Terminal
 
-PROMPT = "Approve [a], deny [d] or quit [q]? "
+PROMPT = "Approve [a], deny [d], edit [e] or quit [q]? "
 
 
 @pytest.fixture

@@ -184,11 +184,12 @@ def test_signoff_manifest_prints_this_manifest(capsys):
 
 
 def test_the_server_paths_are_the_ones_deployed(manifest, k8s):
-    from signoff.bot.slack.serve import EVENTS_PATH, HEALTH_PATH
+    from signoff.bot.slack.serve import EVENTS_PATH, HEALTH_PATH, READY_PATH
 
     assert manifest["settings"]["interactivity"]["request_url"].endswith(EVENTS_PATH)
     probes = containers(k8s["Deployment"])[0]
-    assert probes["readinessProbe"]["httpGet"]["path"] == HEALTH_PATH == "/healthz"
+    assert probes["readinessProbe"]["httpGet"]["path"] == READY_PATH == "/readyz"
+    assert probes["livenessProbe"]["httpGet"]["path"] == HEALTH_PATH == "/healthz"
 
 
 # -- ports ------------------------------------------------------------------------------------
@@ -290,8 +291,8 @@ def test_the_deployment_runs_replicas_in_http_mode_with_probes(k8s):
     [container] = containers(deployment)
     assert container["command"] == ["signoff", "serve"]
     port_name = container["ports"][0]["name"]
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": port_name}
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": port_name}
     assert container["resources"]["requests"] and container["resources"]["limits"]
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False

@@ -1,0 +1,166 @@
+"""`signoff audit ...`: check the audit log's hash chains, and export the log to check it later.
+
+The chains show a change made behind Signoff's back; a log rewritten whole, chains and all, shows
+only against a copy kept where the database's writers cannot reach it (see `runtime/audit.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+from collections.abc import Generator, Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from signoff.bot.cli.options import DATABASE_URL, DEMO, load_settings, options
+from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
+from signoff.bot.cli.runs import read_store
+from signoff.runtime.adapters.db import masked
+from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.audit import (
+    EventRow,
+    Head,
+    Problem,
+    Record,
+    RunRow,
+    Selection,
+    export_lines,
+    read_export,
+    verify,
+)
+
+RUN = click.option("--run", "run_id", metavar="RUN", help="Only this run.")
+
+
+class Tally:
+    """The records passing through, counted; and the head of the chain of runs, once it has passed."""
+
+    def __init__(self, records: Iterable[Record]) -> None:
+        self.records = records
+        self.runs = self.events = 0
+        self.head: Head | None = None
+
+    def __iter__(self) -> Iterator[Record]:
+        for record in self.records:
+            match record:
+                case RunRow():
+                    self.runs += 1
+                case EventRow():
+                    self.events += 1
+                case Head():
+                    self.head = record
+            yield record
+
+
+@click.command("verify")
+@RUN
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Check this export (from `signoff audit export`) instead of the database.")
+@options(DATABASE_URL, DEMO)
+def audit_verify(run_id: str | None, path: Path | None, database_url: str | None, demo: bool) -> int:
+    """Recompute every hash of the audit log.
+
+    Each run's events, and the chain of runs (one link per run created). Exits 0 when all of them match; 1 naming the first event that does not (its run and seq) and
+    what is wrong: edited, missing, reordered, added, deleted run or unchained.
+    """
+    if path is not None:
+        if database_url is not None or demo:
+            raise click.UsageError("--file is checked without a database: drop --database-url and --demo")
+        with path.open(encoding="utf-8") as lines:
+            selection, records = read_export(lines)
+            if run_id is not None:
+                selection = dataclasses.replace(selection, run_id=run_id)
+                records = (r for r in records if not isinstance(r, Head) and getattr(r, "run_id", run_id) == run_id)
+            tally = Tally(records)
+            problem = verify(tally, selection)
+        if run_id is not None and not tally.runs and not tally.events:
+            raise click.ClickException(f"no run {run_id!r} in {path}")
+        return _verdict(problem, tally, selection, str(path))
+    selection = Selection(run_id=run_id)
+    with _store(database_url, demo) as (store, where):
+        if store is None:
+            click.echo(f"no runs yet in {where}: nothing to verify")
+            return EXIT_OK
+        with _records(store, selection, where) as records:
+            tally = Tally(records)
+            problem = verify(tally, selection)
+    return _verdict(problem, tally, selection, where)
+
+
+def _verdict(problem: Problem | None, tally: Tally, selection: Selection, where: str) -> int:
+    if problem is not None:
+        click.echo(f"does not match: {problem}")
+        return EXIT_ERROR
+    words = f"intact: {tally.runs} {'run' if tally.runs == 1 else 'runs'}, {tally.events} events in {where}"
+    if selection.since is not None:
+        words += f" (each run's events from {selection.since.isoformat()})"
+    if tally.head is not None and selection.run_id is None:
+        # Worth keeping elsewhere: a chain of runs rewritten to hide a deleted run ends elsewhere.
+        words += f"; the chain of runs ends at #{tally.head.runs} {tally.head.hash}"
+    click.echo(words)
+    return EXIT_OK
+
+
+def _moment(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO 8601 time (e.g. 2026-03-01 or 2026-03-01T12:00:00Z)",
+                                 ctx, param) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+@click.command("export")
+@click.option("--since", callback=_moment, metavar="ISO",
+              help="Each run's events from its first at or after this time (UTC unless it names a zone); "
+                   "every run's link in the chain of runs is exported all the same.")
+@RUN
+@options(DATABASE_URL, DEMO)
+def audit_export(since: datetime | None, run_id: str | None, database_url: str | None, demo: bool) -> int:
+    """Write the audit log with its hashes, as JSON lines.
+
+    `signoff audit verify --file` checks the file later without the database: keep it where the
+    database's writers cannot change it.
+    """
+    selection = Selection(run_id=run_id, since=since)
+    with _store(database_url, demo) as (store, where):
+        if store is None:
+            click.echo(f"no runs yet in {where}: nothing to export", err=True)
+            return EXIT_OK
+        with _records(store, selection, where) as records:
+            for line in export_lines(records, selection, store.now()):
+                click.echo(line)
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def _store(database_url: str | None, demo: bool) -> Iterator[tuple[SqlStore | None, str]]:
+    """The store to read (None: the zero-configuration file does not exist yet), and where it is."""
+    settings = load_settings({"database_url": database_url}, demo=demo)
+    store = read_store(settings.database_url, demo)
+    try:
+        yield store, masked(settings.database_url)
+    finally:
+        if store is not None:
+            store.close()
+
+
+@contextlib.contextmanager
+def _records(store: SqlStore, selection: Selection, where: str) -> Iterator[Iterator[Record]]:
+    """The selected records; for one run, only if the database knows it (its row or its link)."""
+    records: Generator[Record, None, None] = store.audit_records(selection)
+    with contextlib.closing(records):
+        first = next(records, None)
+        if selection.run_id is not None and not isinstance(first, RunRow):
+            raise click.ClickException(f"no run {selection.run_id!r} in {where}")
+        yield itertools.chain([first] if first is not None else [], records)
+
+
+@click.group(commands=[audit_verify, audit_export])
+def audit() -> None:
+    """Check the audit log's hash chains; export the log to check it later without the database."""
