@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from signoff.bot.arguments import key_text, literal
-from signoff.runtime.budget import usage_report
+from signoff.runtime.budget import COUNTED_LIMITS, EXTEND_FRACTION, usage_report
 from signoff.runtime.durations import spoken
 from signoff.runtime.records import ApprovalRecord
 
@@ -85,10 +85,11 @@ def stop_words(stop: Mapping[str, Any] | None, state: Mapping[str, Any] | None =
 def extension_words(limit: str, extend_steps: int) -> str:
     """What one Extend adds to the limit a run ran out of, e.g. `+4 steps` or `+50% cost`: the steps
     and tool calls `SIGNOFF_EXTEND_STEPS` says, any other limit half as much again (`Runner.extend`)."""
-    if limit in ("max_steps", "max_tool_calls"):
+    if limit in COUNTED_LIMITS:
         one, many = _LIMIT_UNITS[limit]
         return f"+{counted(extend_steps, one, many)}"
-    return "+50% " + {"max_cost_usd": "cost", "max_seconds": "time"}.get(limit, LIMIT_NAMES.get(limit, limit))
+    return f"+{EXTEND_FRACTION:.0%} " + {"max_cost_usd": "cost", "max_seconds": "time"}.get(
+        limit, LIMIT_NAMES.get(limit, limit))
 
 
 _OWN_RUN = {  # request -> what someone other than the requester has to do
