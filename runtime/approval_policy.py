@@ -26,6 +26,7 @@ from celpy.celtypes import BoolType
 from celpy.evaluation import CELEvalError, Context, base_functions
 
 from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
+from signoff.tools.strict_yaml import load_yaml
 
 # celpy logs every evaluation's variables at DEBUG: the model's arguments, secrets included.
 logging.getLogger("celpy").setLevel(logging.INFO)
@@ -365,31 +366,9 @@ def _facts(call: ProposedCall) -> Context | str:
 # -- loading -----------------------------------------------------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice: PyYAML would keep the last one silently."""
-
-
-def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            given_twice = key in seen
-        except TypeError:  # an unhashable key: construct_mapping refuses it with its own message
-            continue
-        if given_twice:
-            raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
-                                                    key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
-
-
 def _load_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        return load_yaml(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

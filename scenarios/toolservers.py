@@ -29,7 +29,7 @@ from typing import Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
-from signoff.runtime.state import call_digest
+from scenarios.toolset import append_effect, read_effects
 from signoff.tools.mcp.connection import IDEMPOTENCY_META_KEY
 from signoff.tools.mcp.toolset import tool_name
 
@@ -45,38 +45,6 @@ STALL_S = 8.0
 """How long a stalled refund holds its connection before answering (unless the API is closed first)."""
 REFUNDS = "/refunds"
 ORDERS = "/orders/"
-
-
-def append_effect(effects: Path, tool: str, args: dict[str, Any], key: str, *, once_per_key: bool = False) -> bool:
-    """Apply one effect: append its execution line to the effects log, in the line
-    `scenarios.toolset.record` writes. With `once_per_key`, a key already applied applies nothing and
-    writes nothing (the API answers it as a replay). Whether it took effect."""
-    with open(effects, "a+", encoding="utf-8") as log:
-        fcntl.flock(log, fcntl.LOCK_EX)
-        try:
-            if once_per_key:
-                log.seek(0)
-                if any(line.get("key") == key and line.get("effect") for line in _lines(log.read())):
-                    return False
-            line = {"tool": tool, "key": key, "digest": call_digest(tool, args, key), "effect": True,
-                    "pid": os.getpid(), "at": time.time()}
-            log.seek(0, os.SEEK_END)
-            log.write(json.dumps(line, sort_keys=True) + "\n")
-            log.flush()
-            os.fsync(log.fileno())
-        finally:
-            fcntl.flock(log, fcntl.LOCK_UN)
-    return True
-
-
-def _lines(text: str) -> list[dict[str, Any]]:
-    found = []
-    for raw in text.splitlines():
-        try:
-            found.append(json.loads(raw))
-        except json.JSONDecodeError:
-            continue  # a torn last line, from a writer killed mid-write
-    return found
 
 
 def _append_line(path: Path, line: dict[str, Any]) -> None:
@@ -116,7 +84,7 @@ class McpServerFiles:
     @staticmethod
     def read(which: Path) -> list[dict[str, Any]]:
         """The lines written to one of the files so far (a torn last line, from a kill, is skipped)."""
-        return _lines(which.read_text(encoding="utf-8")) if which.exists() else []
+        return read_effects(which)
 
 
 def mcp_server_entry(files: McpServerFiles, name: str, effects: Path, root: Path, timeout_s: float) -> dict[str, Any]:
@@ -261,7 +229,7 @@ class FaultApi:
 
     def _refund(self, body: dict[str, Any], key: str) -> bool:
         """Apply a refund once per key; whether this request applied it."""
-        return append_effect(self.effects, self.tool, body, key, once_per_key=True)
+        return append_effect(self.effects, self.tool, body, key, dedupe=True, log_repeat=False)
 
 
 def _api_handler(api: FaultApi) -> type[BaseHTTPRequestHandler]:

@@ -68,7 +68,14 @@ def effects_path() -> Path:
 
 def record(tool: str, args: dict[str, Any], key: str, *, dedupe: bool = False) -> bool:
     """Append one execution line; with `dedupe`, the effect happens only for a key not seen before."""
-    path = effects_path()
+    return append_effect(effects_path(), tool, args, key, dedupe=dedupe)
+
+
+def append_effect(path: Path, tool: str, args: dict[str, Any], key: str, *, dedupe: bool = False,
+                  log_repeat: bool = True) -> bool:
+    """Append one execution line to the effects log at `path`, under an exclusive lock; whether it
+    took effect. With `dedupe`, a key already applied applies nothing: its line says `effect: false`,
+    or, without `log_repeat`, none is written (a server that answers it as a replay)."""
     with open(path, "a+", encoding="utf-8") as log:
         fcntl.flock(log, fcntl.LOCK_EX)
         try:
@@ -76,6 +83,8 @@ def record(tool: str, args: dict[str, Any], key: str, *, dedupe: bool = False) -
             if dedupe:
                 log.seek(0)
                 effect = not any(line.get("key") == key and line.get("effect") for line in _lines(log.read()))
+            if not effect and not log_repeat:
+                return False
             line = {"tool": tool, "key": key, "digest": call_digest(tool, args, key), "effect": effect,
                     "pid": os.getpid(), "at": time.time()}
             log.seek(0, os.SEEK_END)

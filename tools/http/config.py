@@ -44,6 +44,7 @@ from pydantic import (
 
 from signoff.tools.base import TOOL_NAME
 from signoff.tools.mcp.schema import InvalidSchema, JsonSchemaArgs
+from signoff.tools.strict_yaml import load_yaml
 
 API_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 """And no `__` (it separates API and tool in `http__<api>__<tool>`)."""
@@ -249,7 +250,7 @@ def load_config(path: str | Path, environ: Mapping[str, str]) -> HttpConfig:
         reason = getattr(exc, "strerror", None) or exc
         raise HttpConfigError(f"SIGNOFF_HTTP_TOOLS: cannot read {str(path)!r}: {reason}") from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)
+        data = load_yaml(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -381,22 +382,3 @@ def _problems(exc: ValidationError) -> list[str]:
     return problems
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice: PyYAML would keep the last one silently."""
-
-
-def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            given_twice = key in seen
-        except TypeError:  # an unhashable key: construct_mapping refuses it with its own message
-            continue
-        if given_twice:
-            raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
