@@ -193,6 +193,11 @@ class Agent:
         """End the run as `cancelled`; a pending call is dropped unexecuted."""
         return self._drive(requests.cancel(self._run, reason, by))
 
+    def request_again(self, by: str | None = None) -> str:
+        """Ask again about the call of a run that expired with nobody deciding it, then continue
+        (see `requests.request_again`)."""
+        return self._drive(requests.request_again(self._run, self.context, by))
+
     def expire(self, reason: str = "approval expired") -> str:
         """End a run whose pending approval expired; nothing was executed."""
         return self._drive(requests.expire(self._run, reason))

@@ -1,4 +1,5 @@
-"""What a person asks of a run that its worker carries out: `Cancel | Extend | Retry | Reconcile | Edit`.
+"""What a person asks of a run that its worker carries out: `Cancel | Extend | Retry | Reconcile | Edit |
+RequestAgain`.
 
 Pure. A command is left with the run (as JSON, `{"op": ..., "by": ..., ...}`) for whichever worker
 drives it next; each is read back as one of these values, or refused as unknown.
@@ -71,7 +72,13 @@ class Edit(_Command):
     """The call's arguments as the person changed them (already valid for its tool)."""
 
 
-Command = Cancel | Extend | Retry | Reconcile | Edit
+class RequestAgain(_Command):
+    """Ask again about the call of a run that expired with nobody deciding it."""
+
+    op: Literal["request_again"] = "request_again"
+
+
+Command = Cancel | Extend | Retry | Reconcile | Edit | RequestAgain
 _COMMAND: TypeAdapter[Command] = TypeAdapter(Annotated[Command, Field(discriminator="op")])
 
 

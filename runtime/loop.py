@@ -28,6 +28,7 @@ from signoff.runtime.decisions import is_plain_json, jsonable, malformed, shorte
 from signoff.runtime.grants import grant_refusal
 from signoff.runtime.records import GrantRecord
 from signoff.runtime.schema import (
+    REOPENABLE,
     TERMINAL,
     Asked,
     ErrorKind,
@@ -251,7 +252,9 @@ class Draft:
 
     def stop(self, status: Status, reason: str, **detail: Any) -> Step:
         stop = StopReason.model_validate({"reason": reason, "step": self.steps, **detail})
-        self.evolve(status=status, stop=stop, **({"pending": None} if status in TERMINAL else {}))
+        # An ending keeps no call, but one a person may open again keeps the call to ask about again.
+        ended = status in TERMINAL and status not in REOPENABLE
+        self.evolve(status=status, stop=stop, **({"pending": None} if ended else {}))
         self.emit(status, **{"usage": self.usage.to_json(), **stop.to_json()})
         return self.then(Stop(status))
 

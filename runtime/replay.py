@@ -35,7 +35,7 @@ AGENT_EVENTS = frozenset({
     "run_started", "decision", "approval_requested", "approval_decided", "tool_executed", "tool_failed",
     "finished", "budget_extended", "retried", "reconciled", "budget_exhausted", "stalled", "failed", "cancelled",
     "expired", "needs_reconciliation", "call_reconsidered", "versions_changed", "call_allowed_by_rule",
-    "call_denied_by_rule", "approval_reopened", "approval_timed_out", "call_edited",
+    "call_denied_by_rule", "approval_reopened", "approval_timed_out", "call_edited", "requested_again",
 })
 """The events the loop itself emits; the store's own (claims, ledger rows, commands) are not replayed."""
 _UNCOMPARED = frozenset({"seq", "at", "run_id", "seconds"})
@@ -44,7 +44,7 @@ _POLICY_FIELDS = frozenset({"rule", "quorum", "policy", "errors", "approvals"})
 """What the approval policy adds to an event; a recording made before Signoff had policies lacks
 them, and is compared without them (under the built-in policy, which asks what it asked)."""
 _OUTSIDE = frozenset({"approval_decided", "budget_extended", "retried", "reconciled", "cancelled", "expired",
-                      "call_reconsidered", "approval_timed_out", "call_edited"})
+                      "call_reconsidered", "approval_timed_out", "call_edited", "requested_again"})
 """What came from outside the loop: what people did, and a deploy changing a pending call's tool."""
 _MODEL_STOPS = {"model unavailable": ModelUnavailable, "model rejected credentials": ModelAuthError}
 
@@ -148,6 +148,8 @@ def _act(agent: Agent, state: dict[str, Any], event: dict[str, Any]) -> None:
             agent.expire(event.get("reason") or "approval expired")
         case "call_reconsidered":
             agent.reconsider(event.get("reason") or "the tool changed")
+        case "requested_again":
+            agent.request_again(by=event.get("by"))
         case "call_edited":  # the arguments as audited: a secret among them replays as its placeholder
             agent.edit(event.get("now") or {}, by=event.get("by"))
 

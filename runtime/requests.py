@@ -6,10 +6,10 @@ raises `InvalidTransition` (or `ValueError` for a bad argument) and changes noth
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from signoff.runtime.approval_policy import Allow, Ask, Deny
+from signoff.runtime.approval_policy import Allow, Ask, Deny, Verdict
 from signoff.runtime.budget import Budget
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.durations import spoken
@@ -20,6 +20,7 @@ from signoff.runtime.loop import (
     Draft,
     RunTool,
     Step,
+    ask_approval,
     denied_by_rule,
     observe,
     record_execution,
@@ -36,6 +37,7 @@ from signoff.runtime.schema import (
     PendingCall,
     RunState,
 )
+from signoff.tools.base import Tool
 
 
 def start(state: RunState, goal: str) -> Step:
@@ -237,6 +239,63 @@ def expire(state: RunState, reason: str = "approval expired") -> Step:
     observe(draft, pending, error=f"no one decided within {waited}; the call was not made", kind="unanswered")
     draft.evolve(pending=None, status="running")
     return draft.go_on()
+
+
+def request_again(state: RunState, context: Context, by: str | None = None) -> Step:
+    """Ask again about the call of a run that expired with nobody deciding it: the same call and
+    key, under the policy and the tool as they are now. Asked, it waits for a fresh approval with
+    a fresh time limit, the run going on from where it paused; allowed now (a rule or a grant), it
+    runs. Refused (`InvalidTransition`, nothing changes) when the run did not expire on a call,
+    its tool is gone or no longer takes it, or the policy now denies it.
+    """
+    if state.status != "expired":
+        raise InvalidTransition(f"run {state.run_id} did not expire ({state.status}); there is nothing to request again")
+    pending = state.pending
+    tool, args, verdict = call_to_ask_again(pending, context.tools,
+                                            lambda tool, args: context.verdict(tool, args, state.usage))
+    assert pending is not None  # `call_to_ask_again` refuses a run that kept none
+    draft = Draft(state)
+    draft.emit("requested_again", key=pending.key, tool=pending.tool, by=by)
+    draft.evolve(status="running", stop=None)
+    ruled = {"policy": context.approval_policy.digest}
+    again = _revised(pending, args=args, contract=tool.contract, asked=None)
+    match verdict:
+        case Allow(rule=rule):
+            draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
+            draft.evolve(pending=None)
+            return draft.then(RunTool(again, tool, allowed_by=rule))
+        case Ask(rule=rule, requirement=requirement):
+            asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
+    again = again.evolved(asked=asked)
+    grant = context.grant_for(state.run_id, tool.name, rule, args) if asked.grant is not None else None
+    if grant is not None:
+        draft.emit("call_allowed_by_grant", key=pending.key, tool=pending.tool, rule=rule, grant_id=grant.grant_id,
+                   granted_by=grant.created_by, **ruled)
+        draft.evolve(pending=None)
+        return draft.then(RunTool(again, tool, granted_by=grant.grant_id))
+    return ask_approval(draft, context, again, again=True, **ruled)
+
+
+def call_to_ask_again(pending: PendingCall | None, tools: Mapping[str, Tool],
+                      verdict_of: Callable[[Tool, dict[str, Any]], Verdict]) -> tuple[Tool, dict[str, Any], Verdict]:
+    """The tool, the arguments as it validates them now and the policy's verdict on asking again
+    about the call an expired run kept (None: it kept none: the run expired after its call was
+    approved, too late to start it); `InvalidTransition` saying why it cannot be asked again."""
+    if pending is None:
+        raise InvalidTransition("this run kept no call to request again: it expired after its call was approved, "
+                                "too late to start it; start a new run")
+    tool = tools.get(pending.tool)
+    if tool is None:
+        raise InvalidTransition(f"tool {pending.tool} is no longer registered; there is nothing to request again")
+    try:
+        args = tool.validate(pending.args)
+    except ValueError as exc:
+        raise InvalidTransition(f"the call no longer fits {pending.tool}: {exc}") from None
+    verdict = verdict_of(tool, args)
+    if isinstance(verdict, Deny):
+        raise InvalidTransition(f"the approval policy now refuses this call (policy rule {verdict.rule}: "
+                                f"{verdict.reason})")
+    return tool, args, verdict
 
 
 def _cancel(draft: Draft, reason: str, by: str | None) -> Step:

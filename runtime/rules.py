@@ -16,6 +16,7 @@ from signoff.runtime.agent import Checkpoint
 from signoff.runtime.durations import spoken
 from signoff.runtime.frozen import thawed
 from signoff.runtime.records import ApprovalRecord, CommandRefusal, NotDispatchable
+from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import STATUSES, TERMINAL, call_digest
 
 NOT_ENDED: frozenset[str] = frozenset(STATUSES) - TERMINAL
@@ -174,6 +175,13 @@ EXTEND_STALLED = CommandRule(frozenset({"stalled"}))
 RETRY = CommandRule(frozenset({"failed"}))
 RECONCILE = CommandRule(frozenset({"needs_reconciliation"}))
 EDIT = CommandRule(frozenset({"awaiting_approval"}), supersedes_its_approval=True)
+REQUEST_AGAIN = CommandRule(REOPENABLE)
+
+
+def claimable(status: str, command: Any) -> bool:
+    """Whether a worker may take the run: it has not ended, or it ended as a person may open again
+    and a request to do so waits for it (no other ended run is ever moved again)."""
+    return status in NOT_ENDED or (status in REOPENABLE and command is not None)
 
 
 def command_refusal(status: str | None, waiting: Any, version: int | None,

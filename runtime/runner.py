@@ -28,13 +28,12 @@ from signoff.runtime.commands import (
     Extend,
     Reconcile,
     ReconcileAction,
+    RequestAgain,
     Retry,
     request_name,
 )
 from signoff.runtime.decisions import jsonable
-from signoff.runtime.errors import (
-    IncompatibleState,
-)
+from signoff.runtime.errors import IncompatibleState, InvalidTransition
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.loop import Caller, classify
 from signoff.runtime.ports import Notifier, Observer, Store
@@ -56,15 +55,18 @@ from signoff.runtime.records import (
     RunRecord,
     Voted,
 )
+from signoff.runtime.requests import call_to_ask_again
 from signoff.runtime.rules import (
     CANCEL,
     EDIT,
     EXTEND_BUDGET,
     EXTEND_STALLED,
     RECONCILE,
+    REQUEST_AGAIN,
     RETRY,
     CommandRule,
 )
+from signoff.runtime.schema import REOPENABLE, PendingCall
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, new_state
 from signoff.runtime.telling import Teller, skip_unreadable
 from signoff.runtime.worker import Worker
@@ -75,6 +77,7 @@ log = logging.getLogger("signoff.runner")
 MAX_GOAL_CHARS = 4000
 SELF_APPROVAL = "you started this run, so someone else has to approve its calls"
 SELF_REQUEST = "you started this run, so someone else has to decide this for it"
+REQUESTER_ONLY = "only the person who started this run can request its call again"
 MayApprove = Callable[[str, RunRecord, tuple[str, ...]], str | None]
 """(user, run, approvers) -> None if the user is one of `approvers` (user and group ids, `*`: the
 approval channel's members; empty: the configured approvers), else the reason they are not."""
@@ -318,6 +321,26 @@ class Runner:
     def retry(self, run_id: str, user: str, *, shown_version: int | None = None) -> RunOutcome:
         """Continue a failed run from its last checkpoint."""
         return self._command(run_id, user, Retry(), RETRY, requester_may=True,
+                             shown_version=shown_version)
+
+    def request_again(self, run_id: str, user: str, *, shown_version: int | None = None) -> RunOutcome:
+        """Ask again about the call of a run that expired with nobody deciding it (its requester
+        only): the run's worker opens a fresh approval for the same call and key, with a fresh time
+        limit, under the policy as it is now, and the run goes on from where it paused."""
+        run = self.store.get_run(run_id, history=False)
+        if run is None:
+            return Missing("run")
+        if user != run.requester:
+            return NotAllowed(REQUESTER_ONLY)
+        if run.status in REOPENABLE:  # said now, not only by the worker that would refuse it
+            pending = run.state.get("pending")
+            caller = Caller(run.requester, str(run.origin.get("channel") or ""))
+            try:
+                call_to_ask_again(PendingCall.model_validate(pending) if pending else None, self.tools,
+                                  lambda tool, args: classify(self.config.policy, tool, args, caller, run.usage))
+            except InvalidTransition as exc:
+                return Refused(str(exc))
+        return self._command(run_id, user, RequestAgain(), REQUEST_AGAIN, requester_may=True,
                              shown_version=shown_version)
 
     def reconcile(self, run_id: str, user: str, action: str, result: Any = None, note: str = "", *,

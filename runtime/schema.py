@@ -40,7 +40,11 @@ ACTIVE: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "
 WAITING_ON_HUMAN: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "waiting_on_human")
 """Statuses where the run keeps its state and waits for a person (decide, extend, retry, reconcile)."""
 TERMINAL: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "terminal")
-"""Statuses a run never leaves."""
+"""Statuses a run ends in: no worker moves it on by itself, and it leaves them only as `REOPENABLE` says."""
+REOPENABLE: frozenset[str] = frozenset({"expired"})
+"""Endings a person may open again: a run that expired keeps the call nobody decided, and its
+requester may ask for it again (a fresh approval, the run going on from where it paused)."""
+assert REOPENABLE <= TERMINAL
 STOPPED: frozenset[str] = WAITING_ON_HUMAN - {"awaiting_approval"}
 """Waiting on a person without a call to decide: the run stopped short of an answer (out of budget,
 stalled, failed, unreconciled) until someone extends, retries or reconciles it."""

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from signoff.runtime.agent import Agent, Checkpoint, Policy
-from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, Retry, parse_command
+from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, RequestAgain, Retry, parse_command
 from signoff.runtime.errors import Conflict, InvalidTransition
 from signoff.runtime.frozen import thawed
 from signoff.runtime.loop import Caller, RunTool, through_ledger
@@ -232,6 +232,8 @@ class Worker:
                     agent.retry()
                 case Edit(args=args, by=by):
                     agent.edit(args, by=by)
+                case RequestAgain(by=by):
+                    agent.request_again(by=by)
                 case Reconcile(action=action, result=result, note=note, by=by):
                     pending = agent.run_state.pending
                     session.retry_key = pending.key if pending is not None else None

@@ -154,8 +154,10 @@ DISPATCH_WINDOW = RunnerConfig().dispatch_window
 
 
 def _by_key(evidence: Evidence) -> dict[str, dict[str, Any]]:
-    """Each key's approval in force (a superseded one only when none replaced it)."""
-    ranked = sorted(evidence.approvals.values(), key=lambda a: a["status"] != "superseded")
+    """Each key's approval in force: its latest (an expired call requested again is asked anew
+    under the same key), a superseded one only when none replaced it."""
+    ranked = sorted(evidence.approvals.values(),
+                    key=lambda a: (a["status"] != "superseded", str(a.get("requested_at") or "")))
     return {a["key"]: a for a in ranked}
 
 
@@ -333,13 +335,16 @@ def approval_settled(evidence: Evidence) -> list[str]:
             found.append(f"{approval_id} was decided {n} times")
     approved = {e["approval_id"] for timeline in evidence.events.values() for e in timeline
                 if e["type"] == "approval_recorded" and e.get("approved")}
+    in_force = _by_key(evidence)
     for a in evidence.approvals.values():
         label, status = f"{a['approval_id']} ({a['key']})", a["status"]
         run = evidence.runs.get(a["run_id"], {})
         if a["approval_id"] in approved and status == "cancelled" and run.get("status") != "cancelled":
             found.append(f"{label} was approved, never executed, and dropped while its run went on to "
                          f"{run.get('status')}: a lost decision")
-        in_ledger = a["key"] in evidence.ledger
+        # Only the key's approval in force answers for its ledger row: an earlier one that expired
+        # and was requested again never let the call run.
+        in_ledger = a["key"] in evidence.ledger and in_force.get(a["key"]) is a
         if status == "consumed" and not in_ledger:
             found.append(f"{label} is consumed but the ledger has no row for its key")
         elif status in ("denied", "expired", "cancelled", "pending") and in_ledger:

@@ -34,6 +34,8 @@ RETRY_ACTION = "signoff.retry"
 RECONCILE_DONE_ACTION = "signoff.reconcile.done"
 RECONCILE_RETRY_ACTION = "signoff.reconcile.retry"
 RECONCILE_ABORT_ACTION = "signoff.reconcile.abort"
+REQUEST_AGAIN_ACTION = "signoff.request_again"
+"""On the notice of a run that expired with nobody deciding its call: its requester asks again."""
 DENY_MODAL = "signoff.deny_modal"
 DENY_REASON_BLOCK = "signoff.deny_reason"
 DENY_REASON_INPUT = "reason"
@@ -49,6 +51,7 @@ APPROVAL_ACTIONS = (APPROVE_ACTION, APPROVE_SIMILAR_ACTION, DENY_ACTION, VIEW_AR
 """Buttons on an approval request; each carries `approval_value`."""
 RUN_ACTIONS = (
     EXTEND_ACTION, CLOSE_ACTION, RETRY_ACTION, RECONCILE_DONE_ACTION, RECONCILE_RETRY_ACTION, RECONCILE_ABORT_ACTION,
+    REQUEST_AGAIN_ACTION,
 )
 
 # Slack's documented limits (https://api.slack.com/reference/block-kit) that the builders clip to.

@@ -35,6 +35,7 @@ from signoff.bot.slack.blocks import (
     RECONCILE_ABORT_ACTION,
     RECONCILE_DONE_ACTION,
     RECONCILE_RETRY_ACTION,
+    REQUEST_AGAIN_ACTION,
     RESULT_MODAL,
     RETRY_ACTION,
     REVOKE_GRANT_ACTION,
@@ -69,7 +70,6 @@ from signoff.bot.words import (
     counted,
     edited_changes,
     extension_words,
-    goes_on_after_expiry,
     grant_uses,
     model_label,
     model_words,
@@ -415,6 +415,10 @@ def stopped_message(run: RunRecord, *, last_steps: int = 3, display: ToolDisplay
                             f"not offered in Slack: `signoff runs resume {safe(run.run_id, 80)}` shows them all "
                             "and can retry it.")]
             buttons = [b for b in buttons if b["action_id"] != RECONCILE_RETRY_ACTION]
+    if run.status == "expired" and pending.get("tool"):
+        lines.append(f"Nobody decided `{safe(pending['tool'], 64)}` (key `{safe(pending.get('key', ''), 120)}`) in "
+                     f"time, so it was not executed. {user(run.requester)} can request it again: a fresh approval, "
+                     "and the run goes on from where it paused.")
     blocks = [
         section("\n".join(lines)),
         *call,
@@ -464,6 +468,8 @@ def _stop_buttons(run: RunRecord, extend_steps: int | None) -> list[dict[str, An
             return [button("Mark done", RECONCILE_DONE_ACTION, value, "primary"),
                     button("Retry", RECONCILE_RETRY_ACTION, value),
                     button("Abort", RECONCILE_ABORT_ACTION, value, "danger")]
+        case "expired" if run.state.get("pending"):  # nobody decided its call: its requester may ask again
+            return [button("Request again", REQUEST_AGAIN_ACTION, value, "primary")]
         case _:
             return []
 
@@ -635,14 +641,11 @@ def _card_link(approval: ApprovalRecord) -> str:
 
 
 def expired_dm(run: RunRecord, approval: ApprovalRecord) -> Message:
-    """To the requester: their run's approval expired, and what became of the run."""
-    if approval.asked is not None and goes_on_after_expiry(approval.asked):
-        then = (f"Nothing was executed: the model was told {timed_out_words(approval.asked)}, and the run goes "
-                "on without it.")
-    else:
-        then = "Nothing was executed and the run ended as expired."
+    """To the requester: their run's approval expired, its rule says the run goes on without the
+    call, and what the model was told (a run that ends as expired is told by its ending's notice)."""
     return notice(f"Your run `{safe(run.run_id, 80)}` waited too long: the approval for "
-                  f"`{safe(approval.tool, 64)}` expired {slack_date(approval.expires_at)}. {then}")
+                  f"`{safe(approval.tool, 64)}` expired {slack_date(approval.expires_at)}. Nothing was executed: "
+                  f"the model was told {timed_out_words(approval.asked or {})}, and the run goes on without it.")
 
 
 def runs_text(runs: Sequence[RunRecord]) -> str:

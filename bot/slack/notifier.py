@@ -25,11 +25,12 @@ from slack_sdk.errors import SlackApiError
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.slack import messages
 from signoff.bot.slack.blocks import Message
-from signoff.bot.words import edited_changes, grant_offer
+from signoff.bot.words import edited_changes, goes_on_after_expiry, grant_offer
 from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.rules import nudge_moments
 from signoff.runtime.runner import RunnerConfig
+from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, STOPPED
 from signoff.tools.base import Tool
 
@@ -37,8 +38,9 @@ log = logging.getLogger("signoff.bot.slack.notifier")
 
 # Slack answers these when the bot may not post in a channel; the requester's DM is the fallback.
 UNPOSTABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
-TELL_REQUESTER = STOPPED
-"""A run stopped and waiting for a person's request: its requester is told in a DM too."""
+TELL_REQUESTER = STOPPED | REOPENABLE
+"""A run stopped and waiting for a person's request, or ended as its requester may open again
+(expired: Request again): its requester is told in a DM too, with the notice's buttons."""
 REMEMBERED = 2000
 """Runs, notices and cards a notifier remembers; the oldest are forgotten first."""
 
@@ -153,7 +155,9 @@ class SlackNotifier:
             # Every late click on an expired approval reports it expired again; tell the requester once.
             first = approval.approval_id not in self._told_expired
             self._told_expired.add(approval.approval_id)
-        if first and is_slack_user(run.requester):
+        # A run that ends as expired tells its requester with its ending's notice (`run_stopped`),
+        # which offers Request again; one that goes on is told here.
+        if first and is_slack_user(run.requester) and goes_on_after_expiry(approval.asked):
             self._dm(run.requester, messages.expired_dm(run, approval))
 
     def approval_reminded(self, run: RunRecord, approval: ApprovalRecord) -> None:

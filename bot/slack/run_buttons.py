@@ -30,7 +30,7 @@ log = logging.getLogger("signoff.bot.slack.run_buttons")
 _REQUEST_OF_BUTTON = {  # each stopped-run button, and what it asks of the runner (`AlreadyDone.what`)
     blocks.EXTEND_ACTION: "extend", blocks.CLOSE_ACTION: "cancel", blocks.RETRY_ACTION: "retry",
     blocks.RECONCILE_DONE_ACTION: "reconcile.done", blocks.RECONCILE_RETRY_ACTION: "reconcile.retry",
-    blocks.RECONCILE_ABORT_ACTION: "reconcile.abort",
+    blocks.RECONCILE_ABORT_ACTION: "reconcile.abort", blocks.REQUEST_AGAIN_ACTION: "request_again",
 }
 
 
@@ -130,6 +130,8 @@ class RunButtons:
                 return self.runner.retry(run_id, who, shown_version=shown)
             case blocks.RECONCILE_DONE_ACTION | blocks.RECONCILE_RETRY_ACTION | blocks.RECONCILE_ABORT_ACTION:
                 return self.runner.reconcile(run_id, who, click.action.rsplit(".", 1)[1], shown_version=shown)
+            case blocks.REQUEST_AGAIN_ACTION:
+                return self.runner.request_again(run_id, who, shown_version=shown)
             case _:
                 return Refused("unknown button")
 

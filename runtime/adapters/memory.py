@@ -52,11 +52,11 @@ from signoff.runtime.records import (
 )
 from signoff.runtime.rules import (
     LIVE_APPROVAL,
-    NOT_ENDED,
     OPEN_APPROVAL,
     ApprovalRequest,
     CommandRule,
     StepWrite,
+    claimable,
     command_refusal,
     dispatch_refusal,
     first_nudge,
@@ -120,7 +120,7 @@ class MemoryStore(MemoryReads):
         with self._lock:
             now = self.now()
             run = self._runs.get(run_id)
-            if run is None or run.status not in NOT_ENDED or not (run.free(now) or run.lease_owner == owner):
+            if run is None or not claimable(run.status, run.command) or not (run.free(now) or run.lease_owner == owner):
                 return None
             run.lease_owner, run.lease_expires_at = owner, now + lease
             try:

@@ -75,7 +75,12 @@ from signoff.runtime.rules import (
     is_retry_request,
     nudged,
 )
+from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import call_digest, canonical_json
+
+_claimable = or_(runs.c.status.in_(sorted(NOT_ENDED)),
+                 and_(runs.c.status.in_(sorted(REOPENABLE)), runs.c.command.is_not(None)))
+"""`rules.claimable` as a condition on the runs table."""
 
 
 class _Undone(Exception):
@@ -130,7 +135,7 @@ class SqlStore(SqlReads):
             now = self._now(conn)
             claimed = conn.execute(
                 update(runs)
-                .where(runs.c.run_id == run_id, runs.c.status.in_(sorted(NOT_ENDED)),
+                .where(runs.c.run_id == run_id, _claimable,
                        or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now, runs.c.lease_owner == owner))
                 .values(lease_owner=owner, lease_expires_at=now + lease)
             ).rowcount

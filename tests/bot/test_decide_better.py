@@ -32,6 +32,7 @@ from signoff.bot.slack.blocks import (
     APPROVE_SIMILAR_ACTION,
     DENY_ACTION,
     EDIT_ACTION,
+    REQUEST_AGAIN_ACTION,
     REVOKE_GRANT_ACTION,
 )
 from signoff.bot.slack.messages import approval_message
@@ -445,9 +446,11 @@ rules:
     expired = card_text(slack.message(card["channel"], card["ts"]))
     [told] = dms(slack, "U0ASKER")
     assert ledger.total == 0
-    if on_expiry == "end":
+    if on_expiry == "end":  # the one DM is the ending's notice, which offers to ask again
         assert ":hourglass: *Expired, not executed.*" in expired
-        assert "the run ended as expired" in told and signoff.run(run.run_id).status == "expired"
+        assert "stopped (expired)" in told and signoff.run(run.run_id).status == "expired"
+        [notice] = [m for m in slack.messages_in(slack.dm_channel("U0ASKER"))]
+        assert buttons(notice) == [REQUEST_AGAIN_ACTION]
         return
     assert (":hourglass: *Expired, not executed:* no one decided within 2 min; the call was not made. The model "
             "was told, and the run goes on without it.") in expired
@@ -455,6 +458,53 @@ rules:
     assert told.endswith("Nothing was executed: the model was told no one decided within 2 min; the call was not "
                          "made, and the run goes on without it.")
     assert signoff.run(run.run_id).status == "done"
+
+
+def test_an_expired_run_is_requested_again_from_its_notice_once_and_runs_once_approved(
+        make_signoff, tmp_path, database_url, slack, ledger):
+    env = policy_env(tmp_path, """\
+rules:
+  - name: quick
+    tool: issue_refund
+    approvers: [U0LEAD]
+    ttl: 2m
+""")
+    first, second = make_signoff(database_url, **env), make_signoff(database_url, **env)  # two replicas
+    second.script.decisions = [tool_call("issue_refund", order_id="42", amount_usd=120.0), final("Refunded.")]
+    run = refund_run(first, 120.0)
+    expired_card = first.approval_message()
+    first.clock.advance(minutes=3)
+    second.clock.advance(minutes=3)
+    first.runner.expire_due()
+    first.settle()
+    assert first.run(run.run_id).status == "expired"
+    [notice] = [m for m in slack.messages_in(slack.dm_channel("U0ASKER")) if REQUEST_AGAIN_ACTION in buttons(m)]
+    assert "Nobody decided `issue_refund`" in card_text(notice) and "can request it again" in card_text(notice)
+
+    assert first.click(notice, REQUEST_AGAIN_ACTION, "U0LEAD").status == 200  # not theirs to ask
+    assert "only the person who started this run" in first.ephemerals()[-1]
+    assert first.run(run.run_id).status == "expired"
+
+    body = first.click_body(notice, REQUEST_AGAIN_ACTION, "U0ASKER")
+    assert first.post(body, FORM).status == 200
+    assert second.post(body, FORM).status == 200  # the same click, delivered again to the other replica
+    second.settle()
+    first.settle()
+    assert "Already requested again by <@U0ASKER>" in second.ephemerals()[-1]
+    assert first.run(run.run_id).status == "awaiting_approval"
+    fresh = first.approval_message()
+    assert (fresh["channel"], fresh["ts"]) != (expired_card["channel"], expired_card["ts"])  # a new card
+    pending = first.runner.store.list_approvals(status="pending", run_id=run.run_id)
+    assert len(pending) == 1 and pending[0].key == f"{run.run_id}:1"
+    again = slack.message(notice["channel"], notice["ts"])
+    assert REQUEST_AGAIN_ACTION not in buttons(again) and "Requested again by <@U0ASKER>" in card_text(again)
+
+    assert second.click(fresh, APPROVE_ACTION, "U0LEAD").status == 200
+    second.settle()
+    assert second.run(run.run_id).status == "done"
+    assert dict(ledger.calls) == {f"{run.run_id}:1": 1}  # ran once, with the key it was first asked with
+    [asked_again] = events(first, run.run_id, "requested_again")
+    assert asked_again["by"] == "U0ASKER"
 
 
 # -- the edit form, pure ---------------------------------------------------------------------------------

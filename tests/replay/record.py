@@ -12,7 +12,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,9 @@ class Recorder:
     def __init__(self, workdir: Path) -> None:
         engine = make_engine(f"sqlite:///{workdir / 'corpus.db'}")
         upgrade(engine)
-        self.store = SqlStore(engine)
+        self.ahead = timedelta(0)
+        """How far the store's clock is moved on, for a recipe where time passes (an expiry)."""
+        self.store = SqlStore(engine, clock=lambda: datetime.now(UTC) + self.ahead)
         self.tools = {**load_toolsets("demo", outbox=workdir / "outbox"), **load_toolsets(TOOLSET, outbox=workdir)}
         self.outages: list[int] = []
 
@@ -172,6 +174,19 @@ def reconciled_done(r: Recorder) -> tuple[Runner, str]:
     return noted, run.run_id
 
 
+def expired_requested_again(r: Recorder) -> tuple[Runner, str]:
+    """Nobody decided the note in time; its requester asked again, and it was approved."""
+    runner = r.runner()
+    run = runner.start_run("tell Grace her order ships", REQUESTER, model="scripted:note")
+    runner.execute(run.run_id)
+    r.ahead += runner.config.approval_ttl + timedelta(minutes=1)
+    runner.expire_due()
+    runner.request_again(run.run_id, REQUESTER, shown_version=runner.get_run(run.run_id).version)
+    runner.execute(run.run_id)
+    approve_all(runner, run.run_id)
+    return runner, run.run_id
+
+
 def dataclass_replace(tool: Any, **changes: Any) -> Any:
     import dataclasses
     return dataclasses.replace(tool, **changes)
@@ -186,6 +201,7 @@ RECIPES: dict[str, tuple[Callable[[Recorder], tuple[Runner, str]], str]] = {
     "awkward-replies": (awkward_replies, TOOLSET),
     "cancelled-while-waiting": (cancelled_while_waiting, TOOLSET),
     "reconciled-done": (reconciled_done, TOOLSET),
+    "expired-requested-again": (expired_requested_again, TOOLSET),
 }
 
 

@@ -146,10 +146,35 @@ def test_expired_approval_ends_the_run_without_running_anything():
     outbox = Outbox()
     agent, _ = paused_agent(outbox=outbox)
     assert agent.expire() == "expired"
-    assert agent.state["pending"] is None
+    kept = agent.state["pending"]  # kept, unexecuted, for its requester to request again
+    assert kept is not None and kept["tool"] == "send_email"
     assert outbox.of("send_email") == []
     with pytest.raises(InvalidTransition):
         agent.decide(True)
+
+
+def test_an_expired_call_requested_again_waits_for_a_fresh_decision_then_runs_once():
+    outbox = Outbox()
+    agent, _ = paused_agent(outbox=outbox)
+    agent.expire()
+    kept = agent.state["pending"]
+    assert agent.request_again(by="U0ASKER") == "awaiting_approval"
+    assert agent.state["pending"]["key"] == kept["key"] and agent.state["pending"]["args"] == kept["args"]
+    assert agent.state["stop"] is None
+    assert outbox.of("send_email") == []
+    with pytest.raises(InvalidTransition):
+        agent.request_again()  # it is waiting again, not expired
+    agent.decide(True)
+    assert len(outbox.of("send_email")) == 1
+
+
+def test_only_an_expired_run_that_kept_its_call_can_be_requested_again():
+    agent, _ = paused_agent(outbox=Outbox())
+    with pytest.raises(InvalidTransition, match="did not expire"):
+        agent.request_again()
+    agent.cancel("no")
+    with pytest.raises(InvalidTransition, match="did not expire"):
+        agent.request_again()
 
 
 def test_expire_when_not_awaiting_approval_raises():

@@ -351,3 +351,30 @@ def test_a_call_run_under_a_grant_that_did_not_cover_it_is_caught(changes, why):
 
 def test_a_grant_the_policy_never_offered_covers_nothing():
     assert check(with_granted_note(), TWO_PEOPLE)["I1"]
+
+
+def requested_again(evidence: Evidence) -> None:
+    """The call first expired with nobody deciding, then its requester asked again and it was approved."""
+    first = {**evidence.approvals["apr_one"], "approval_id": "apr_old", "status": "expired", "decided_by": None,
+             "decided_at": None, "consumed_at": None, "requested_at": T0 - timedelta(minutes=40),
+             "expires_at": T0 - timedelta(minutes=10)}
+    evidence.approvals["apr_one"]["requested_at"] = T0
+    evidence.approvals["apr_old"] = first
+    evidence.events[RUN][6:6] = [{"seq": 6, "type": "approval_expired", "approval_id": "apr_old", "key": KEY},
+                                 {"seq": 6, "type": "requested_again", "key": KEY}]
+
+
+def test_a_call_run_on_the_approval_that_asked_again_for_it_breaks_nothing():
+    assert broken(mutate(requested_again)) == {}
+
+
+def test_a_call_run_on_an_approval_that_expired_is_caught_even_beside_a_later_one():
+    def ran_on_the_expired_one(evidence: Evidence) -> None:
+        requested_again(evidence)
+        evidence.approvals["apr_one"].update(status="pending", decided_by=None, decided_at=None, consumed_at=None)
+        evidence.runs[RUN].update(status="awaiting_approval", pending_key=KEY)
+        evidence.votes = {}
+
+    found = broken(mutate(ran_on_the_expired_one))
+    assert "not approved by an allowed person" in found["I1"][0]
+    assert found["I3"] == [f"apr_one ({KEY}) is pending but its call is in the ledger"]

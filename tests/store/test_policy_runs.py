@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -534,3 +535,125 @@ def test_a_sweep_after_a_restart_says_what_is_due_once_not_every_nudge_it_missed
     assert caught_up.kinds == ("escalate", "remind") and caught_up.added == (ADA,)
     assert runner.get_approval(approval.approval_id).nudge_at is None
     assert runner.nudge_due() == []
+
+
+# -- request again --------------------------------------------------------------------------------
+
+QUICK = policy("""
+rules:
+  - name: quick
+    tool: send_email
+    ttl: 2m
+""")
+
+
+def expired_run(runner: Runner, clock: Any) -> tuple[Any, Any]:
+    """A run that ended `expired`, nobody having decided its call, and the approval that expired."""
+    run, approval = paused(runner)
+    clock.advance(minutes=3)
+    assert [a.approval_id for a in runner.expire_due()] == [approval.approval_id]
+    assert runner.get_run(run.run_id).status == "expired"
+    return run, approval
+
+
+def test_an_expired_run_requested_again_asks_afresh_and_runs_the_call_once_approved(
+        store: Store, effects: Path, clock: Any) -> None:
+    runner = runner_with(store, effects, QUICK)
+    run, expired = expired_run(runner, clock)
+    kept = runner.get_run(run.run_id).state["pending"]
+    assert (kept["key"], kept["args"]) == (expired.key, expired.args)  # the ending keeps the call
+
+    assert isinstance(runner.request_again(run.run_id, REQUESTER), Done)
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    fresh = runner.pending_approval(run.run_id)
+    assert fresh is not None and fresh.approval_id != expired.approval_id
+    assert (fresh.key, fresh.args, fresh.digest, fresh.rule) == (expired.key, expired.args, expired.digest, "quick")
+    assert fresh.expires_at - fresh.requested_at == expired.expires_at - expired.requested_at  # a fresh 2 minutes
+    assert fresh.requested_at >= expired.expires_at
+    assert runner.get_approval(expired.approval_id).status == "expired"  # the old one stays as it ended
+    [again] = events_of(runner, run.run_id, "requested_again")
+    assert (again["by"], again["key"], again["tool"]) == (REQUESTER, expired.key, SEND)
+
+    assert side_effects(effects) == []
+    assert isinstance(runner.decide(fresh.approval_id, fresh.digest, APPROVER, True), Decided)
+    assert runner.execute(run.run_id) == "done"
+    assert side_effects(effects) == [(SEND, expired.key)]  # once, with the same key
+    # The model saw the call run, once; nothing in its history says it was ever refused.
+    [result] = tool_entries(runner, run.run_id)
+    assert "result" in result and result["call_id"] == kept["call_id"]
+
+
+def test_request_again_is_its_requesters_alone_and_only_for_a_run_that_expired_on_a_call(
+        store: Store, effects: Path, clock: Any) -> None:
+    runner = runner_with(store, effects, QUICK)
+    run, approval = paused(runner)
+    waiting = runner.request_again(run.run_id, REQUESTER)
+    assert isinstance(waiting, Refused) and "awaiting_approval" in waiting.reason  # nothing expired yet
+    clock.advance(minutes=3)
+    runner.expire_due()
+    refused = runner.request_again(run.run_id, APPROVER)
+    assert isinstance(refused, NotAllowed) and "only the person who started this run" in refused.reason
+    assert runner.get_run(run.run_id).command is None
+    assert isinstance(runner.request_again(run.run_id, REQUESTER), Done)
+    twice = runner.request_again(run.run_id, REQUESTER)  # a double click before the worker took the first
+    assert isinstance(twice, Refused) and "already waiting" in twice.reason
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    assert len(runner.store.list_approvals(status="pending", run_id=run.run_id)) == 1
+
+
+def test_a_replayed_request_again_from_the_expiry_notice_asks_once(store: Store, effects: Path, clock: Any) -> None:
+    runner = runner_with(store, effects, QUICK)
+    run, _ = expired_run(runner, clock)
+    shown = runner.get_run(run.run_id).version  # the notice's button carries the version it showed
+    assert isinstance(runner.request_again(run.run_id, REQUESTER, shown_version=shown), Done)
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    replayed = runner.request_again(run.run_id, REQUESTER, shown_version=shown)
+    assert isinstance(replayed, AlreadyDone) and (replayed.what, replayed.by) == ("request_again", REQUESTER)
+    assert runner.execute(run.run_id) == "awaiting_approval"
+    assert len([a for a in runner.store.list_approvals(run_id=run.run_id) if a.status == "pending"]) == 1
+
+
+def test_request_again_goes_by_the_policy_as_it_is_now(store: Store, effects: Path, clock: Any) -> None:
+    runner = runner_with(store, effects, QUICK)
+    run, _ = expired_run(runner, clock)
+    denying = runner_with(store, effects, policy("""
+rules:
+  - name: no-mail
+    tool: send_email
+    decision: deny
+    reason: mail is frozen
+"""))
+    refused = denying.request_again(run.run_id, REQUESTER)
+    assert isinstance(refused, Refused) and "no-mail" in refused.reason and "mail is frozen" in refused.reason
+    assert denying.get_run(run.run_id).status == "expired" and denying.get_run(run.run_id).command is None
+
+    allowing = runner_with(store, effects, policy("""
+rules:
+  - name: mail-ok
+    tool: send_email
+    decision: allow
+"""))
+    assert isinstance(allowing.request_again(run.run_id, REQUESTER), Done)
+    assert allowing.execute(run.run_id) == "done"  # allowed now: it runs without asking, once
+    assert len(side_effects(effects)) == 1
+    [allowed] = events_of(allowing, run.run_id, "call_allowed_by_rule")
+    assert allowed["rule"] == "mail-ok"
+
+
+def test_a_run_whose_approved_call_could_not_start_in_time_keeps_no_call_to_request(
+        store: Store, effects: Path, clock: Any) -> None:
+    runner = runner_with(store, effects, QUICK)
+    run, approval = paused(runner)
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, True), Decided)
+    clock.advance(minutes=40)  # past the dispatch window: the approval is no longer acted on
+    assert runner.execute(run.run_id) == "expired"
+    refused = runner.request_again(run.run_id, REQUESTER)
+    assert isinstance(refused, Refused) and "kept no call" in refused.reason
+    assert side_effects(effects) == []
+
+
+def test_an_ended_run_is_never_claimed_again_without_a_request(store: Store, effects: Path, clock: Any) -> None:
+    runner = runner_with(store, effects, QUICK)
+    run, _ = expired_run(runner, clock)
+    assert runner.execute(run.run_id) is None
+    assert run.run_id not in runner.recover(min_age=timedelta(0))
