@@ -56,37 +56,44 @@ def _drive(world: World, serves: list[Serve], rng: random.Random, outcome: Outco
     label = f"{run_id} ({race})"
     requests = 1 if race != "expires_twice" else 2
     for asked in range(requests):
-        notice = _expired_notice(world, run_id, asked)
-        body = click_body(notice, REQUEST_AGAIN_ACTION, REQUESTER)
-        told = len(_answers(world, REQUESTER))
-        match race:
-            case "double_click":  # one signed click on both replicas at once, and replayed to one
-                stamp = int(time.time())
-                at_once(lambda: a.post(body, timestamp=stamp), lambda: b.post(body, timestamp=stamp))
-                b.post(body, timestamp=stamp)
-                outcome.hostile += 2
-                said = wait_until(lambda: _answers(world, REQUESTER)[told:] or None, 10, what="the replays' answers")
-                outcome.expect(any(ALREADY in text for text in said),
-                               f"{label}: a replayed Request again was told {said!r}, not that it was done already")
-            case "requester_and_approver":
-                before = len(_answers(world, APPROVER))
-                at_once(lambda: a.post(body), lambda: b.post(click_body(notice, REQUEST_AGAIN_ACTION, APPROVER)),
-                        delays=(rng.uniform(0, 0.05), rng.uniform(0, 0.05)))
-                outcome.hostile += 1
-                said = wait_until(lambda: _answers(world, APPROVER)[before:] or None, 10, what="the approver's refusal")
-                outcome.expect(any(REQUESTER_ONLY in text for text in said),
-                               f"{label}: the approver's Request again was told {said!r}, not that it is not theirs")
-            case _:
-                a.post(body)
-        fresh = wait_until(lambda: _fresh_approval(world, run_id, asked + 2), 20, what=f"{run_id}'s fresh approval")
+        fresh = _ask_again(world, (a, b), rng, outcome, run_id, race, asked)
         outcome.expect(_notes(world, run_id) == 0, f"{label}: the note ran before anyone approved it")
-        if asked + 1 < requests:
-            continue  # left to expire again
-        card = world.slack.message(fresh.message["channel"], fresh.message["ts"])
-        rng.choice((a, b)).post(click_body(card, APPROVE_ACTION, APPROVER))
+        if asked + 1 == requests:  # else left to expire again
+            card = world.slack.message(fresh.message["channel"], fresh.message["ts"])
+            rng.choice((a, b)).post(click_body(card, APPROVE_ACTION, APPROVER))
     wait_until(lambda: has_ended(world, run_id, TERMINAL), 30, interval=0.05, what=f"{run_id} to end")
     _settled(world, outcome, label, run_id, approvals=requests + 1)
     return race
+
+
+def _ask_again(world: World, pair: tuple[Serve, Serve], rng: random.Random, outcome: Outcome, run_id: str,
+               race: str, asked: int) -> Any:
+    """Press Request again on the run's `asked`+1-th expiry notice as `race` says; its fresh approval."""
+    a, b = pair
+    label = f"{run_id} ({race})"
+    notice = _expired_notice(world, run_id, asked)
+    body = click_body(notice, REQUEST_AGAIN_ACTION, REQUESTER)
+    told = len(_answers(world, REQUESTER))
+    match race:
+        case "double_click":  # one signed click on both replicas at once, and replayed to one
+            stamp = int(time.time())
+            at_once(lambda: a.post(body, timestamp=stamp), lambda: b.post(body, timestamp=stamp))
+            b.post(body, timestamp=stamp)
+            outcome.hostile += 2
+            said = wait_until(lambda: _answers(world, REQUESTER)[told:] or None, 10, what="the replays' answers")
+            outcome.expect(any(ALREADY in text for text in said),
+                           f"{label}: a replayed Request again was told {said!r}, not that it was done already")
+        case "requester_and_approver":
+            before = len(_answers(world, APPROVER))
+            at_once(lambda: a.post(body), lambda: b.post(click_body(notice, REQUEST_AGAIN_ACTION, APPROVER)),
+                    delays=(rng.uniform(0, 0.05), rng.uniform(0, 0.05)))
+            outcome.hostile += 1
+            said = wait_until(lambda: _answers(world, APPROVER)[before:] or None, 10, what="the approver's refusal")
+            outcome.expect(any(REQUESTER_ONLY in text for text in said),
+                           f"{label}: the approver's Request again was told {said!r}, not that it is not theirs")
+        case _:
+            a.post(body)
+    return wait_until(lambda: _fresh_approval(world, run_id, asked + 2), 20, what=f"{run_id}'s fresh approval")
 
 
 def _expired_notice(world: World, run_id: str, expiries: int) -> dict[str, Any]:
