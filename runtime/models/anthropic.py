@@ -16,6 +16,7 @@ from signoff.runtime.errors import ConfigError
 from signoff.runtime.models.pricing import PriceTable
 from signoff.runtime.models.prompt import (
     AssistantCall,
+    AssistantCalls,
     AssistantText,
     ToolReply,
     Turn,
@@ -53,7 +54,8 @@ def make_client(env: Mapping[str, str], timeout_s: float) -> Any:
 
 
 def to_messages(conversation: list[Turn]) -> list[dict[str, Any]]:
-    """Messages API turns: user and assistant alternate, so consecutive same-role blocks merge."""
+    """Messages API turns: user and assistant alternate, so consecutive same-role blocks merge; the
+    `tool_result` blocks of a reply's calls thus share the one user message that follows it."""
     messages: list[dict[str, Any]] = []
     for turn in conversation:
         role, blocks = _blocks(turn)
@@ -72,13 +74,17 @@ def _blocks(turn: Turn) -> tuple[str, list[dict[str, Any]]]:
             return "user", _text(text)
         case AssistantText(text):
             return "assistant", _text(text)
-        case AssistantCall(call_id, tool, args, text):
-            # `input` must be an object; arguments that were not one are kept under a telling key.
-            tool_input = args if isinstance(args, dict) else {"_unparsed_arguments": args}
-            return "assistant", [*_text(text), {"type": "tool_use", "id": call_id, "name": tool, "input": tool_input}]
+        case AssistantCalls(calls, text):
+            return "assistant", [*_text(text), *(_tool_use(call) for call in calls)]
         case ToolReply(call_id, _tool, text, is_error):
             return "user", [{"type": "tool_result", "tool_use_id": call_id, "content": text, "is_error": is_error}]
     raise AssertionError(f"unknown turn {turn!r}")
+
+
+def _tool_use(call: AssistantCall) -> dict[str, Any]:
+    # `input` must be an object; arguments that were not one are kept under a telling key.
+    tool_input = call.args if isinstance(call.args, dict) else {"_unparsed_arguments": call.args}
+    return {"type": "tool_use", "id": call.call_id, "name": call.tool, "input": tool_input}
 
 
 def _text(text: str) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.models.pricing import PriceTable
 from signoff.runtime.models.prompt import (
-    AssistantCall,
+    AssistantCalls,
     AssistantText,
     ToolReply,
     Turn,
@@ -52,7 +52,8 @@ def make_client(env: Mapping[str, str], timeout_s: float) -> Any:
 
 
 def to_messages(system: str, conversation: list[Turn]) -> list[dict[str, Any]]:
-    """Chat Completions messages: each tool call is answered by a `tool` message with its id."""
+    """Chat Completions messages: the calls of a reply in one assistant message, each answered by a
+    `tool` message with its id."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for turn in conversation:
         match turn:
@@ -60,16 +61,18 @@ def to_messages(system: str, conversation: list[Turn]) -> list[dict[str, Any]]:
                 messages.append({"role": "user", "content": text})
             case AssistantText(text):
                 messages.append({"role": "assistant", "content": text})
-            case AssistantCall(call_id, tool, args, text):
-                arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-                messages.append({
-                    "role": "assistant", "content": text or None,
-                    "tool_calls": [{"id": call_id, "type": "function",
-                                    "function": {"name": tool, "arguments": arguments}}],
-                })
+            case AssistantCalls(calls, text):
+                messages.append({"role": "assistant", "content": text or None, "tool_calls": [
+                    {"id": call.call_id, "type": "function",
+                     "function": {"name": call.tool, "arguments": _arguments(call.args)}} for call in calls]})
             case ToolReply(call_id, _tool, text, _is_error):
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
     return messages
+
+
+def _arguments(args: dict[str, Any] | str) -> str:
+    # Arguments that were not a JSON object go back as the model sent them.
+    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
 
 
 def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """From a provider's reply to a decision the Agent understands. Pure.
 
     one tool call         -> {"tool", "args", "call_id"}, plus "text" if the model also wrote some
-    several tool calls    -> the first one, and a "note" saying how many were dropped
+    several tool calls    -> {"calls": [{"tool", "args", "call_id"}, ...]} in the provider's order,
+                             plus "text" if the model also wrote some
     text only             -> {"final": text}
     neither               -> {"error": "the model returned neither a tool call nor text"}
     arguments not JSON    -> "args" is the raw string; the Agent answers it as invalid_args
@@ -73,14 +74,10 @@ def decision_from_reply(reply: Reply, info: ModelInfo, prices: PriceTable) -> di
     notes = list(reply.notes)
     decision: dict[str, Any]
     if reply.calls:
-        first = reply.calls[0]
-        decision = {"tool": first.name, "args": first.args, "call_id": first.call_id}
+        calls: list[dict[str, Any]] = [{"tool": c.name, "args": c.args, "call_id": c.call_id} for c in reply.calls]
+        decision = calls[0] if len(calls) == 1 else {"calls": calls}
         if reply.text.strip():
             decision["text"] = reply.text
-        if len(reply.calls) > 1:
-            dropped = ", ".join(c.name for c in reply.calls[1:])
-            notes.append(f"the model asked for {len(reply.calls)} tool calls at once; kept the first "
-                         f"({first.name}) and dropped {len(reply.calls) - 1} ({dropped})")
     elif reply.text.strip():
         decision = {"final": reply.text}
     else:

@@ -1,7 +1,9 @@
 """`scripted:<path>`: replays a fixed list of decisions. For demos and tests; it is not a model.
 
-The position in the script is the number of assistant entries in the history, not a counter, so
-a run resumed from a checkpoint in another process continues at the right decision.
+A decision may be a batch, `{"calls": [{"tool", "args", "call_id"}, ...]}`, returned as it is.
+The position in the script is the number of model replies in the history (the distinct `step`s
+of its assistant entries: a batch records one entry per call, all with the reply's step), not a
+counter, so a run resumed from a checkpoint in another process continues at the right decision.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class ScriptedPolicy:
         return cls(data, name=f"scripted:{path.name}")
 
     def __call__(self, history: list[dict[str, Any]]) -> dict[str, Any]:
-        index = sum(1 for entry in history if entry.get("role") == "assistant")
+        index = replies_so_far(history)
         if index >= len(self.decisions):
             decision: dict[str, Any] = {
                 "final": f"The script ran out after {len(self.decisions)} decision(s); "
@@ -50,3 +52,8 @@ class ScriptedPolicy:
             decision = copy.deepcopy(self.decisions[index])
         decision.setdefault("model", dict(self.model))
         return decision
+
+
+def replies_so_far(history: list[dict[str, Any]]) -> int:
+    """How many replies the policy gave in `history`: one per step with an assistant entry."""
+    return len({entry.get("step") for entry in history if entry.get("role") == "assistant"})

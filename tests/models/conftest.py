@@ -88,3 +88,32 @@ def openai_env(openai_server: FakeOpenAI) -> dict[str, str]:
 @pytest.fixture
 def anthropic_env(anthropic_server: FakeAnthropic) -> dict[str, str]:
     return {"ANTHROPIC_BASE_URL": anthropic_server.url, "ANTHROPIC_API_KEY": anthropic_server.api_key}
+
+
+BATCH_GOAL = "Refund order A-1 if it was delivered"
+
+
+@pytest.fixture
+def batch_history() -> list[dict[str, Any]]:
+    """A run's history as the loop records a reply with three tool calls (step 1): one assistant
+    entry per call, the text on the first, then one tool entry per call in the same order; then a
+    reply that could not be used (step 2) with the runtime's feedback, and a reply with one call (step 3)."""
+    return [
+        {"role": "user", "content": BATCH_GOAL},
+        {"role": "assistant", "step": 1, "tool": "lookup_order", "args": {"order_id": "A-1"}, "call_id": "c1",
+         "text": "Checking the order while asking for the refund."},
+        {"role": "assistant", "step": 1, "tool": "refund", "args": {"order_id": "A-1", "amount_usd": 5},
+         "call_id": "c2"},
+        {"role": "assistant", "step": 1, "tool": "lookup_order", "args": '{"order_id": "A-', "call_id": "c3"},
+        {"role": "tool", "step": 1, "tool": "lookup_order", "call_id": "c1",
+         "result": {"order_id": "A-1", "status": "delivered"}},
+        {"role": "tool", "step": 1, "tool": "refund", "call_id": "c2", "error": "denied by human: check first",
+         "error_kind": "denied"},
+        {"role": "tool", "step": 1, "tool": "lookup_order", "call_id": "c3",
+         "error": "invalid arguments: not a JSON object", "error_kind": "invalid_args"},
+        {"role": "assistant", "step": 2, "malformed": "{}"},
+        {"role": "runtime", "step": 2, "error": "malformed decision: the model returned neither a tool call nor text"},
+        {"role": "assistant", "step": 3, "tool": "lookup_order", "args": {"order_id": "A-2"}, "call_id": "c4"},
+        {"role": "tool", "step": 3, "tool": "lookup_order", "call_id": "c4",
+         "result": {"order_id": "A-2", "status": "shipped"}},
+    ]

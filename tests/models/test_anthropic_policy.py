@@ -130,18 +130,52 @@ def test_feedback_after_a_tool_result_merges_into_one_user_turn(anthropic_server
     assert "neither a tool call nor text" in last[2]["content"][1]["text"]
 
 
-def test_several_tool_uses_keep_the_first(anthropic_server, anthropic_env, tools, sleeps):
-    anthropic_server.script(
-        message(tool_use("lookup_order", {"order_id": "A-1"}, "toolu_a"),
-                tool_use("lookup_order", {"order_id": "A-2"}, "toolu_b")),
-        message(text("Both fine.")),
-    )
-    agent = make_agent(tools, anthropic_env, sleeps)
+def test_several_tool_uses_are_one_decision_in_the_providers_order(anthropic_server, anthropic_env, tools,
+                                                                    sleeps):
+    anthropic_server.script(message(
+        text("Looking up both."),
+        tool_use("lookup_order", {"order_id": "A-1"}, "toolu_a"),
+        tool_use("refund", {"order_id": "A-1", "amount_usd": 1}, "toolu_b"),
+        tool_use("lookup_order", "A-2", "toolu_c"),
+    ))
+    policy = policy_from_spec("anthropic:claude-sonnet-4-20250514", tools, env=anthropic_env, sleep=sleeps.append)
 
-    assert agent.start(GOAL) == "done"
+    decision = policy([{"role": "user", "content": GOAL}])
 
-    assert "kept the first (lookup_order) and dropped 1" in agent.state["history"][1]["note"]
-    assert [b["id"] for b in blocks(anthropic_server.bodies[1], "tool_use")] == ["toolu_a"]
+    assert decision["calls"] == [
+        {"tool": "lookup_order", "args": {"order_id": "A-1"}, "call_id": "toolu_a"},
+        {"tool": "refund", "args": {"order_id": "A-1", "amount_usd": 1}, "call_id": "toolu_b"},
+        {"tool": "lookup_order", "args": "A-2", "call_id": "toolu_c"},
+    ]
+    assert decision["text"] == "Looking up both."
+    assert "tool" not in decision and "note" not in decision
+
+
+def test_a_batch_turn_goes_back_as_one_assistant_message_and_one_user_message_of_results(
+        anthropic_server, anthropic_env, tools, sleeps, batch_history):
+    anthropic_server.script(message(text("Refund denied until checked.")))
+    policy = policy_from_spec("anthropic:claude-sonnet-4-20250514", tools, env=anthropic_env, sleep=sleeps.append)
+
+    assert policy(batch_history)["final"] == "Refund denied until checked."
+
+    # The fake server answers 400 to a conversation the API would refuse, so getting here says it took it.
+    sent = anthropic_server.bodies[0]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
+    calls = sent[1]["content"]
+    assert calls[0] == {"type": "text", "text": "Checking the order while asking for the refund."}
+    assert [(b["type"], b["id"], b["name"], b["input"]) for b in calls[1:]] == [
+        ("tool_use", "c1", "lookup_order", {"order_id": "A-1"}),
+        ("tool_use", "c2", "refund", {"order_id": "A-1", "amount_usd": 5}),
+        ("tool_use", "c3", "lookup_order", {"_unparsed_arguments": '{"order_id": "A-'}),
+    ]
+    results, feedback = sent[2]["content"][:3], sent[2]["content"][3:]
+    assert [(b["type"], b["tool_use_id"], b["is_error"]) for b in results] == [
+        ("tool_result", "c1", False), ("tool_result", "c2", True), ("tool_result", "c3", True)]
+    # The goal is restated once, after the last result; the runtime's feedback follows all of them.
+    assert ["Reminder: the user's goal is" in b["content"] for b in results] == [False, False, True]
+    assert [b["type"] for b in feedback] == ["text"] and "could not be used" in feedback[0]["text"]
+    assert [b["id"] for b in sent[3]["content"]] == ["c4"]
+    assert [b["tool_use_id"] for b in sent[4]["content"]] == ["c4"]
 
 
 def test_input_that_is_not_an_object_comes_back_as_invalid_args(anthropic_server, anthropic_env, tools, sleeps):

@@ -7,7 +7,14 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from signoff.runtime.models.prompt import frame_tool_reply, system_prompt, turns
+from signoff.runtime.models.prompt import (
+    AssistantCalls,
+    ToolReply,
+    UserText,
+    frame_tool_reply,
+    system_prompt,
+    turns,
+)
 from signoff.runtime.models.shaping import shape_json
 from signoff.runtime.models.shaping import shorten as shorten_text
 from signoff.tools.base import Tool
@@ -104,3 +111,40 @@ def test_system_prompt_lists_instructions_tools_and_approval_flags():
 def test_shorten_leaves_short_text_alone():
     assert shorten_text("abc", 3) == "abc"
     assert shorten_text("abcd", 3) == "abc…[truncated: showing 3 of 4 characters]"
+
+
+def test_each_call_of_a_reply_is_answered_in_call_order_right_after_the_calls():
+    history = [{"role": "user", "content": "g"},
+               {"role": "assistant", "step": 1, "tool": "read", "args": {"p": 1}, "call_id": "a", "text": "Both."},
+               {"role": "assistant", "step": 1, "tool": "gone", "args": {}, "call_id": "b"},
+               {"role": "assistant", "step": 1, "tool": "read", "args": {"p": 2}, "call_id": "c"},
+               {"role": "runtime", "step": 1, "error": "x"},
+               {"role": "tool", "step": 1, "tool": "read", "call_id": "c", "result": 2},
+               {"role": "tool", "step": 1, "tool": "read", "call_id": "a", "result": 1}]
+
+    conversation = turns(history)
+
+    user, calls, *answers, feedback = conversation
+    assert isinstance(calls, AssistantCalls) and calls.text == "Both."
+    assert [(c.call_id, c.tool, c.args) for c in calls.calls] == [("a", "read", {"p": 1}), ("b", "gone", {}),
+                                                                  ("c", "read", {"p": 2})]
+    assert all(isinstance(a, ToolReply) for a in answers)
+    assert [(a.call_id, a.is_error) for a in answers] == [("a", False), ("b", True), ("c", False)]
+    assert answers[1].text.startswith("no result was recorded for this call")
+    assert ["Reminder: the user's goal is: g;" in a.text for a in answers] == [False, False, True]
+    assert isinstance(feedback, UserText) and "could not be used (x)" in feedback.text
+
+
+def test_calls_of_different_replies_with_the_same_id_are_answered_apart():
+    # Call ids come from the model; one reused in a later reply still pairs with its own step's answer.
+    history = [{"role": "user", "content": "g"},
+               {"role": "assistant", "step": 1, "tool": "read", "args": {}, "call_id": "same"},
+               {"role": "tool", "step": 1, "tool": "read", "call_id": "same", "result": "first"},
+               {"role": "assistant", "step": 2, "tool": "read", "args": {}, "call_id": "same"},
+               {"role": "tool", "step": 2, "tool": "read", "call_id": "same", "result": "second"}]
+
+    conversation = turns(history)
+
+    assert [type(t).__name__ for t in conversation] == ["UserText", "AssistantCalls", "ToolReply", "AssistantCalls",
+                                                        "ToolReply"]
+    assert '"first"' in conversation[2].text and '"second"' in conversation[4].text

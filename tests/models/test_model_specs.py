@@ -98,3 +98,19 @@ def test_a_registry_mapping_of_tools_is_accepted(openai_server, openai_env, tool
 
     assert policy([{"role": "user", "content": "hello"}])["final"] == "hi"
     assert [t["function"]["name"] for t in openai_server.bodies[0]["tools"]] == [t.name for t in tools]
+
+
+def test_scripted_policy_counts_a_batch_turn_as_one_reply(batch_history):
+    batch = {"calls": [{"tool": "lookup_order", "args": {"order_id": "A-1"}, "call_id": "c1"},
+                       {"tool": "refund", "args": {"order_id": "A-1", "amount_usd": 5}, "call_id": "c2"}]}
+    decisions = [batch, {"error": "no reply"}, {"tool": "lookup_order", "args": {"order_id": "A-2"}},
+                 {"final": "Done."}]
+    policy = ScriptedPolicy(decisions)
+
+    first = policy(batch_history[:1])
+    after_batch = policy(batch_history[:7])  # three calls and their answers, all at step 1
+    after_three = policy(batch_history)  # then a malformed reply at step 2 and one call at step 3
+
+    assert first == {**batch, "model": policy.model}
+    assert after_batch == {"error": "no reply", "model": policy.model}
+    assert after_three == {"final": "Done.", "model": policy.model}

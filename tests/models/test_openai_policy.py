@@ -250,24 +250,55 @@ def test_unknown_tool_is_answered_by_call_id(openai_server, openai_env, tools, s
     assert answer["tool_call_id"] == "call_x" and "unknown tool drop_tables" in answer["content"]
 
 
-def test_several_calls_in_one_reply_keep_the_first(openai_server, openai_env, tools, desk, sleeps):
-    openai_server.script(
-        completion(calls=[tool_call("lookup_order", {"order_id": "A-1"}, "c1"),
-                          tool_call("refund", {"order_id": "A-1", "amount_usd": 1}, "c2"),
-                          tool_call("lookup_order", {"order_id": "A-2"}, "c3")]),
-        completion("Done."),
-    )
-    agent = make_agent(tools, openai_env, sleeps)
+def test_several_calls_in_one_reply_are_one_decision_in_the_providers_order(openai_server, openai_env, tools,
+                                                                            sleeps):
+    openai_server.script(completion("Looking up both.", calls=[
+        tool_call("lookup_order", {"order_id": "A-1"}, "c1"),
+        tool_call("refund", {"order_id": "A-1", "amount_usd": 1}, "c2"),
+        tool_call("lookup_order", '{"order_id": "A-', "c3"),
+    ], usage=(100, 30)))
+    policy = policy_from_spec("openai:gpt-4o", tools, env=openai_env, sleep=sleeps.append)
 
-    assert agent.start(GOAL) == "done"
+    decision = policy([{"role": "user", "content": GOAL}])
 
-    call = agent.state["history"][1]
-    assert call["call_id"] == "c1"
-    assert "asked for 3 tool calls at once; kept the first (lookup_order) and dropped 2" in call["note"]
-    sent = openai_server.bodies[1]["messages"]
-    assert [c["id"] for c in sent[2]["tool_calls"]] == ["c1"]
-    assert [m["tool_call_id"] for m in tool_messages(openai_server.bodies[1])] == ["c1"]
-    assert desk.refunds == []
+    assert decision["calls"] == [
+        {"tool": "lookup_order", "args": {"order_id": "A-1"}, "call_id": "c1"},
+        {"tool": "refund", "args": {"order_id": "A-1", "amount_usd": 1}, "call_id": "c2"},
+        {"tool": "lookup_order", "args": '{"order_id": "A-', "call_id": "c3"},
+    ]
+    assert decision["text"] == "Looking up both."
+    assert "tool" not in decision and "note" not in decision
+    assert decision["usage"] == {"input_tokens": 100, "output_tokens": 30,
+                                 "cost_usd": pytest.approx((100 * 2.5 + 30 * 10) / 1e6)}
+
+
+def test_a_batch_turn_goes_back_as_one_assistant_message_and_a_tool_message_per_call(
+        openai_server, openai_env, tools, sleeps, batch_history):
+    openai_server.script(completion("Refund denied until checked; A-1 is delivered."))
+    policy = policy_from_spec("openai:gpt-4o", tools, env=openai_env, sleep=sleeps.append)
+
+    assert policy(batch_history)["final"].startswith("Refund denied")
+
+    # The fake server answers 400 to a conversation the API would refuse, so getting here says it took it.
+    sent = openai_server.bodies[0]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool", "tool", "user",
+                                         "assistant", "tool"]
+    batch = sent[2]
+    assert batch["content"] == "Checking the order while asking for the refund."
+    assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in batch["tool_calls"]] == [
+        ("c1", "lookup_order", '{"order_id": "A-1"}'),
+        ("c2", "refund", '{"order_id": "A-1", "amount_usd": 5}'),
+        ("c3", "lookup_order", '{"order_id": "A-'),
+    ]
+    answers = sent[3:6]
+    assert [m["tool_call_id"] for m in answers] == ["c1", "c2", "c3"]
+    assert framed_json(answers[0]["content"]) == {"order_id": "A-1", "status": "delivered"}
+    assert 'kind="denied"' in answers[1]["content"] and 'kind="invalid_args"' in answers[2]["content"]
+    # The goal is restated once, after the last result of the turn.
+    assert ["Reminder: the user's goal is" in m["content"] for m in answers] == [False, False, True]
+    assert "could not be used" in sent[6]["content"]
+    assert [c["id"] for c in sent[7]["tool_calls"]] == ["c4"] and sent[7]["content"] is None
+    assert sent[8]["tool_call_id"] == "c4" and "Reminder: the user's goal is" in sent[8]["content"]
 
 
 def test_huge_tool_output_is_shaped_into_valid_json_with_a_count(openai_server, openai_env, tools, desk,
