@@ -25,6 +25,7 @@ from celpy.celparser import CELParseError
 from celpy.celtypes import BoolType
 from celpy.evaluation import CELEvalError, Context, base_functions
 
+from signoff.runtime.cel_fast import Check, compile_check, plain_variables
 from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
 from signoff.tools.strict_yaml import load_yaml
 
@@ -51,6 +52,8 @@ _ESCALATE_FIELDS = ("after", "to")
 _GRANT_FIELDS = ("for", "same", "scope")
 GrantScope = Literal["run", "requester"]
 _RULE_FIELDS = ("name", "tool", "when", "decision", *_ASK_FIELDS, "reason")
+_TOOLS_REMEMBERED = 1024
+_LONGEST_TOOL_REMEMBERED = 200
 
 
 class PolicyError(ValueError):
@@ -216,22 +219,42 @@ class Rule:
     escalate: Escalation | None = None
     _glob: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _program: celpy.Runner | None = field(init=False, repr=False, compare=False)
+    _check: Check | None = field(init=False, repr=False, compare=False)
+    """celpy's decision, made fast where `cel_fast` can be sure of it; None: celpy decides every call."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_glob", _compile_glob(self.tool))
-        object.__setattr__(self, "_program", None if self.when is None else _compile_when(self.when))
+        program, check = (None, None) if self.when is None else _compile_when(self.when)
+        object.__setattr__(self, "_program", program)
+        object.__setattr__(self, "_check", check)
 
     def names(self, tool: str) -> bool:
         """Whether the rule's glob matches this tool name (case-sensitive)."""
         return self._glob.match(tool) is not None
 
-    def _holds(self, facts: Context | str) -> bool | str:
-        """Whether `when` is true for the call; a string says why it could not be evaluated."""
+    def holds(self, call: ProposedCall) -> bool | str:
+        """Whether `when` is true for `call` (a rule without one holds for every call); a string says
+        why it could not be evaluated."""
+        return True if self.when is None else self._holds(_Facts(call))
+
+    def holds_in_celpy(self, call: ProposedCall) -> bool | str:
+        """`holds` as celpy alone decides it, without the fast check: the meaning that check must keep."""
+        return True if self.when is None else self._holds_in_celpy(_Facts(call))
+
+    def _holds(self, facts: _Facts) -> bool | str:
+        if self._check is not None and facts.plain is not None:
+            decided = self._check(facts.plain)
+            if decided is not None:
+                return decided
+        return self._holds_in_celpy(facts)
+
+    def _holds_in_celpy(self, facts: _Facts) -> bool | str:
         assert self._program is not None, "only a rule with `when` has an expression to evaluate"
-        if isinstance(facts, str):
-            return facts
+        context = facts.for_celpy()
+        if isinstance(context, str):
+            return context
         try:
-            result = self._program.evaluate(facts)
+            result = self._program.evaluate(context)
         # The arguments are a model's: whatever they make celpy raise (CELEvalError, or a
         # RecursionError from deep nesting) is this call's evaluation error, never a crash.
         except Exception as exc:
@@ -253,10 +276,22 @@ class ApprovalPolicy:
     """The file's path as given, or `built-in`."""
     digest: str
     """16 hex characters identifying the parsed policy: comments and layout do not change it, any rule does."""
+    _naming: dict[str, tuple[Rule, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """The rules that name each tool seen so far, in order: every call would otherwise match every glob."""
 
     def rule(self, name: str) -> Rule | None:
         """The rule called `name`, if there is one."""
         return next((rule for rule in self.rules if rule.name == name), None)
+
+    def rules_naming(self, tool: str) -> tuple[Rule, ...]:
+        """The rules whose glob names `tool`, top to bottom."""
+        naming = self._naming.get(tool)
+        if naming is None:
+            naming = tuple(rule for rule in self.rules if rule.names(tool))
+            # The model picks the tool names: remember a bounded number of short ones, and match the rest anew.
+            if len(self._naming) < _TOOLS_REMEMBERED and len(tool) <= _LONGEST_TOOL_REMEMBERED:
+                self._naming[tool] = naming
+        return naming
 
 
 def parse_policy(text: str, *, source: str, approvers: Iterable[str] = (), ttl: timedelta = timedelta(minutes=30),
@@ -304,13 +339,11 @@ def evaluate(policy: ApprovalPolicy, call: ProposedCall) -> Verdict:
     not. Each such error is kept in the verdict's `errors`.
     """
     errors: list[str] = []
-    facts: Context | str | None = None  # converted once, and only if some rule has a `when`
-    for rule in policy.rules:
-        if not rule.names(call.tool):
-            continue
+    facts: _Facts | None = None  # read once, and only if some rule has a `when`
+    for rule in policy.rules_naming(call.tool):
         if rule.when is not None:
             if facts is None:
-                facts = _facts(call)
+                facts = _Facts(call)
             holds = rule._holds(facts)
             if isinstance(holds, str):
                 errors.append(f"rule {rule.name!r}: {holds}")
@@ -351,8 +384,23 @@ def _requirement(rule: Rule, defaults: Requirement) -> Requirement:
     )
 
 
-def _facts(call: ProposedCall) -> Context | str:
-    """The CEL activation for `call`, or why its values cannot be read."""
+class _Facts:
+    """One call's values as its `when`s see them: plain for the fast checks, and converted for celpy
+    only if an expression needs it."""
+
+    def __init__(self, call: ProposedCall) -> None:
+        self.call = call
+        self.plain = plain_variables(call.tool, call.args, call.requester, call.channel, call.usage)
+        self._context: Context | str | None = None
+
+    def for_celpy(self) -> Context | str:
+        """The CEL activation for the call, or why its values cannot be read."""
+        if self._context is None:
+            self._context = _celpy_context(self.call)
+        return self._context
+
+
+def _celpy_context(call: ProposedCall) -> Context | str:
     try:
         return {"args": json_to_cel(dict(call.args)), "tool": celpy.celtypes.StringType(call.tool),
                 "requester": celpy.celtypes.StringType(call.requester),
@@ -631,7 +679,8 @@ def _cel() -> celpy.Environment:
     return celpy.Environment()
 
 
-def _compile_when(text: str) -> celpy.Runner:
+def _compile_when(text: str) -> tuple[celpy.Runner, Check | None]:
+    """celpy's program for `text`, and the fast check that stands in for it where it can."""
     environment = _cel()
     try:
         tree = environment.compile(text)
@@ -641,7 +690,7 @@ def _compile_when(text: str) -> celpy.Runner:
     if unknown:
         raise PolicyError(f"when {text!r} refers to {', '.join(unknown)}; an expression may use "
                           f"{', '.join(VARIABLES)}")
-    return environment.program(tree, functions=_STRICT_OPERATORS)
+    return environment.program(tree, functions=_STRICT_OPERATORS), compile_check(tree, environment, VARIABLES)
 
 
 def _free_names(tree: celpy.Expression[Any]) -> set[str]:
