@@ -158,24 +158,26 @@ class Agent:
         """Continue a running run; any other status is returned unchanged."""
         return self._drive(loop.Draft(self._run).go_on(), committed=True)
 
-    def decide(self, approved: bool, note: str = "", by: str | None = None, approvals: int = 1) -> str:
+    def decide(self, approved: bool, note: str = "", by: str | None = None, approvals: int = 1,
+               key: str | None = None) -> str:
         """Approve or deny the pending call, then continue the run.
 
         Approving runs exactly the pending call, once, with its key (`approvals`: how many distinct
         people approved it, for a policy that now asks more). Denying tells the model
-        `denied by human: <note>`. Raises `InvalidTransition` when nothing is pending.
+        `denied by human: <note>`. Raises `InvalidTransition` when nothing is pending. `key`: one
+        of the calls of a turn that made several, decided in any order.
         """
-        return self._drive(requests.decide(self._run, self.context, approved, note, by, approvals))
+        return self._drive(requests.decide(self._run, self.context, approved, note, by, approvals, key))
 
-    def reconsider(self, reason: str) -> str:
+    def reconsider(self, reason: str, key: str | None = None) -> str:
         """The pending call's tool changed since it was proposed: ask afresh, withdraw or run it
         (see `requests.reconsider`)."""
-        return self._drive(requests.reconsider(self._run, self.context, reason))
+        return self._drive(requests.reconsider(self._run, self.context, reason, key))
 
-    def edit(self, args: Any, by: str | None = None) -> str:
+    def edit(self, args: Any, by: str | None = None, key: str | None = None) -> str:
         """A person changed the pending call's arguments: ask afresh about the edited call (or run
         or refuse it as the policy says), then continue (see `requests.edit`)."""
-        return self._drive(requests.edit(self._run, self.context, args, by))
+        return self._drive(requests.edit(self._run, self.context, args, by, key))
 
     def extend(self, **limits: float) -> str:
         """Raise budget limits (e.g. `max_steps=12`) and continue a run that ran out."""
@@ -198,9 +200,9 @@ class Agent:
         (see `requests.request_again`)."""
         return self._drive(requests.request_again(self._run, self.context, by))
 
-    def expire(self, reason: str = "approval expired") -> str:
-        """End a run whose pending approval expired; nothing was executed."""
-        return self._drive(requests.expire(self._run, reason))
+    def expire(self, reason: str = "approval expired", key: str | None = None) -> str:
+        """Nobody decided the pending call (or `key`) in time; nothing was executed (see `requests.expire`)."""
+        return self._drive(requests.expire(self._run, reason, key))
 
     # -- the driver ----------------------------------------------------------------------
 
@@ -225,6 +227,8 @@ class Agent:
                     step = loop.budget_stop(self._run) or loop.after_reply(self._run, self.context, self._ask())
                 case RunTool() as action:
                     step = loop.after_call(self._run, self.context, action, self.ports.run(action))
+                case loop.ContinueBatch():
+                    step = loop.continue_batch(self._run, self.context)
                 case _:
                     return self.status
 

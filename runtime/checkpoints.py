@@ -65,9 +65,11 @@ class StateJson:
         list.extend(self.history, map(self._entry_json, entries))  # ours to grow; read-only to others
 
     def view(self, run: RunState) -> FrozenDict:
-        sources, header = self._sources, self._header
+        sources, header, fields_set = self._sources, self._header, run.__pydantic_fields_set__
         for name, value in run.__dict__.items():
-            if sources.get(name) is not value and name != "history":
+            if sources.get(name) is not value and name != "history" and name in fields_set:
+                # A field a run was made without (`batch`, until its first turn of several calls)
+                # stays out of its JSON, as `to_json` leaves it out.
                 sources[name], header[name] = value, value if type(value) in SCALARS else _frozen_field(value)
         view = FrozenDict(header)
         dict.__setitem__(view, "history", self.history)  # ours to fill; read-only to others
@@ -107,4 +109,6 @@ def _frozen_field(value: Any) -> Any:
         return frozen_json(value)
     if type(value) is dict and any(isinstance(item, Value) for item in value.values()):
         return FrozenDict({key: _frozen_field(item) for key, item in value.items()})  # e.g. fingerprints
+    if type(value) is list and any(isinstance(item, Value) for item in value):
+        return FrozenList([_frozen_field(item) for item in value])  # e.g. a batch's calls
     return frozen(value)

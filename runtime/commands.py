@@ -70,6 +70,8 @@ class Edit(_Command):
     digest: str
     args: dict[str, JsonValue]
     """The call's arguments as the person changed them (already valid for its tool)."""
+    key: str | None = None
+    """The edited call's key: one of the calls of a turn that made several (None: the run's pending call)."""
 
 
 class RequestAgain(_Command):

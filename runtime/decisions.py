@@ -34,11 +34,21 @@ def charge_usage(raw: Any, usage: Usage) -> tuple[Any, dict[str, Any] | None, Us
 
 
 def malformed(decision: Any) -> str | None:
-    """Why a decision cannot be used, or None when it is a valid tool call or final answer."""
+    """Why a decision cannot be used, or None when it is a valid tool call, several (`calls`), or a
+    final answer."""
     if not isinstance(decision, dict):
         return f"malformed decision: expected a JSON object, got {type(decision).__name__}"
-    if "error" in decision and "tool" not in decision and "final" not in decision:
+    if "error" in decision and "tool" not in decision and "final" not in decision and "calls" not in decision:
         return f"malformed decision: {decision['error']}"
+    if "calls" in decision:
+        calls = decision["calls"]
+        if "tool" in decision or "final" in decision:
+            return "malformed decision: give 'calls', or one of 'tool' (with 'args') or 'final', not both"
+        if not isinstance(calls, list) or not calls:
+            return "malformed decision: 'calls' must be a non-empty list of tool calls"
+        if not all(isinstance(call, dict) and isinstance(call.get("tool"), str) and call["tool"] for call in calls):
+            return "malformed decision: each of 'calls' must be an object with a tool name in 'tool' (and 'args')"
+        return None
     has_tool, has_final = "tool" in decision, "final" in decision
     if has_tool == has_final:
         return "malformed decision: give exactly one of 'tool' (with 'args') or 'final'"

@@ -22,6 +22,15 @@ def call_digest(tool: str, args: Any, key: str) -> str:
     return hashlib.sha256(f"{tool}\n{canonical_json(args)}\n{key}".encode()).hexdigest()
 
 
-def idempotency_key(run_id: str, step: int) -> str:
-    """`run_id:step`, the key a side-effecting tool receives."""
-    return f"{run_id}:{step}"
+def idempotency_key(run_id: str, step: int, place: int | None = None) -> str:
+    """`run_id:step`, the key a side-effecting tool receives; `run_id:step.n` for the n-th call
+    (from 1) of a turn that made several, so each has its own key, the same however often the
+    turn is read."""
+    return f"{run_id}:{step}" if place is None else f"{run_id}:{step}.{place}"
+
+
+def batch_place(key: str) -> int | None:
+    """n, for the key `run_id:step.n` of a turn's n-th call (`idempotency_key`); None for `run_id:step`."""
+    _, _, step = key.rpartition(":")
+    _, dot, place = step.partition(".")
+    return int(place) if dot and place.isdigit() else None

@@ -31,6 +31,8 @@ from signoff.runtime.schema import (
     REOPENABLE,
     TERMINAL,
     Asked,
+    Batch,
+    BatchCall,
     ErrorKind,
     FinalAnswer,
     Fingerprint,
@@ -90,6 +92,12 @@ class RunTool:
 
 
 @dataclass(frozen=True)
+class ContinueBatch:
+    """Take the next call of the turn being settled (`RunState.batch`): run the next one let run,
+    pause on those that ask a person, or, once all are settled, go on to the model."""
+
+
+@dataclass(frozen=True)
 class AskApproval:
     """Pause: this side effect waits for a person."""
 
@@ -110,7 +118,7 @@ class Stop:
     status: Status
 
 
-Action = CallModel | RunTool | AskApproval | Finish | Stop
+Action = CallModel | RunTool | ContinueBatch | AskApproval | Finish | Stop
 
 
 @dataclass(frozen=True)
@@ -244,6 +252,39 @@ class Draft:
     def append(self, *entries: HistoryEntry) -> None:
         self._entries.extend(entries)
 
+    def observe(self, entry: ToolResult | ToolError) -> None:
+        """Tell the model what came of a call: now, or, for a call of the turn being settled, once
+        every call of that turn is settled (then all of them, in the order they were made)."""
+        batch = self._changes.get("batch", self._state.batch)
+        placed = batch.settled(entry) if batch is not None and batch.step == entry.step else None
+        if placed is None:
+            self.append(entry)
+            return
+        if placed.first_unsettled() is None:
+            self.append(*(call.outcome for call in placed.calls if call.outcome is not None))
+            self.evolve(batch=None)
+        else:
+            self.evolve(batch=placed)
+
+    def revise(self, call: PendingCall) -> None:
+        """`call` (edited, asked afresh, its requirement raised) is the one the run waits on under
+        its key: as its pending call, and in the turn being settled."""
+        state = self.state
+        if state.pending is not None and state.pending.key == call.key:
+            self.evolve(pending=call)
+        if state.batch is not None and state.batch.of(call.key) is not None:
+            self.evolve(batch=state.batch.with_call(call.key, pending=call))
+
+    def close_batch(self, reason: str) -> None:
+        """The run ends with its turn's calls not all settled: the model is told, of each one left,
+        that it was not made (the history keeps every call with an outcome)."""
+        batch = self.state.batch
+        assert batch is not None
+        for call in batch.calls:
+            if call.outcome is None:
+                self.observe(ToolError.trusted(role="tool", step=batch.step, tool=call.tool, call_id=call.call_id,
+                                               error=reason, error_kind="refused"))
+
     def emit(self, event_type: str, **payload: Any) -> None:
         self.events.append({"type": event_type, "run_id": self._state.run_id, "step": self.steps, **payload})
 
@@ -254,6 +295,8 @@ class Draft:
         stop = StopReason.model_validate({"reason": reason, "step": self.steps, **detail})
         # An ending keeps no call, but one a person may open again keeps the call to ask about again.
         ended = status in TERMINAL and status not in REOPENABLE
+        if status in TERMINAL and self.state.batch is not None:
+            self.close_batch(f"not executed: the run ended ({status}) before this call was settled")
         self.evolve(status=status, stop=stop, **({"pending": None} if ended else {}))
         self.emit(status, **{"usage": self.usage.to_json(), **stop.to_json()})
         return self.then(Stop(status))
@@ -261,6 +304,8 @@ class Draft:
     def go_on(self) -> Step:
         """The next action from the status the draft reached."""
         match self.state.status:
+            case "running" if self.state.batch is not None:
+                return self.then(ContinueBatch())
             case "running":
                 return self.then(CallModel())
             case "awaiting_approval" if self.state.pending is not None:
@@ -301,7 +346,12 @@ def after_reply(state: RunState, context: Context, reply: Reply | ModelFailed) -
         return draft.go_on()
     if "final" in turn.decision:
         return _finish(draft, turn.decision, turn.provenance)
-    proposed = _propose(draft, context, turn.decision, turn.provenance)
+    decision = turn.decision
+    if "calls" in decision:
+        if len(decision["calls"]) > 1:
+            return _propose_batch(draft, context, decision, turn.provenance)
+        decision = {**decision.pop("calls")[0], **decision}  # a list of one is one call
+    proposed = _propose(draft, context, decision, turn.provenance)
     if proposed is not None:
         return proposed
     return _count_repeat(draft, context)
@@ -317,9 +367,105 @@ def _finish(draft: Draft, decision: dict[str, Any], provenance: Provenance) -> S
     return draft.then(Finish(answer))
 
 
+MAX_BATCH_CALLS = 8
+"""Calls of one model turn that are made; the rest are refused, and the model told so (one card
+holds a turn's requests, and Slack's messages hold 50 blocks)."""
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """The call is not made: the model is told why (it was settled on the spot)."""
+
+    error: str
+    kind: ErrorKind
+    rule: str | None = None
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """The call runs without a person: a read no rule names, a rule's allow, or a grant."""
+
+    pending: PendingCall
+    tool: Tool
+    allowed_by: str | None = None
+    granted_by: str | None = None
+
+
+@dataclass(frozen=True)
+class _Asks:
+    """The call waits for a person, as the policy's `pending.asked` says."""
+
+    pending: PendingCall
+    ruled: dict[str, Any]
+
+
 def _propose(draft: Draft, context: Context, decision: dict[str, Any], provenance: Provenance) -> Step | None:
     """Record the call and decide its fate: a step that runs it or asks about it, or None when it
     was refused on the spot (unknown tool, invalid arguments, a repeat of a settled side effect)."""
+    step = draft.steps
+    call = _recorded(draft, context, decision, f"call-{step}", provenance)
+    match _judged(draft, context, call, idempotency_key(draft.state.run_id, step), set()):
+        case _Refused(error=error, kind=kind, rule=rule):
+            observe(draft, call, error=error, kind=kind, rule=rule)
+            return None
+        case _Runs(pending=pending, tool=tool, allowed_by=allowed_by, granted_by=granted_by):
+            return draft.then(RunTool(pending, tool, in_turn=True, allowed_by=allowed_by, granted_by=granted_by))
+        case _Asks(pending=pending, ruled=ruled):
+            return ask_approval(draft, context, pending, **ruled)
+    raise AssertionError("unreachable")
+
+
+def _propose_batch(draft: Draft, context: Context, decision: dict[str, Any], provenance: Provenance) -> Step:
+    """Record every call of a turn that made several and decide each one's fate on its own, each
+    with its own key (`run_id:step.n`); the turn is then settled call by call (`continue_batch`)."""
+    step, run_id = draft.steps, draft.state.run_id
+    said: dict[str, Any] = {k: decision[k] for k in ("text", "note") if k in decision}
+    limit = draft.state.budget.max_tool_calls
+    slots = None if limit is None else max(int(limit) - draft.usage.tool_calls, 0)
+    proposed: set[str] = set()  # side effects proposed earlier in this turn, by fingerprint
+    recorded: list[tuple[ToolCall, str, _Refused | _Runs | _Asks]] = []
+    call_ids: set[str] = set()
+    for place, raw in enumerate(decision["calls"], start=1):
+        # What the model said beside its calls, and the turn's usage, are recorded once, on the first.
+        call = _recorded(draft, context, {**raw, **(said if place == 1 else {})}, f"call-{step}.{place}",
+                         provenance if place == 1 else {"versions": provenance["versions"]})
+        if call.call_id in call_ids:  # each call's outcome is told under its own id
+            call = call.evolved(call_id=f"{call.call_id}.{place}")
+        call_ids.add(call.call_id)
+        key = idempotency_key(run_id, step, place)
+        fate: _Refused | _Runs | _Asks
+        if place > MAX_BATCH_CALLS:
+            fate = _Refused(f"not made: at most {MAX_BATCH_CALLS} calls are made of one reply; propose it again "
+                            "once these are settled", "refused")
+        else:
+            fate = _judged(draft, context, call, key, proposed)
+        if not isinstance(fate, _Refused) and slots is not None:
+            if slots == 0:
+                fate = _Refused(f"not made: the run's budget of {limit} tool calls is used up by the calls before "
+                                "it", "refused")
+            else:
+                slots -= 1
+        recorded.append((call, key, fate))
+    calls = []
+    for call, key, fate in recorded:
+        match fate:
+            case _Runs(pending=pending, allowed_by=allowed_by, granted_by=granted_by):
+                calls.append(BatchCall(call_id=call.call_id, tool=call.tool, key=key, pending=pending, runs=True,
+                                       allowed_by=allowed_by, granted_by=granted_by))
+            case _Asks(pending=pending):
+                calls.append(BatchCall(call_id=call.call_id, tool=call.tool, key=key, pending=pending))
+            case _Refused():
+                calls.append(BatchCall(call_id=call.call_id, tool=call.tool, key=key))
+    draft.evolve(batch=Batch(step=step, calls=calls))
+    for call, _, fate in recorded:
+        if isinstance(fate, _Refused):
+            observe(draft, call, error=fate.error, kind=fate.kind, rule=fate.rule)
+    return draft.go_on()
+
+
+def _recorded(draft: Draft, context: Context, decision: Mapping[str, Any], default_id: str,
+              provenance: Mapping[str, Any]) -> ToolCall:
+    """The call `decision` proposes, appended to the history and audited as a decision."""
     step = draft.steps
     # JSON-only from here on: a checkpoint must be able to hold whatever the policy proposed.
     name, args = decision["tool"], jsonable(decision.get("args", {}))
@@ -328,48 +474,87 @@ def _propose(draft: Draft, context: Context, decision: dict[str, Any], provenanc
     # would make a subclass one); the arguments are plain JSON, just made so by `jsonable`.
     call = _valid(ToolCall, type(name) is str and all(type(text) is str for text in said.values()),
                   role="assistant", step=step, tool=name, args=args,
-                  call_id=str(decision.get("call_id") or f"call-{step}"), **said, **provenance)
+                  call_id=str(decision.get("call_id") or default_id), **said, **provenance)
     draft.append(call)
     draft.emit("decision", kind="tool", tool=name, args=context.redacted(name, args))
+    return call
+
+
+def _judged(draft: Draft, context: Context, call: ToolCall, key: str,
+            proposed: set[str]) -> _Refused | _Runs | _Asks:
+    """What becomes of `call` under `key`: refused on the spot, run, or asked about, as its tool,
+    the run's settled side effects (and `proposed`, those of this turn so far) and the policy say."""
+    name, step = call.tool, call.step
     tool = context.tools.get(name)
     if tool is None:
-        observe(draft, call, error=f"unknown tool {name}", kind="unknown_tool")
-        return None
+        return _Refused(f"unknown tool {name}", "unknown_tool")
     try:
-        args = tool.validate(args)
+        args = tool.validate(call.args)
     except ValueError as exc:
-        observe(draft, call, error=str(exc), kind="invalid_args")
-        return None
+        return _Refused(str(exc), "invalid_args")
     pending = _valid(PendingCall, type(args) is dict and is_plain_json(args),  # as the tool validated them
-                     tool=call.tool, args=args, key=idempotency_key(draft.state.run_id, step), step=step,
-                     call_id=call.call_id, contract=tool.contract)
-    earlier = draft.state.fingerprints.get(call_fingerprint(name, args)) if tool.side_effect else None
-    if earlier is not None:
-        observe(draft, call, kind="duplicate", error=(
-            f"refused: an identical {name} call was already {earlier.outcome} (key {earlier.key}); "
-            "it is not proposed again"))
-        return None
+                     tool=name, args=args, key=key, step=step, call_id=call.call_id, contract=tool.contract)
+    if tool.side_effect:
+        fingerprint = call_fingerprint(name, args)
+        earlier = draft.state.fingerprints.get(fingerprint)
+        if earlier is not None:
+            return _Refused(f"refused: an identical {name} call was already {earlier.outcome} (key {earlier.key}); "
+                            "it is not proposed again", "duplicate")
+        if fingerprint in proposed:
+            return _Refused(f"refused: an identical {name} call is already proposed in this reply; it is made once",
+                            "duplicate")
+        proposed.add(fingerprint)
     verdict = context.verdict(tool, args, draft.usage)
     ruled = {"policy": context.approval_policy.digest, **({"errors": list(verdict.errors)} if verdict.errors else {})}
     match verdict:
         case Allow(rule=None) if not verdict.errors:  # a read-only call no rule names: the common case
-            return draft.then(RunTool(pending, tool, in_turn=True))
+            return _Runs(pending, tool)
         case Allow(rule=rule):
-            draft.emit("call_allowed_by_rule", key=pending.key, tool=name, rule=rule, **ruled)
-            return draft.then(RunTool(pending, tool, in_turn=True, allowed_by=rule))
+            draft.emit("call_allowed_by_rule", key=key, tool=name, rule=rule, **ruled)
+            return _Runs(pending, tool, allowed_by=rule)
         case Deny(rule=rule, reason=reason):
-            draft.emit("call_denied_by_rule", key=pending.key, tool=name, rule=rule, reason=reason, **ruled)
-            observe(draft, call, error=denied_by_rule(rule, reason), kind="denied_by_rule", rule=rule)
-            return None
+            draft.emit("call_denied_by_rule", key=key, tool=name, rule=rule, reason=reason, **ruled)
+            return _Refused(denied_by_rule(rule, reason), "denied_by_rule", rule)
         case Ask(rule=rule, requirement=requirement):
             asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
     pending = pending.evolved(asked=asked)
     grant = context.grant_for(draft.state.run_id, name, rule, args) if asked.grant is not None else None
     if grant is not None:
-        draft.emit("call_allowed_by_grant", key=pending.key, tool=name, rule=rule, grant_id=grant.grant_id,
+        draft.emit("call_allowed_by_grant", key=key, tool=name, rule=rule, grant_id=grant.grant_id,
                    granted_by=grant.created_by, **ruled)
-        return draft.then(RunTool(pending, tool, in_turn=True, granted_by=grant.grant_id))
-    return ask_approval(draft, context, pending, **ruled)
+        return _Runs(pending, tool, granted_by=grant.grant_id)
+    return _Asks(pending, ruled)
+
+
+def continue_batch(state: RunState, context: Context) -> Step:
+    """The next step of settling the turn `state.batch`: run the next call let run (in the order
+    they were made, one at a time); then, with none left to run, pause on those that ask a person,
+    every one's approval opened at once the first time. A call's outcome goes to the batch
+    (`Draft.observe`), and the last one settled tells the model every outcome."""
+    draft, batch = Draft(state), state.batch
+    if batch is None:
+        return draft.go_on()
+    for call in batch.calls:
+        if call.runs and call.outcome is None and call.pending is not None:
+            tool = context.tools.get(call.tool)
+            if tool is None:  # gone since it was proposed (a deploy in between): nothing to run
+                observe(draft, call.pending, error=f"not executed: tool {call.tool} is no longer registered",
+                        kind="unknown_tool")
+                return draft.go_on()
+            return draft.then(RunTool(call.pending, tool, allowed_by=call.allowed_by, granted_by=call.granted_by))
+    waiting = [call.pending for call in batch.calls if call.waiting and call.pending is not None]
+    if not waiting:
+        return draft.go_on()
+    if not batch.requested:
+        draft.evolve(batch=batch.evolved(requested=True))
+        for pending in waiting:
+            asked = pending.asked
+            draft.emit("approval_requested", key=pending.key, tool=pending.tool,
+                       args=context.redacted(pending.tool, dict(pending.args)),
+                       rule=asked.rule if asked is not None else None, quorum=asked.quorum if asked is not None else 1,
+                       policy=context.approval_policy.digest, batch=len(batch.calls))
+    draft.evolve(pending=waiting[0], status="awaiting_approval")
+    return draft.then(AskApproval(waiting[0]))
 
 
 def ask_approval(draft: Draft, context: Context, pending: PendingCall, **said: Any) -> Step:
@@ -415,6 +600,9 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
         case Refused(reason=reason, status=status):
             return refuse(draft, call, status, f"not executed: {reason}")
         case NotGranted(reason=reason):  # revoked or expired since: a person decides after all
+            batch = draft.state.batch
+            if batch is not None and batch.of(call.key) is not None:
+                draft.evolve(batch=batch.with_call(call.key, runs=False, granted_by=None))
             return ask_approval(draft, context, call, policy=context.approval_policy.digest, reason=reason)
         case Unknown(reason=reason):
             return needs_reconciliation(draft, call, reason)
@@ -492,11 +680,11 @@ def observe(draft: Draft, call: ToolCall | PendingCall, *, result: Any = None, e
     if grant is not None:
         ruled["grant"] = grant
     if error is None:
-        draft.append(_valid(ToolResult, is_plain_json(result), role="tool", step=call.step, tool=call.tool,
-                            call_id=call.call_id, result=result, **ruled))
+        draft.observe(_valid(ToolResult, is_plain_json(result), role="tool", step=call.step, tool=call.tool,
+                             call_id=call.call_id, result=result, **ruled))
     else:
-        draft.append(_valid(ToolError, type(error) is str, role="tool", step=call.step, tool=call.tool,
-                            call_id=call.call_id, error=error, error_kind=kind, **ruled))
+        draft.observe(_valid(ToolError, type(error) is str, role="tool", step=call.step, tool=call.tool,
+                             call_id=call.call_id, error=error, error_kind=kind, **ruled))
 
 
 def _valid(kind: type[V], trusted: bool, **fields: Any) -> V:

@@ -41,6 +41,11 @@ class Notifier(Protocol):
     def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
         """Show the request with its buttons; return where it was posted ({"channel", "ts"})."""
 
+    def batch_requested(self, run: RunRecord, approvals: list[ApprovalRecord]) -> dict[str, Any] | None:
+        """Show the requests of one turn's several calls together, each with its own buttons (and
+        one to approve every call at once); return where it was posted. Each approval's later
+        changes (`approval_decided`, ...) update that message."""
+
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         """Replace the buttons with the outcome: who, when, the note."""
 

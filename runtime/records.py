@@ -249,7 +249,8 @@ class Saved:
     """The result of a committed step."""
 
     version: int
-    approval: ApprovalRecord | None
+    approvals: tuple[ApprovalRecord, ...]
+    """The approvals the step opened (several when every call of a turn asks a person)."""
     command: dict[str, Any] | None
     """A command a person left for this run while the step ran; the runner applies it next."""
     cancelled: list[ApprovalRecord] = field(default_factory=list)

@@ -54,15 +54,15 @@ def start(state: RunState, goal: str) -> Step:
 
 
 def decide(state: RunState, context: Context, approved: bool, note: str = "", by: str | None = None,
-           approvals: int = 1) -> Step:
+           approvals: int = 1, key: str | None = None) -> Step:
     """Approve (run exactly the pending call, once, with its key) or deny (tell the model
-    `denied by human: <note>`) the pending call.
+    `denied by human: <note>`) the pending call, or (`key`) one of its turn's calls still waiting.
 
     `approvals`: how many distinct allowed people approved it. The policy is asked again first, and
     the stricter of then and now holds: a call it now denies is refused, and one it now asks more
     approvals for than were given waits for them.
     """
-    pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
+    pending = _awaited(state, key)
     draft = Draft(state)
     if approved:
         overruled = _overruled(draft, context, pending, approvals)
@@ -79,14 +79,14 @@ def decide(state: RunState, context: Context, approved: bool, note: str = "", by
     return draft.go_on()
 
 
-def reconsider(state: RunState, context: Context, reason: str) -> Step:
+def reconsider(state: RunState, context: Context, reason: str, key: str | None = None) -> Step:
     """The pending call's tool changed since it was proposed (a deploy in between), so the approval
     given for it no longer holds: validate the call again under the tool as it is now.
 
     Still valid, it is asked about afresh (a new approval, same key); no longer valid, the model is
     told why and goes on; become read-only, it runs. `reason` says what changed.
     """
-    pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
+    pending = _awaited(state, key)
     tool = context.tools.get(pending.tool)
     draft = Draft(state)
     draft.emit("call_reconsidered", key=pending.key, tool=pending.tool, reason=reason, was=pending.contract,
@@ -104,24 +104,22 @@ def reconsider(state: RunState, context: Context, reason: str) -> Step:
             return _withdraw(draft, pending, denied_by_rule(rule, denial), "denied_by_rule", rule=rule)
         case Allow(rule=rule):
             draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
-            draft.evolve(status="running", pending=None)
-            return draft.then(RunTool(_revised(pending, args=args, contract=tool.contract, asked=None), tool,
-                                      allowed_by=rule))
+            return _allowed_now(draft, _revised(pending, args=args, contract=tool.contract, asked=None), tool, rule)
         case Ask(rule=rule, requirement=requirement):
             asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
-    draft.evolve(pending=_revised(pending, args=args, contract=tool.contract, asked=asked.to_json()))
+    draft.revise(_revised(pending, args=args, contract=tool.contract, asked=asked.to_json()))
     draft.emit("approval_requested", key=pending.key, tool=tool.name, args=context.redacted(tool.name, args),
                supersedes=True, reason=reason, rule=rule, quorum=asked.quorum, **ruled)
     return draft.go_on()
 
 
-def edit(state: RunState, context: Context, args: Any, by: str | None = None) -> Step:
+def edit(state: RunState, context: Context, args: Any, by: str | None = None, key: str | None = None) -> Step:
     """A person changed the pending call's arguments before anyone approved it: the edited call is
     asked about afresh (a new approval for its new digest, the same key; no approval given for the
     old arguments carries over), or run or refused if the policy says so of it. The history keeps
     what the model proposed, and when the call runs the model is told how it was changed.
     """
-    pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
+    pending = _awaited(state, key)
     tool = context.tools.get(pending.tool)
     if tool is None:
         raise InvalidTransition(f"tool {pending.tool} is no longer registered")
@@ -142,12 +140,11 @@ def edit(state: RunState, context: Context, args: Any, by: str | None = None) ->
             return _withdraw(draft, changed, denied_by_rule(rule, reason), "denied_by_rule", rule=rule)
         case Allow(rule=rule):
             draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
-            draft.evolve(status="running", pending=None)
-            return draft.then(RunTool(changed, tool, allowed_by=rule))
+            return _allowed_now(draft, changed, tool, rule)
         case Ask(rule=rule, requirement=requirement):
             asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
     changed = changed.evolved(asked=asked)
-    draft.evolve(pending=changed)
+    draft.revise(changed)
     draft.emit("approval_requested", key=pending.key, tool=tool.name, args=context.redacted(tool.name, edited),
                edited_by=by, rule=rule, quorum=asked.quorum, **ruled)
     return draft.go_on()
@@ -225,17 +222,20 @@ def cancel(state: RunState, reason: str = "", by: str | None = None) -> Step:
     return _cancel(Draft(state), reason, by)
 
 
-def expire(state: RunState, reason: str = "approval expired") -> Step:
-    """Nobody decided the pending call in time; it was not executed. The run ends as `expired`, or,
-    when its rule says `on_expiry: continue`, the model is told so (a timeout, never a denial)
-    and the run goes on."""
-    pending = _pending(state, "awaiting_approval", f"is not awaiting approval ({state.status})")
+def expire(state: RunState, reason: str = "approval expired", key: str | None = None) -> Step:
+    """Nobody decided the pending call (or `key`, one of its turn's calls) in time; it was not
+    executed. The run ends as `expired`, or, when its rule says `on_expiry: continue`, the model is
+    told so (a timeout, never a denial) and the run goes on. A call of a turn that made several is
+    always told so: ending the run would keep from the model what its other calls did."""
+    pending = _awaited(state, key)
     draft = Draft(state)
     asked = pending.asked
-    if asked is None or asked.on_expiry == "end":
+    in_batch = state.batch is not None and state.batch.of(pending.key) is not None
+    if not in_batch and (asked is None or asked.on_expiry == "end"):
         return draft.stop("expired", reason=reason)
-    waited = spoken(asked.ttl_seconds)
-    draft.emit("approval_timed_out", key=pending.key, tool=pending.tool, rule=asked.rule, waited=waited)
+    waited = spoken(asked.ttl_seconds if asked is not None else 0)
+    draft.emit("approval_timed_out", key=pending.key, tool=pending.tool, rule=asked.rule if asked else None,
+               waited=waited)
     observe(draft, pending, error=f"no one decided within {waited}; the call was not made", kind="unanswered")
     draft.evolve(pending=None, status="running")
     return draft.go_on()
@@ -343,11 +343,33 @@ def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: 
             raised = (asked.evolved(quorum=requirement.quorum, policy=context.approval_policy.digest,
                                     confirm=asked.confirm or requirement.confirm) if asked is not None else
                       Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json()))
-            draft.evolve(pending=pending.evolved(asked=raised))
+            draft.revise(pending.evolved(asked=raised))
             draft.emit("approval_reopened", key=pending.key, tool=pending.tool, rule=rule, quorum=raised.quorum,
                        approvals=approvals, **ruled)
             return draft.go_on()
     return None
+
+
+def _awaited(state: RunState, key: str | None) -> PendingCall:
+    """The call a decision is about: the run's pending call, or (`key`) one of its turn's calls that
+    still waits for a person; `InvalidTransition` if the run waits on no such call."""
+    pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
+    if key is None or key == pending.key:
+        return pending
+    waiting = state.batch.of(key) if state.batch is not None else None
+    if waiting is None or not waiting.waiting or waiting.pending is None:
+        raise InvalidTransition(f"run {state.run_id} is not waiting for a decision on {key}")
+    return waiting.pending
+
+
+def _allowed_now(draft: Draft, call: PendingCall, tool: Tool, rule: str | None) -> Step:
+    """The policy now lets `call` run without a person: it runs, now or in its turn's order."""
+    batch = draft.state.batch
+    draft.evolve(status="running", pending=None)
+    if batch is not None and batch.of(call.key) is not None:
+        draft.evolve(batch=batch.with_call(call.key, pending=call, runs=True, allowed_by=rule))
+        return draft.go_on()
+    return draft.then(RunTool(call, tool, allowed_by=rule))
 
 
 def _pending(state: RunState, status: str, refusal: str) -> PendingCall:

@@ -66,8 +66,8 @@ class Reopening:
 class StepWrite:
     """What saving a step does besides writing it, in the same transaction."""
 
-    approval: ApprovalRequest | None = None
-    """The approval to open (the step paused on a side effect)."""
+    approvals: tuple[ApprovalRequest, ...] = ()
+    """The approvals to open: the step paused on a call, or on every call of a turn that asks a person."""
     superseded: tuple[str, ...] = ()
     """Keys whose open approvals no longer hold (their tool changed): closed as `superseded`."""
     close_open_approvals: bool = False
@@ -87,17 +87,29 @@ def step_write(checkpoint: Checkpoint, approval_ttl: timedelta) -> StepWrite:
     state = checkpoint.state
     status = state["status"]
     events = checkpoint.events
-    asked = status == "awaiting_approval" and any(e["type"] == "approval_requested" for e in events)
-    reopened = status == "awaiting_approval" and any(e["type"] == "approval_reopened" for e in events)
+    waiting = status == "awaiting_approval"
+    asked = [e["key"] for e in events if e["type"] == "approval_requested"] if waiting else []
+    reopened = [e["key"] for e in events if e["type"] == "approval_reopened"] if waiting else []
     ended = status in TERMINAL
     return StepWrite(
-        approval=_request(state["pending"], approval_ttl) if asked else None,
+        approvals=tuple(_request(call_of(state, key), approval_ttl) for key in dict.fromkeys(asked)),
         superseded=tuple(e["key"] for e in events if e["type"] == "call_reconsidered"),
         close_open_approvals=ended,
         refuse_waiting_command=f"the run already ended ({status})" if ended else None,
         overruled=tuple(e["key"] for e in events if e["type"] == "call_denied_by_rule" and e.get("at_dispatch")),
-        reopen=_reopening(state["pending"]) if reopened else None,
+        reopen=_reopening(call_of(state, reopened[-1])) if reopened else None,
     )
+
+
+def call_of(state: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The call with `key` the run waits on (as JSON): its pending call, or one of its turn's batch."""
+    pending = state.get("pending")
+    if pending and pending.get("key") == key:
+        return pending  # type: ignore[no-any-return]
+    for call in (state.get("batch") or {}).get("calls", []):
+        if call.get("key") == key and call.get("pending"):
+            return call["pending"]  # type: ignore[no-any-return]
+    raise KeyError(f"the step asks about {key}, which the run does not wait on")
 
 
 def _request(pending: Mapping[str, Any], ttl: timedelta) -> ApprovalRequest:

@@ -294,8 +294,8 @@ class Runner:
         if isinstance(verdict, Deny):
             return Refused(f"the approval policy refuses the edited call (policy rule {verdict.rule}: "
                            f"{verdict.reason})")
-        outcome = self._command(run.run_id, user, Edit(approval_id=approval_id, digest=digest, args=edited), EDIT,
-                                approval=approval)
+        outcome = self._command(run.run_id, user, Edit(approval_id=approval_id, digest=digest, args=edited,
+                                                       key=approval.key), EDIT, approval=approval)
         if isinstance(outcome, Done):
             superseded = self.store.get_approval(approval_id)
             if superseded is not None and superseded.message:

@@ -350,6 +350,67 @@ class PendingCall(Value):
         return call_digest(self.tool, self.args, self.key)
 
 
+BatchOutcome = Annotated[
+    Annotated[ToolResult, Tag("tool_result")] | Annotated[ToolError, Tag("tool_error")],
+    Discriminator(entry_kind),
+]
+
+
+class BatchCall(Value):
+    """One call of a model turn that made several, and what has become of it so far."""
+
+    call_id: str
+    tool: str
+    key: str
+    """`run_id:step.n`: the call's own key, from its place in the turn (`state.batch_key`)."""
+    pending: PendingCall | None = None
+    """The call as its tool validated it (None: refused on the spot, so its outcome is set)."""
+    runs: bool = False
+    """Let run without a person (a read no rule names, a rule's allow or a grant): it runs in turn."""
+    allowed_by: str | None = None
+    granted_by: str | None = None
+    outcome: BatchOutcome | None = None
+    """What the model will be told of it (None: not settled yet)."""
+
+    @property
+    def waiting(self) -> bool:
+        """Asked about, and not yet decided or settled."""
+        return self.outcome is None and not self.runs and self.pending is not None
+
+
+class Batch(Value):
+    """The calls of the turn at `step`, each settled on its own (run, denied by a person or a rule,
+    expired); the model is told every outcome, in the order it asked, once all are settled."""
+
+    step: Count
+    calls: list[BatchCall]
+    requested: bool = False
+    """Its asked calls' approvals were opened (all at once, the first time the batch paused)."""
+
+    def of(self, key: str) -> BatchCall | None:
+        return next((call for call in self.calls if call.key == key), None)
+
+    def first_waiting(self) -> BatchCall | None:
+        return next((call for call in self.calls if call.waiting), None)
+
+    def first_unsettled(self) -> BatchCall | None:
+        return next((call for call in self.calls if call.outcome is None), None)
+
+    def with_call(self, key: str, **changes: Any) -> Batch:
+        """The batch with the call `key` changed (`changes` already valid values of its fields)."""
+        return self.evolved(calls=[call.evolved(**changes) if call.key == key else call for call in self.calls])
+
+    def settled(self, outcome: ToolResult | ToolError) -> Batch | None:
+        """The batch with `outcome` as the outcome of its call (by call id), or None if no call of
+        the batch is `outcome`'s. A call keeps the first outcome it was given."""
+        for index, call in enumerate(self.calls):
+            if call.call_id == outcome.call_id:
+                if call.outcome is not None:
+                    return self
+                return self.evolved(calls=[*self.calls[:index], call.evolved(outcome=outcome), *self.calls[index + 1:]])
+        return None
+
+
 class LimitUse(Value):
     used: float
     limit: int | float
@@ -404,6 +465,9 @@ class RunState(Value):
     repeats: Count
     """The latest turns in a row that repeated an earlier call and got its result again."""
     last_versions: LastVersions | None
+    batch: Batch | None = None
+    """The turn being settled when the model asked for several calls at once (None: no such turn).
+    Left out of the JSON until a run first makes one, so runs that never do read as before."""
 
     @classmethod
     def fresh(cls, run_id: str, budget: dict[str, Any]) -> RunState:

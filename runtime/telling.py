@@ -63,6 +63,17 @@ class Teller:
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         self.notify("tool_result", run, entry)
 
+    def post_approvals(self, run: RunRecord, approvals: Sequence[ApprovalRecord]) -> None:
+        """Post the approvals one step opened: one card, or one card for every call of a turn."""
+        if len(approvals) == 1:
+            self.post_approval(run, approvals[0])
+            return
+        self.failpoints.hit("before_approval_post")
+        ref = self.notify("batch_requested", run, list(approvals))
+        if isinstance(ref, dict) and ref:
+            for approval in approvals:
+                self._record_post(run, approval.approval_id, ref)
+
     def post_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self.failpoints.hit("before_approval_post")
         ref = self.notify("approval_requested", run, approval)

@@ -140,12 +140,12 @@ class LedgerPorts:
         teller = self.worker.teller
         snapshot = dataclasses.replace(run, status=checkpoint.state["status"], state=checkpoint.state,
                                        version=saved.version)
-        teller.observe(snapshot, _with_approval_id(checkpoint.events, saved.approval))
+        teller.observe(snapshot, _with_approval_ids(checkpoint.events, saved.approvals))
         for entry in checkpoint.new_history:
             if entry["role"] == "tool":
                 teller.tool_result(snapshot, entry)
-        if saved.approval is not None:
-            teller.post_approval(snapshot, saved.approval)
+        if saved.approvals:
+            teller.post_approvals(snapshot, saved.approvals)
         for approval in saved.cancelled:  # closed, or pending again under a larger quorum
             teller.show_approval(snapshot, approval,
                                  method="approval_updated" if approval.status == "pending" else "approval_decided")
@@ -209,14 +209,18 @@ class Worker:
         run = session.run
         if run.command is not None:
             self._apply(agent, run.command, session)
-            return
-        match agent.status:
-            case "idle":
-                agent.start(run.goal)
-            case "running":
-                agent.run()
-            case "awaiting_approval":
-                self._continue_approval(agent)
+        else:
+            match agent.status:
+                case "idle":
+                    agent.start(run.goal)
+                case "running":
+                    agent.run()
+                case "awaiting_approval":
+                    self._continue_approval(agent)
+                    return
+        if agent.status == "awaiting_approval" and agent.run_state.batch is not None and not session.interrupted:
+            # A turn's calls may have been decided while it was busy with others (or before a crash).
+            self._continue_approval(agent)
 
     def _apply(self, agent: Agent, raw: dict[str, object], session: Session) -> None:
         """Carry out the request left for the run; one it cannot take is dropped and audited."""
@@ -230,8 +234,8 @@ class Worker:
                     agent.extend(**limits)
                 case Retry():
                     agent.retry()
-                case Edit(args=args, by=by):
-                    agent.edit(args, by=by)
+                case Edit(args=args, by=by, key=key):
+                    agent.edit(args, by=by, key=key)
                 case RequestAgain(by=by):
                     agent.request_again(by=by)
                 case Reconcile(action=action, result=result, note=note, by=by):
@@ -247,22 +251,38 @@ class Worker:
                 self.teller.observe(session.run, [{**refused, "run_id": session.run.run_id}])
 
     def _continue_approval(self, agent: Agent) -> None:
-        pending = agent.run_state.pending
-        approval = self.store.approval_for_key(pending.key) if pending is not None else None
-        if approval is None:
-            return
+        """Go on from the decisions made on what the run waits for: its pending call, or each call of
+        its turn's several that was decided (in any order), until none is left decided."""
+        while agent.status == "awaiting_approval":
+            state = agent.run_state
+            if state.batch is None:
+                keys = [state.pending.key] if state.pending is not None else []
+            else:
+                keys = [call.key for call in state.batch.calls if call.waiting]
+            for key in keys:
+                approval = self.store.approval_for_key(key)
+                if approval is not None and self._go_on_from(agent, approval, key if state.batch else None):
+                    break
+            else:
+                return
+
+    def _go_on_from(self, agent: Agent, approval: ApprovalRecord, key: str | None) -> bool:
+        """Act on `approval` if it was decided (or its tool changed since); False if it waits still."""
         changed = self._contract_change(approval)
         if changed is not None:
-            agent.reconsider(changed)
-            return
+            agent.reconsider(changed, key=key)
+            return True
         match approval.status:
             case "approved" | "consumed":
                 agent.decide(True, approval.note or "", by=approval.decided_by,
-                             approvals=len(approval.approved_by) or 1)
+                             approvals=len(approval.approved_by) or 1, key=key)
             case "denied":
-                agent.decide(False, approval.note or "", by=approval.decided_by)
+                agent.decide(False, approval.note or "", by=approval.decided_by, key=key)
             case "expired":
-                agent.expire("the approval expired; nothing was executed")
+                agent.expire("the approval expired; nothing was executed", key=key)
+            case _:
+                return False
+        return True
 
     def _contract_change(self, approval: ApprovalRecord) -> str | None:
         """Why an approval given but not yet used no longer holds: its tool's contract changed since
@@ -293,13 +313,14 @@ class Worker:
                             caller=Caller(run.requester, str(run.origin.get("channel") or "")))
 
 
-def _with_approval_id(events: list[dict[str, Any]], approval: ApprovalRecord | None) -> list[dict[str, Any]]:
-    """The step's events with the id of the approval the same commit opened on its request, which
-    the loop cannot know (the store makes it) and a reader of the request needs."""
-    if approval is None:
+def _with_approval_ids(events: list[dict[str, Any]], opened: tuple[ApprovalRecord, ...]) -> list[dict[str, Any]]:
+    """The step's events with the id of each approval the same commit opened on their requests,
+    which the loop cannot know (the store makes them) and a reader of the request needs."""
+    if not opened:
         return events
-    return [{**event, "approval_id": approval.approval_id}
-            if event["type"] == "approval_requested" and event.get("key") == approval.key else event
+    ids = {approval.key: approval.approval_id for approval in opened}
+    return [{**event, "approval_id": ids[event["key"]]}
+            if event["type"] == "approval_requested" and event.get("key") in ids else event
             for event in events]
 
 

@@ -182,15 +182,16 @@ class MemoryStore(MemoryReads):
             run.events.extend(events)
             if checkpoint.execution is not None:
                 self._finish(checkpoint.execution, now)
-            approval, closed = self._apply(run, write, now)
+            opened, closed = self._apply(run, write, now)
             if waiting is not None and write.refuse_waiting_command is not None:
                 run.command = None
                 run.append([{"type": "command_refused", **waiting, "reason": write.refuse_waiting_command}], now)
                 waiting = None
-            return Saved(version + 1, approval, waiting, closed)
+            return Saved(version + 1, opened, waiting, closed)
 
-    def _apply(self, run: Run, write: StepWrite, now: datetime) -> tuple[ApprovalRecord | None, list[ApprovalRecord]]:
-        """The step's effects on approvals: the one it opens, and those it closes (the run's, then the
+    def _apply(self, run: Run, write: StepWrite, now: datetime) -> tuple[tuple[ApprovalRecord, ...],
+                                                                          list[ApprovalRecord]]:
+        """The step's effects on approvals: those it opens, and those it closes (the run's, then the
         superseded), as the SQL store reports them."""
         replaced = [closed for key in write.superseded
                     for closed in self._close(self._by_key.get(key, []), "superseded", now)]
@@ -201,9 +202,9 @@ class MemoryStore(MemoryReads):
             replaced += [a.change(status="pending", quorum=reopening.quorum, asked=thaw(canonical_json(reopening.asked)),
                                   decided_at=None, decided_by=None)
                          for a in self._by_key.get(reopening.key, []) if a.record.status == "approved"]
-        approval = self._open(run, write.approval, now) if write.approval is not None else None
+        opened = tuple(self._open(run, request, now) for request in write.approvals)
         cancelled = self._close(self._of_run(run.run_id), "cancelled", now) if write.close_open_approvals else []
-        return approval, cancelled + replaced
+        return opened, cancelled + replaced
 
     def _check_step(self, run: Run, checkpoint: Checkpoint, write: StepWrite) -> None:
         """What SQL's constraints would refuse: a history position taken, a second approval in force."""
@@ -211,12 +212,11 @@ class MemoryStore(MemoryReads):
                                               checkpoint.history_start + len(checkpoint.new_history)))
         if taken:
             raise KeyInUse(f"run {run.run_id} already has history at {sorted(taken)}")
-        request = write.approval
-        if request is not None and any(
-                a.record.status in LIVE_APPROVAL
-                and not (request.key in write.superseded and a.record.status in OPEN_APPROVAL)
-                for a in self._by_key.get(request.key, [])):
-            raise KeyInUse(f"an approval for {request.key} is in force already")
+        for request in write.approvals:
+            if any(a.record.status in LIVE_APPROVAL
+                   and not (request.key in write.superseded and a.record.status in OPEN_APPROVAL)
+                   for a in self._by_key.get(request.key, [])):
+                raise KeyInUse(f"an approval for {request.key} is in force already")
 
     def _open(self, run: Run, request: ApprovalRequest, now: datetime) -> ApprovalRecord:
         record = ApprovalRecord(

@@ -116,7 +116,8 @@ class MemoryReads:
             now = self.now()
             chosen = [r for r in self._runs.values() if r.free(now) and (
                 r.status in ACTIVE or r.command is not None
-                or (r.status == "awaiting_approval" and self._decided(r.pending_key)))]
+                or (r.status == "awaiting_approval" and (self._decided(r.pending_key) or any(
+                    a.record.run_id == r.run_id and a.record.status == "approved" for a in self._approvals.values()))))]
             return [r.run_id for r in oldest_first(chosen, "updated_at")[:limit]]
 
     def _decided(self, key: str | None) -> bool:

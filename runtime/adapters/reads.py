@@ -173,12 +173,15 @@ class SqlReads:
             approvals.c.key == runs.c.pending_key,
             approvals.c.status.in_(DECIDED),
         ).exists()
+        # Of a turn's several calls any may be approved first; an approval is never left unused.
+        approved = select(approvals.c.key).where(approvals.c.run_id == runs.c.run_id,
+                                                 approvals.c.status == "approved").exists()
         with self.engine.connect() as conn:
             free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < self._now(conn))
             query = select(runs.c.run_id).where(free, or_(
                 runs.c.status.in_(ACTIVE),
                 runs.c.command.is_not(None),
-                and_(runs.c.status == "awaiting_approval", decided),
+                and_(runs.c.status == "awaiting_approval", or_(decided, approved)),
             )).order_by(runs.c.updated_at).limit(limit)
             return list(conn.execute(query).scalars().all())
 

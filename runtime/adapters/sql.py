@@ -199,8 +199,7 @@ class SqlStore(SqlReads):
                          for overruled in close_approvals(conn, approvals.c.key == key, "cancelled", now)]
             if write.reopen is not None:
                 replaced += reopen_approval(conn, write.reopen)
-            approval = (insert_approval(conn, run_id, write.approval, row.requester, now)
-                        if write.approval is not None else None)
+            opened = tuple(insert_approval(conn, run_id, request, row.requester, now) for request in write.approvals)
             command = json.loads(row.command) if row.command and not clear_command else None
             cancelled = (close_approvals(conn, approvals.c.run_id == run_id, "cancelled", now)
                          if write.close_open_approvals else [])
@@ -209,7 +208,7 @@ class SqlStore(SqlReads):
                 append_events(conn, run_id, [{"type": "command_refused", **command,
                                                "reason": write.refuse_waiting_command}], now)
                 command = None
-        return Saved(version + 1, approval, command, cancelled + replaced)
+        return Saved(version + 1, opened, command, cancelled + replaced)
 
     def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule) -> CommandRefusal | None:
         """Leave a command for the run's worker, applying `rule`; returns None, or why it was refused.

@@ -54,6 +54,13 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
                             {"tool": SEND, "args": {"to": "ana@example.com", "body": "second"}},
                             {"tool": SEND, "args": {"to": "bo@example.com", "body": "third"}},
                             {"final": "sent"}],
+    # One turn of four calls: a read that runs, two emails that ask, and a tool that does not exist.
+    "scripted:batch": [{"calls": [{"tool": LOOKUP, "args": {"q": "orders"}, "call_id": "c-look"},
+                                  {"tool": SEND, "args": {"to": "ana@example.com", "body": "refund"}, "call_id": "c-ana"},
+                                  {"tool": SEND, "args": {"to": "bo@example.com", "body": "refund"}, "call_id": "c-bo"},
+                                  {"tool": "no_such_tool", "args": {}, "call_id": "c-none"}],
+                        "text": "Looking up, and writing to both."},
+                       {"final": "done"}],
 }
 
 

@@ -65,8 +65,8 @@ def await_approval(store: Store, run_id: str = "run-a") -> ApprovalRecord:
     saved = store.save_step(run_id, owner="w1", version=1, checkpoint=checkpoint, write=step_write(checkpoint, TTL),
                             lease=LEASE)
     store.release(run_id, "w1")
-    assert saved.approval is not None
-    return saved.approval
+    [opened] = saved.approvals
+    return opened
 
 
 def approve(store: Store, approval: ApprovalRecord, user: str = APPROVER) -> None:

@@ -62,7 +62,7 @@ def test_a_reconsidered_call_supersedes_its_approval_and_asks_again_under_the_sa
                  status="awaiting_approval", pending={**pending_call("run-a", 1), "contract": "c2"})
     saved = commit(store, "run-a", run.version, again)
     assert [(a.approval_id, a.status) for a in saved.cancelled] == [(first.approval_id, "superseded")]
-    fresh = saved.approval
+    [fresh] = saved.approvals
     assert (fresh.key, fresh.status, fresh.contract, fresh.args) == ("run-a:1", "pending", "c2", ARGS)
     assert store.approval_for_key("run-a:1") == fresh
     assert store.get_approval(first.approval_id).status == "superseded"
