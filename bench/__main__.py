@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only steps,peers,slack,scale]`: run the benchmarks, write the figures.
+"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,startup]`: run the benchmarks, write the figures.
 
 Each benchmark saves JSON to bench/results/ and rewrites its generated block in BENCHMARKS.md.
 PostgreSQL parts use `SIGNOFF_BENCH_POSTGRES_URL` (default: the test server) in a schema of their
@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import machine, peers, pg, policy, report, scale, slack_ack, steps
+from bench import machine, peers, pg, policy, report, scale, slack_ack, startup, steps
 
-BENCHMARKS = ("steps", "peers", "slack", "scale", "policy")
+BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "startup")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,9 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         "slack": lambda: slack_ack.run(args.quick, postgres),
         "scale": lambda: scale.run(args.quick, postgres),
         "policy": lambda: policy.run(args.quick),
+        "startup": lambda: startup.run(args.quick),
     }
     writers = {"steps": steps.markdown, "peers": peers.markdown, "slack": slack_ack.markdown, "policy": policy.markdown,
-               "scale": scale.markdown}
+               "scale": scale.markdown, "startup": startup.markdown}
     for name in chosen:
         started = time.perf_counter()
         print(f"bench: {name} ...", file=sys.stderr, flush=True)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
-from signoff.runtime.budget import Budget
-from signoff.runtime.errors import ConfigError
-from signoff.runtime.failpoints import Failpoints
-from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
+# The runtime is imported inside the functions that use it: `signoff.bot` imports this module,
+# and `signoff --help` (which imports `signoff.bot`) needs none of the runtime.
+if TYPE_CHECKING:
+    from signoff.runtime.budget import Budget
 
 # name, default as documented ("" for none), one-line description
 _TABLE: tuple[tuple[str, str, str], ...] = (
@@ -85,6 +85,8 @@ def parse_duration(value: Any) -> timedelta:
 
 
 def _parse_ids(value: Any) -> frozenset[str]:
+    from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
+
     items = value if isinstance(value, list | set | frozenset | tuple) else str(value).split(",")
     ids = frozenset(str(item).strip() for item in items if str(item).strip())
     bad = sorted(i for i in ids if not (is_slack_user(i) or is_user_group(i)) and i != CHANNEL_MEMBERS)
@@ -125,6 +127,8 @@ def _field(name: str, **kwargs: Any) -> Any:
 
 
 def _check_failpoints(value: Any) -> Any:
+    from signoff.runtime.failpoints import Failpoints
+
     if value:
         Failpoints(str(value))  # raises ValueError naming the bad point
     return value
@@ -177,6 +181,8 @@ class Settings(BaseModel):
 
         Raises `ConfigError` naming every bad variable, without echoing secret values.
         """
+        from signoff.runtime.errors import ConfigError
+
         values = {
             name: environ[name].strip() for name in ENV_VARS if name in environ and environ[name].strip()
         }
@@ -198,6 +204,8 @@ class Settings(BaseModel):
     @property
     def budget(self) -> Budget:
         """The default budget for new runs."""
+        from signoff.runtime.budget import Budget
+
         return Budget(
             max_steps=self.max_steps, max_tool_calls=self.max_tool_calls, max_tokens=self.max_tokens,
             max_cost_usd=self.max_cost_usd, max_seconds=self.max_seconds,
@@ -205,6 +213,9 @@ class Settings(BaseModel):
 
     def for_serve(self) -> Settings:
         """Check what `signoff serve` needs besides what the CLI needs; raise `ConfigError` if not."""
+        from signoff.runtime.errors import ConfigError
+        from signoff.runtime.people import CHANNEL_MEMBERS
+
         problems = []
         if self.slack_bot_token is None:
             problems.append("SLACK_BOT_TOKEN: required by `signoff serve` (a bot token, xoxb-...)")

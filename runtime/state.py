@@ -43,6 +43,7 @@ from signoff.runtime.frozen import thawed
 from signoff.runtime.schema import (
     ACTIVE,
     ERROR_KINDS,
+    REOPENABLE,
     SCHEMA_VERSION,
     STATUSES,
     STOPPED,
@@ -56,7 +57,7 @@ from signoff.runtime.state_versions import upgrade
 from signoff.tools.base import Tool
 
 __all__ = [
-    "ACTIVE", "DEFAULT_REDACT_KEYS", "ERROR_KINDS", "REDACTED", "SCHEMA_VERSION", "STATUSES", "STOPPED", "TERMINAL",
+    "ACTIVE", "DEFAULT_REDACT_KEYS", "ERROR_KINDS", "REDACTED", "REOPENABLE", "SCHEMA_VERSION", "STATUSES", "STOPPED", "TERMINAL",
     "USAGE_KEYS", "WAITING_ON_HUMAN", "Status", "call_digest", "call_fingerprint", "canonical_json", "dump_state",
     "idempotency_key", "json_copy", "load_state", "new_state", "parse_state", "redact", "secret_names", "upgrade",
 ]

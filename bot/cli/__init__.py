@@ -6,7 +6,8 @@ for a person, 4 the run stopped without an answer (budget, failure, reconciliati
 interrupted (Ctrl-C; a run being decided continues with `signoff runs resume`).
 
 Each command's module is imported when that command runs, so `signoff --help` (and a typo) answers
-without loading SQLAlchemy, the model adapters, MCP or Slack.
+without loading SQLAlchemy, the model adapters, MCP or Slack; this module imports the runtime only
+where a command has run (its error report, its logging).
 """
 
 from __future__ import annotations
@@ -25,9 +26,6 @@ import click
 
 from signoff.bot.cli.envfile import EnvFile, load_env_file
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Interrupted
-from signoff.bot.cli.rendering import one_line
-from signoff.bot.observe.logs import configure_logging
-from signoff.runtime.errors import SignoffError
 
 __all__ = ["CliState", "cli", "main"]
 
@@ -130,8 +128,11 @@ def _run(argv: list[str] | None, state: CliState) -> object:
 
 
 def _report(exc: Exception, debug: bool) -> None:
-    # Imported only now: `signoff --help` must not load SQLAlchemy.
+    # Imported only now: `signoff --help` must not load SQLAlchemy, nor the runtime.
     from sqlalchemy.exc import SQLAlchemyError
+
+    from signoff.bot.cli.rendering import one_line
+    from signoff.runtime.errors import SignoffError
 
     if debug:
         traceback.print_exception(exc)
@@ -160,5 +161,8 @@ def cli(state: CliState, debug: bool) -> None:
     working directory for those the environment does not set; flags override them.
     """
     state.debug = debug
+    # Imported only now, as a command is about to run: `signoff --help` and `--version` need no logging.
+    from signoff.bot.observe.logs import configure_logging
+
     # Replaced by `signoff serve` once its settings are read (a basicConfig here would keep its own).
     configure_logging(logging.DEBUG if debug else logging.WARNING)

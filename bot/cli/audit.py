@@ -2,6 +2,9 @@
 
 The chains show a change made behind Signoff's back; a log rewritten whole, chains and all, shows
 only against a copy kept where the database's writers cannot reach it (see `runtime/audit.py`).
+
+`signoff audit --help` imports this module: the store and the hash chains are imported inside the
+functions that read them.
 """
 
 from __future__ import annotations
@@ -12,25 +15,16 @@ import itertools
 from collections.abc import Generator, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from signoff.bot.cli.options import DATABASE_URL, DEMO, load_settings, options
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
-from signoff.bot.cli.runs import read_store
-from signoff.runtime.adapters.db import masked
-from signoff.runtime.adapters.sql import SqlStore
-from signoff.runtime.audit import (
-    EventRow,
-    Head,
-    Problem,
-    Record,
-    RunRow,
-    Selection,
-    export_lines,
-    read_export,
-    verify,
-)
+
+if TYPE_CHECKING:
+    from signoff.runtime.adapters.sql import SqlStore
+    from signoff.runtime.audit import Head, Problem, Record, Selection
 
 RUN = click.option("--run", "run_id", metavar="RUN", help="Only this run.")
 
@@ -44,6 +38,8 @@ class Tally:
         self.head: Head | None = None
 
     def __iter__(self) -> Iterator[Record]:
+        from signoff.runtime.audit import EventRow, Head, RunRow
+
         for record in self.records:
             match record:
                 case RunRow():
@@ -66,6 +62,8 @@ def audit_verify(run_id: str | None, path: Path | None, database_url: str | None
     Each run's events, and the chain of runs (one link per run created). Exits 0 when all of them match; 1 naming the first event that does not (its run and seq) and
     what is wrong: edited, missing, reordered, added, deleted run or unchained.
     """
+    from signoff.runtime.audit import Head, Selection, read_export, verify
+
     if path is not None:
         if database_url is not None or demo:
             raise click.UsageError("--file is checked without a database: drop --database-url and --demo")
@@ -127,6 +125,8 @@ def audit_export(since: datetime | None, run_id: str | None, database_url: str |
     `signoff audit verify --file` checks the file later without the database: keep it where the
     database's writers cannot change it.
     """
+    from signoff.runtime.audit import Selection, export_lines
+
     selection = Selection(run_id=run_id, since=since)
     with _store(database_url, demo) as (store, where):
         if store is None:
@@ -141,6 +141,9 @@ def audit_export(since: datetime | None, run_id: str | None, database_url: str |
 @contextlib.contextmanager
 def _store(database_url: str | None, demo: bool) -> Iterator[tuple[SqlStore | None, str]]:
     """The store to read (None: the zero-configuration file does not exist yet), and where it is."""
+    from signoff.bot.cli.stored import read_store
+    from signoff.runtime.adapters.db import masked
+
     settings = load_settings({"database_url": database_url}, demo=demo)
     store = read_store(settings.database_url, demo)
     try:
@@ -153,6 +156,8 @@ def _store(database_url: str | None, demo: bool) -> Iterator[tuple[SqlStore | No
 @contextlib.contextmanager
 def _records(store: SqlStore, selection: Selection, where: str) -> Iterator[Iterator[Record]]:
     """The selected records; for one run, only if the database knows it (its row or its link)."""
+    from signoff.runtime.audit import RunRow
+
     records: Generator[Record, None, None] = store.audit_records(selection)
     with contextlib.closing(records):
         first = next(records, None)

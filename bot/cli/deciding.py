@@ -106,6 +106,9 @@ def drive(runner: Runner, run_id: str, console: Console, notifier: TerminalNotif
             case "budget_exhausted" | "stalled" | "failed" | "needs_reconciliation" if settle:
                 if not settle_here(runner, run, console, notifier, user):
                     return run
+            case "expired" if settle and run.state.get("pending"):  # nobody decided its call in time
+                if not settle_here(runner, run, console, notifier, user):
+                    return run
             case _:
                 return run
 
@@ -308,6 +311,12 @@ def offer(runner: Runner, run: RunRecord, console: Console, notifier: TerminalNo
         case "failed":
             choice = console.choose("Retry from the last checkpoint [r] or quit [q]? ", {"r": "retry", "q": "quit"})
             return runner.retry(run.run_id, user) if choice == "retry" else None
+        case "expired":
+            pending = run.state.get("pending") or {}
+            console.show(f"  nobody decided {pending.get('tool')} (key {pending.get('key')}) in time; it was not run")
+            choice = console.choose("Request it again (a fresh approval) [a] or quit [q]? ",
+                                    {"a": "again", "q": "quit"})
+            return runner.request_again(run.run_id, user) if choice == "again" else None
         case _:
             return reconcile_here(runner, run, console, notifier, user)
 

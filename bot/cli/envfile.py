@@ -7,8 +7,6 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dotenv import dotenv_values
-
 ENV_FILE = ".env"
 
 
@@ -29,6 +27,9 @@ def load_env_file(environ: MutableMapping[str, str], directory: Path) -> EnvFile
     path = directory / ENV_FILE
     if not path.is_file():
         return None
+    # Imported only when there is a file to read: every `signoff` command line, `--help` too, comes here.
+    from dotenv import dotenv_values
+
     values = {name: value for name, value in dotenv_values(path).items() if value is not None}
     overridden = tuple(sorted(name for name in values if name in environ))
     loaded = tuple(sorted(name for name in values if name not in environ))

@@ -1,4 +1,8 @@
-"""Operating Signoff: `signoff db upgrade`, `check`, `manifest` and `serve`."""
+"""Operating Signoff: `signoff db upgrade`, `check`, `manifest` and `serve`.
+
+The `--help` of each imports this module: the database, the checks and the Slack app are imported
+inside the commands that use them.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +10,21 @@ import os
 from pathlib import Path
 
 import click
-from sqlalchemy.exc import OperationalError
 
 from signoff.bot.cli import CliState
-from signoff.bot.cli.checks import check_lines
 from signoff.bot.cli.envfile import env_file_words
 from signoff.bot.cli.options import DATABASE_URL, POLICY, load_settings
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
-from signoff.bot.wiring import PACKAGE_DIR
-from signoff.runtime.adapters.db import database_error, make_engine, masked, upgrade
-from signoff.runtime.errors import ConfigError
 
 
 @click.command("upgrade")
 @DATABASE_URL
 def db_upgrade(database_url: str | None) -> int:
     """Create or upgrade the schema to the newest revision; prints `before -> after`."""
+    from sqlalchemy.exc import OperationalError
+
+    from signoff.runtime.adapters.db import database_error, make_engine, masked, upgrade
+
     settings = load_settings({"database_url": database_url})
     engine = make_engine(settings.database_url)
     try:
@@ -50,6 +53,9 @@ def check(state: CliState, policy: str | None) -> int:
     Prints one line per check, "ok ..." or "FAIL ... reason" ("skip ..." when not configured);
     exits 1 if any check failed.
     """
+    from signoff.bot.cli.checks import check_lines
+    from signoff.runtime.errors import ConfigError
+
     # Which .env was read: it may be where a value (or a bad one) came from.
     env_file = env_file_words(state.env_file, Path.cwd())
     try:
@@ -67,6 +73,8 @@ def check(state: CliState, policy: str | None) -> int:
 @click.command()
 def manifest() -> int:
     """Print the Slack app manifest (paste it at api.slack.com/apps -> Create New App -> From a manifest)."""
+    from signoff.bot.wiring import PACKAGE_DIR
+
     source = PACKAGE_DIR / "slack-manifest.yaml"
     if not source.is_file():
         raise click.ClickException("the Slack app manifest is not part of this installation")

@@ -1,5 +1,9 @@
 """What the `signoff` commands share: their flags, the settings those override, the demo's fixed
-configuration, the help texts, and the console."""
+configuration, the help texts, and the console.
+
+Every command's `--help` imports this module: the settings and what it needs of the runtime (the
+database URL rules, the demo's files) are imported inside the functions that use them.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +12,27 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from signoff.bot.cli.console import Console
-from signoff.bot.settings import Settings
-from signoff.bot.wiring import PACKAGE_DIR
-from signoff.bot.words import DEMO_MODEL
-from signoff.runtime.adapters.db import is_default_sqlite, is_new_sqlite, url_problem
+
+if TYPE_CHECKING:
+    from signoff.bot.settings import Settings
 
 DEMO_DATABASE_URL = "sqlite:///signoff-demo.db"
 DEMO_GOAL = "Ada Lovelace says order A-1001 arrived damaged. Refund her and let her know."
-DEMO_POLICY = PACKAGE_DIR / "demo_policy.yaml"
-"""The demo's approval policy: small refunds run unasked, large ones are refused, the rest ask."""
-DEMO_ENV = {"SIGNOFF_DATABASE_URL": DEMO_DATABASE_URL, "SIGNOFF_MODEL": DEMO_MODEL, "SIGNOFF_TOOLS": "demo",
-            "SIGNOFF_POLICY": str(DEMO_POLICY)}
-"""The demo's whole configuration; it reads no SIGNOFF_* or SLACK_* variable."""
+
+
+def demo_env() -> dict[str, str]:
+    """The demo's whole configuration; it reads no SIGNOFF_* or SLACK_* variable. Its approval
+    policy: small refunds run unasked, large ones are refused, the rest ask."""
+    from signoff.bot.wiring import PACKAGE_DIR
+    from signoff.bot.words import DEMO_MODEL
+
+    return {"SIGNOFF_DATABASE_URL": DEMO_DATABASE_URL, "SIGNOFF_MODEL": DEMO_MODEL, "SIGNOFF_TOOLS": "demo",
+            "SIGNOFF_POLICY": str(PACKAGE_DIR / "demo_policy.yaml")}
 
 FLAG_VARS = {
     "model": "SIGNOFF_MODEL", "tools": "SIGNOFF_TOOLS", "max_steps": "SIGNOFF_MAX_STEPS",
@@ -77,6 +85,8 @@ def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _database_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from signoff.runtime.adapters.db import url_problem
+
     problem = url_problem(value) if value is not None else None
     if problem is not None:
         raise click.BadParameter(problem, ctx, param)  # names the flag, not SIGNOFF_DATABASE_URL
@@ -112,7 +122,9 @@ RUN_OPTIONS = options(
 
 def load_settings(flags: Mapping[str, Any], *, demo: bool = False) -> Settings:
     """Settings from the environment (or the demo's fixed configuration), flags taking precedence."""
-    base: Mapping[str, str] = DEMO_ENV if demo else os.environ
+    from signoff.bot.settings import Settings
+
+    base: Mapping[str, str] = demo_env() if demo else os.environ
     overrides = {FLAG_VARS[name]: str(value) for name, value in flags.items()
                  if name in FLAG_VARS and value is not None}
     return Settings.from_env({**base, **overrides})
@@ -120,6 +132,8 @@ def load_settings(flags: Mapping[str, Any], *, demo: bool = False) -> Settings:
 
 def is_zero_config(database_url: str, demo: bool) -> bool:
     """The SQLite file `signoff run` (or `signoff demo`) uses when nothing is configured."""
+    from signoff.runtime.adapters.db import is_default_sqlite
+
     return is_default_sqlite(database_url) or (demo and database_url == DEMO_DATABASE_URL)
 
 
@@ -127,6 +141,8 @@ def may_create(database_url: str, demo: bool) -> bool:
     """Whether a command that writes runs may create the database or upgrade its schema: the
     zero-configuration files, and a SQLite file that does not exist yet, anywhere. A database that
     exists (PostgreSQL, someone's SQLite file) is never changed without `signoff db upgrade`."""
+    from signoff.runtime.adapters.db import is_new_sqlite
+
     return is_zero_config(database_url, demo) or is_new_sqlite(database_url)
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from signoff.bot.cli.console import Console
-from signoff.runtime.records import RunRecord
+if TYPE_CHECKING:  # `signoff --help` imports this module (for the exit codes), and none of the runtime
+    from signoff.bot.cli.console import Console
+    from signoff.runtime.records import RunRecord
 
 EXIT_OK, EXIT_ERROR, EXIT_PAUSED, EXIT_STOPPED, EXIT_CALLS_FAILED = 0, 1, 3, 4, 5
 EXIT_INTERRUPTED = 130

@@ -1,36 +1,31 @@
 """`signoff policy explain`: what the approval policy decides for one call, and why; and the
-policy's one-line summary `signoff check` prints."""
+policy's one-line summary `signoff check` prints.
+
+`signoff policy --help` imports this module: the policy engine and the tools are imported inside
+the functions that use them.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 import click
 
 from signoff.bot.cli.options import DEMO, MCP_CONFIG, OUTBOX, POLICY, TOOLS, load_settings, options
 from signoff.bot.cli.outcomes import EXIT_OK
-from signoff.bot.wiring import load_approval_policy, load_tools
-from signoff.bot.words import who_decides
-from signoff.runtime.approval_policy import (
-    BUILT_IN,
-    Allow,
-    ApprovalPolicy,
-    Ask,
-    Deny,
-    ProposedCall,
-    Requirement,
-    Verdict,
-    evaluate,
-)
-from signoff.runtime.schema import NO_USAGE
-from signoff.tools.base import Tool
+
+if TYPE_CHECKING:
+    from signoff.runtime.approval_policy import ApprovalPolicy, Requirement, Verdict
+    from signoff.tools.base import Tool
 
 
 def policy_summary(policy: ApprovalPolicy) -> str:
     """`policy.yaml - 4 rules, digest 1a2b...`, or what the built-in policy does."""
+    from signoff.runtime.approval_policy import BUILT_IN
+
     if policy.source == BUILT_IN:
         return "built-in (every side effect asks SIGNOFF_APPROVERS)"
     count = len(policy.rules)
@@ -40,6 +35,8 @@ def policy_summary(policy: ApprovalPolicy) -> str:
 def verdict_line(verdict: Verdict) -> str:
     """The rule that decided a call and what it requires, e.g. `rule small-refunds: allow - runs
     without asking anyone`."""
+    from signoff.runtime.approval_policy import Allow, Ask, Deny
+
     match verdict:
         case Allow(rule=None):
             return "no rule matches: allow (default for read-only tools) - runs without asking anyone"
@@ -57,6 +54,8 @@ def verdict_line(verdict: Verdict) -> str:
 
 def requirement_words(requirement: Requirement) -> str:
     """`2 approvals from S0FINANCE, within 2h, confirm before approving`."""
+    from signoff.bot.words import who_decides
+
     words = [who_decides(requirement.to_json()), f"within {duration_words(requirement.ttl)}"]
     if requirement.allow_self_approval:
         words.append("the requester may approve it too")
@@ -121,6 +120,10 @@ def policy_explain(tool: str, args: str, requester: str, channel: str, policy: s
     \b
         signoff policy explain issue_refund '{"amount_usd": "20000.00"}'
     """
+    from signoff.bot.wiring import load_approval_policy, load_tools
+    from signoff.runtime.approval_policy import ProposedCall, evaluate
+    from signoff.runtime.schema import NO_USAGE
+
     arguments = parsed_args(args)
     settings = load_settings({"policy": policy, "tools": tools, "mcp_config": mcp_config, "outbox": outbox},
                              demo=demo)

@@ -1,33 +1,34 @@
-"""`signoff run` and `signoff demo`: start a run in the terminal and decide it there."""
+"""`signoff run` and `signoff demo`: start a run in the terminal and decide it there.
+
+`signoff run --help` imports this module: the settings, the store, the runner, the model and the
+tools are imported inside the functions that run a goal.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from signoff.bot.cli.console import Console
-from signoff.bot.cli.deciding import drive
-from signoff.bot.cli.notifier import TerminalNotifier
 from signoff.bot.cli.options import (
-    DEMO_ENV,
     DEMO_GOAL,
     RUN_OPTIONS,
     deciding_command,
+    demo_env,
     load_settings,
     make_console,
     may_create,
 )
 from signoff.bot.cli.outcomes import Interrupted, finish
-from signoff.bot.observe.logs import LogObserver
-from signoff.bot.settings import ENV_VARS, Settings
-from signoff.bot.wiring import build_runner, load_tools, model_env, runner_config
-from signoff.bot.words import model_label
-from signoff.runtime.adapters.db import check_writable, masked
-from signoff.runtime.adapters.sql import SqlStore
-from signoff.runtime.runner import Runner
+
+if TYPE_CHECKING:
+    from signoff.bot.cli.console import Console
+    from signoff.bot.cli.notifier import TerminalNotifier
+    from signoff.bot.settings import Settings
+    from signoff.runtime.adapters.sql import SqlStore
+    from signoff.runtime.runner import Runner
 
 TERMINAL_SOURCE = "cli"
 """The `origin.source` of a run started in the terminal."""
@@ -77,6 +78,10 @@ def demo(goal: str, quiet: bool, user: str, **flags: Any) -> int:
 
 
 def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, demo: bool) -> int:
+    from signoff.bot.cli.deciding import drive
+    from signoff.bot.words import model_label
+    from signoff.runtime.adapters.db import check_writable, masked
+
     console = make_console(quiet)
     check_writable(settings.database_url)
     runner, notifier = terminal_runner(settings, console, auto_upgrade=may_create(settings.database_url, demo))
@@ -99,6 +104,10 @@ def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, de
 def terminal_runner(settings: Settings, console: Console, *, store: SqlStore | None = None,
                     auto_upgrade: bool | None = None) -> tuple[Runner, TerminalNotifier]:
     """A runner that tells `console`, where the person at the keyboard decides (their own runs too)."""
+    from signoff.bot.cli.notifier import TerminalNotifier
+    from signoff.bot.observe.logs import LogObserver
+    from signoff.bot.wiring import build_runner, load_tools, model_env, runner_config
+
     tools = load_tools(settings)
     config = runner_config(settings, **IN_TERMINAL)
     notifier = TerminalNotifier(console, tools, redact_keys=config.redact_keys)
@@ -110,7 +119,10 @@ def terminal_runner(settings: Settings, console: Console, *, store: SqlStore | N
 
 def resume_hint(run_id: str, settings: Settings, demo: bool) -> str:
     """The `runs resume` command line, with the flags that differ from what it would read by itself."""
-    base: Mapping[str, str] = DEMO_ENV if demo else os.environ
+    from signoff.bot.settings import ENV_VARS
+    from signoff.runtime.adapters.db import masked
+
+    base: Mapping[str, str] = demo_env() if demo else os.environ
     command = f"signoff runs resume {run_id}" + (" --demo" if demo else "")
     for flag, name, value in (("--tools", "SIGNOFF_TOOLS", settings.tools),
                               ("--mcp-config", "SIGNOFF_MCP_CONFIG", settings.mcp_config or ""),

@@ -1,13 +1,16 @@
-"""`signoff runs ...`: list, show, export, resume and replay stored runs."""
+"""`signoff runs ...`: list, show, export, resume and replay stored runs.
+
+`signoff runs --help` imports this module: each command imports the store, the runner and the
+tools it works with inside its body.
+"""
 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 
 import click
 
-from signoff.bot.cli.deciding import drive
 from signoff.bot.cli.options import (
     DATABASE_URL,
     DEMO,
@@ -19,84 +22,11 @@ from signoff.bot.cli.options import (
     TOOLS,
     USER,
     deciding_command,
-    is_zero_config,
     load_settings,
     make_console,
     options,
 )
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK, Interrupted, finish
-from signoff.bot.cli.rendering import one_line
-from signoff.bot.cli.replays import summary_line, verdict_lines
-from signoff.bot.cli.running import IN_TERMINAL, TERMINAL_SOURCE, resume_hint, terminal_runner
-from signoff.bot.cli.story import dumps, run_records, story_lines
-from signoff.bot.settings import Settings
-from signoff.bot.wiring import load_approval_policy, load_tools, open_store
-from signoff.bot.words import model_label
-from signoff.runtime.adapters.db import check_writable, is_default_sqlite, masked, sqlite_file
-from signoff.runtime.adapters.sql import SqlStore
-from signoff.runtime.approval_policy import ApprovalPolicy
-from signoff.runtime.errors import ConfigError, SignoffError
-from signoff.runtime.loop import Caller
-from signoff.runtime.records import RunRecord
-from signoff.runtime.replay import Replayed, replay
-from signoff.runtime.state import TERMINAL, secret_names
-from signoff.tools.base import Tool
-
-
-def runs_store(database_url: str | None, demo: bool, tools: str | None = None,
-               policy: str | None = None) -> tuple[Settings, SqlStore | None]:
-    settings = load_settings({"database_url": database_url, "tools": tools, "policy": policy}, demo=demo)
-    return settings, read_store(settings.database_url, demo)
-
-
-def read_store(database_url: str, demo: bool) -> SqlStore | None:
-    """The store to read runs from; None when it is the zero-configuration file and that does not
-    exist yet. Reading never creates a database: any other missing file is an error."""
-    path = sqlite_file(database_url)
-    if path is not None and not path.exists():
-        if is_zero_config(database_url, demo):
-            return None
-        return open_store(database_url)  # raises, naming the missing file
-    # The zero-configuration file is kept current as `signoff run` would; any other needs `db upgrade`.
-    return open_store(database_url, auto_upgrade=is_zero_config(database_url, demo))
-
-
-def the_run(store: SqlStore | None, run_id: str, database_url: str, demo: bool = False) -> RunRecord:
-    run = store.get_run(run_id) if store is not None else None
-    if run is None:
-        where = masked(database_url) + ("" if store is not None else " (it does not exist yet)")
-        hint = "; it is in the demo database: add --demo" if not demo and _in_demo(database_url, run_id) else ""
-        raise click.ClickException(f"no run {run_id!r} in {where}{hint}")
-    return run
-
-
-def _demo_store(database_url: str) -> SqlStore | None:
-    """The demo's database, when `database_url` is the default one and the demo has left a file."""
-    demo_file = sqlite_file(DEMO_DATABASE_URL)
-    if not is_default_sqlite(database_url) or demo_file is None or not demo_file.exists():
-        return None
-    try:
-        return read_store(DEMO_DATABASE_URL, demo=True)
-    except SignoffError:  # only a hint: a demo file we cannot read is no reason to fail
-        return None
-
-
-def _in_demo(database_url: str, run_id: str) -> bool:
-    store = _demo_store(database_url)
-    try:
-        return store is not None and store.get_run(run_id, history=False) is not None
-    finally:
-        if store is not None:
-            store.close()
-
-
-def _demo_has_runs(database_url: str) -> bool:
-    store = _demo_store(database_url)
-    try:
-        return store is not None and bool(store.list_runs(limit=1))
-    finally:
-        if store is not None:
-            store.close()
 
 
 @click.command("list")
@@ -107,11 +37,15 @@ def _demo_has_runs(database_url: str) -> bool:
 @DEMO
 def runs_list(limit: int, status: str | None, requester: str | None, database_url: str | None, demo: bool) -> int:
     """The most recent runs, newest first."""
+    from signoff.bot.cli.rendering import one_line
+    from signoff.bot.cli.stored import demo_has_runs, runs_store
+    from signoff.runtime.adapters.db import sqlite_file
+
     settings, store = runs_store(database_url, demo)
     found = store.list_runs(requester=requester, status=status, limit=limit) if store is not None else []
     if not found:
         words = "no runs yet" if store is None else "no runs"
-        if not demo and _demo_has_runs(settings.database_url):
+        if not demo and demo_has_runs(settings.database_url):
             words += f"; demo runs are in ./{sqlite_file(DEMO_DATABASE_URL)}: add --demo"
         click.echo(words)
         return EXIT_OK
@@ -135,6 +69,9 @@ def runs_show(run_id: str, as_json: bool, database_url: str | None, tools: str |
 
     Secret-looking arguments (password, token, ...) are redacted.
     """
+    from signoff.bot.cli.stored import runs_store, secret_keys, the_run
+    from signoff.bot.cli.story import dumps, run_records, story_lines
+
     settings, store = runs_store(database_url, demo, tools)
     run = the_run(store, run_id, settings.database_url, demo)
     assert store is not None  # the run was found in it
@@ -152,6 +89,9 @@ def runs_show(run_id: str, as_json: bool, database_url: str | None, tools: str |
 def runs_export(run_id: str, database_url: str | None, tools: str | None, demo: bool) -> int:
     """JSON lines, each {"record": kind, "data": {...}}: the run, then each history entry, event,
     approval and execution. Secret-looking values are redacted."""
+    from signoff.bot.cli.stored import runs_store, secret_keys, the_run
+    from signoff.bot.cli.story import dumps, run_records
+
     settings, store = runs_store(database_url, demo, tools)
     run = the_run(store, run_id, settings.database_url, demo)
     assert store is not None  # the run was found in it
@@ -172,9 +112,17 @@ def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: 
     """Continue a paused, failed, out-of-budget or orphaned run here.
 
     A pending approval is asked for as in `signoff run`; a run out of budget is offered an
-    extension, a failed run a retry, and a call with an unknown outcome is settled (done, retry
-    or abort). A run whose worker died continues from its last checkpoint. Answers may be piped.
+    extension, a failed run a retry, a call with an unknown outcome is settled (done, retry or
+    abort), and a run that expired with nobody deciding its call is offered to request it again.
+    A run whose worker died continues from its last checkpoint. Answers may be piped.
     """
+    from signoff.bot.cli.deciding import drive
+    from signoff.bot.cli.running import resume_hint, terminal_runner
+    from signoff.bot.cli.stored import read_store, the_run
+    from signoff.bot.words import model_label
+    from signoff.runtime.adapters.db import check_writable
+    from signoff.runtime.state import REOPENABLE, TERMINAL
+
     settings = load_settings({"database_url": database_url, "tools": tools, "outbox": outbox,
                               "mcp_config": mcp_config, "policy": policy}, demo=demo)
     store = read_store(settings.database_url, demo)  # a run to resume is in a database that exists
@@ -183,7 +131,7 @@ def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: 
     check_writable(settings.database_url)
     console = make_console(quiet)
     hint = resume_hint(run_id, settings, demo)
-    if run.status in TERMINAL:
+    if run.status in TERMINAL and not (run.status in REOPENABLE and run.state.get("pending")):
         console.say(f"run {run_id} has ended; nothing to resume")
         return finish(console, run, hint, store.executions(run_id))
     # The run keeps the model it started with; build that one, whatever SIGNOFF_MODEL says now.
@@ -210,6 +158,10 @@ def runs_replay(run_id: str | None, every: bool, since: datetime | None, databas
     No model is called, no tool runs, nothing is written. Prints the first divergence of each run
     (step, expected, got); exits 0 when every replayed run is identical, 1 when one is not.
     """
+    from signoff.bot.cli.replays import summary_line
+    from signoff.bot.cli.stored import RunPolicies, finished_runs, replay_each, runs_store, the_run
+    from signoff.bot.wiring import load_tools
+
     if bool(run_id) == every:
         raise click.UsageError("give a run id, or --all")
     if since is not None and not every:
@@ -227,56 +179,6 @@ def runs_replay(run_id: str | None, every: bool, since: datetime | None, databas
     if every:
         click.echo(summary_line(results, time.monotonic() - started))
     return EXIT_OK if all(r.divergence is None for r in results) else EXIT_ERROR
-
-
-def finished_runs(store: SqlStore, since: datetime | None) -> list[RunRecord]:
-    """Every readable run that has ended, started on or after `since` (UTC) if given; listed without history."""
-    after = since.replace(tzinfo=UTC) if since is not None else None
-    return [r for status in sorted(TERMINAL) for r in store.list_runs(status=status, limit=100_000)
-            if not r.unreadable and (after is None or r.created_at >= after)]
-
-
-class RunPolicies:
-    """The approval policy each run went by, each read once: as a terminal's runner loads it for a
-    run started there, as `signoff serve` does for any other (the difference is in its digest)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.loaded: dict[bool, ApprovalPolicy] = {}
-
-    def of(self, run: RunRecord) -> ApprovalPolicy:
-        in_terminal = run.origin.get("source") == TERMINAL_SOURCE
-        if in_terminal not in self.loaded:
-            overrides = IN_TERMINAL if in_terminal else {}
-            self.loaded[in_terminal] = load_approval_policy(self.settings, **overrides)
-        return self.loaded[in_terminal]
-
-
-def replay_each(store: SqlStore, toolset: dict[str, Tool], chosen: list[RunRecord], *, reread: bool,
-                stall_after: int | None, policies: RunPolicies) -> list[Replayed]:
-    """Replay each run; print the verdict of each one, or with `reread` (runs listed without their
-    history, read here one at a time) only of those that diverged."""
-    results = []
-    for listed in chosen:
-        run = store.get_run(listed.run_id) if reread else listed
-        assert run is not None
-        result = replay(run.state, store.timeline(run.run_id), toolset, stall_after=stall_after,
-                        approval_policy=policies.of(run),
-                        caller=Caller(run.requester, str(run.origin.get("channel") or "")))
-        results.append(result)
-        if result.divergence is not None or not reread:
-            click.echo("\n".join(verdict_lines(result)))
-    return results
-
-
-def secret_keys(settings: Settings) -> frozenset[str]:
-    """The global secret names plus every loadable tool's own; warns if the tools cannot be loaded."""
-    try:
-        tools = load_tools(settings)
-    except ConfigError as exc:
-        click.echo(f"warning: tools not loaded ({exc}); only the standard secret names are redacted", err=True)
-        return secret_names()
-    return secret_names(*tools.values())
 
 
 @click.group(commands=[runs_list, runs_show, runs_export, runs_resume, runs_replay])

@@ -1,4 +1,8 @@
-"""`signoff tools`, and the MCP and HTTP lines of `signoff check`: every tool the model will see, with its gate."""
+"""`signoff tools`, and the MCP and HTTP lines of `signoff check`: every tool the model will see, with its gate.
+
+`signoff tools --help` imports this module: the tools, MCP and HTTP APIs are imported inside the
+functions that load them.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +13,12 @@ import click
 
 from signoff.bot.cli.options import DEMO, MCP_CONFIG, OUTBOX, TOOLS, load_settings, options
 from signoff.bot.cli.outcomes import EXIT_OK
-from signoff.bot.cli.rendering import one_line
-from signoff.bot.settings import Settings
-from signoff.bot.wiring import load_tools, mcp_servers
-from signoff.runtime.errors import ConfigError
-from signoff.tools.base import Tool
-from signoff.tools.mcp import Gate, McpConfigError, McpServers, ServerReport
-from signoff.tools.registry import HTTP_PREFIX, MCP_PREFIX
 
 if TYPE_CHECKING:
+    from signoff.bot.settings import Settings
+    from signoff.tools.base import Tool
     from signoff.tools.http import ApiConfig, HttpGate
+    from signoff.tools.mcp import Gate, McpServers, ServerReport
 
 CODE = "code"
 """Where a Python tool's gate comes from: the `Tool(...)` that declares it."""
@@ -32,6 +32,7 @@ def tools(tools: str | None, mcp_config: str | None, outbox: str | None, demo: b
     its time limit, where each of those came from (code, annotation, method, override, server, api,
     default), and its description. MCP servers are started to list their tools, then stopped.
     """
+    from signoff.bot.wiring import load_tools, mcp_servers
     from signoff.tools.http import http_gate
 
     settings = load_settings({"tools": tools, "mcp_config": mcp_config, "outbox": outbox}, demo=demo)
@@ -50,6 +51,8 @@ def tools(tools: str | None, mcp_config: str | None, outbox: str | None, demo: b
 
 def tool_row(tool: Tool, gate: Gate | HttpGate | None) -> list[str]:
     """Name, gate, idempotency, time limit, sources, description."""
+    from signoff.bot.cli.rendering import one_line
+
     timeout = f"{tool.timeout_s:g}s" if tool.timeout_s is not None else "no limit"
     idempotent = ("idempotent" if tool.idempotent else "not idempotent") if tool.side_effect else "-"
     if gate is None:
@@ -75,6 +78,9 @@ def aligned(rows: list[list[str]]) -> list[str]:
 def check_mcp(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     """For `signoff check`: each configured server, then its tools and how each is gated (nothing
     when no MCP servers are configured)."""
+    from signoff.bot.wiring import mcp_servers
+    from signoff.runtime.errors import ConfigError
+
     if not settings.mcp_config:
         return []
     try:
@@ -95,6 +101,7 @@ def check_http(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     if not settings.http_tools:
         return []
     from signoff.tools.http import HttpConfigError, load_config
+    from signoff.tools.registry import HTTP_PREFIX
 
     try:
         config = load_config(settings.http_tools, environ)
@@ -122,6 +129,8 @@ def api_lines(api: ApiConfig, *, picked: bool) -> list[str]:
 
 
 def server_lines(report: ServerReport, picked: set[str]) -> list[str]:
+    from signoff.bot.cli.rendering import one_line
+
     use = "" if report.name in picked else " (not in SIGNOFF_TOOLS)"
     if report.disabled:
         return [f"skip mcp {report.name}: disabled"]
@@ -135,6 +144,8 @@ def server_lines(report: ServerReport, picked: set[str]) -> list[str]:
 
 
 def _reports(servers: McpServers) -> list[ServerReport]:
+    from signoff.tools.mcp import McpConfigError, ServerReport
+
     try:
         return servers.reports()
     except McpConfigError as exc:  # the SDK is not installed: say how to install it, per server
@@ -142,6 +153,8 @@ def _reports(servers: McpServers) -> list[ServerReport]:
 
 
 def _picked(spec: str, servers: McpServers) -> set[str]:
+    from signoff.tools.registry import MCP_PREFIX
+
     names = [entry.strip().removeprefix(MCP_PREFIX) for entry in spec.split(",")
              if entry.strip().startswith(MCP_PREFIX)]
     return set(servers.config.enabled if "*" in names else names)

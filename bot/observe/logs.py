@@ -16,10 +16,12 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal, TextIO
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from signoff.bot.observe.commits import ModelTurn, ending, model_turn, seconds
-from signoff.runtime.records import RunRecord
+if TYPE_CHECKING:  # configuring the log (every command does, `--help` too) needs none of the runtime
+    from signoff.bot.observe.commits import ModelTurn
+    from signoff.runtime.records import RunRecord
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
@@ -166,7 +168,7 @@ class LogObserver:
     def observe(self, run: RunRecord, events: Sequence[Mapping[str, Any]]) -> None:
         if not self.log.isEnabledFor(logging.WARNING):  # the least any line is logged at
             return
-        turn = model_turn(run, events)
+        turn = _commits().model_turn(run, events)
         for event in events:
             line = story_line(run, event, turn)
             if line is not None and self.log.isEnabledFor(line[0]):
@@ -174,10 +176,17 @@ class LogObserver:
                 self.log.log(level, message, extra={"event": event["type"], "run_id": run.run_id, **fields})
 
 
+def _commits() -> ModuleType:
+    """What commits say (`observe.commits`), imported with the first line told, not with logging."""
+    from signoff.bot.observe import commits
+
+    return commits
+
+
 def story_line(run: RunRecord, event: Mapping[str, Any], turn: ModelTurn | None = None) -> Line | None:
     """What `event` says of `run`, as one line; None for what is not worth a line (a failed post,
     which the teller has logged already)."""
-    status = ending(event)
+    status = _commits().ending(event)
     if status is not None:
         return _ending(run, event, status)
     tell = _TELLERS.get(str(event["type"]))
@@ -256,7 +265,7 @@ def _execution_started(run: RunRecord, event: Mapping[str, Any], turn: ModelTurn
 
 
 def _executed(run: RunRecord, event: Mapping[str, Any], turn: ModelTurn | None) -> Line:
-    took = seconds(event.get("seconds"))
+    took = _commits().seconds(event.get("seconds"))
     fields = {**_fields(event, "key", "tool"), "seconds": took}
     if event["type"] == "tool_executed":
         return logging.INFO, f"run {run.run_id}: {event.get('tool')} succeeded in {took:.3f}s{_key(event)}", {
@@ -355,7 +364,7 @@ def _rule(event: Mapping[str, Any]) -> str:
 
 
 def _spoken(value: Any) -> str:
-    total = seconds(value)
+    total = _commits().seconds(value)
     if total < 60:
         return f"{total:.1f}s"
     minutes, secs = divmod(int(total), 60)

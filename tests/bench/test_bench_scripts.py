@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import machine, peer_loop, peers, pg, report, scale, slack_ack, steps  # noqa: E402
+from bench import machine, peer_loop, peers, pg, report, scale, slack_ack, startup, steps  # noqa: E402
 
 
 def postgres_url() -> str:
@@ -109,6 +109,24 @@ def test_slack_benchmark_drives_a_real_signoff_serve_process():
     assert data["click_to_tool"]["n"] == 5
     assert data["rss_after"]["rss_mib"] > 20
     assert "Approve click" in slack_ack.markdown(result)
+
+
+@pytest.mark.slow
+def test_startup_benchmark_times_new_signoff_processes_and_serve_until_it_is_ready():
+    result = startup.run(quick=True)
+
+    assert set(result["lines"]) == {"--help", "--version", "runs --help", "run --help"}
+    for timing in result["lines"].values():
+        assert timing["n"] == 2
+        assert_timing(timing)
+        assert_timing(timing["cpu"])
+    serve = result["serve"]
+    assert_timing(serve["ready"])
+    assert 0 < serve["first_answer"]["median_ms"] <= serve["ready"]["median_ms"]
+    assert set(result["goals"]["met"]) == {"cli", "serve"}
+    text = startup.markdown(result)
+    assert "| `signoff --help` | 2 |" in text and "| `signoff serve`: `/readyz` answers 200 | 1 |" in text
+    json.dumps(result)
 
 
 @pytest.mark.postgres

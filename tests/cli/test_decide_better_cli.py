@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
 
@@ -160,3 +161,29 @@ def test_reminders_escalations_and_timeouts_are_said_in_the_terminal():
     assert told("approval_expired", on_expiry="continue") == (
         "  the approval for send_email (run-1:1) expired; nothing was executed: the model is told no one decided "
         "within 10 min; the call was not made, and the run goes on\n")
+
+
+QUICK = """\
+rules:
+  - name: quick
+    tool: send_email
+    ttl: 2s
+"""
+
+
+def test_resume_offers_to_request_again_a_call_nobody_decided_in_time_and_runs_it_once_approved(signoff):
+    (signoff.cwd / "policy.yaml").write_text(QUICK)
+    model = script(signoff, EMAIL)
+    paused = signoff.here("run", "write to Ada", "--model", model, "--policy", "policy.yaml", "--quiet",
+                          answers="q\n")
+    run_id = paused.out.split()[0]
+    assert paused.code == 3, paused.out + paused.err
+    time.sleep(2.5)  # nobody decided within its 2 s
+    resumed = signoff.here("runs", "resume", run_id, "--policy", "policy.yaml", answers="a\na\n")
+
+    assert resumed.code == 0, resumed.out + resumed.err
+    assert "  nobody decided send_email (key " in resumed.out
+    assert "Request it again (a fresh approval) [a] or quit [q]? a\n" in resumed.out
+    assert resumed.out.count("+-- Approval needed: send_email") == 2  # the expired request, then the fresh one
+    assert [m["subject"] for m in sent(signoff)] == ["Your refund"]  # once
+    assert [e["type"] for e in story(signoff, run_id)["events"]].count("requested_again") == 1
