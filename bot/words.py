@@ -107,7 +107,7 @@ def own_run_refusal(request: str) -> str:
 def model_words(history: Sequence[Mapping[str, Any]], step: int) -> str | None:
     """What the model said beside its call at `step` (a `ToolCall`'s `text`), on one line; None if
     it said nothing or the history is not at hand (a run read without it)."""
-    for entry in reversed(history):
+    for entry in history:  # of a turn's several calls, the first carries what the model said
         if entry.get("role") == "assistant" and entry.get("step") == step and "tool" in entry:
             text = entry.get("text")
             flat = " ".join(text.split()) if isinstance(text, str) else ""

@@ -19,6 +19,7 @@ from typing import Any
 from signoff.runtime.agent import Agent
 from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.budget import Budget
+from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import (
     DispatchRefused,
     InvalidTransition,
@@ -134,7 +135,7 @@ def _act(agent: Agent, state: dict[str, Any], event: dict[str, Any]) -> None:
     match event["type"]:
         case "approval_decided":
             agent.decide(event["approved"], event.get("note") or "", by=event.get("by"),
-                         approvals=int(event.get("approvals") or 1))
+                         approvals=int(event.get("approvals") or 1), key=event.get("key"))
         case "budget_extended":
             agent.extend(**event.get("limits", {}))
         case "retried":
@@ -144,21 +145,28 @@ def _act(agent: Agent, state: dict[str, Any], event: dict[str, Any]) -> None:
                             by=event.get("by"))
         case "cancelled":
             agent.cancel(event.get("reason") or "", by=event.get("by"))
-        case "expired" | "approval_timed_out":
+        case "expired":
             agent.expire(event.get("reason") or "approval expired")
+        case "approval_timed_out":
+            agent.expire(event.get("reason") or "approval expired", key=event.get("key"))
         case "call_reconsidered":
-            agent.reconsider(event.get("reason") or "the tool changed")
+            agent.reconsider(event.get("reason") or "the tool changed", key=event.get("key"))
         case "requested_again":
             agent.request_again(by=event.get("by"))
         case "call_edited":  # the arguments as audited: a secret among them replays as its placeholder
-            agent.edit(event.get("now") or {}, by=event.get("by"))
+            agent.edit(event.get("now") or {}, by=event.get("by"), key=event.get("key"))
 
 
 class _Recording:
     """The recorded run as the replayed loop's policy and executor."""
 
     def __init__(self, state: dict[str, Any], expected: list[dict[str, Any]]) -> None:
-        self.turns = [e for e in state["history"] if e.get("role") == "assistant"]
+        by_step: dict[Any, list[dict[str, Any]]] = {}
+        for entry in state["history"]:
+            if entry.get("role") == "assistant":
+                by_step.setdefault(entry.get("step"), []).append(entry)
+        self.turns = list(by_step.values())
+        """Each model turn's entries: one, or one per call of a turn that made several."""
         self.results = {(e.get("step"), e.get("call_id")): e for e in state["history"] if e.get("role") == "tool"}
         self.expected = expected
         self.next_turn = 0
@@ -181,10 +189,15 @@ class _Recording:
 
     def executor(self, produced: list[dict[str, Any]]) -> Any:
         def run(tool: Tool, args: dict[str, Any], key: str) -> Any:
-            step = int(key.rsplit(":", 1)[1])
+            step, place = _step_of(key)
             outcome = next((e for e in self.expected[len(produced):] if e.get("key") == key and e["type"] in (
                 "tool_executed", "tool_failed", "needs_reconciliation", "failed", "expired")), None)
-            recorded = next((e for (s, _), e in self.results.items() if s == step and e.get("tool") == tool.name), None)
+            turn = next((t for t in self.turns if t and t[0].get("step") == step), [])
+            if place is not None and place <= len(turn):  # a turn's n-th call: its own recorded result
+                recorded = self.results.get((step, turn[place - 1].get("call_id")))
+            else:
+                recorded = next((e for (s, _), e in self.results.items() if s == step and e.get("tool") == tool.name),
+                                None)
             match outcome:
                 case {"type": "tool_executed"}:
                     return recorded.get("result") if recorded else None
@@ -206,24 +219,38 @@ class _RecordedFailure(Exception):
     `_comparable` turns back into the recorded text."""
 
 
-def _decision(turn: Mapping[str, Any]) -> Any:
-    """The policy reply that made `turn`."""
+def _step_of(key: str) -> tuple[int, int | None]:
+    """The step of `run_id:step` (or `run_id:step.n`, and n)."""
+    step = key.rsplit(":", 1)[1]
+    return int(step.split(".")[0]), batch_place(key)
+
+
+def _decision(entries: list[dict[str, Any]]) -> Any:
+    """The policy reply that made a turn, from its entries (several: a reply of several calls)."""
+    turn = entries[0]
     versions = turn.get("versions") or {}
     extra: dict[str, Any] = {"model": {"name": versions.get("model"), "system_prompt_sha256": versions.get("prompt")}}
     if isinstance(turn.get("usage"), dict):
         extra["usage"] = dict(turn["usage"])
+    said = {k: turn[k] for k in ("text", "note") if k in turn}
+    if len(entries) > 1:
+        calls = [{"tool": e["tool"], "args": e.get("args", {}), "call_id": e.get("call_id")} for e in entries]
+        return {"calls": calls, **said, **extra}
     if "final" in turn:
         return {"final": turn["final"], **extra}
     if "tool" in turn:
-        decision = {"tool": turn["tool"], "args": turn.get("args", {}), "call_id": turn.get("call_id"), **extra}
-        decision.update({k: turn[k] for k in ("text", "note") if k in turn})
-        return decision
+        return {"tool": turn["tool"], "args": turn.get("args", {}), "call_id": turn.get("call_id"), **extra, **said}
     return {"error": "the recorded reply could not be used", **extra}
 
 
 def _recorded_result(state: dict[str, Any], key: str | None) -> Any:
-    step = int(key.rsplit(":", 1)[1]) if key else None
-    results = [e for e in state["history"] if e.get("role") == "tool" and e.get("step") == step and "result" in e]
+    step, place = _step_of(key) if key else (None, None)
+    history = state["history"]
+    if place is not None:  # a turn's n-th call: the result told under its call id
+        calls = [e for e in history if e.get("role") == "assistant" and e.get("step") == step and "tool" in e]
+        call_id = calls[place - 1].get("call_id") if place <= len(calls) else None
+        history = [e for e in history if e.get("call_id") == call_id]
+    results = [e for e in history if e.get("role") == "tool" and e.get("step") == step and "result" in e]
     return results[-1]["result"] if results else None
 
 

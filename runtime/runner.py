@@ -33,9 +33,10 @@ from signoff.runtime.commands import (
     request_name,
 )
 from signoff.runtime.decisions import jsonable
+from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState, InvalidTransition
 from signoff.runtime.failpoints import Failpoints
-from signoff.runtime.loop import Caller, classify
+from signoff.runtime.loop import MAX_BATCH_CALLS, Caller, classify
 from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import (
     AlreadyDone,
@@ -497,8 +498,9 @@ class Runner:
         return [approval for _, approval in self.waiting_on(user, limit)]
 
     def pending_approval(self, run_id: str) -> ApprovalRecord | None:
-        found = self.store.list_approvals(status="pending", run_id=run_id, limit=1)
-        return found[0] if found else None
+        """The run's pending approval; of a turn's several calls, the first in the order they were made."""
+        found = self.store.list_approvals(status="pending", run_id=run_id, limit=MAX_BATCH_CALLS)
+        return min(found, key=lambda a: batch_place(a.key) or 0) if found else None
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         return self.store.get_approval(approval_id)

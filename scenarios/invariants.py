@@ -352,13 +352,27 @@ def approval_settled(evidence: Evidence) -> list[str]:
         elif status == "approved":
             found.append(f"{label} was approved but never executed, expired or cancelled (run {run.get('status')})")
         elif status == "pending":
-            if run.get("status") != "awaiting_approval" or run.get("pending_key") != a["key"]:
+            if run.get("status") != "awaiting_approval" and not (a["key"] in _batch_waiting(run)
+                                                                 and run.get("status") in WAITING):
                 found.append(f"{label} is still pending but its run is {run.get('status')}")
+            elif run.get("pending_key") != a["key"] and a["key"] not in _batch_waiting(run):
+                found.append(f"{label} is still pending but its run waits on {run.get('pending_key')}")
             elif a["expires_at"] + evidence.grace < evidence.now:
                 found.append(f"{label} is pending {evidence.now - a['expires_at']} past its expiry")
         elif status not in ("consumed", "denied", "expired", "cancelled"):
             found.append(f"{label} has unknown status {status!r}")
     return found
+
+
+def _batch_waiting(run: dict[str, Any]) -> set[str]:
+    """The keys of the calls of a turn of several that the run still waits on a person for."""
+    try:
+        state = json.loads(run.get("state") or "{}")
+    except (TypeError, ValueError):
+        return set()
+    batch = state.get("batch") or {}
+    return {c["key"] for c in batch.get("calls", []) if c.get("outcome") is None and not c.get("runs")
+            and c.get("pending")}
 
 
 def run_settled(evidence: Evidence) -> list[str]:

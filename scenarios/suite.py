@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from scenarios import (
     again,
+    batches,
     clocks,
     crash,
     dbdrop,
@@ -99,6 +100,8 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
     found += [Scenario(f"policy/quorum-races/2x/{k}", functools.partial(quorum.run_quorum, k, sizes.quorum_runs),
                        k == "postgres") for k in sizes.kinds]
     found += [Scenario(f"expiry/request-again/2x/{k}", functools.partial(again.run_request_again, k), k == "postgres")
+              for k in sizes.kinds]
+    found += [Scenario(f"batch/approve-all-races/2x/{k}", functools.partial(batches.run_batches, k), k == "postgres")
               for k in sizes.kinds]
     if sizes.slack_timeout:
         found.append(Scenario("slack/post-timeout/sqlite", slackfaults.run_post_timeout, False))

@@ -67,6 +67,13 @@ class TerminalNotifier:
         # Recorded as the approval's message, so no Slack process re-posts it as "never shown".
         return {"shown_in": "terminal", "to": run.requester}
 
+    def batch_requested(self, run: RunRecord, approvals: list[ApprovalRecord]) -> dict[str, Any] | None:
+        self._tell_malformed(run)
+        tools = ", ".join(f"{a.tool} ({a.key})" for a in approvals)
+        self.console.say(f"  the model asked for {len(approvals)} calls at once: {tools}; each is asked about on "
+                         "its own, in order, and the model hears every outcome once all are settled")
+        return {"shown_in": "terminal", "to": run.requester}
+
     def show_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
         """Print the approval card once per process."""
         if approval.approval_id in self.shown:

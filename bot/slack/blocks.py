@@ -25,6 +25,9 @@ DENY_ACTION = "signoff.deny"
 EDIT_ACTION = "signoff.edit"
 """Change the call's arguments before anyone approves it: opens the edit modal."""
 EDIT_MODAL = "signoff.edit_modal"
+APPROVE_ALL_ACTION = "signoff.approve_all"
+"""On the card of a turn's several calls: approve each of them the clicker may approve; carries
+`batch_value`, every pending call's approval id and digest."""
 REVOKE_GRANT_ACTION = "signoff.revoke_grant"
 """End a grant at once, from App Home; carries the grant id."""
 VIEW_ARGS_ACTION = "signoff.view_args"
@@ -48,6 +51,7 @@ APPROVAL_BLOCK = "signoff.approval"
 """The block of decision buttons under an approval request, on its card and in its modal."""
 
 APPROVAL_ACTIONS = (APPROVE_ACTION, APPROVE_SIMILAR_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, EDIT_ACTION)
+"""Buttons about one approval; each carries `approval_value` (Approve all carries `batch_value`)."""
 """Buttons on an approval request; each carries `approval_value`."""
 RUN_ACTIONS = (
     EXTEND_ACTION, CLOSE_ACTION, RETRY_ACTION, RECONCILE_DONE_ACTION, RECONCILE_RETRY_ACTION, RECONCILE_ABORT_ACTION,
@@ -189,6 +193,11 @@ def approval_value(approval: ApprovalRecord) -> str:
     return f"{approval.approval_id}:{approval.digest}"
 
 
+def batch_value(approvals: Sequence[ApprovalRecord]) -> str:
+    """What Approve all carries: each call's `approval_value`, comma-separated, nothing else."""
+    return ",".join(approval_value(approval) for approval in approvals)
+
+
 def approve_button(approval: ApprovalRecord, *, tool_confirms: bool = False) -> dict[str, Any]:
     """Approve; behind an "are you sure?" dialog when the policy rule that asked says `confirm` or
     the tool is marked `confirm` (`tool_confirms`)."""
@@ -212,6 +221,22 @@ def approve_confirmation(approval: ApprovalRecord, *, tool_confirms: bool = Fals
             "text": plain_text(text, MAX_CONFIRM_TEXT),
             "confirm": plain_text("Approve", MAX_CONFIRM_BUTTON), "deny": plain_text("Cancel", MAX_CONFIRM_BUTTON),
             "style": "primary"}
+
+
+def approve_all_button(approvals: Sequence[ApprovalRecord], *, confirming: Sequence[str] = ()) -> dict[str, Any]:
+    """Approve all the calls of `approvals` (the card's calls the clicker can approve there); behind a
+    dialog that says what it approves, always: one click decides several calls. `confirming`: the
+    tools among them whose rule or contract asks for a confirmation."""
+    element = button(f"Approve all {len(approvals)}", APPROVE_ALL_ACTION, batch_value(approvals), "primary")
+    tools = ", ".join(sorted({approval.tool for approval in approvals}))
+    why = f" {', '.join(confirming)} asks you to confirm." if confirming else ""
+    text = (f"You approve {len(approvals)} calls ({tools}), each with its key and its arguments as shown; "
+            f"each one you may approve runs once its approvals are complete.{why}")
+    element["confirm"] = {"title": plain_text(f"Approve {len(approvals)} calls?", MAX_CONFIRM_TITLE),
+                          "text": plain_text(text, MAX_CONFIRM_TEXT),
+                          "confirm": plain_text("Approve all", MAX_CONFIRM_BUTTON),
+                          "deny": plain_text("Cancel", MAX_CONFIRM_BUTTON), "style": "primary"}
+    return element
 
 
 def plain_text(text: str, limit: int) -> dict[str, Any]:

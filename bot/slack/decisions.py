@@ -24,6 +24,7 @@ from signoff.bot.slack.notices import Notices
 from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.payloads import (
     ApprovalClick,
+    BatchClick,
     EditSubmission,
     Malformed,
     Where,
@@ -86,6 +87,27 @@ class Decisions:
             return
         outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True)
         self._after_decision(outcome, click.where, modal=click.where.modal_id)
+
+    def on_approve_all(self, ack: Ack, body: dict[str, Any]) -> None:
+        """Approve all, on the card of a turn's several calls: each call the clicker may approve is
+        decided as its own Approve would decide it (a call decided first, by anyone, stays as it
+        was decided), and the clicker is told what became of each."""
+        ack()
+        click = parse_click(body)
+        if not isinstance(click, BatchClick):
+            self.notices.refuse_malformed(body, click)
+            return
+        said, runs = [], set()
+        for approval_id, digest in click.approvals:
+            outcome = self.runner.decide(approval_id, digest, click.where.user, approved=True)
+            if isinstance(outcome, Decided | AlreadyDecided | Expired):
+                self._refresh_clicked(outcome.approval, click.where)
+            if isinstance(outcome, Decided):
+                runs.add(outcome.approval.run_id)
+            said.append(batch_outcome_line(outcome))
+        for run_id in runs:
+            self.workers.submit(run_id)
+        self.notices.tell(click.where, "*Approve all*\n" + "\n".join(said))
 
     def on_approve_similar(self, ack: Ack, body: dict[str, Any]) -> None:
         click = self._acked_click(ack, body)
@@ -291,6 +313,26 @@ class Decisions:
                 self.notifier.show_approval(run, approval)
             except SlackApiError as exc:
                 log.warning("approval %s: could not refresh its message: %s", approval.approval_id, exc)
+
+
+def batch_outcome_line(outcome: DecisionOutcome) -> str:
+    """One line of what Approve all did to one call."""
+    match outcome:
+        case Decided(approval=approval):
+            return f"• `{blocks.safe(approval.tool, 64)}` ({blocks.safe(approval.key, 120)}): approved; it runs now."
+        case Counted(approval=approval):
+            return (f"• `{blocks.safe(approval.tool, 64)}` ({blocks.safe(approval.key, 120)}): your approval is "
+                    f"counted ({approval_progress(approval, blocks.user)}).")
+        case AlreadyCounted(approval=approval):
+            return f"• `{blocks.safe(approval.tool, 64)}`: you already approved it."
+        case AlreadyDecided(approval=approval) | Expired(approval=approval):
+            return f"• `{blocks.safe(approval.tool, 64)}`: {decided_text(approval)}"
+        case NotAllowed(reason=reason) | Mismatch(reason=reason):
+            return f"• {not_done_text(reason)}"
+        case Missing(what=what):
+            return f"• This {what} no longer exists."
+        case _:
+            assert_never(outcome)
 
 
 def _in_place(text: str) -> dict[str, Any]:

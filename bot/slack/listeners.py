@@ -76,6 +76,7 @@ class Listeners:
         app.command(blocks.COMMAND)(answered(self.commands.on_command))
         app.action(blocks.APPROVE_ACTION)(answered(self.decisions.on_approve))
         app.action(blocks.APPROVE_SIMILAR_ACTION)(answered(self.decisions.on_approve_similar))
+        app.action(blocks.APPROVE_ALL_ACTION)(answered(self.decisions.on_approve_all))
         app.action(blocks.DENY_ACTION)(answered(self.decisions.on_deny))
         app.action(blocks.EDIT_ACTION)(answered(self.decisions.on_edit))
         app.action(blocks.VIEW_ARGS_ACTION)(answered(self.decisions.on_view_args))

@@ -42,6 +42,7 @@ from signoff.bot.slack.blocks import (
     VIEW_RESULT_ACTION,
     Message,
     actions,
+    approve_all_button,
     budget_limits,
     budget_line,
     button,
@@ -306,6 +307,58 @@ def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDi
     blocks.append(section(line))
     text = f"{approval_fallback(approval, grant)}: {safe(approval.tool, 64)} for run {safe(run.run_id, 80)}"
     return Message(clip(text, MAX_FALLBACK), blocks)
+
+
+BATCH_SECTIONS = 1
+"""Code sections of each call's arguments on a card of several calls (each is Approved beside them in full)."""
+
+
+def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
+                  displays: Mapping[str, ToolDisplay] | None = None, said: str | None = None) -> Message:
+    """The requests of one turn's several calls on one card, in the order the model made them: each
+    call with its arguments, who decides and where it stands, its own buttons while it waits (a
+    click on them decides that call alone), and Approve all for the calls approvable on the card."""
+    displays = displays or {}
+    link = run_link(run.origin, "see the run")
+    said = (card_words(run, approvals[0]) if approvals else None) or said
+    blocks = [header(f"Approve {len(approvals)} calls?"),
+              section(f"*Goal* (asked by {user(run.requester)}{f' · {link}' if link else ''})\n"
+                      f">{safe(run.goal, _GOAL_CHARS)}"),
+              *([section(model_says(said))] if said else [])]
+    approvable, confirming = [], []
+    for place, approval in enumerate(approvals, start=1):
+        display = displays.get(approval.tool, UNKNOWN_TOOL)
+        shown = shown_arguments(run, approval, display, BATCH_SECTIONS)
+        edited = batch_edited(run, approval)
+        blocks += [section(f"*{place}. `{safe(approval.tool, 64)}`* · key `{safe(approval.key, 120)}`\n{shown.label}"),
+                   *shown.sections, *([section(edited_line(edited))] if edited else [])]
+        if approval.status != "pending":
+            blocks.append(section(approval_outcome(approval)[0]))
+            continue
+        deciders, progress = deciders_line(approval), _progress(approval)
+        standing = [f"*Who decides* {deciders}"] if deciders else []
+        standing.append(f"expires {slack_date(approval.expires_at)}")
+        blocks.append(context(*standing, *([progress] if progress else [])))
+        blocks.append(actions(f"{APPROVAL_BLOCK}.{place}", shown.buttons))
+        if shown.whole:
+            approvable.append(approval)
+            if (approval.asked or {}).get("confirm") is True or display.confirm:
+                confirming.append(approval.tool)
+    if len(approvable) > 1:
+        blocks.append(actions(f"{APPROVAL_BLOCK}.all", [approve_all_button(approvable, confirming=confirming)]))
+    blocks.append(context(f"run `{safe(run.run_id, 80)}` · budget used: {budget_line(run.state)}"))
+    waiting = sum(1 for approval in approvals if approval.status == "pending")
+    text = (f"Approval needed: {waiting} of {len(approvals)} calls ("
+            f"{', '.join(dict.fromkeys(a.tool for a in approvals))}) for run {run.run_id}" if waiting else
+            f"Decided: {len(approvals)} calls for run {run.run_id}")
+    return Message(_fallback(text), blocks)
+
+
+def batch_edited(run: RunRecord, approval: ApprovalRecord) -> Mapping[str, Any] | None:
+    """Who edited this call of a turn's several and how (`schema.Edited`), from the run's state."""
+    batch = run.state.get("batch") or {}
+    call = next((c for c in batch.get("calls") or () if c.get("key") == approval.key), None)
+    return edited_changes(call.get("pending") if call else run.state.get("pending"), approval)
 
 
 def card_words(run: RunRecord, approval: ApprovalRecord) -> str | None:

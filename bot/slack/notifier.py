@@ -17,6 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 from slack_sdk import WebClient
@@ -26,6 +27,7 @@ from signoff.bot.arguments import ToolDisplay
 from signoff.bot.slack import messages
 from signoff.bot.slack.blocks import Message
 from signoff.bot.words import edited_changes, goes_on_after_expiry, grant_offer
+from signoff.runtime.digests import batch_place
 from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.rules import nudge_moments
@@ -50,13 +52,17 @@ GRANTS_LOOKED_AT = 200
 """The newest grants searched for the one an approval made, when this process did not see it made."""
 
 
-class Grants(Protocol):
-    """What the notifier reads of grants (`runtime.ports.GrantStore` has it): who made one, how often
-    it was used."""
+class Reads(Protocol):
+    """What the notifier reads of the store: grants (who made one, how often it was used), and a
+    run's approvals (the other calls of a card of several)."""
 
     def get_grant(self, grant_id: str) -> GrantRecord | None: ...
 
     def list_grants(self, *, live: bool = True, limit: int = 50) -> list[GrantRecord]: ...
+
+    def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
+                       exclude_requester: str | None = None, unposted: bool = False,
+                       older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]: ...
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -86,11 +92,12 @@ class SlackNotifier:
 
     def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,
                  approval_channel: str | None = None, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
-                 extend_steps: int = RunnerConfig.extend_steps, grants: Grants | None = None,
+                 extend_steps: int = RunnerConfig.extend_steps, reads: Reads | None = None,
                  update_attempts: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
         self.client = client
-        self.grants = grants
-        """Where a grant is looked up (the runner's store); None: only the grants this process saw made."""
+        self.reads = reads
+        """Where grants and a card's other approvals are looked up (the runner's store); None: only
+        the grants this process saw made, and every approval on a card of its own."""
         self.tools = dict(tools or {})
         self.approval_channel = approval_channel
         self.redact_keys = frozenset(redact_keys)
@@ -131,6 +138,8 @@ class SlackNotifier:
         channel = self.approval_channel or run.origin.get("channel")
         if not channel:
             return None
+        if batch_place(approval.key) is not None:  # one of a turn's calls: on the card of them all
+            return self._batch_card(run, approval, channel)
         said = messages.card_words(run, approval)
         edited = edited_changes(run.state.get("pending"), approval)
         with self._lock:
@@ -142,6 +151,48 @@ class SlackNotifier:
         response = self._post(channel, message)
         self._show_followed(run, done=True)  # the run waits for a person now
         return {"channel": response["channel"], "ts": response["ts"]}
+
+    def batch_requested(self, run: RunRecord, approvals: list[ApprovalRecord]) -> dict[str, Any] | None:
+        channel = self.approval_channel or run.origin.get("channel")
+        if not channel:
+            return None
+        said = messages.card_words(run, approvals[0])
+        if said:
+            with self._lock:
+                for approval in approvals:
+                    self._said.put(approval.approval_id, said)
+        response = self._post(channel, self._batch_message(run, approvals))
+        self._show_followed(run, done=True)  # the run waits for people now
+        return {"channel": response["channel"], "ts": response["ts"]}
+
+    def _batch_card(self, run: RunRecord, approval: ApprovalRecord, channel: str) -> dict[str, Any]:
+        """Where a call of a turn's several is shown: the card of its turn, redrawn with it (an edit,
+        a reconsidered call), or, if none was posted, a card of the calls this process can find."""
+        calls = self._batch_of(run, approval)
+        shown = next((a.message for a in calls if a.message and a.message.get("ts")), None)
+        if shown is not None:
+            self._update(shown["channel"], shown["ts"], self._batch_message(run, calls))
+            return {"channel": shown["channel"], "ts": shown["ts"]}
+        response = self._post(channel, self._batch_message(run, calls))
+        return {"channel": response["channel"], "ts": response["ts"]}
+
+    def _batch_of(self, run: RunRecord, approval: ApprovalRecord) -> list[ApprovalRecord]:
+        """The approvals in force of `approval`'s turn, in the order of its calls, with `approval` as given."""
+        found = self.reads.list_approvals(run_id=run.run_id, limit=200) if self.reads is not None else []
+        latest: dict[str, ApprovalRecord] = {}
+        for other in sorted(found, key=lambda a: (a.status != "superseded", a.requested_at)):
+            if other.step == approval.step and batch_place(other.key) is not None:
+                latest[other.key] = other
+        known = latest.get(approval.key)
+        if known is None or known.approval_id == approval.approval_id or approval.status != "superseded":
+            latest[approval.key] = approval  # as the caller has it: fresher than the read
+        return sorted(latest.values(), key=lambda a: batch_place(a.key) or 0)
+
+    def _batch_message(self, run: RunRecord, approvals: list[ApprovalRecord]) -> Message:
+        with self._lock:
+            said = next((s for a in approvals if (s := self._said.get(a.approval_id))), None)
+        return messages.batch_message(run, approvals, displays={a.tool: self.display(a.tool) for a in approvals},
+                                      said=said)
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self._show_outcome(run, approval)
@@ -179,7 +230,7 @@ class SlackNotifier:
         thread = self._thread(run)
         if thread is not None:
             secrets = self.display(str(entry.get("tool") or "")).secret_names
-            grant = self.grants.get_grant(entry["grant"]) if self.grants and isinstance(entry.get("grant"), str) else None
+            grant = self.reads.get_grant(entry["grant"]) if self.reads and isinstance(entry.get("grant"), str) else None
             message = messages.tool_result_message(run, entry, secret_names=secrets,
                                                    marked_done=self._marked_done_by(run, entry), grant=grant)
             self._post(thread[0], message, thread_ts=thread[1])
@@ -245,9 +296,9 @@ class SlackNotifier:
             return None
         with self._lock:
             known = self._granted.get(approval.approval_id)
-        if known is not None or self.grants is None:
+        if known is not None or self.reads is None:
             return known
-        made = self.grants.list_grants(live=False, limit=GRANTS_LOOKED_AT)
+        made = self.reads.list_grants(live=False, limit=GRANTS_LOOKED_AT)
         return next((grant for grant in made if grant.approval_id == approval.approval_id), None)
 
     def _waiting_people(self, run: RunRecord, approval: ApprovalRecord, ids: Iterable[str]) -> list[str]:
@@ -296,6 +347,9 @@ class SlackNotifier:
     def _show_outcome(self, run: RunRecord, approval: ApprovalRecord) -> None:
         where = approval.message or {}
         if not where.get("channel") or not where.get("ts"):
+            return
+        if batch_place(approval.key) is not None:
+            self._update(where["channel"], where["ts"], self._batch_message(run, self._batch_of(run, approval)))
             return
         with self._lock:
             said = self._said.get(approval.approval_id)

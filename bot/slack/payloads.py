@@ -14,6 +14,7 @@ from urllib.parse import parse_qs
 
 from signoff.bot.slack.blocks import (
     APPROVAL_ACTIONS,
+    APPROVE_ALL_ACTION,
     DENY_MODAL,
     DENY_REASON_BLOCK,
     DENY_REASON_INPUT,
@@ -22,6 +23,7 @@ from signoff.bot.slack.blocks import (
     REVOKE_GRANT_ACTION,
     RUN_ACTIONS,
 )
+from signoff.runtime.loop import MAX_BATCH_CALLS
 from signoff.runtime.people import is_slack_user
 
 _CHANNEL = re.compile(r"^[CGDU][A-Z0-9]{2,30}$")
@@ -65,6 +67,14 @@ class ApprovalClick:
     action: str
     approval_id: str
     digest: str
+    where: Where
+
+
+@dataclass(frozen=True)
+class BatchClick:
+    """Approve all pressed on the card of a turn's several calls: each call's (approval id, digest)."""
+
+    approvals: tuple[tuple[str, str], ...]
     where: Where
 
 
@@ -145,7 +155,7 @@ class Command:
     team: str | None = None
 
 
-def parse_click(body: Any) -> ApprovalClick | RunClick | GrantClick | Malformed:
+def parse_click(body: Any) -> ApprovalClick | BatchClick | RunClick | GrantClick | Malformed:
     """A `block_actions` body with one of our buttons."""
     if not isinstance(body, dict) or body.get("type") != "block_actions":
         return Malformed("not a button click")
@@ -168,6 +178,14 @@ def parse_click(body: Any) -> ApprovalClick | RunClick | GrantClick | Malformed:
         if isinstance(parsed_run, Malformed):
             return parsed_run
         return RunClick(action_id, parsed_run[0], parsed_run[1], where)
+    if action_id == APPROVE_ALL_ACTION:
+        parts = value.split(",")
+        if not 1 <= len(parts) <= MAX_BATCH_CALLS:  # a card holds the calls of one turn
+            return Malformed("Approve all names no approvals, or more than a card holds")
+        pairs = [parse_approval_value(part) for part in parts]
+        if any(isinstance(pair, Malformed) for pair in pairs):
+            return Malformed("Approve all does not carry approval ids and digests")
+        return BatchClick(tuple(dict.fromkeys(pair for pair in pairs if not isinstance(pair, Malformed))), where)
     if action_id == REVOKE_GRANT_ACTION:
         return GrantClick(value, where) if _GRANT_ID.match(value) else Malformed("the button does not name a grant")
     return Malformed("unknown button")

@@ -202,7 +202,7 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
                               observer=observation.observer)
     store = runner.store
     assert isinstance(store, SqlStore), "serve keeps runs in SQL"
-    notifier.grants = store  # the store is opened with the runner, after the notifier it tells
+    notifier.reads = store  # the store is opened with the runner, after the notifier it tells
     observation.metrics.watch(SharedState(store.engine))
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="signoff-run")
     workers = Workers(runner, pool)

@@ -68,7 +68,7 @@ class Script:
     def __call__(self, history: list[dict[str, Any]]) -> dict[str, Any]:
         with self._lock:
             self.histories.append(history)
-        done = sum(1 for e in history if e["role"] == "assistant")
+        done = len({e["step"] for e in history if e["role"] == "assistant"})  # a turn of several calls is one
         if done >= len(self.decisions):
             return {"final": "script exhausted"}
         return dict(self.decisions[done])

@@ -47,6 +47,12 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         {"final": "done, one note sent"},
     ],
     "credit": [{"tool": "apply_credit", "args": {"account": "acct-9", "amount": 20}}, {"final": "credited"}],
+    "batch": [{"calls": [{"tool": "lookup", "args": {"query": "order A-2002"}, "call_id": "b-look"},
+                         {**NOTE, "call_id": "b-grace"},
+                         {"tool": "send_note", "args": {"to": "hal@example.com", "text": "Yours too."}, "call_id": "b-hal"},
+                         {"tool": "no_such_tool", "args": {}, "call_id": "b-none"}],
+               "text": "Reading the order and writing to both."},
+              {"final": "Grace was told; Hal was not."}],
 }
 
 
@@ -187,6 +193,20 @@ def expired_requested_again(r: Recorder) -> tuple[Runner, str]:
     return runner, run.run_id
 
 
+def batch_decided_out_of_order(r: Recorder) -> tuple[Runner, str]:
+    """A turn of four calls: the read runs, the unknown tool is refused, the second note is denied
+    first and the first approved after."""
+    runner = r.runner()
+    run = runner.start_run("tell Grace and Hal", REQUESTER, model="scripted:batch")
+    runner.execute(run.run_id)
+    grace, hal = sorted(runner.store.list_approvals(status="pending", run_id=run.run_id), key=lambda a: a.key)
+    runner.decide(hal.approval_id, hal.digest, APPROVER, False, "not Hal")
+    runner.execute(run.run_id)
+    runner.decide(grace.approval_id, grace.digest, APPROVER, True, "fine")
+    runner.execute(run.run_id)
+    return runner, run.run_id
+
+
 def dataclass_replace(tool: Any, **changes: Any) -> Any:
     import dataclasses
     return dataclasses.replace(tool, **changes)
@@ -202,6 +222,7 @@ RECIPES: dict[str, tuple[Callable[[Recorder], tuple[Runner, str]], str]] = {
     "cancelled-while-waiting": (cancelled_while_waiting, TOOLSET),
     "reconciled-done": (reconciled_done, TOOLSET),
     "expired-requested-again": (expired_requested_again, TOOLSET),
+    "batch-decided-out-of-order": (batch_decided_out_of_order, TOOLSET),
 }
 
 
