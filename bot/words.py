@@ -9,13 +9,15 @@ mrkdwn, `bot.cli` prints it as it is).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from signoff.bot.arguments import key_text, literal
 from signoff.runtime.budget import COUNTED_LIMITS, EXTEND_FRACTION, usage_report
+from signoff.runtime.digests import call_digest
 from signoff.runtime.durations import spoken
-from signoff.runtime.records import ApprovalRecord
+from signoff.runtime.records import ApprovalRecord, RunRecord
 
 LIMIT_NAMES = {
     "max_steps": "steps", "max_tool_calls": "tool calls", "max_tokens": "tokens",
@@ -317,6 +319,23 @@ def edited_changes(pending: Mapping[str, Any] | None, approval: ApprovalRecord) 
     if not isinstance(edited, Mapping) or pending.get("key") != approval.key or pending.get("args") != approval.args:
         return None
     return edited
+
+
+def approval_preview(run: RunRecord, approval: ApprovalRecord) -> Mapping[str, Any] | None:
+    """The preview `approval` was asked with (`schema.Preview` as JSON): from the run's pending call,
+    or its turn's, and only when the approval is bound to that very preview; else None."""
+    calls = [run.state.get("pending"), *(c.get("pending") for c in (run.state.get("batch") or {}).get("calls", []))]
+    for pending in calls:
+        if pending and pending.get("key") == approval.key and isinstance(pending.get("preview"), Mapping):
+            preview: Mapping[str, Any] = pending["preview"]
+            if call_digest(approval.tool, approval.args, approval.key, preview.get("digest")) == approval.digest:
+                return preview
+    return None
+
+
+def preview_text(shown: Any) -> str:
+    """A preview as text, as every surface shows it: text as it is, JSON indented."""
+    return shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False, indent=1, sort_keys=True)
 
 
 _REQUEST_WORDS = {  # request (`AlreadyDone.what`) -> (what it did, what follows once done, or "")

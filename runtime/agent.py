@@ -24,7 +24,7 @@ from signoff.runtime.loop import Caller, CallModel, Context, ModelFailed, Reply,
 from signoff.runtime.records import GrantRecord
 from signoff.runtime.schema import BudgetLimits, RunState
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, dump_state, parse_state
-from signoff.runtime.tool_calls import Executor, Outcome, call_tool, run_tool
+from signoff.runtime.tool_calls import Executor, Outcome, call_tool, run_tool, take_preview
 from signoff.tools.base import Tool
 
 __all__ = ["Agent", "Checkpoint", "Executor", "InProcess", "Policy", "Ports"]
@@ -216,7 +216,9 @@ class Agent:
         mark = self.clock()
         while True:
             self._take(step)
-            if not committed and (not isinstance(step.then, RunTool) or step.then.commits_first):
+            # A preview is a read taken on the way to asking a person: committed with the ask.
+            if not committed and (not isinstance(step.then, RunTool | loop.RunPreview) or (
+                    isinstance(step.then, RunTool) and step.then.commits_first)):
                 now = self.clock()
                 self._run, mark = loop.charge_time(self._run, now - mark), now
                 if not self._commit():
@@ -229,6 +231,9 @@ class Agent:
                     step = loop.after_call(self._run, self.context, action, self.ports.run(action))
                 case loop.ContinueBatch():
                     step = loop.continue_batch(self._run, self.context)
+                case loop.RunPreview() as preview:
+                    step = loop.after_preview(self._run, self.context, preview,
+                                              take_preview(preview.tool, thawed(preview.call.args), preview.call.key))
                 case _:
                     return self.status
 

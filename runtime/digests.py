@@ -17,9 +17,16 @@ def call_fingerprint(tool: str, args: Any) -> str:
     return hashlib.sha256(f"{tool}\n{canonical_json(args)}".encode()).hexdigest()[:32]
 
 
-def call_digest(tool: str, args: Any, key: str) -> str:
-    """Binds an approval to exactly one call: tool, canonical arguments and idempotency key."""
-    return hashlib.sha256(f"{tool}\n{canonical_json(args)}\n{key}".encode()).hexdigest()
+def call_digest(tool: str, args: Any, key: str, preview: str | None = None) -> str:
+    """Binds an approval to exactly one call: tool, canonical arguments and idempotency key, and
+    what its preview showed (`preview`: the preview's digest; None: the call has none)."""
+    bound = f"{tool}\n{canonical_json(args)}\n{key}" + (f"\n{preview}" if preview is not None else "")
+    return hashlib.sha256(bound.encode()).hexdigest()
+
+
+def preview_digest(shown: Any) -> str:
+    """What a preview showed, as the digest an approval binds."""
+    return hashlib.sha256(canonical_json(shown).encode()).hexdigest()[:32]
 
 
 def idempotency_key(run_id: str, step: int, place: int | None = None) -> str:

@@ -39,6 +39,7 @@ from signoff.runtime.schema import (
     HistoryEntry,
     MalformedReply,
     PendingCall,
+    Preview,
     RunState,
     RuntimeFeedback,
     Status,
@@ -51,7 +52,16 @@ from signoff.runtime.schema import (
 from signoff.runtime.schema import Stop as StopReason
 from signoff.runtime.stalls import Repeats
 from signoff.runtime.state import call_fingerprint, idempotency_key, redact, secret_names
-from signoff.runtime.tool_calls import Failed, NotGranted, Outcome, Ran, Refused, TimedOut, Unknown
+from signoff.runtime.tool_calls import (
+    Failed,
+    NotGranted,
+    Outcome,
+    PreviewChanged,
+    Ran,
+    Refused,
+    TimedOut,
+    Unknown,
+)
 from signoff.runtime.turns import Catalogue, Provenance, read_turn
 from signoff.tools.base import Tool
 
@@ -92,6 +102,17 @@ class RunTool:
 
 
 @dataclass(frozen=True)
+class RunPreview:
+    """Ask `tool` what `call` would do (`Tool.preview`: read-only, time-limited) before a person is
+    asked about it; what it says goes to `after_preview`."""
+
+    call: PendingCall
+    tool: Tool
+    said: dict[str, Any] = field(default_factory=dict)
+    """What the approval request's event says besides the call (the policy's digest, ...)."""
+
+
+@dataclass(frozen=True)
 class ContinueBatch:
     """Take the next call of the turn being settled (`RunState.batch`): run the next one let run,
     pause on those that ask a person, or, once all are settled, go on to the model."""
@@ -118,7 +139,7 @@ class Stop:
     status: Status
 
 
-Action = CallModel | RunTool | ContinueBatch | AskApproval | Finish | Stop
+Action = CallModel | RunTool | RunPreview | ContinueBatch | AskApproval | Finish | Stop
 
 
 @dataclass(frozen=True)
@@ -545,6 +566,10 @@ def continue_batch(state: RunState, context: Context) -> Step:
     waiting = [call.pending for call in batch.calls if call.waiting and call.pending is not None]
     if not waiting:
         return draft.go_on()
+    for pending in waiting:  # each call's preview, before any is asked about
+        tool = context.tools.get(pending.tool)
+        if tool is not None and tool.preview is not None and pending.preview is None:
+            return draft.then(RunPreview(pending, tool))
     if not batch.requested:
         draft.evolve(batch=batch.evolved(requested=True))
         for pending in waiting:
@@ -558,12 +583,27 @@ def continue_batch(state: RunState, context: Context) -> Step:
 
 
 def ask_approval(draft: Draft, context: Context, pending: PendingCall, **said: Any) -> Step:
-    """Pause on `pending`, asked about as its `asked` says."""
+    """Pause on `pending`, asked about as its `asked` says; first, if its tool previews what it
+    would do, take the preview, which the approval then shows and is bound to."""
+    tool = context.tools.get(pending.tool)
+    if tool is not None and tool.preview is not None and pending.preview is None:
+        return draft.then(RunPreview(pending, tool, said))
     asked, name = pending.asked, pending.tool
     draft.evolve(pending=pending, status="awaiting_approval")
     draft.emit("approval_requested", key=pending.key, tool=name, args=context.redacted(name, dict(pending.args)),
                rule=asked.rule if asked is not None else None, quorum=asked.quorum if asked is not None else 1, **said)
     return draft.then(AskApproval(pending))
+
+
+def after_preview(state: RunState, context: Context, action: RunPreview, preview: Preview) -> Step:
+    """The call's preview taken: it is asked about with it (one of a turn's several calls waits for
+    the others' previews, and all are asked about at once)."""
+    draft = Draft(state)
+    call = action.call.evolved(preview=preview)
+    if state.batch is not None and state.batch.of(call.key) is not None:
+        draft.evolve(batch=state.batch.with_call(call.key, pending=call))
+        return draft.go_on()
+    return ask_approval(draft, context, call, **action.said)
 
 
 def denied_by_rule(rule: str, reason: str) -> str:
@@ -599,6 +639,8 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
             observe(draft, call, result=value, rule=action.allowed_by, edited=edit_note(call), grant=action.granted_by)
         case Refused(reason=reason, status=status):
             return refuse(draft, call, status, f"not executed: {reason}")
+        case PreviewChanged(preview=now):  # the world changed since the approval: a person decides again
+            return preview_changed(draft, context, call, now)
         case NotGranted(reason=reason):  # revoked or expired since: a person decides after all
             batch = draft.state.batch
             if batch is not None and batch.of(call.key) is not None:
@@ -616,6 +658,23 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
             record_execution(draft, context, call, ok=False, value=error, seconds=seconds)
             observe(draft, call, error=error, kind="exception")
     return _count_repeat(draft, context) if action.in_turn else draft.go_on()
+
+
+def preview_changed(draft: Draft, context: Context, call: PendingCall, now: Preview) -> Step:
+    """Just before it was to start, `call`'s preview said something else than what was approved:
+    its approval is void (closed as superseded), nothing ran, and a fresh approval shows the
+    preview as it is now beside the one that was approved."""
+    was = call.preview
+    changed = call.evolved(preview=now.evolved(was=was.shown if was is not None else None))
+    draft.emit("preview_changed", key=call.key, tool=call.tool, was=was.digest if was is not None else None,
+               now=now.digest)
+    draft.revise(changed)
+    draft.evolve(status="running")
+    batch = draft.state.batch
+    if batch is not None and batch.of(call.key) is not None:
+        draft.evolve(batch=batch.with_call(call.key, pending=changed, runs=False, allowed_by=None, granted_by=None))
+    return ask_approval(draft, context, changed, policy=context.approval_policy.digest, supersedes=True,
+                        reason="the preview changed since it was approved")
 
 
 def through_ledger(tool: Tool | None, call: PendingCall) -> bool:

@@ -200,13 +200,15 @@ class ExecutionLedger(Protocol):
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
                         restart: Restart | None = None, allowed_by: str | None = None,
-                        granted_by: str | None = None) -> ExecutionStart:
+                        granted_by: str | None = None, preview: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write its ledger row "started", atomically, or say why not.
         `allowed_by`: the policy rule that let the call run without a person; there is no approval
         to consume, and the ledger row is written all the same (once per key). `granted_by`: the
         grant that lets it run unasked; checked in this transaction (in force now, by the store's
         clock, and covering this call: `grants.grant_refusal`) and its use counted, or `Ungranted`
-        and nothing written, so that a revoked grant stops the very next call.
+        and nothing written, so that a revoked grant stops the very next call. `preview`: the
+        digest of the preview the call was approved with (`schema.Preview`), part of what the
+        approval is bound to.
 
         Fenced on the lease: only `owner` holding a live lease may start the run's call (the lease is
         renewed here, so the call starts with a whole lease ahead of it); anyone else gets

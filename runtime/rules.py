@@ -93,7 +93,7 @@ def step_write(checkpoint: Checkpoint, approval_ttl: timedelta) -> StepWrite:
     ended = status in TERMINAL
     return StepWrite(
         approvals=tuple(_request(call_of(state, key), approval_ttl) for key in dict.fromkeys(asked)),
-        superseded=tuple(e["key"] for e in events if e["type"] == "call_reconsidered"),
+        superseded=tuple(e["key"] for e in events if e["type"] in ("call_reconsidered", "preview_changed")),
         close_open_approvals=ended,
         refuse_waiting_command=f"the run already ended ({status})" if ended else None,
         overruled=tuple(e["key"] for e in events if e["type"] == "call_denied_by_rule" and e.get("at_dispatch")),
@@ -115,7 +115,8 @@ def call_of(state: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def _request(pending: Mapping[str, Any], ttl: timedelta) -> ApprovalRequest:
     asked = pending.get("asked")
     return ApprovalRequest(step=pending["step"], tool=pending["tool"], args=pending["args"], key=pending["key"],
-                           digest=call_digest(pending["tool"], pending["args"], pending["key"]),
+                           digest=call_digest(pending["tool"], pending["args"], pending["key"],
+                                              (pending.get("preview") or {}).get("digest")),
                            ttl=timedelta(seconds=asked["ttl_seconds"]) if asked else ttl,
                            contract=pending.get("contract"), quorum=asked["quorum"] if asked else 1,
                            asked=thawed(asked) if asked else None)

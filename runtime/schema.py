@@ -327,6 +327,18 @@ class Edited(Value):
     changes: list[str]
 
 
+class Preview(Value):
+    """What a call would do, as its tool's `preview` said when it was asked about: shown to the
+    approvers and bound into the approval's digest (`digest`; None: no preview, it failed)."""
+
+    shown: JsonValue = None
+    digest: str | None = None
+    error: str | None = None
+    """Why there is no preview (it raised, or ran past its time limit)."""
+    was: JsonValue = None
+    """The preview an earlier approval of this call showed, when the world changed since."""
+
+
 class PendingCall(Value):
     """A validated call waiting for a person (or for reconciliation), bound to its key `run_id:step`."""
 
@@ -342,12 +354,14 @@ class PendingCall(Value):
     had policies, or not asked about: reconciliation)."""
     edited: Edited | None = None
     """Set when a person changed the arguments the model proposed; `args` are the changed ones."""
+    preview: Preview | None = None
+    """What the call would do, as its tool previewed it when it was asked about."""
 
     @property
     def digest(self) -> str:
         """What an approval of this call is bound to. Derived, never stored: a stored copy could
         disagree with the arguments, and it is the store that checks an approval against them."""
-        return call_digest(self.tool, self.args, self.key)
+        return call_digest(self.tool, self.args, self.key, self.preview.digest if self.preview else None)
 
 
 BatchOutcome = Annotated[

@@ -3,6 +3,7 @@ as a value (`Outcome`) for the loop to record."""
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 from collections.abc import Callable
@@ -10,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from signoff.runtime.decisions import jsonable
+from signoff.runtime.digests import preview_digest
 from signoff.runtime.errors import DispatchRefused, OutcomeUnknown
-from signoff.runtime.schema import Status
+from signoff.runtime.schema import Preview, Status
 from signoff.tools.base import Tool, ToolOutcomeUnknown
 
 
@@ -65,7 +67,15 @@ class Refused:
     status: Status
 
 
-Outcome = Ran | Failed | TimedOut | Unknown | Refused | NotGranted
+@dataclass(frozen=True)
+class PreviewChanged:
+    """Just before the call was to start its preview said something else than what was approved:
+    nothing ran, and a person is asked afresh, shown `preview` (the world as it is now)."""
+
+    preview: Preview
+
+
+Outcome = Ran | Failed | TimedOut | Unknown | Refused | NotGranted | PreviewChanged
 
 Executor = Callable[[Tool, dict[str, Any], str], Any]
 """(tool, validated args, idempotency key) -> result; raises what the tool raises, `DispatchRefused`
@@ -110,18 +120,42 @@ def run_tool(tool: Tool, args: dict[str, Any], key: str) -> Any:
     return call.result
 
 
+MAX_PREVIEW_CHARS = 20_000
+"""A preview longer than this (as JSON) is cut, with a marker: it is kept in the run state and
+shown in full in Slack's "view full" modal, and its digest is of what is kept."""
+
+
+def take_preview(tool: Tool, args: dict[str, Any], key: str) -> Preview:
+    """What `tool.preview(args, key)` says the call would do, within `tool.preview_timeout_s`; a
+    preview that raises or runs late is a `Preview` with its `error`, never raised."""
+    assert tool.preview is not None
+    call = _Call(tool, args, key, tool.preview)
+    _TOOL_THREADS.start(call)
+    if not call.finished.wait(tool.preview_timeout_s):
+        return Preview(error=f"the preview did not finish within {tool.preview_timeout_s:g}s")
+    if call.error is not None:
+        return Preview(error=f"{type(call.error).__name__}: {call.error}"[:500])
+    shown = jsonable(call.result)
+    text = shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False, sort_keys=True)
+    if len(text) > MAX_PREVIEW_CHARS:
+        shown = text[:MAX_PREVIEW_CHARS] + f"…[cut: {len(text):,} characters, {MAX_PREVIEW_CHARS:,} kept]"
+    return Preview(shown=shown, digest=preview_digest(shown))
+
+
 class _Call:
     """One tool call handed to a tool thread; `finished` is set once it returned or raised."""
 
-    def __init__(self, tool: Tool, args: dict[str, Any], key: str) -> None:
+    def __init__(self, tool: Tool, args: dict[str, Any], key: str,
+                 fn: Callable[[dict[str, Any], str], Any] | None = None) -> None:
         self.tool, self.args, self.key = tool, args, key
+        self.fn = fn or tool.fn
         self.finished = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            self.result = self.tool.fn(self.args, self.key)
+            self.result = self.fn(self.args, self.key)
         except BaseException as exc:  # handed to the caller's thread by run_tool
             self.error = exc
         finally:

@@ -37,7 +37,18 @@ from signoff.runtime.rules import step_write
 from signoff.runtime.schema import Status
 from signoff.runtime.state import TERMINAL
 from signoff.runtime.telling import ENDINGS, Teller
-from signoff.runtime.tool_calls import Failed, NotGranted, Outcome, Ran, Refused, Unknown, call_tool, run_tool
+from signoff.runtime.tool_calls import (
+    Failed,
+    NotGranted,
+    Outcome,
+    PreviewChanged,
+    Ran,
+    Refused,
+    Unknown,
+    call_tool,
+    run_tool,
+    take_preview,
+)
 from signoff.tools.base import Tool
 
 if TYPE_CHECKING:
@@ -82,7 +93,12 @@ class LedgerPorts:
         call, tool = action.call, action.tool
         if not through_ledger(tool, call):
             return call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
-        started = self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by, action.granted_by)
+        if self._preview_changed(action):
+            now = take_preview(tool, thawed(call.args), call.key)
+            if call.preview is not None and now.digest != call.preview.digest:
+                return PreviewChanged(now)
+        started = self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by, action.granted_by,
+                              call.preview.digest if call.preview is not None else None)
         match started:
             case NotDispatchable(reason=reason, status=status):
                 return Refused(reason, cast(Status, status))
@@ -107,8 +123,17 @@ class LedgerPorts:
         self.config.failpoints.hit("after_tool")
         return outcome
 
+    def _preview_changed(self, action: RunTool) -> bool:
+        """Whether the call's preview must be taken again before it starts, to check that the world
+        is still as the approver saw it: its tool says `preview_must_match`, and this is its first
+        start (a call that started before, or is retried, is the ledger's to settle, not a preview's)."""
+        call, tool = action.call, action.tool
+        if not tool.preview_must_match or call.preview is None or action.retry:
+            return False
+        return all(row.get("key") != call.key for row in self.store.executions(self.session.run.run_id))
+
     def _begin(self, tool: Tool, name: str, args: dict[str, object], key: str,
-               allowed_by: str | None, granted_by: str | None) -> ExecutionStart:
+               allowed_by: str | None, granted_by: str | None, preview: str | None) -> ExecutionStart:
         session = self.session
         # A read-only call asked about changes nothing: one that left no outcome may start again.
         restart: Restart | None = ("requested" if session.retry_key == key
@@ -117,7 +142,7 @@ class LedgerPorts:
             return self.store.begin_execution(session.run.run_id, name, args, key, owner=session.owner,
                                               lease=self.config.lease, dispatch_window=self.config.dispatch_window,
                                               restart=restart, allowed_by=allowed_by if tool.side_effect else None,
-                                              granted_by=granted_by)
+                                              granted_by=granted_by, preview=preview)
         except Conflict as exc:
             raise LeaseLost(str(exc)) from exc
         except Exception as exc:  # the database failed, not the tool

@@ -59,6 +59,11 @@ class Tool:
         timeout_s: seconds before the call is abandoned and reported as a timeout.
         idempotent: the tool dedupes on `key`, so re-running it with the same key is safe.
         confirm: Approve asks "are you sure?" before it counts, whatever the approval policy's rule says.
+        preview: `preview(args, key) -> text or JSON`, read-only: what the call would do (the rendered
+            email, a diff, the rows it would touch). Run when a call is asked about, shown to the
+            approvers and bound into the approval's digest; within `preview_timeout_s`.
+        preview_must_match: the preview is run again just before the call starts; if it changed,
+            the approval is void, nothing runs, and a fresh approval shows what changed.
     """
 
     name: str
@@ -73,6 +78,9 @@ class Tool:
     (matched exactly after normalising `camelCase` and dashes, never as a suffix)."""
     args_schema: ArgsSchema | None = None
     confirm: bool = False
+    preview: Callable[[dict[str, Any], str], Any] | None = None
+    preview_must_match: bool = False
+    preview_timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME.match(self.name):
@@ -89,6 +97,12 @@ class Tool:
             raise TypeError(f"tool {self.name!r}: give args_model or args_schema, not both")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ValueError(f"tool {self.name!r}: timeout_s must be positive")
+        if self.preview is not None and not callable(self.preview):
+            raise TypeError(f"tool {self.name!r}: preview is not callable")
+        if self.preview_must_match and self.preview is None:
+            raise ValueError(f"tool {self.name!r}: preview_must_match needs a preview")
+        if self.preview_timeout_s <= 0:
+            raise ValueError(f"tool {self.name!r}: preview_timeout_s must be positive")
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments, as a model sees it."""
@@ -107,7 +121,8 @@ class Tool:
                      "side_effect": self.side_effect, "idempotent": self.idempotent, "timeout_s": self.timeout_s,
                      # Only when set: a tool without it keeps the contract it had before the flag
                      # existed, so a deploy adding the flag does not supersede every pending approval.
-                     **({"confirm": True} if self.confirm else {})}
+                     **({"confirm": True} if self.confirm else {}),
+                     **({"preview": "must_match" if self.preview_must_match else True} if self.preview else {})}
         text = json.dumps(described, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

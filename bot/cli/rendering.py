@@ -8,7 +8,15 @@ from datetime import datetime
 from typing import Any
 
 from signoff.bot.arguments import ToolDisplay, argument_lines
-from signoff.bot.words import edited_changes, grant_offer, plain_budget_line, similar_words, who_decides
+from signoff.bot.words import (
+    approval_preview,
+    edited_changes,
+    grant_offer,
+    plain_budget_line,
+    preview_text,
+    similar_words,
+    who_decides,
+)
 from signoff.runtime.durations import spoken
 from signoff.runtime.loop import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, RunRecord
@@ -106,6 +114,16 @@ def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, s
     if edited is not None:
         lines.append(f"| Edited by {edited.get('by') or 'someone'}, from what the model proposed:")
         lines += ["|   " + one_line(change, _WIDTH * 2) for change in edited.get("changes") or ()]
+    preview = approval_preview(run, approval)
+    if preview is not None and preview.get("digest") is None:
+        lines.append(f"| No preview:   {one_line(str(preview.get('error') or 'none was taken'), 300)}")
+    elif preview is not None:
+        if preview.get("was") is not None:
+            lines.append("| The world changed since this call was approved, so that approval was void and nothing")
+            lines.append("| ran. Its preview then was:")
+            lines += ["|   " + line for line in preview_text(preview["was"]).splitlines()[:40]]
+        lines.append("| Preview (what it will do, as its tool says now; the approval is bound to it):")
+        lines += ["|   " + line for line in preview_text(preview.get("shown")).splitlines()]
     lines += [f"| {name + ':':<14}{value}" for name, value in below]
     lines.append("+" + "-" * (_WIDTH - 1))
     return "\n".join(line.rstrip() for line in lines)

@@ -6,6 +6,7 @@ input per argument) with what its submission says. Pure: records in, dicts out.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,6 +27,7 @@ from signoff.bot.slack.blocks import (
     budget_line,
     button,
     clip,
+    code,
     code_sections,
     context,
     deny_button,
@@ -37,7 +39,7 @@ from signoff.bot.slack.blocks import (
     slack_date,
     user,
 )
-from signoff.bot.words import capitalized, counted, model_words
+from signoff.bot.words import approval_preview, capitalized, counted, model_words, preview_text
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import redact
 from signoff.tools.base import Tool
@@ -94,6 +96,32 @@ def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
     return ShownArguments(label, [code_section(_short_form(approval, display))], buttons, False)
 
 
+CARD_PREVIEW_CHARS = 1200
+"""How much of a preview a card shows; *View full arguments* shows all of it."""
+
+
+def preview_blocks(preview: Mapping[str, Any], room: int | None) -> list[dict[str, Any]]:
+    """What the call will do, as its preview said (`room`: characters shown, None: all of it, in as
+    many sections as it takes), and what an earlier approval showed if the world changed since."""
+    if preview.get("digest") is None:
+        return [section(f":warning: *No preview*: {safe(preview.get('error') or 'none was taken', 300)}. Approve "
+                        "only if the arguments alone say what it will do.")]
+    blocks = []
+    if preview.get("was") is not None:
+        blocks.append(section(":rotating_light: *The world changed since this call was approved*, so that "
+                              "approval was void and nothing ran. Its preview then was:\n"
+                              + code(preview_text(preview["was"]), min(room or 1500, 1500))))
+    text = preview_text(preview.get("shown"))
+    label = "*Preview*: what it will do, as its tool says now (the approval is bound to it)"
+    if room is not None and len(text) > room:
+        return [*blocks, section(f"{label}; the first {room:,} of {len(text):,} characters, *View full arguments* "
+                                 f"has it all:\n" + code(text[:room], room + 8))]
+    chunk = MAX_SECTION_TEXT - 300
+    parts = [text[i:i + chunk] for i in range(0, len(text), chunk)] or [""]
+    return [*blocks, section(f"{label}:\n" + code(parts[0], chunk + 8)),
+            *(section(code(part, chunk + 8)) for part in parts[1:])]
+
+
 def too_long_for_slack(run_id: str) -> str:
     """What an approver is told when not even a modal holds the arguments."""
     return ("They are too long even for a Slack dialog, so Slack offers no Approve. To approve, read them "
@@ -146,7 +174,8 @@ def arguments_modal(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
                + (f"{model_says(said)}\n" if said else "")
                + f"*Arguments* ({len(lines)}, one a line, in full)")
     similar = approve_similar_button(approval, tool_confirms=display.confirm)
-    blocks = [section(heading), *(code_section(s) for s in sections),
+    preview = approval_preview(run, approval)
+    blocks = [section(heading), *(code_section(s) for s in sections), *(preview_blocks(preview, None) if preview else []),
               context(f"expires {slack_date(approval.expires_at)} · budget used: {budget_line(run.state)}"),
               actions(APPROVAL_BLOCK, [approve_button(approval, tool_confirms=display.confirm),
                                        *([similar] if similar else [])])]

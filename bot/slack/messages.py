@@ -11,11 +11,13 @@ from typing import Any
 
 from signoff.bot.arguments import UNKNOWN_TOOL, Redacted, ToolDisplay, argument_lines, key_text, literal
 from signoff.bot.slack.argument_blocks import (
+    CARD_PREVIEW_CHARS,
     CARD_SECTIONS,
     HOME_SECTIONS,
     MODAL_SECTIONS,
     ShownArguments,
     code_section,
+    preview_blocks,
     shown_arguments,
 )
 from signoff.bot.slack.blocks import (
@@ -39,9 +41,11 @@ from signoff.bot.slack.blocks import (
     RESULT_MODAL,
     RETRY_ACTION,
     REVOKE_GRANT_ACTION,
+    VIEW_ARGS_ACTION,
     VIEW_RESULT_ACTION,
     Message,
     actions,
+    approval_value,
     approve_all_button,
     budget_limits,
     budget_line,
@@ -67,6 +71,7 @@ from signoff.bot.slack.blocks import (
 from signoff.bot.slack.payloads import run_value
 from signoff.bot.slack.replies import approval_fallback, approval_outcome
 from signoff.bot.words import (
+    approval_preview,
     approval_progress,
     counted,
     edited_changes,
@@ -75,12 +80,14 @@ from signoff.bot.words import (
     model_label,
     model_words,
     people,
+    preview_text,
     result_summary,
     status_words,
     stop_words,
     timed_out_words,
     who_decides,
 )
+from signoff.runtime.digests import batch_place
 from signoff.runtime.durations import spoken
 from signoff.runtime.loop import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
@@ -289,7 +296,7 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
     progress = _progress(approval)
     if progress:
         blocks.append(section(progress))
-    blocks.append(actions(APPROVAL_BLOCK, shown.buttons))
+    blocks.append(actions(APPROVAL_BLOCK, [*shown.buttons, *_full_preview_button(run, approval, shown)]))
     by = f", edited by {edited.get('by')}" if edited else ""
     text = f"Approval needed: {approval.tool} for run {run.run_id}{by} (expires {approval.expires_at:%H:%M} UTC)"
     return Message(_fallback(text), blocks)
@@ -311,6 +318,20 @@ def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDi
 
 BATCH_SECTIONS = 1
 """Code sections of each call's arguments on a card of several calls (each is Approved beside them in full)."""
+BATCH_PREVIEW_CHARS = 400
+"""How much of each call's preview a card of several calls shows."""
+
+
+def _full_preview_button(run: RunRecord, approval: ApprovalRecord, shown: ShownArguments) -> list[dict[str, Any]]:
+    """*View full arguments*, beside a card that cuts the call's preview short and has no such
+    button already: the modal shows the preview whole."""
+    preview = approval_preview(run, approval)
+    if preview is None or approval.status != "pending" or any(b["action_id"] == VIEW_ARGS_ACTION for b in shown.buttons):
+        return []
+    room = BATCH_PREVIEW_CHARS if batch_place(approval.key) is not None else CARD_PREVIEW_CHARS
+    if len(preview_text(preview.get("shown"))) <= room:
+        return []
+    return [button("View full preview", VIEW_ARGS_ACTION, approval_value(approval))]
 
 
 def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
@@ -321,7 +342,7 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
     displays = displays or {}
     link = run_link(run.origin, "see the run")
     said = (card_words(run, approvals[0]) if approvals else None) or said
-    blocks = [header(f"Approve {len(approvals)} calls?"),
+    blocks = [header(f"Approve {len(approvals)} call{'' if len(approvals) == 1 else 's'}?"),
               section(f"*Goal* (asked by {user(run.requester)}{f' · {link}' if link else ''})\n"
                       f">{safe(run.goal, _GOAL_CHARS)}"),
               *([section(model_says(said))] if said else [])]
@@ -330,8 +351,10 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
         display = displays.get(approval.tool, UNKNOWN_TOOL)
         shown = shown_arguments(run, approval, display, BATCH_SECTIONS)
         edited = batch_edited(run, approval)
+        preview = approval_preview(run, approval)
         blocks += [section(f"*{place}. `{safe(approval.tool, 64)}`* · key `{safe(approval.key, 120)}`\n{shown.label}"),
-                   *shown.sections, *([section(edited_line(edited))] if edited else [])]
+                   *shown.sections, *(preview_blocks(preview, BATCH_PREVIEW_CHARS) if preview else []),
+                   *([section(edited_line(edited))] if edited else [])]
         if approval.status != "pending":
             blocks.append(section(approval_outcome(approval)[0]))
             continue
@@ -339,7 +362,8 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
         standing = [f"*Who decides* {deciders}"] if deciders else []
         standing.append(f"expires {slack_date(approval.expires_at)}")
         blocks.append(context(*standing, *([progress] if progress else [])))
-        blocks.append(actions(f"{APPROVAL_BLOCK}.{place}", shown.buttons))
+        blocks.append(actions(f"{APPROVAL_BLOCK}.{place}", [*shown.buttons,
+                                                             *_full_preview_button(run, approval, shown)]))
         if shown.whole:
             approvable.append(approval)
             if (approval.asked or {}).get("confirm") is True or display.confirm:
@@ -381,6 +405,7 @@ def _approval_body(
         *([section(model_says(said))] if said else []),
         section(f"*Tool* `{safe(approval.tool, 64)}`{about}\n{shown.label}"),
         *shown.sections,
+        *(preview_blocks(preview, CARD_PREVIEW_CHARS) if (preview := approval_preview(run, approval)) else []),
         *([section(edited_line(edited))] if edited else []),
         *([section(f"*Who decides* {deciders}")] if deciders else []),
         context(f"key `{safe(approval.key, 120)}` · budget used: {budget_line(run.state)}",

@@ -279,8 +279,8 @@ class MemoryStore(MemoryReads):
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
                         restart: Restart | None = None, allowed_by: str | None = None,
-                        granted_by: str | None = None) -> ExecutionStart:
-        digest = call_digest(tool, args, key)
+                        granted_by: str | None = None, preview: str | None = None) -> ExecutionStart:
+        digest = call_digest(tool, args, key, preview)
         with self._lock:
             now = self.now()
             run = self._runs.get(run_id)

@@ -272,7 +272,8 @@ class SqlStore(SqlReads):
 
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta, restart: Restart | None = None,
-                        allowed_by: str | None = None, granted_by: str | None = None) -> ExecutionStart:
+                        allowed_by: str | None = None, granted_by: str | None = None,
+                        preview: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write the ledger row, or say why the call must not run.
 
         Fenced on the lease: only the worker holding a live lease on the run may start its call (it
@@ -282,7 +283,7 @@ class SqlStore(SqlReads):
         its key (`idempotent`), or a person asked to retry it (`requested`) — that request is used
         up in this same transaction, so a crash during the retried call cannot lead to another.
         """
-        digest = call_digest(tool, args, key)
+        digest = call_digest(tool, args, key, preview)
         with self._tx() as conn:
             now = self._now(conn)
             held = conn.execute(

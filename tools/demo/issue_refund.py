@@ -85,6 +85,23 @@ def _new_record(parsed: IssueRefundArgs, records: list[dict[str, Any]], key: str
     }
 
 
+def preview_refund(outbox: Path, args: dict[str, Any], key: str) -> dict[str, Any]:
+    """What the refund would do now: the order's refundable amount as the ledger has it this moment,
+    and what would be left (read-only). Taken again just before the refund starts, so a refund
+    approved against a balance that has moved since is asked about again, not refused."""
+    parsed = IssueRefundArgs.model_validate(args)
+    order = find_order(parsed.order_id)
+    if order is None:
+        return {"order_id": parsed.order_id, "refund_usd": f"{parsed.amount_usd:.2f}", "order": "unknown"}
+    with locked(ledger_path(outbox)) as ledger:
+        already = Decimal(order["refunded_usd"]) + refunded_total(read_records(ledger), order["order_id"])
+    refundable = Decimal(order["total_usd"]) - already
+    return {"order_id": order["order_id"], "customer_email": order["customer_email"],
+            "refund_usd": f"{parsed.amount_usd:.2f}", "refundable_usd_now": f"{refundable:.2f}",
+            "refundable_usd_after": f"{refundable - parsed.amount_usd:.2f}",
+            **({"would_be_refused": "more than is still refundable"} if parsed.amount_usd > refundable else {})}
+
+
 def _result(record: dict[str, Any]) -> dict[str, Any]:
     return {k: record[k] for k in sorted(record) if k != "digest"}
 
@@ -94,6 +111,8 @@ def issue_refund_tool(outbox: Path) -> Tool:
     return Tool(
         name="issue_refund",
         fn=partial(record_refund, outbox),
+        preview=partial(preview_refund, outbox),
+        preview_must_match=True,
         side_effect=True,
         idempotent=True,
         args_model=IssueRefundArgs,

@@ -100,11 +100,18 @@ def _message(parsed: SendEmailArgs, key: str, digest: str) -> EmailMessage:
     return message
 
 
+def preview_email(args: dict[str, Any], key: str) -> str:
+    """The message as it would be sent: its headers (but for the date it is sent) and its body."""
+    parsed = SendEmailArgs.model_validate(args)
+    return f"From: {SENDER}\nTo: {parsed.to}\nSubject: {parsed.subject}\n\n{parsed.body}"
+
+
 def send_email_tool(outbox: Path) -> Tool:
     """The side-effecting `send_email` tool, writing `.eml` files into `outbox`."""
     return Tool(
         name="send_email",
         fn=partial(deliver, outbox),
+        preview=preview_email,
         side_effect=True,
         idempotent=True,
         args_model=SendEmailArgs,
