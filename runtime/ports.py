@@ -53,8 +53,9 @@ class Notifier(Protocol):
         """The approval is still pending and its card shows something new: who approved so far
         (a quorum filling up), or a requirement the policy raised. Keep its buttons."""
 
-    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord) -> None:
-        """Remind the approval's people that it still waits for them (its rule's `remind`)."""
+    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
+        """Remind the approval's people that it still waits for them (its rule's `remind`); `first`:
+        this is (or includes) its first reminder, which its people are also told of directly."""
 
     def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
         """Tell `added` (user and group ids the rule's `escalate` just added) that they may decide it now."""

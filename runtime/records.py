@@ -154,6 +154,8 @@ class Nudged:
     kinds: tuple[str, ...]
     added: tuple[str, ...] = ()
     """Who the escalation added (they may decide it now, and are to be told)."""
+    first_reminder: bool = False
+    """This sweep made the approval's first reminder (alone, or with the next, after a restart)."""
 
 
 @dataclass(frozen=True)

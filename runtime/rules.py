@@ -150,6 +150,13 @@ def first_nudge(asked: Mapping[str, Any] | None, requested_at: datetime, expires
     return moments[0][0] if moments else None
 
 
+def makes_first_reminder(approval: ApprovalRecord, before: int, after: int) -> bool:
+    """Whether making `approval`'s nudges `before`..`after` makes its first reminder (a sweep after a
+    restart may make two at once): the one its people are also told of directly, once."""
+    kinds = [kind for _, kind in nudge_moments(approval.asked, approval.requested_at, approval.expires_at)]
+    return "remind" in kinds[before:after] and "remind" not in kinds[:before]
+
+
 def nudged(approval: ApprovalRecord, done: int, now: datetime) -> tuple[list[str], int, datetime | None,
                                                                           dict[str, Any] | None]:
     """What is due of `approval`'s nudges now that `done` were made: the kinds to make now (a

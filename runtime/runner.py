@@ -462,7 +462,7 @@ class Runner:
                 self.teller.notify("approval_escalated", run, nudge.approval, list(nudge.added))
                 self.teller.show_approval(run, nudge.approval, method="approval_updated")
             if "remind" in nudge.kinds:
-                self.teller.notify("approval_reminded", run, nudge.approval)
+                self.teller.notify("approval_reminded", run, nudge.approval, nudge.first_reminder)
         return made
 
     def recover(self, min_age: timedelta = timedelta(seconds=10)) -> list[str]:

@@ -91,7 +91,7 @@ class TerminalNotifier:
     def approval_updated(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self.console.say(f"  {approval_progress(approval)}")
 
-    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord) -> None:
+    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
         self.console.say(f"  reminder: the approval for {approval.tool} ({approval.key}) still waits for "
                          f"{who_decides({**(approval.asked or {}), 'rule': None})}; it expires "
                          f"{approval.expires_at:%H:%M:%S} UTC")

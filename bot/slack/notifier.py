@@ -30,7 +30,6 @@ from signoff.bot.words import edited_changes, goes_on_after_expiry, grant_offer
 from signoff.runtime.digests import batch_place
 from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
-from signoff.runtime.rules import nudge_moments
 from signoff.runtime.runner import RunnerConfig
 from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, STOPPED
@@ -211,11 +210,11 @@ class SlackNotifier:
         if first and is_slack_user(run.requester) and goes_on_after_expiry(approval.asked):
             self._dm(run.requester, messages.expired_dm(run, approval))
 
-    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord) -> None:
+    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
         card = self._card(approval)
         if card is not None:
             self._post(card[0], messages.reminder_message(approval), thread_ts=card[1])
-        if _reminders_made(approval) == 1:  # the stored count: DMs once, whichever replica reminds
+        if first:  # made once, by whichever replica's sweep made it: DMs once
             for person in self._waiting_people(run, approval, (approval.asked or {}).get("approvers") or ()):
                 self._dm(person, messages.reminder_dm(run, approval))
 
@@ -412,12 +411,6 @@ class SlackNotifier:
                 delay = 0.25 * 2 ** (attempt - 1)
             log.info("chat.update %s/%s: retrying in %.2fs (attempt %d)", channel, ts, delay, attempt)
             self.sleep(delay)
-
-
-def _reminders_made(approval: ApprovalRecord) -> int:
-    """How many of the approval's reminders are made (its stored count of nudges, in their order)."""
-    moments = nudge_moments(approval.asked, approval.requested_at, approval.expires_at)
-    return sum(kind == "remind" for _, kind in moments[:approval.nudges])
 
 
 class _Followed:

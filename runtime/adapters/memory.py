@@ -61,6 +61,7 @@ from signoff.runtime.rules import (
     dispatch_refusal,
     first_nudge,
     is_retry_request,
+    makes_first_reminder,
     nudged,
 )
 from signoff.runtime.state import call_digest, canonical_json
@@ -427,7 +428,7 @@ class MemoryStore(MemoryReads):
                     {"type": "approval_escalated" if kind == "escalate" else "approval_reminded",
                      "approval_id": record.approval_id, "key": record.key,
                      **({"added": list(added)} if kind == "escalate" else {})} for kind in kinds], now)
-                made.append(Nudged(changed, tuple(kinds), added))
+                made.append(Nudged(changed, tuple(kinds), added, makes_first_reminder(record, record.nudges, done)))
             return made
 
     def revoke_grant(self, grant_id: str, user: str) -> GrantRecord | None:

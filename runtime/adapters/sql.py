@@ -73,6 +73,7 @@ from signoff.runtime.rules import (
     command_refusal,
     dispatch_refusal,
     is_retry_request,
+    makes_first_reminder,
     nudged,
 )
 from signoff.runtime.schema import REOPENABLE
@@ -463,7 +464,8 @@ class SqlStore(SqlReads):
                      "approval_id": row.approval_id, "key": row.key, **({"added": list(added)} if kind == "escalate"
                                                                         else {})} for kind in kinds], now)
                 fresh = conn.execute(select(approvals).where(approvals.c.approval_id == row.approval_id)).one()
-                made.append(Nudged(with_votes(conn, [fresh])[0], tuple(kinds), added))
+                made.append(Nudged(with_votes(conn, [fresh])[0], tuple(kinds), added,
+                                   makes_first_reminder(record, row.nudges, done)))
         return made
 
     # -- grants ------------------------------------------------------------------------------

@@ -425,6 +425,20 @@ def test_a_reminder_after_a_restart_is_posted_once_and_an_escalation_tells_only_
     assert ledger.calls == {f"{run.run_id}:1": 1}
 
 
+def test_a_restart_that_catches_up_on_two_reminders_at_once_still_tells_each_approver_once(
+        make_signoff, tmp_path, database_url, slack, ledger):
+    env = policy_env(tmp_path, NUDGING.replace("remind: [50%]", "remind: [50%, 90%]"))
+    before = make_signoff(database_url, **env)
+    refund_run(before, 120.0)
+    after = make_signoff(database_url, **env)  # down through both reminders, then back
+    after.clock.advance(minutes=9, seconds=30)
+    made = after.runner.nudge_due()
+    assert [n.kinds for n in made] == [("escalate", "remind")] and made[0].first_reminder
+    assert [len(dms(slack, who)) for who in ("U0LEAD", "U0OPS")] == [1, 1]
+    assert after.runner.nudge_due() == []
+    assert [len(dms(slack, who)) for who in ("U0LEAD", "U0OPS")] == [1, 1]
+
+
 # -- nobody decided in time ------------------------------------------------------------------------------
 
 

@@ -138,7 +138,7 @@ class Told:
     def approval_updated(self, run: RunRecord, approval: Any) -> None:
         self.calls.append(("approval_updated", approval.approval_id))
 
-    def approval_reminded(self, run: RunRecord, approval: Any) -> None:
+    def approval_reminded(self, run: RunRecord, approval: Any, first: bool = False) -> None:
         self.calls.append(("approval_reminded", approval.approval_id))
 
     def approval_escalated(self, run: RunRecord, approval: Any, added: list[str]) -> None:
