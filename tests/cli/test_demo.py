@@ -52,7 +52,7 @@ def test_demo_without_answers_stops_paused_after_showing_the_card(signoff):
                      "Tool:         send_email: Send a plain-text email", '|   to: "ada@example.com"',
                      '|   subject: "Your refund for order A-1001"', '|   body: "Dear Ada,\\n\\nWe are sorry',
                      f"Key:          {run_id}:3",
-                     "Budget used:  steps 3/8, tool calls 2", "Expires:",
+                     "Budget used:  steps 3/8, tool calls 3", "Expires:",
                      "Who decides:  1 approval from the approvers (the policy's defaults)"):
         assert expected in card
     assert emails(signoff) == []
@@ -172,5 +172,8 @@ def test_runs_list_and_show_json(signoff):
         ("send_email", "succeeded"), ("issue_refund", "succeeded")]
     assert story["history"][0] == {"role": "user", "content": story["run"]["goal"]}
     ruled = [(e["tool"], e.get("rule"), e.get("error_kind")) for e in story["history"] if e["role"] == "tool"]
-    assert ruled[2:] == [("send_email", None, None), ("issue_refund", "small-refunds", None),
+    # The second turn is two reads at once: their results are told together, in the order asked.
+    assert ruled[:3] == [("lookup_orders", None, None), ("search_handbook", None, None), ("lookup_orders", None, None)]
+    assert [e["step"] for e in story["history"] if e["role"] == "tool"][:3] == [1, 2, 2]
+    assert ruled[3:] == [("send_email", None, None), ("issue_refund", "small-refunds", None),
                          ("issue_refund", "large-refunds", "denied_by_rule")]

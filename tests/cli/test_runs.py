@@ -171,10 +171,11 @@ def test_an_approval_that_expired_while_paused_is_not_executed(signoff):
     paused = signoff.here("run", "handle the damaged order", "--quiet", env=env)
     time.sleep(1.1)
 
-    resumed = signoff.here("runs", "resume", run_id_of(paused), answers="a\n", env=env)
+    resumed = signoff.here("runs", "resume", run_id_of(paused), answers="q\n", env=env)  # not requested again
 
     assert paused.code == 3 and resumed.code == 4
     assert "expired; nothing was executed" in resumed.out
+    assert "Request it again (a fresh approval) [a] or quit [q]? q" in resumed.out
     assert resumed.lines[-1].startswith(f"{run_id_of(paused)} expired: ")
     assert not (signoff.outbox).exists() or list(signoff.outbox.glob("*.eml")) == []
 
