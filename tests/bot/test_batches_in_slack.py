@@ -12,8 +12,9 @@ from typing import Any
 
 from bot_fakes import final, tool_call
 from slack_harness import Signoff, buttons
+from test_decide_better import submit_edit
 
-from signoff.bot.slack.blocks import APPROVE_ACTION, APPROVE_ALL_ACTION, DENY_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION, APPROVE_ALL_ACTION, DENY_ACTION, EDIT_ACTION
 from tests.fakes.slack import block_kit_problems
 
 TURN = {"calls": [{**tool_call("lookup_order", order_id="42"), "call_id": "c-look"},
@@ -128,3 +129,22 @@ def test_approve_all_racing_a_deny_on_another_replica_never_runs_a_denied_call(
     assert ledger.calls[f"{run.run_id}:1.2"] == 1
     assert ledger.calls[key] == (1 if denied.status == "consumed" else 0)  # once if the approval won; never if the deny did
     assert denied.status in ("consumed", "denied")
+
+
+def test_an_edit_of_one_call_redraws_the_turns_card_and_that_call_runs_as_edited(signoff, slack, ledger):
+    run, card = batch_run(signoff)
+    edit_30 = call_buttons(card, EDIT_ACTION)[1]["value"]
+    click_value(signoff, card, EDIT_ACTION, edit_30, "U0LEAD")
+    view = slack.modal()
+    assert submit_edit(signoff, view, "U0LEAD", amount_usd="25.0").status == 200
+    signoff.settle()
+    cards = {(c["channel"], c["ts"]) for c in signoff.approval_messages()}
+    assert cards == {(card["channel"], card["ts"])}  # still the one card of the turn
+    now = slack.message(card["channel"], card["ts"])
+    assert ":pencil2: *Edited* by <@U0LEAD>" in card_text(now) and len(call_buttons(now, APPROVE_ACTION)) == 2
+    pending = sorted(signoff.runner.store.list_approvals(status="pending", run_id=run.run_id), key=lambda a: a.key)
+    assert [a.args["amount_usd"] for a in pending] == [20.0, 25.0]
+    assert signoff.click(now, APPROVE_ALL_ACTION, "U0LEAD").status == 200
+    signoff.settle()
+    assert dict(ledger.calls) == {f"{run.run_id}:1.2": 1, f"{run.run_id}:1.3": 1}
+    assert sorted(a["amount_usd"] for a in ledger.args) == [20.0, 25.0]
