@@ -33,7 +33,7 @@ REQUESTER_ONLY = "only the person who started this run"
 ALREADY = "already requested again"
 
 
-def run_request_again(kind: str = "sqlite", runs: int = 6, seed: int = 17) -> Outcome:
+def run_request_again(kind: str = "sqlite", runs: int = 3, seed: int = 17) -> Outcome:
     outcome = Outcome(f"expiry/request-again/2x/{kind}", "expiry", runs=runs)
     env = {"SIGNOFF_APPROVAL_TTL": "2s"}
     with observed(outcome, lambda: World(kind, SCRIPT, env=env)) as world:
