@@ -314,8 +314,9 @@ class Draft:
 
     def stop(self, status: Status, reason: str, **detail: Any) -> Step:
         stop = StopReason.model_validate({"reason": reason, "step": self.steps, **detail})
-        # An ending keeps no call, but one a person may open again keeps the call to ask about again.
-        ended = status in TERMINAL and status not in REOPENABLE
+        # An ending keeps no call, but one a person may open again keeps the call to ask about again
+        # (not one of a turn's several: the model is told of each of those as the turn closes).
+        ended = status in TERMINAL and (status not in REOPENABLE or self.state.batch is not None)
         if status in TERMINAL and self.state.batch is not None:
             self.close_batch(f"not executed: the run ended ({status}) before this call was settled")
         self.evolve(status=status, stop=stop, **({"pending": None} if ended else {}))

@@ -179,3 +179,18 @@ def test_a_read_in_a_batch_runs_even_when_every_other_call_asks(store: Store, ef
     run_id, _ = paused(runner)
     executed = [e for e in events_of(runner, run_id, "tool_executed") if e["tool"] == LOOKUP]
     assert len(executed) == 1 and executed[0]["key"] == f"{run_id}:1.1"
+
+
+def test_a_turn_ended_by_a_call_that_could_not_start_in_time_keeps_nothing_to_request_again(
+        store: Store, effects: Path, clock: Any) -> None:
+    runner = build_runner(store, effects, lease=30.0)
+    run_id, (ana, bo) = paused(runner)
+    assert isinstance(runner.decide(bo.approval_id, bo.digest, APPROVER, True), Decided)
+    clock.advance(minutes=11)  # approved, but past the dispatch window before a worker took it
+    assert runner.execute(run_id) == "expired"
+    run = runner.get_run(run_id)
+    assert run.state["pending"] is None and run.state.get("batch") is None
+    assert side_effects(effects) == []
+    told = {e["call_id"]: e for e in tool_entries(runner, run_id)}
+    assert set(told) == {"c-look", "c-ana", "c-bo", "c-none"}  # every call of the turn has its one outcome
+    assert not isinstance(runner.request_again(run_id, REQUESTER), Done)
