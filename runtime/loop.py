@@ -110,6 +110,8 @@ class RunPreview:
     tool: Tool
     said: dict[str, Any] = field(default_factory=dict)
     """What the approval request's event says besides the call (the policy's digest, ...)."""
+    alone: bool = True
+    """Asked about on its own once previewed (False: one of a turn's calls, asked with the others)."""
 
 
 @dataclass(frozen=True)
@@ -570,7 +572,7 @@ def continue_batch(state: RunState, context: Context) -> Step:
     for pending in waiting:  # each call's preview, before any is asked about
         tool = context.tools.get(pending.tool)
         if tool is not None and tool.preview is not None and pending.preview is None:
-            return draft.then(RunPreview(pending, tool))
+            return draft.then(RunPreview(pending, tool, alone=False))
     if not batch.requested:
         draft.evolve(batch=batch.evolved(requested=True))
         for pending in waiting:
@@ -603,7 +605,8 @@ def after_preview(state: RunState, context: Context, action: RunPreview, preview
     call = action.call.evolved(preview=preview)
     if state.batch is not None and state.batch.of(call.key) is not None:
         draft.evolve(batch=state.batch.with_call(call.key, pending=call))
-        return draft.go_on()
+        if not action.alone:
+            return draft.go_on()
     return ask_approval(draft, context, call, **action.said)
 
 

@@ -107,10 +107,10 @@ def reconsider(state: RunState, context: Context, reason: str, key: str | None =
             return _allowed_now(draft, _revised(pending, args=args, contract=tool.contract, asked=None), tool, rule)
         case Ask(rule=rule, requirement=requirement):
             asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
-    draft.revise(_revised(pending, args=args, contract=tool.contract, asked=asked.to_json()))
-    draft.emit("approval_requested", key=pending.key, tool=tool.name, args=context.redacted(tool.name, args),
-               supersedes=True, reason=reason, rule=rule, quorum=asked.quorum, **ruled)
-    return draft.go_on()
+    # Asked afresh, its preview taken afresh too: the tool that previews it changed.
+    revised = _revised(pending, args=args, contract=tool.contract, asked=asked.to_json(), preview=None)
+    draft.revise(revised)
+    return ask_approval(draft, context, revised, supersedes=True, reason=reason, **ruled)
 
 
 def edit(state: RunState, context: Context, args: Any, by: str | None = None, key: str | None = None) -> Step:
@@ -128,7 +128,7 @@ def edit(state: RunState, context: Context, args: Any, by: str | None = None, ke
         raise ValueError("the arguments are unchanged")
     proposed = pending.edited.proposed if pending.edited is not None else dict(pending.args)
     changes = argument_changes(proposed, edited)
-    changed = _revised(pending, args=edited, asked=None,
+    changed = _revised(pending, args=edited, asked=None, preview=None,  # the edited call is previewed afresh
                        edited=Edited(by=by, proposed=proposed, changes=changes).to_json())
     draft = Draft(state)
     draft.emit("call_edited", key=pending.key, tool=pending.tool, by=by, changes=changes,
@@ -145,9 +145,7 @@ def edit(state: RunState, context: Context, args: Any, by: str | None = None, ke
             asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
     changed = changed.evolved(asked=asked)
     draft.revise(changed)
-    draft.emit("approval_requested", key=pending.key, tool=tool.name, args=context.redacted(tool.name, edited),
-               edited_by=by, rule=rule, quorum=asked.quorum, **ruled)
-    return draft.go_on()
+    return ask_approval(draft, context, changed, edited_by=by, **ruled)
 
 
 def argument_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
@@ -258,7 +256,7 @@ def request_again(state: RunState, context: Context, by: str | None = None) -> S
     draft.emit("requested_again", key=pending.key, tool=pending.tool, by=by)
     draft.evolve(status="running", stop=None)
     ruled = {"policy": context.approval_policy.digest}
-    again = _revised(pending, args=args, contract=tool.contract, asked=None)
+    again = _revised(pending, args=args, contract=tool.contract, asked=None, preview=None)  # previewed afresh
     match verdict:
         case Allow(rule=rule):
             draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)

@@ -130,6 +130,8 @@ class LedgerPorts:
         call, tool = action.call, action.tool
         if not tool.preview_must_match or call.preview is None or action.retry:
             return False
+        if action.allowed_by is not None or action.granted_by is not None:
+            return False  # nobody approved a preview of it: there is nothing to hold it to
         return all(row.get("key") != call.key for row in self.store.executions(self.session.run.run_id))
 
     def _begin(self, tool: Tool, name: str, args: dict[str, object], key: str,

@@ -16,7 +16,7 @@ from store_harness import APPROVER, REQUESTER
 from signoff.runtime.digests import call_digest, preview_digest
 from signoff.runtime.models.scripted import ScriptedPolicy
 from signoff.runtime.ports import Store
-from signoff.runtime.records import Decided
+from signoff.runtime.records import Decided, Done
 from signoff.runtime.runner import Runner, RunnerConfig
 from signoff.tools.base import Tool
 
@@ -127,3 +127,18 @@ def test_a_preview_that_fails_or_runs_late_is_said_and_the_call_can_still_be_app
     slow = runner_for(store, shop)
     run_id, _ = paused(slow)
     assert slow.get_run(run_id).state["pending"]["preview"] == {"error": "the preview did not finish within 0.5s"}
+
+
+def test_an_edited_call_is_previewed_afresh_and_its_approval_bound_to_the_new_preview(store: Store) -> None:
+    shop = Shop()
+    runner = runner_for(store, shop)
+    run_id, approval = paused(runner)
+    assert isinstance(runner.edit(approval.approval_id, approval.digest, APPROVER,
+                                  {"order": "A-1", "amount": 10.0}), Done)
+    assert runner.execute(run_id) == "awaiting_approval"
+    fresh = runner.pending_approval(run_id)
+    preview = runner.get_run(run_id).state["pending"]["preview"]
+    assert preview["shown"] == {"order": "A-1", "refundable_now": 42.0, "refund": 10.0}  # not the 42.0 refund's
+    assert fresh.digest == call_digest("issue_refund", fresh.args, fresh.key, preview_digest(preview["shown"]))
+    assert isinstance(runner.decide(fresh.approval_id, fresh.digest, APPROVER, True), Decided)
+    assert runner.execute(run_id) == "done" and shop.refunds == [fresh.key]
