@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
 from typing import Any
 
 from scenarios.drive import APPROVER, REQUESTER, has_ended, message_with, posted_approval, started_run
 from scenarios.outcome import Outcome, observed
-from scenarios.replicas import at_once
+from scenarios.replicas import at_once, race_each_run
 from scenarios.serve import Serve, click_body
 from scenarios.world import World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION, REQUEST_AGAIN_ACTION
@@ -37,16 +36,8 @@ def run_request_again(kind: str = "sqlite", runs: int = 3, seed: int = 17) -> Ou
     outcome = Outcome(f"expiry/request-again/2x/{kind}", "expiry", runs=runs)
     env = {"SIGNOFF_APPROVAL_TTL": "2s"}
     with observed(outcome, lambda: World(kind, SCRIPT, env=env)) as world:
-        serves = at_once(world.start, world.start)
-        rng, results = random.Random(seed), Counter[str]()
-        for index in range(runs):
-            race = RACES[index % len(RACES)]
-            try:
-                results[_drive(world, serves, rng, outcome, index, race)] += 1
-            except TimeoutError as exc:
-                outcome.expectations.append(f"run {index} ({race}): {exc}")
-            outcome.races += 1
-        outcome.notes += [f"{k}: {v}" for k, v in sorted(results.items())]
+        race_each_run(world, outcome, RACES, runs, seed,
+                      lambda serves, rng, index, race: _drive(world, serves, rng, outcome, index, race))
     return outcome
 
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
 from typing import Any
 
 from scenarios.drive import APPROVER, REQUESTER, has_ended, started_run
 from scenarios.outcome import Outcome, observed
-from scenarios.replicas import at_once
+from scenarios.replicas import at_once, race_each_run
 from scenarios.serve import Serve, click_body
 from scenarios.world import World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION, APPROVE_ALL_ACTION
@@ -40,16 +39,8 @@ OTHER_APPROVER = "U0ONCALL1"
 def run_batches(kind: str = "sqlite", runs: int = 6, seed: int = 23) -> Outcome:
     outcome = Outcome(f"batch/approve-all-races/2x/{kind}", "batch", runs=runs)
     with observed(outcome, lambda: World(kind, SCRIPT)) as world:
-        serves = at_once(world.start, world.start)
-        rng, results = random.Random(seed), Counter[str]()
-        for index in range(runs):
-            race = RACES[index % len(RACES)]
-            try:
-                results[f"{race}: {_drive(world, serves, rng, outcome, index, race)}"] += 1
-            except TimeoutError as exc:
-                outcome.expectations.append(f"run {index} ({race}): {exc}")
-            outcome.races += 1
-        outcome.notes += [f"{k}: {v}" for k, v in sorted(results.items())]
+        race_each_run(world, outcome, RACES, runs, seed,
+                      lambda serves, rng, index, race: f"{race}: {_drive(world, serves, rng, outcome, index, race)}")
     return outcome
 
 

@@ -55,6 +55,25 @@ class Fleet:
             self.problems.append(text)
 
 
+Race = Callable[[list[Serve], random.Random, int, str], str]
+"""(the replicas, the scenario's random source, the run's index, its race) -> what it came to."""
+
+
+def race_each_run(world: World, outcome: Outcome, races: Sequence[str], runs: int, seed: int, race: Race) -> None:
+    """Two replicas of `world`; run i, one at a time, goes through `races[i % len(races)]`, and what
+    each came to is tallied in the outcome's notes (a run that timed out is an unmet expectation)."""
+    serves = at_once(world.start, world.start)
+    rng, results = random.Random(seed), Counter[str]()
+    for index in range(runs):
+        name = races[index % len(races)]
+        try:
+            results[race(serves, rng, index, name)] += 1
+        except TimeoutError as exc:
+            outcome.expectations.append(f"run {index} ({name}): {exc}")
+        outcome.races += 1
+    outcome.notes += [f"{k}: {v}" for k, v in sorted(results.items())]
+
+
 def at_once(*actions: Callable[[], Any], delays: Sequence[float] = ()) -> list[Any]:
     """Fire `actions` from threads released by one barrier; action i first waits `delays[i]` seconds.
 
