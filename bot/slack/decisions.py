@@ -104,7 +104,9 @@ class Decisions:
                 self._refresh_clicked(outcome.approval, click.where)
             if isinstance(outcome, Decided):
                 runs.add(outcome.approval.run_id)
-            said.append(batch_outcome_line(outcome))
+            # A refusal carries no approval: read it (after the ack, and only then) to name its call.
+            found = self.runner.get_approval(approval_id) if isinstance(outcome, NotAllowed | Mismatch) else None
+            said.append(batch_outcome_line(outcome, found.tool if found is not None else None))
         for run_id in runs:
             self.workers.submit(run_id)
         self.notices.tell(click.where, "*Approve all*\n" + "\n".join(said))
@@ -315,8 +317,8 @@ class Decisions:
                 log.warning("approval %s: could not refresh its message: %s", approval.approval_id, exc)
 
 
-def batch_outcome_line(outcome: DecisionOutcome) -> str:
-    """One line of what Approve all did to one call."""
+def batch_outcome_line(outcome: DecisionOutcome, tool: str | None = None) -> str:
+    """One line of what Approve all did to one call (`tool`: its tool, for an outcome that does not say)."""
     match outcome:
         case Decided(approval=approval):
             return f"• `{blocks.safe(approval.tool, 64)}` ({blocks.safe(approval.key, 120)}): approved; it runs now."
@@ -328,7 +330,7 @@ def batch_outcome_line(outcome: DecisionOutcome) -> str:
         case AlreadyDecided(approval=approval) | Expired(approval=approval):
             return f"• `{blocks.safe(approval.tool, 64)}`: {decided_text(approval)}"
         case NotAllowed(reason=reason) | Mismatch(reason=reason):
-            return f"• {not_done_text(reason)}"
+            return f"• `{blocks.safe(tool, 64)}`: {not_done_text(reason)}" if tool else f"• {not_done_text(reason)}"
         case Missing(what=what):
             return f"• This {what} no longer exists."
         case _:

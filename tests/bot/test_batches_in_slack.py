@@ -87,6 +87,7 @@ def test_approve_all_decides_each_call_the_clicker_may_approve_and_says_what_bec
     assert signoff.click(card, APPROVE_ALL_ACTION, "U0ASKER").status == 200  # the requester: not theirs
     assert ledger.total == 0 and signoff.run(run.run_id).status == "awaiting_approval"
     assert "you started this run" in signoff.ephemerals()[-1]
+    assert "• `issue_refund`: Not done" in signoff.ephemerals()[-1]  # each refusal names its call
     assert signoff.click(card, APPROVE_ALL_ACTION, "U0LEAD").status == 200
     signoff.settle()
     assert dict(ledger.calls) == {f"{run.run_id}:1.2": 1, f"{run.run_id}:1.3": 1}
