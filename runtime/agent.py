@@ -221,7 +221,7 @@ class Agent:
                     isinstance(step.then, RunTool) and step.then.commits_first)):
                 now = self.clock()
                 self._run, mark = loop.charge_time(self._run, now - mark), now
-                if not self._commit():
+                if not self._commit(last=not isinstance(step.then, _GOES_ON)):
                     return self.status
             committed = False
             match step.then:
@@ -248,10 +248,10 @@ class Agent:
             for event in step.events:
                 self.on_event(event)
 
-    def _commit(self) -> bool:
+    def _commit(self, *, last: bool) -> bool:
         step, self._step = self._step, StepRecord()
         start, self._mark = self._mark, len(self._run.history)
-        return self.ports.save(Checkpoint(self.state, start, step.events, step.execution, self._mark))
+        return self.ports.save(Checkpoint(self.state, start, step.events, step.execution, self._mark, last))
 
     def _ask(self) -> Reply | ModelFailed:
         """The policy's reply to the history so far; its failure is a value, so the run stops visibly."""
@@ -272,6 +272,10 @@ class Agent:
         grow with the square of its length.
         """
         return list(self._json.history)
+
+
+_GOES_ON = (CallModel, RunTool, loop.ContinueBatch, loop.RunPreview)
+"""The actions `_drive` takes after a commit; after any other, it stops."""
 
 
 def _tool_map(tools: Iterable[Tool] | dict[str, Tool]) -> dict[str, Tool]:

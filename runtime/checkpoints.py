@@ -25,6 +25,9 @@ class Checkpoint:
     """The outcome of a side-effecting call made in this step: key, tool, ok, result or error, seconds."""
     history_end: int | None = None
     """Index just past this step's last entry (None: the end of `state["history"]` as it is read)."""
+    last: bool = False
+    """The driver stops after this step: the run pauses or ends here, unless whoever drives it acts
+    again (a store may then let go of the run in the same write)."""
 
     @property
     def new_history(self) -> list[dict[str, Any]]:

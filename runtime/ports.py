@@ -152,11 +152,13 @@ class RunStore(Protocol):
     # -- steps and requests ---------------------------------------------------------------
 
     def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, write: StepWrite,
-                  lease: timedelta, clear_command: bool = False) -> Saved:
+                  lease: timedelta, clear_command: bool = False, release: bool = False) -> Saved:
         """Commit one step atomically: state, the history it appended, its events, the ledger
         outcome of its call (`checkpoint.execution`), the lease renewed, and `write` applied
         (`rules.step_write`: the approval it opens, those it supersedes or closes, a waiting
-        request it refuses). `clear_command` drops the request the step applied.
+        request it refuses). `clear_command` drops the request the step applied. `release` lets go
+        of the lease instead of renewing it, unless a request waits for the run
+        (`Saved.released` says which).
 
         Raises `Conflict`, writing nothing, if the run is not at `version` or `owner` does not hold
         its lease. Opening an approval for a key that has one in force raises too (the adapter's
@@ -251,7 +253,8 @@ class ApprovalStore(Protocol):
         posted (`unposted`), requested longer than `older_than` ago."""
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None, grant: bool = False) -> Voted:
+               digest: str | None = None, grant: bool = False, lease_to: str | None = None,
+               lease: timedelta | None = None) -> Voted:
         """Count one person's decision on a pending, unexpired approval (with `digest`, when given),
         atomically, whoever else decides at the same time on whichever replica.
 
@@ -266,6 +269,10 @@ class ApprovalStore(Protocol):
 
         `grant`: the approve that decides it also makes the grant its rule offers ("Approve + allow
         similar"), in the same transaction, with a `grant_created` event; `Decided.grant` is it.
+
+        `lease_to`: the decision that moves it to approved or denied also takes the run's lease for
+        that owner until now + `lease`, in the same transaction, if nobody holds a live one and
+        the run has not ended (as `claim`); `Decided.lease` is the owner when it did.
         """
 
     def nudge_due(self, limit: int = 100) -> list[Nudged]:

@@ -144,6 +144,10 @@ class Decided:
     approval: ApprovalRecord
     grant: GrantRecord | None = None
     """The grant this approval created ("Approve + allow similar")."""
+    lease: str | None = None
+    """The run's lease, taken for the decider in the decision's own transaction when it asked to
+    drive the run on (`Runner.decide(drive=True)`); None when it did not, or another worker holds
+    the run. Hand it to `Runner.execute`, which then needs no claim of its own."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +262,8 @@ class Saved:
     cancelled: list[ApprovalRecord] = field(default_factory=list)
     """Approvals this step closed (the run ended, or a fresh request superseded them); their
     messages need their buttons removed."""
+    released: bool = False
+    """The step let go of the run's lease in its own write (asked to, and no request waited)."""
 
 
 @dataclass(frozen=True)

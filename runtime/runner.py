@@ -160,18 +160,23 @@ class Runner:
                                        "origin": run.origin, "model": run.model}])
         return run
 
-    def execute(self, run_id: str) -> str | None:
-        """Run until the run pauses or ends; None if another worker holds it or it has ended."""
-        return self.worker.execute(run_id)
+    def execute(self, run_id: str, lease: str | None = None) -> str | None:
+        """Run until the run pauses or ends; None if another worker holds it or it has ended.
+
+        `lease`: the lease a decision took for this runner (`Decided.lease`), used instead of a
+        claim of its own."""
+        return self.worker.execute(run_id, lease)
 
     # -- people's decisions ----------------------------------------------------------------
 
     def decide(self, approval_id: str, digest: str, user: str, approved: bool, note: str = "",
-               grant: bool = False) -> DecisionOutcome:
+               grant: bool = False, drive: bool = False) -> DecisionOutcome:
         """Record one person's decision on one approval; the caller then runs `execute(run_id)`.
 
         `grant`: approve and allow similar calls, as the approval's rule offers (refused where it
-        offers none)."""
+        offers none). `drive`: the caller goes on to execute the run itself, so the decision also
+        takes the run's lease for this runner in its own transaction (`Decided.lease`, for
+        `execute`); one left unused holds the run until it expires (`RunnerConfig.lease`)."""
         approval = self.store.get_approval(approval_id)
         if approval is None:
             return Missing("approval")
@@ -185,7 +190,8 @@ class Runner:
             return NotAllowed(reason)
         if grant and not (approved and (approval.asked or {}).get("grant")):
             return NotAllowed("this call's rule offers no grant: approve it alone")
-        outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant)
+        outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
+                                    lease_to=self.worker.new_owner() if drive else None, lease=self.config.lease)
         self.teller.observe(run, _vote_events(outcome, user))
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")

@@ -42,6 +42,11 @@ class Teller:
         live buttons nobody ever takes away."""
         self._unrecorded_lock = threading.Lock()
 
+    @property
+    def tells(self) -> bool:
+        """Whether anyone is told of runs (a notifier), so there are posts and endings to make."""
+        return self.notifier is not None
+
     def observe(self, run: RunRecord, events: Sequence[Mapping[str, Any]]) -> None:
         """Show the observer what a commit wrote; its failure is logged, never fatal (it only watches)."""
         if self.observer is None or not events:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from signoff.runtime.agent import Agent, Checkpoint, Policy
 from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, RequestAgain, Retry, parse_command
-from signoff.runtime.errors import Conflict, InvalidTransition
+from signoff.runtime.errors import Conflict, IncompatibleState, InvalidTransition
 from signoff.runtime.frozen import thawed
 from signoff.runtime.loop import Caller, RunTool, through_ledger
 from signoff.runtime.ports import RunStore, Store
@@ -79,6 +79,18 @@ class Session:
     changed: bool = False
     interrupted: bool = False
     """A person left a request while the run went on: stop, and apply it."""
+    released: bool = False
+    """The last step let go of the lease in its own write: this pass is over, whatever comes next."""
+    status: str = ""
+    """The run's status as this worker last saved (or loaded) it."""
+
+    def __post_init__(self) -> None:
+        self.status = self.status or self.run.status
+
+    def reload(self, run: RunRecord) -> None:
+        """Start over from `run` as read again (to apply the request that interrupted the pass)."""
+        self.run, self.version, self.status = run, run.version, run.status
+        self.clear_command, self.retry_key, self.interrupted = False, None, False
 
 
 class LedgerPorts:
@@ -157,12 +169,14 @@ class LedgerPorts:
         try:
             saved = self.store.save_step(run.run_id, owner=session.owner, version=session.version,
                                          checkpoint=checkpoint, write=step_write(checkpoint, self.config.approval_ttl),
-                                         lease=self.config.lease, clear_command=session.clear_command)
+                                         lease=self.config.lease, clear_command=session.clear_command,
+                                         release=self._lets_go_with(checkpoint))
         except Conflict:
             if checkpoint.execution is not None:
                 self.store.complete_execution(checkpoint.execution)
             raise
         session.version, session.clear_command, session.changed = saved.version, False, True
+        session.status, session.released = checkpoint.state["status"], saved.released
         self.config.failpoints.hit("after_checkpoint")
         teller = self.worker.teller
         snapshot = dataclasses.replace(run, status=checkpoint.state["status"], state=checkpoint.state,
@@ -181,6 +195,15 @@ class LedgerPorts:
             return False
         return True
 
+    def _lets_go_with(self, checkpoint: Checkpoint) -> bool:
+        """Whether the step's own write lets go of the run: it is the last of this pass (the run
+        pauses or ends), and nothing is left to do while holding it. A run with people to tell
+        keeps it until they are told (an approval posted, an ending told and recorded), so that no
+        recovery posts the same thing meanwhile; a turn of several calls keeps it to go on from the
+        calls decided while it was busy."""
+        return (checkpoint.last and not self.worker.teller.tells
+                and not (checkpoint.state["status"] == "awaiting_approval" and checkpoint.state.get("batch")))
+
 
 class Worker:
     """Drives runs one at a time per call of `execute`, safe to call from several threads and replicas."""
@@ -190,16 +213,27 @@ class Worker:
         self.store, self.tools, self.policies = store, tools, policies
         self.config, self.teller, self.clock = config, teller, clock
 
-    def execute(self, run_id: str) -> str | None:
-        """Run until the run pauses or ends; None if another worker holds it or it has ended."""
-        owner = f"{self.config.worker_id}/{secrets.token_hex(3)}"
-        run = self.store.claim(run_id, owner, self.config.lease)
+    def new_owner(self) -> str:
+        """A lease owner for one pass: this worker, and the pass, so that two threads of one worker
+        exclude each other too."""
+        return f"{self.config.worker_id}/{secrets.token_hex(3)}"
+
+    def execute(self, run_id: str, lease: str | None = None) -> str | None:
+        """Run until the run pauses or ends; None if another worker holds it or it has ended.
+
+        `lease`: an owner that already holds the run's lease (a decision took it), so no claim is
+        needed. Every write the pass makes is fenced on it, as on a claimed one."""
+        run = self._held(run_id, lease) if lease is not None else None
+        owner = lease if run is not None and lease is not None else self.new_owner()
+        if run is None:
+            run = self.store.claim(run_id, owner, self.config.lease)
         if run is None:
             return None
+        session = Session(run, run.version, owner)
         told = None
         try:
             with Heartbeat(self.store, run_id, owner, self.config.lease):
-                status, told = self._drive(run, owner)
+                status, told = self._drive(session)
                 return status
         except Conflict as exc:
             log.warning("run %s: %s; another worker will continue it", run_id, exc)
@@ -211,11 +245,22 @@ class Worker:
             log.warning("run %s: %s; the worker holding it continues", run_id, exc)
             return None
         finally:
-            self.store.release(run_id, owner, shown_status=told)
+            if not session.released:
+                self.store.release(run_id, owner, shown_status=told)
 
-    def _drive(self, run: RunRecord, owner: str) -> tuple[str, str | None]:
+    def _held(self, run_id: str, owner: str) -> RunRecord | None:
+        """The run, if `owner` holds its lease still (a lease that lapsed meanwhile is fenced at the
+        first write); None if another took it or the run is gone."""
+        try:
+            run = self.store.get_run(run_id)
+        except IncompatibleState:
+            self.store.release(run_id, owner)  # as a claim does: don't keep it from other workers
+            raise
+        return run if run is not None and run.lease_owner == owner else None
+
+    def _drive(self, session: Session) -> tuple[str, str | None]:
         """Drive the run until it pauses or ends: its status, and the ending people were told, if any."""
-        session = Session(run, run.version, owner)
+        run = session.run
         while True:
             if not run.origin.get("ts"):
                 run = self.teller.announce(run)
@@ -224,7 +269,9 @@ class Worker:
             if not session.interrupted:
                 break
             run = self.store.get_run(run.run_id) or run
-            session = Session(run, run.version, owner, changed=session.changed)
+            session.reload(run)
+        if not self.teller.tells:  # nobody to tell: the run is as this worker last saved it
+            return session.status, None
         final = self.store.get_run(run.run_id, history=False) or run
         if not session.changed:
             return final.status, None
@@ -243,11 +290,12 @@ class Worker:
                 case "running":
                     agent.run()
                 case "awaiting_approval":
-                    self._continue_approval(agent)
+                    self._continue_approval(agent, session)
                     return
-        if agent.status == "awaiting_approval" and agent.run_state.batch is not None and not session.interrupted:
+        if (agent.status == "awaiting_approval" and agent.run_state.batch is not None and not session.interrupted
+                and not session.released):
             # A turn's calls may have been decided while it was busy with others (or before a crash).
-            self._continue_approval(agent)
+            self._continue_approval(agent, session)
 
     def _apply(self, agent: Agent, raw: dict[str, object], session: Session) -> None:
         """Carry out the request left for the run; one it cannot take is dropped and audited."""
@@ -277,10 +325,11 @@ class Worker:
                 self.store.clear_command(session.run.run_id, refused)
                 self.teller.observe(session.run, [{**refused, "run_id": session.run.run_id}])
 
-    def _continue_approval(self, agent: Agent) -> None:
+    def _continue_approval(self, agent: Agent, session: Session) -> None:
         """Go on from the decisions made on what the run waits for: its pending call, or each call of
-        its turn's several that was decided (in any order), until none is left decided."""
-        while agent.status == "awaiting_approval":
+        its turn's several that was decided (in any order), until none is left decided (or the pass
+        let go of the run: whoever decides next drives it)."""
+        while agent.status == "awaiting_approval" and not session.released:
             state = agent.run_state
             if state.batch is None:
                 keys = [state.pending.key] if state.pending is not None else []

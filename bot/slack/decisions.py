@@ -85,7 +85,7 @@ class Decisions:
         click = self._acked_click(ack, body)
         if click is None:
             return
-        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True)
+        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, drive=True)
         self._after_decision(outcome, click.where, modal=click.where.modal_id)
 
     def on_approve_all(self, ack: Ack, body: dict[str, Any]) -> None:
@@ -97,25 +97,27 @@ class Decisions:
         if not isinstance(click, BatchClick):
             self.notices.refuse_malformed(body, click)
             return
-        said, runs = [], set()
+        said: list[str] = []
+        runs: dict[str, str | None] = {}  # each run decided, and the lease a decision took on it (the first)
         for approval_id, digest in click.approvals:
-            outcome = self.runner.decide(approval_id, digest, click.where.user, approved=True)
+            outcome = self.runner.decide(approval_id, digest, click.where.user, approved=True, drive=True)
             if isinstance(outcome, Decided | AlreadyDecided | Expired):
                 self._refresh_clicked(outcome.approval, click.where)
             if isinstance(outcome, Decided):
-                runs.add(outcome.approval.run_id)
+                runs[outcome.approval.run_id] = runs.get(outcome.approval.run_id) or outcome.lease
             # A refusal carries no approval: read it (after the ack, and only then) to name its call.
             found = self.runner.get_approval(approval_id) if isinstance(outcome, NotAllowed | Mismatch) else None
             said.append(batch_outcome_line(outcome, found.tool if found is not None else None))
-        for run_id in runs:
-            self.workers.submit(run_id)
+        for run_id, lease in runs.items():
+            self.workers.submit(run_id, lease=lease)
         self.notices.tell(click.where, "*Approve all*\n" + "\n".join(said))
 
     def on_approve_similar(self, ack: Ack, body: dict[str, Any]) -> None:
         click = self._acked_click(ack, body)
         if click is None:
             return
-        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, grant=True)
+        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, grant=True,
+                                     drive=True)
         self._after_decision(outcome, click.where, modal=click.where.modal_id)
 
     def on_edit(self, ack: Ack, body: dict[str, Any]) -> None:
@@ -238,18 +240,21 @@ class Decisions:
             log.warning("deny form not understood: %s", submission.reason)
             return
         outcome = self.runner.decide(submission.approval_id, submission.digest, submission.where.user,
-                                     approved=False, note=submission.reason)
+                                     approved=False, note=submission.reason, drive=True)
         self._after_decision(outcome, submission.where)
 
     def _after_decision(self, outcome: DecisionOutcome, where: Where, modal: str | None = None) -> None:
         """Act on a decision's outcome and say what it was; `modal` is the view clicked in, if any."""
+        if isinstance(outcome, Decided):
+            # First: the decision holds the run for this replica, so the run goes on here whatever
+            # Slack does with the messages below.
+            self.workers.submit(outcome.approval.run_id, lease=outcome.lease)
         if isinstance(outcome, Decided | AlreadyDecided | Expired):
             self._refresh_clicked(outcome.approval, where)
         match outcome:
             case Decided(approval=approval, grant=grant):
                 if grant is not None:
                     self._show_grant(approval, grant)
-                self.workers.submit(approval.run_id)
                 if modal:  # a channel card shows the outcome itself; a modal has to be told
                     self.notices.tell(where, f"{approval_outcome(approval)[0]}. The result follows in the "
                                              "run's thread.", modal)

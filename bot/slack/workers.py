@@ -18,16 +18,20 @@ class Workers:
     """Submits `runner.execute(run_id)` to a pool; at most one queued execution per run.
 
     A submit for a run that is executing right now schedules one more pass after it, so a
-    command left while the run was finishing is not missed.
+    command left while the run was finishing is not missed. A submit with the lease a decision
+    took (`Decided.lease`) hands it to the run's next pass, queued already or not.
     """
 
     def __init__(self, runner: Runner, pool: Executor) -> None:
         self.runner, self.pool = runner, pool
         self._state: dict[str, str] = {}
+        self._leases: dict[str, str] = {}
         self._changed = threading.Condition()
 
-    def submit(self, run_id: str) -> None:
+    def submit(self, run_id: str, lease: str | None = None) -> None:
         with self._changed:
+            if lease is not None:
+                self._leases[run_id] = lease
             state = self._state.get(run_id)
             if state in ("queued", "again"):
                 return
@@ -40,8 +44,9 @@ class Workers:
     def _execute(self, run_id: str) -> None:
         with self._changed:
             self._state[run_id] = "running"
+            lease = self._leases.pop(run_id, None)
         try:
-            status = self.runner.execute(run_id)
+            status = self.runner.execute(run_id, lease=lease)
             log.debug("run %s: worker pass ended with %s", run_id, status)
         except IncompatibleState as exc:  # damaged or from a newer Signoff: an operator must look; no traceback
             log.error("run %s cannot be executed: %s", run_id, exc)

@@ -159,7 +159,7 @@ class MemoryStore(MemoryReads):
     # -- steps and requests ----------------------------------------------------------------
 
     def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, write: StepWrite,
-                  lease: timedelta, clear_command: bool = False) -> Saved:
+                  lease: timedelta, clear_command: bool = False, release: bool = False) -> Saved:
         with self._lock:
             now = self.now()
             run = self._runs.get(run_id)
@@ -176,6 +176,9 @@ class MemoryStore(MemoryReads):
             run.state, run.status = state_text, state["status"]
             run.pending_key = (state.get("pending") or {}).get("key")
             run.version, run.updated_at, run.lease_expires_at = version + 1, now, now + lease
+            released = release and (clear_command or run.command is None)
+            if released:
+                run.lease_owner = run.lease_expires_at = None
             waiting = None if clear_command else thaw(run.command)
             if clear_command:
                 run.command = None
@@ -188,7 +191,7 @@ class MemoryStore(MemoryReads):
                 run.command = None
                 run.append([{"type": "command_refused", **waiting, "reason": write.refuse_waiting_command}], now)
                 waiting = None
-            return Saved(version + 1, opened, waiting, closed)
+            return Saved(version + 1, opened, waiting, closed, released)
 
     def _apply(self, run: Run, write: StepWrite, now: datetime) -> tuple[tuple[ApprovalRecord, ...],
                                                                           list[ApprovalRecord]]:
@@ -364,7 +367,8 @@ class MemoryStore(MemoryReads):
     # -- approvals -----------------------------------------------------------------------
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None, grant: bool = False) -> Voted:
+               digest: str | None = None, grant: bool = False, lease_to: str | None = None,
+               lease: timedelta | None = None) -> Voted:
         with self._lock:
             now = self.now()
             approval = self._approvals.get(approval_id)
@@ -372,7 +376,12 @@ class MemoryStore(MemoryReads):
                 return Missing("approval")
             record, run = approval.record, self._run(approval.record.run_id)
             if record.status == "pending" and record.expires_at > now and digest in (None, record.digest):
-                return self._vote(approval, run, approved=approved, user=user, note=note, now=now, grant=grant)
+                voted = self._vote(approval, run, approved=approved, user=user, note=note, now=now, grant=grant)
+                if isinstance(voted, Decided) and lease_to is not None and lease is not None and (
+                        claimable(run.status, run.command) and run.free(now)):
+                    run.lease_owner, run.lease_expires_at = lease_to, now + lease
+                    return dataclasses.replace(voted, lease=lease_to)
+                return voted
             just_expired = record.status == "pending" and record.expires_at <= now
             if just_expired:
                 approval.change(status="expired", decided_at=now)

@@ -14,12 +14,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, and_, func, or_, select, text
 
 from signoff.runtime.adapters.rows import loads, run_record, with_votes
+from signoff.runtime.adapters.statements import APPROVAL_BY_ID, APPROVAL_BY_KEY, HISTORY_OF_RUN, RUN_BY_ID
 from signoff.runtime.adapters.tables import (
     approvals,
     audit_head,
     events,
     run_chain,
-    run_history,
     runs,
     tool_executions,
 )
@@ -78,14 +78,12 @@ class SqlReads:
     def get_run(self, run_id: str, *, history: bool = True) -> RunRecord | None:
         """One run; `history=False` skips the history for callers that only need the row."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
+            row = conn.execute(RUN_BY_ID, {"b_run_id": run_id}).first()
             if row is None:
                 return None
             if not history:
                 return run_record(row, None)
-            entries = conn.execute(
-                select(run_history.c.entry).where(run_history.c.run_id == run_id).order_by(run_history.c.seq)
-            ).scalars().all()
+            entries = conn.execute(HISTORY_OF_RUN, {"b_run_id": run_id}).scalars().all()
         return run_record(row, [json.loads(e) for e in entries])
 
     def executions(self, run_id: str) -> list[dict[str, Any]]:
@@ -118,17 +116,15 @@ class SqlReads:
             return [run_record(r, None, listing=True) for r in conn.execute(query).all()]
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        return self._one_approval(approvals.c.approval_id == approval_id)
+        return self._one_approval(APPROVAL_BY_ID, {"b_approval_id": approval_id})
 
     def approval_for_key(self, key: str) -> ApprovalRecord | None:
         """The call's approval in force (or, when none is, its latest)."""
-        return self._one_approval(approvals.c.key == key)
+        return self._one_approval(APPROVAL_BY_KEY, {"b_key": key})
 
-    def _one_approval(self, condition: Any) -> ApprovalRecord | None:
-        query = (select(approvals).where(condition)
-                 .order_by((approvals.c.status == "superseded").asc(), approvals.c.requested_at.desc()).limit(1))
+    def _one_approval(self, query: Any, params: dict[str, str]) -> ApprovalRecord | None:
         with self.engine.connect() as conn:
-            row = conn.execute(query).first()
+            row = conn.execute(query, params).first()
             return with_votes(conn, [row])[0] if row else None
 
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,

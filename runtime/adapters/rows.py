@@ -18,6 +18,7 @@ from sqlalchemy import (
     Connection,
     Select,
     bindparam,
+    case,
     insert,
     literal_column,
     select,
@@ -25,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Row
 
+from signoff.runtime.adapters.statements import CLOSE_FOR_KEY, CLOSE_FOR_RUN
 from signoff.runtime.adapters.tables import (
     approval_votes,
     approvals,
@@ -40,7 +42,7 @@ from signoff.runtime.audit import chained, link_hash
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.grants import granted_values
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord, Vote
-from signoff.runtime.rules import OPEN_APPROVAL, ApprovalRequest, Reopening, first_nudge
+from signoff.runtime.rules import ApprovalRequest, Reopening, first_nudge
 from signoff.runtime.state import canonical_json, load_state, upgrade
 
 
@@ -76,11 +78,29 @@ _SAVE_STEP = (
     .values(**_STEP_VALUES, event_count=runs.c.event_count + bindparam("b_new_events", type_=runs.c.event_count.type))
     # It also hands back the hash the step's events chain from: the row is held until commit.
     .returning(runs.c.command, runs.c.requester, runs.c.event_count,
-               _last_hash(bindparam("b_new_events", type_=runs.c.event_count.type)))
+               _last_hash(bindparam("b_new_events", type_=runs.c.event_count.type)), runs.c.lease_owner)
 )
-SAVE_STEP = {False: _SAVE_STEP, True: _SAVE_STEP.values(command=None)}
-"""The step's run-row update, by whether it also clears the command the step applied."""
+# Letting go of the lease with the step saves the worker a transaction of its own. A request left
+# meanwhile (the command column, read in the same row lock) keeps the lease: the worker applies it next.
+_KEEP_FOR_A_REQUEST = {
+    "lease_owner": case((runs.c.command.is_(None), None), else_=runs.c.lease_owner),
+    "lease_expires_at": case((runs.c.command.is_(None), None), else_=_STEP_VALUES["lease_expires_at"]),
+}
+SAVE_STEP = {
+    (False, False): _SAVE_STEP,
+    (True, False): _SAVE_STEP.values(command=None),
+    (False, True): _SAVE_STEP.values(**_KEEP_FOR_A_REQUEST),
+    # The request this step applied is the only one there can be (a new one waits for it to clear).
+    (True, True): _SAVE_STEP.values(command=None, lease_owner=None, lease_expires_at=None),
+}
+"""The step's run-row update, by (whether it clears the command the step applied, whether it lets
+go of the lease)."""
 
+_NEW_EVENTS = bindparam("b_new_events", type_=runs.c.event_count.type)
+_NUMBER_EVENTS = (update(runs).where(runs.c.run_id == bindparam("b_run_id"))
+                  .values(event_count=runs.c.event_count + _NEW_EVENTS).returning(runs.c.event_count,
+                                                                                 _last_hash(_NEW_EVENTS)))
+"""Reserve the numbers of a run's next `b_new_events` events, handing back the hash to chain from."""
 _INSERT_HISTORY = insert(run_history)
 _INSERT_EVENTS = insert(events)
 _TAKE_AUDIT_HEAD = (update(audit_head).where(audit_head.c.id == 1).values(runs=audit_head.c.runs + 1)
@@ -124,9 +144,7 @@ def append_events(conn: Connection, run_id: str, new: list[dict[str, Any]], at: 
         return
     # Sequence numbers, and the hash to chain from, come from the run row, which also serialises
     # concurrent appenders.
-    numbered = conn.execute(update(runs).where(runs.c.run_id == run_id)
-                            .values(event_count=runs.c.event_count + len(new))
-                            .returning(runs.c.event_count, _last_hash(len(new)))).one()
+    numbered = conn.execute(_NUMBER_EVENTS, {"b_run_id": run_id, "b_new_events": len(new)}).one()
     insert_events(conn, run_id, new, numbered.event_count - len(new) + 1, at, numbered.last_hash)
 
 
@@ -240,12 +258,16 @@ def with_votes(conn: Connection, rows: Sequence[Row[Any]]) -> list[ApprovalRecor
     return [approval_record(row, tuple(votes.get(row.approval_id, ())) if row.quorum > 1 else None) for row in rows]
 
 
-def close_approvals(conn: Connection, condition: Any, status: str, now: datetime) -> list[ApprovalRecord]:
-    """Close the open approvals that `condition` selects (a reconsidered call's, an ended run's) as
-    `status`; returns them, their messages to be brought in line."""
-    return with_votes(conn, conn.execute(
-        update(approvals).where(condition, approvals.c.status.in_(OPEN_APPROVAL))
-        .values(status=status, decided_at=now).returning(*approvals.c)).all())
+def close_call_approvals(conn: Connection, key: str, status: str, now: datetime) -> list[ApprovalRecord]:
+    """Close the open approvals of the call `key` (reconsidered, overruled) as `status`; returns
+    them, their messages to be brought in line."""
+    return with_votes(conn, conn.execute(CLOSE_FOR_KEY, {"b_key": key, "b_status": status, "b_decided_at": now}).all())
+
+
+def close_run_approvals(conn: Connection, run_id: str, status: str, now: datetime) -> list[ApprovalRecord]:
+    """Close every open approval of the run (it ended) as `status`; returns them."""
+    return with_votes(conn, conn.execute(CLOSE_FOR_RUN, {"b_run_id": run_id, "b_status": status,
+                                                         "b_decided_at": now}).all())
 
 
 def loads(text: str | None) -> Any:

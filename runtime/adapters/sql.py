@@ -8,13 +8,14 @@ opens or closes, what a person's request does at once) comes from `runtime/rules
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, insert, or_, select, update
+from sqlalchemy import Connection, and_, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 
@@ -26,7 +27,8 @@ from signoff.runtime.adapters.rows import (
     append_history,
     append_one_event_each,
     approval_record,
-    close_approvals,
+    close_call_approvals,
+    close_run_approvals,
     dump_without_history,
     finish_execution,
     grant_record,
@@ -42,7 +44,26 @@ from signoff.runtime.adapters.rows import (
     step_params,
     with_votes,
 )
-from signoff.runtime.adapters.tables import approval_votes, approvals, grants, runs, tool_executions
+from signoff.runtime.adapters.statements import (
+    APPROVAL_FOR_CALL,
+    APPROVAL_ROW,
+    CLAIM,
+    CONSUME_APPROVAL,
+    DECIDE_APPROVAL,
+    EXECUTION_BY_KEY,
+    FENCE,
+    HOLD,
+    INSERT_EXECUTION,
+    INSERT_VOTE,
+    LOCK_RUN,
+    RELEASE,
+    RELEASE_TOLD,
+    RENEW,
+    RUN_OF_APPROVAL,
+    TAKE_FREE_LEASE,
+    VOTES_OF,
+)
+from signoff.runtime.adapters.tables import approvals, grants, runs, tool_executions
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.grants import grant_refusal
@@ -67,7 +88,6 @@ from signoff.runtime.records import (
     Voted,
 )
 from signoff.runtime.rules import (
-    NOT_ENDED,
     CommandRule,
     StepWrite,
     command_refusal,
@@ -76,12 +96,7 @@ from signoff.runtime.rules import (
     makes_first_reminder,
     nudged,
 )
-from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import call_digest, canonical_json
-
-_claimable = or_(runs.c.status.in_(sorted(NOT_ENDED)),
-                 and_(runs.c.status.in_(sorted(REOPENABLE)), runs.c.command.is_not(None)))
-"""`rules.claimable` as a condition on the runs table."""
 
 
 class _Undone(Exception):
@@ -134,12 +149,7 @@ class SqlStore(SqlReads):
         """Take the run's lease if nobody holds a live one; None if somebody does or the run ended."""
         with self._tx() as conn:
             now = self._now(conn)
-            claimed = conn.execute(
-                update(runs)
-                .where(runs.c.run_id == run_id, _claimable,
-                       or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now, runs.c.lease_owner == owner))
-                .values(lease_owner=owner, lease_expires_at=now + lease)
-            ).rowcount
+            claimed = conn.execute(CLAIM, _lease_params(run_id, owner, now, lease)).rowcount
         if claimed != 1:
             return None
         try:
@@ -153,30 +163,22 @@ class SqlStore(SqlReads):
         """Take the run's lease for a short errand, whatever the run's status (recovery re-posting a
         message); False if someone holds a live lease."""
         with self._tx() as conn:
-            now = self._now(conn)
-            return conn.execute(
-                update(runs)
-                .where(runs.c.run_id == run_id, or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now))
-                .values(lease_owner=owner, lease_expires_at=now + lease)
-            ).rowcount == 1
+            return conn.execute(HOLD, _lease_params(run_id, owner, self._now(conn), lease)).rowcount == 1
 
     def renew(self, run_id: str, owner: str, lease: timedelta) -> bool:
         with self._tx() as conn:
-            return conn.execute(
-                update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner)
-                .values(lease_expires_at=self._now(conn) + lease)
-            ).rowcount == 1
+            return conn.execute(RENEW, _lease_params(run_id, owner, self._now(conn), lease)).rowcount == 1
 
     def release(self, run_id: str, owner: str, *, shown_status: str | None = None) -> None:
         """Let go of the run; `shown_status` records, in the same statement, the ending people were told."""
-        values: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
-        if shown_status is not None:
-            values["shown_status"] = shown_status
         with self._tx() as conn:
-            conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner).values(**values))
+            if shown_status is None:
+                conn.execute(RELEASE, {"b_run_id": run_id, "b_owner": owner})
+            else:
+                conn.execute(RELEASE_TOLD, {"b_run_id": run_id, "b_owner": owner, "b_shown_status": shown_status})
 
     def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, write: StepWrite,
-                  lease: timedelta, clear_command: bool = False) -> Saved:
+                  lease: timedelta, clear_command: bool = False, release: bool = False) -> Saved:
         """Commit one step: state, new history, its events, the ledger outcome and `write` applied.
 
         Raises `Conflict` (writing nothing) if the run changed since `version` or the lease was lost.
@@ -186,7 +188,7 @@ class SqlStore(SqlReads):
             now = self._now(conn)
             params = step_params(run_id, owner, version, state, len(state["history"]), len(checkpoint.events),
                                  now, lease)
-            row = conn.execute(SAVE_STEP[clear_command], params).first()
+            row = conn.execute(SAVE_STEP[clear_command, release], params).first()
             if row is None:
                 raise Conflict(f"run {run_id} changed since version {version}; step not saved")
             append_history(conn, run_id, checkpoint.history_start, checkpoint.new_history)
@@ -195,21 +197,21 @@ class SqlStore(SqlReads):
             if checkpoint.execution is not None:
                 finish_execution(conn, checkpoint.execution, now)
             replaced = [superseded for key in write.superseded
-                        for superseded in close_approvals(conn, approvals.c.key == key, "superseded", now)]
+                        for superseded in close_call_approvals(conn, key, "superseded", now)]
             replaced += [overruled for key in write.overruled
-                         for overruled in close_approvals(conn, approvals.c.key == key, "cancelled", now)]
+                         for overruled in close_call_approvals(conn, key, "cancelled", now)]
             if write.reopen is not None:
                 replaced += reopen_approval(conn, write.reopen)
             opened = tuple(insert_approval(conn, run_id, request, row.requester, now) for request in write.approvals)
             command = json.loads(row.command) if row.command and not clear_command else None
-            cancelled = (close_approvals(conn, approvals.c.run_id == run_id, "cancelled", now)
+            cancelled = (close_run_approvals(conn, run_id, "cancelled", now)
                          if write.close_open_approvals else [])
             if command is not None and write.refuse_waiting_command is not None:
                 conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
                 append_events(conn, run_id, [{"type": "command_refused", **command,
                                                "reason": write.refuse_waiting_command}], now)
                 command = None
-        return Saved(version + 1, opened, command, cancelled + replaced)
+        return Saved(version + 1, opened, command, cancelled + replaced, released=row.lease_owner is None)
 
     def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule) -> CommandRefusal | None:
         """Leave a command for the run's worker, applying `rule`; returns None, or why it was refused.
@@ -287,13 +289,10 @@ class SqlStore(SqlReads):
         digest = call_digest(tool, args, key, preview)
         with self._tx() as conn:
             now = self._now(conn)
-            held = conn.execute(
-                update(runs).where(runs.c.run_id == run_id, runs.c.lease_owner == owner, runs.c.lease_expires_at > now)
-                .values(lease_expires_at=now + lease).returning(runs.c.command, runs.c.version, runs.c.requester)
-            ).first()
+            held = conn.execute(FENCE, _lease_params(run_id, owner, now, lease)).first()
             if held is None:
                 raise Conflict(f"run {run_id}: this worker no longer holds its lease; {key} was not started")
-            existing = conn.execute(select(tool_executions).where(tool_executions.c.key == key)).first()
+            existing = conn.execute(EXECUTION_BY_KEY, {"b_key": key}).first()
             if existing is not None:
                 return self._restart(conn, run_id, tool, existing, held, restart, now)
             if granted_by is not None:
@@ -305,19 +304,16 @@ class SqlStore(SqlReads):
                 if ungranted is not None:
                     return Ungranted(ungranted)
                 conn.execute(update(grants).where(grants.c.grant_id == granted_by).values(uses=grants.c.uses + 1))
-                conn.execute(insert(tool_executions).values(
-                    key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
+                conn.execute(INSERT_EXECUTION, _started(key, run_id, tool, digest, now))
                 append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
                                                "granted_by": granted_by, "grant_use": found_grant.uses + 1}], now)
                 return Fresh(1)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
-                conn.execute(insert(tool_executions).values(
-                    key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
+                conn.execute(INSERT_EXECUTION, _started(key, run_id, tool, digest, now))
                 append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
                                                "allowed_by": allowed_by}], now)
                 return Fresh(1)
-            found = conn.execute(select(approvals).where(approvals.c.key == key, approvals.c.status != "superseded")
-                                 .order_by(approvals.c.requested_at.desc()).limit(1)).first()
+            found = conn.execute(APPROVAL_FOR_CALL, {"b_key": key}).first()
             approval = approval_record(found) if found is not None else None
             refusal = dispatch_refusal(approval, run_id=run_id, key=key, digest=digest, now=now,
                                        window=dispatch_window)
@@ -326,15 +322,12 @@ class SqlStore(SqlReads):
                     self._expire_unused(conn, approval, now)
                 return refusal
             assert approval is not None  # dispatch_refusal refuses a call with no approval
-            consumed = conn.execute(
-                update(approvals).where(approvals.c.key == key, approvals.c.status == "approved",
-                                        approvals.c.digest == digest, approvals.c.decided_at > now - dispatch_window)
-                .values(status="consumed", consumed_at=now)
-            ).rowcount
+            consumed = conn.execute(CONSUME_APPROVAL, {"b_key": key, "b_digest": digest,
+                                                       "b_decided_after": now - dispatch_window,
+                                                       "b_consumed_at": now}).rowcount
             if consumed != 1:  # the run's row is held, so nobody can have changed its approval meanwhile
                 raise Conflict(f"run {run_id}: the approval for {key} changed while it was being used")
-            conn.execute(insert(tool_executions).values(
-                key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now))
+            conn.execute(INSERT_EXECUTION, _started(key, run_id, tool, digest, now))
             append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
                                            "approval_id": approval.approval_id}], now)
         return Fresh(1)
@@ -379,19 +372,25 @@ class SqlStore(SqlReads):
     # -- approvals -----------------------------------------------------------------------
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None, grant: bool = False) -> Voted:
+               digest: str | None = None, grant: bool = False, lease_to: str | None = None,
+               lease: timedelta | None = None) -> Voted:
         """Count one person's decision; the run's row is taken first, so deciders on any replica
         count one after another and exactly one of them completes (or vetoes) the approval."""
         with self._tx() as conn:
             now = self._now(conn)
-            run_id = conn.execute(select(approvals.c.run_id).where(approvals.c.approval_id == approval_id)).scalar()
+            run_id = conn.execute(RUN_OF_APPROVAL, {"b_approval_id": approval_id}).scalar()
             if run_id is None:
                 return Missing("approval")
-            lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id == run_id))
-            row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
+            # Every writer takes a run's row before its approvals' rows (see `rows.lock_runs`).
+            conn.execute(LOCK_RUN, {"b_run_id": run_id})
+            row = conn.execute(APPROVAL_ROW, {"b_approval_id": approval_id}).one()
             open_now = row.status == "pending" and row.expires_at > now and digest in (None, row.digest)
             if open_now:
-                return self._vote(conn, row, approved=approved, user=user, note=note, now=now, grant=grant)
+                voted = self._vote(conn, row, approved=approved, user=user, note=note, now=now, grant=grant)
+                if isinstance(voted, Decided) and lease_to is not None and lease is not None and conn.execute(
+                        TAKE_FREE_LEASE, _lease_params(run_id, lease_to, now, lease)).rowcount == 1:
+                    return dataclasses.replace(voted, lease=lease_to)
+                return voted
             just_expired = False
             if row.status == "pending" and row.expires_at <= now:
                 just_expired = conn.execute(update(approvals).where(approvals.c.approval_id == approval_id,
@@ -408,12 +407,11 @@ class SqlStore(SqlReads):
               now: datetime, grant: bool = False) -> Decided | Counted | AlreadyCounted:
         approval_id = row.approval_id
         # The run's row is held (see `decide`), so nobody can vote between these reads and the insert.
-        votes = conn.execute(select(approval_votes.c.user_id, approval_votes.c.approved)
-                             .where(approval_votes.c.approval_id == approval_id)).all()
+        votes = conn.execute(VOTES_OF, {"b_approval_id": approval_id}).all()
         if any(vote.user_id == user for vote in votes):
             return AlreadyCounted(with_votes(conn, [row])[0])
-        conn.execute(insert(approval_votes).values(approval_id=approval_id, user_id=user, seq=len(votes) + 1,
-                                                   approved=approved, note=note or None, at=now))
+        conn.execute(INSERT_VOTE, {"approval_id": approval_id, "user_id": user, "seq": len(votes) + 1,
+                                   "approved": approved, "note": note or None, "at": now})
         approvals_given = sum(vote.approved for vote in votes) + approved
         if approved and approvals_given < row.quorum:
             # Its card must now show this vote: out of line until it does, so recovery re-shows it.
@@ -423,12 +421,13 @@ class SqlStore(SqlReads):
                                                "approvals": approvals_given, "quorum": row.quorum}], now)
             counted = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
             return Counted(with_votes(conn, [counted])[0])
-        conn.execute(update(approvals).where(approvals.c.approval_id == approval_id).values(
-            status="approved" if approved else "denied", decided_by=user, decided_at=now, note=note or None))
+        decided = conn.execute(DECIDE_APPROVAL, {"b_approval_id": approval_id,
+                                                 "b_status": "approved" if approved else "denied",
+                                                 "b_decided_by": user, "b_decided_at": now,
+                                                 "b_note": note or None}).one()
         append_events(conn, row.run_id, [{"type": "approval_recorded", "approval_id": approval_id, "key": row.key,
                                            "approved": approved, "by": user, "note": note,
                                            "approvals": approvals_given, "quorum": row.quorum}], now)
-        decided = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
         made = None
         if approved and grant and json_or(row.asked, {}).get("grant"):
             made = insert_grant(conn, decided, user, now)
@@ -540,6 +539,16 @@ class SqlStore(SqlReads):
     def mark_run_shown(self, run_id: str, status: str) -> None:
         with self._tx() as conn:
             conn.execute(update(runs).where(runs.c.run_id == run_id).values(shown_status=status))
+
+
+def _lease_params(run_id: str, owner: str, now: datetime, lease: timedelta) -> dict[str, Any]:
+    return {"b_run_id": run_id, "b_owner": owner, "b_now": now, "b_until": now + lease}
+
+
+def _started(key: str, run_id: str, tool: str, digest: str, now: datetime) -> dict[str, Any]:
+    """The ledger row of a call starting now, its first attempt."""
+    return {"key": key, "run_id": run_id, "tool": tool, "digest": digest, "status": "started", "attempts": 1,
+            "started_at": now}
 
 
 if TYPE_CHECKING:
