@@ -97,8 +97,10 @@ class RunStore(Protocol):
         """The store's time now: what every lease and expiry is measured by."""
 
     def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
-                   model: str, request_id: str | None = None) -> RunRecord:
-        """Record a new run at version 1 with its history and a `run_created` event, atomically.
+                   model: str, request_id: str | None = None, lease_to: str | None = None,
+                   lease: timedelta | None = None) -> RunRecord:
+        """Record a new run at version 1 with its history and a `run_created` event, atomically;
+        with `lease_to`, held by that owner until now + `lease` from the start.
 
         A `request_id` already used returns that request's run instead (without its history) and
         writes nothing: a replayed request starts nothing new. A `run_id` already used raises.

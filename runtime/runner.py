@@ -140,11 +140,13 @@ class Runner:
 
     def start_run(self, goal: str, requester: str, origin: dict[str, Any] | None = None,
                   model: str | None = None, budget: Budget | None = None,
-                  request_id: str | None = None) -> RunRecord:
+                  request_id: str | None = None, drive: bool = False) -> RunRecord:
         """Record a new run (status idle); `execute` runs it.
 
         With a `request_id` (e.g. Slack's trigger_id) a replayed request returns the run it
-        started the first time, on whichever replica it lands.
+        started the first time, on whichever replica it lands. `drive`: the caller executes the
+        run next, so it is created held for this runner (its `lease_owner`, for `execute`); one
+        left unused holds the run until it expires (`RunnerConfig.lease`).
         """
         goal = (goal or "").strip()
         if not goal:
@@ -153,8 +155,12 @@ class Runner:
             raise ValueError(f"the goal is {len(goal)} characters; the limit is {MAX_GOAL_CHARS}")
         run_id = "run-" + secrets.token_hex(5)
         state = new_state(run_id, (budget or self.config.budget).to_json())
+        lease = self.worker.hand_out() if drive else None
         run = self.store.create_run(state, goal=goal, requester=requester, origin=origin or {},
-                                    model=model or self.config.model, request_id=request_id)
+                                    model=model or self.config.model, request_id=request_id,
+                                    lease_to=lease, lease=self.config.lease)
+        if lease is not None and run.run_id != run_id:
+            self.worker.void(lease)  # the earlier run of a replayed request is not this runner's to drive
         if run.run_id == run_id:  # not a replayed request's earlier run: nothing was written for that
             self.teller.observe(run, [{"type": "run_created", "run_id": run_id, "goal": goal, "requester": requester,
                                        "origin": run.origin, "model": run.model}])
@@ -163,8 +169,8 @@ class Runner:
     def execute(self, run_id: str, lease: str | None = None) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended.
 
-        `lease`: the lease a decision took for this runner (`Decided.lease`), used instead of a
-        claim of its own."""
+        `lease`: the lease a decision or a new run took for this runner (`Decided.lease`, the
+        `lease_owner` of `start_run(drive=True)`), used once instead of a claim of its own."""
         return self.worker.execute(run_id, lease)
 
     # -- people's decisions ----------------------------------------------------------------
@@ -190,8 +196,11 @@ class Runner:
             return NotAllowed(reason)
         if grant and not (approved and (approval.asked or {}).get("grant")):
             return NotAllowed("this call's rule offers no grant: approve it alone")
+        lease = self.worker.hand_out() if drive else None
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
-                                    lease_to=self.worker.new_owner() if drive else None, lease=self.config.lease)
+                                    lease_to=lease, lease=self.config.lease)
+        if lease is not None and not (isinstance(outcome, Decided) and outcome.lease == lease):
+            self.worker.void(lease)
         self.teller.observe(run, _vote_events(outcome, user))
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")

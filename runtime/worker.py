@@ -212,18 +212,42 @@ class Worker:
                  config: RunnerConfig, teller: Teller, clock: Callable[[], float]) -> None:
         self.store, self.tools, self.policies = store, tools, policies
         self.config, self.teller, self.clock = config, teller, clock
+        self._handed: set[str] = set()
+        self._handed_lock = threading.Lock()
 
     def new_owner(self) -> str:
         """A lease owner for one pass: this worker, and the pass, so that two threads of one worker
         exclude each other too."""
         return f"{self.config.worker_id}/{secrets.token_hex(3)}"
 
+    def hand_out(self) -> str:
+        """A lease owner for a write that takes the lease before any pass (a decision, a new run):
+        `execute` drives under it once. Only owners handed out here are taken: a lease read off a
+        run (say, a replayed request's earlier run) is another pass's, never this caller's."""
+        owner = self.new_owner()
+        with self._handed_lock:
+            self._handed.add(owner)
+        return owner
+
+    def void(self, owner: str) -> None:
+        """Forget an owner handed out whose write took no lease."""
+        with self._handed_lock:
+            self._handed.discard(owner)
+
+    def _redeem(self, owner: str) -> bool:
+        with self._handed_lock:
+            if owner not in self._handed:
+                return False
+            self._handed.remove(owner)
+            return True
+
     def execute(self, run_id: str, lease: str | None = None) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended.
 
-        `lease`: an owner that already holds the run's lease (a decision took it), so no claim is
-        needed. Every write the pass makes is fenced on it, as on a claimed one."""
-        run = self._held(run_id, lease) if lease is not None else None
+        `lease`: an owner `hand_out` gave a write that took the run's lease (a decision, a new
+        run), so no claim is needed; any other is ignored. Every write the pass makes is fenced on
+        it, as on a claimed one."""
+        run = self._held(run_id, lease) if lease is not None and self._redeem(lease) else None
         owner = lease if run is not None and lease is not None else self.new_owner()
         if run is None:
             run = self.store.claim(run_id, owner, self.config.lease)

@@ -50,9 +50,9 @@ class Commands:
         if started is not None:
             # Only after the answer is on its way: a replica dying in the run's first step must
             # not also swallow the "Started run ..." reply.
-            self.workers.submit(started)
+            self.workers.submit(started.run_id, lease=started.lease_owner)
 
-    def _answer(self, command: Command) -> tuple[Message, str | None]:
+    def _answer(self, command: Command) -> tuple[Message, RunRecord | None]:
         """The reply to the command, and the run it started (to hand to a worker once replied)."""
         who = command.where.user
         match command.request:
@@ -99,8 +99,9 @@ class Commands:
         return f"Cancelling run `{safe(run_id, 80)}`" + (f": {running}" if running else
                                                          "; nothing pending will be executed.")
 
-    def _start(self, command: Command, goal: str) -> tuple[Message, str | None]:
-        """The reply to `/signoff <goal>`, and the run it started, if it started one."""
+    def _start(self, command: Command, goal: str) -> tuple[Message, RunRecord | None]:
+        """The reply to `/signoff <goal>`, and the run it started, if it started one (held for
+        this replica's workers, which drive it next)."""
         where = command.where
         earlier = self.seen.claim(where.trigger_id)
         if earlier is not None:  # a replay of a command we already took
@@ -108,12 +109,12 @@ class Commands:
         try:
             # The trigger_id makes a replay that lands on another replica return the same run.
             run = self.runner.start_run(goal, where.user, origin={"channel": where.channel, "team": command.team},
-                                        request_id=where.trigger_id or None)
+                                        request_id=where.trigger_id or None, drive=True)
         except ValueError as exc:
             self.seen.forget(where.trigger_id)
             return notice(f"Could not start a run: {safe(exc, 300)}"), None
         self.seen.settle(where.trigger_id, run.run_id)
-        return messages.started_message(run), run.run_id
+        return messages.started_message(run), run
 
 
 def _bare_subcommand(body: dict[str, Any]) -> str | None:

@@ -79,7 +79,8 @@ class MemoryStore(MemoryReads):
     # -- runs ----------------------------------------------------------------------------
 
     def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
-                   model: str, request_id: str | None = None) -> RunRecord:
+                   model: str, request_id: str | None = None, lease_to: str | None = None,
+                   lease: timedelta | None = None) -> RunRecord:
         with self._lock:
             if request_id is not None and request_id in self._by_request:
                 return self._runs[self._by_request[request_id]].record(history=False)
@@ -88,7 +89,8 @@ class MemoryStore(MemoryReads):
             now = self.now()
             run = Run(run_id=state["run_id"], goal=goal, requester=requester, origin=canonical_json(origin),
                       model=model, status=state["status"], state=without_history(state), version=1,
-                      created_at=now, updated_at=now, added=next(self._added), request_id=request_id)
+                      created_at=now, updated_at=now, added=next(self._added), request_id=request_id,
+                      lease_owner=lease_to, lease_expires_at=now + lease if lease_to and lease else None)
             run.history.update(history_rows(0, state["history"]))
             run.append([{"type": "run_created", "goal": goal, "requester": requester, "origin": origin,
                          "model": model}], now)

@@ -101,6 +101,9 @@ _NUMBER_EVENTS = (update(runs).where(runs.c.run_id == bindparam("b_run_id"))
                   .values(event_count=runs.c.event_count + _NEW_EVENTS).returning(runs.c.event_count,
                                                                                  _last_hash(_NEW_EVENTS)))
 """Reserve the numbers of a run's next `b_new_events` events, handing back the hash to chain from."""
+_INSERT_RUN = insert(runs).returning(*runs.c)
+_INSERT_LINK = insert(run_chain)
+_SET_AUDIT_HEAD = update(audit_head).where(audit_head.c.id == 1).values(hash=bindparam("b_hash"))
 _INSERT_HISTORY = insert(run_history)
 _INSERT_EVENTS = insert(events)
 _TAKE_AUDIT_HEAD = (update(audit_head).where(audit_head.c.id == 1).values(runs=audit_head.c.runs + 1)
@@ -187,13 +190,14 @@ def append_one_event_each(conn: Connection, new: dict[str, dict[str, Any]], at: 
         run_id, [new[run_id]], seq, at, chain_start(conn, run_id, seq, last_hash))])
 
 
-def insert_run(conn: Connection, values: dict[str, Any], created: dict[str, Any], at: datetime) -> str:
-    """Insert a run's row and its `created` event (event 1); returns that event's hash."""
+def insert_run(conn: Connection, values: dict[str, Any], created: dict[str, Any],
+               at: datetime) -> tuple[str, Row[Any]]:
+    """Insert a run's row and its `created` event (event 1); returns that event's hash and the row."""
     rows = event_rows(values["run_id"], [created], 1, at, None)
-    conn.execute(insert(runs).values(**values, event_count=1))
+    row = conn.execute(_INSERT_RUN, {**values, "event_count": 1}).one()
     conn.execute(_INSERT_EVENTS, rows)
     digest: str = rows[0]["hash"]
-    return digest
+    return digest, row
 
 
 def link_run(conn: Connection, run_id: str, first: str) -> None:
@@ -208,9 +212,9 @@ def link_run(conn: Connection, run_id: str, first: str) -> None:
         raise IncompatibleState("the audit log's head row (table audit_head) is gone; `signoff audit verify` "
                                 "says what else is")
     digest = link_hash(head.runs, run_id, first, head.hash)
-    conn.execute(insert(run_chain).values(position=head.runs, run_id=run_id, first_hash=first, prev_hash=head.hash,
-                                          hash=digest))
-    conn.execute(update(audit_head).where(audit_head.c.id == 1).values(hash=digest))
+    conn.execute(_INSERT_LINK, {"position": head.runs, "run_id": run_id, "first_hash": first,
+                                "prev_hash": head.hash, "hash": digest})
+    conn.execute(_SET_AUDIT_HEAD, {"b_hash": digest})
 
 
 def finish_execution(conn: Connection, execution: dict[str, Any], now: datetime) -> None:

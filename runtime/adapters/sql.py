@@ -41,6 +41,7 @@ from signoff.runtime.adapters.rows import (
     loads,
     lock_runs,
     reopen_approval,
+    run_record,
     step_params,
     with_votes,
 )
@@ -122,17 +123,19 @@ class SqlStore(SqlReads):
     # -- runs ----------------------------------------------------------------------------
 
     def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
-                   model: str, request_id: str | None = None) -> RunRecord:
+                   model: str, request_id: str | None = None, lease_to: str | None = None,
+                   lease: timedelta | None = None) -> RunRecord:
         """Insert a new run; with a `request_id` already used, return that request's run instead."""
         try:
             with self._tx() as conn:
                 now = self._now(conn)
                 created = {"type": "run_created", "goal": goal, "requester": requester, "origin": origin,
                            "model": model}
-                first = insert_run(conn, dict(
+                first, row = insert_run(conn, dict(
                     run_id=state["run_id"], goal=goal, requester=requester, origin=canonical_json(origin),
                     model=model, status=state["status"], state=dump_without_history(state),
                     history_len=0, version=1, created_at=now, updated_at=now, request_id=request_id,
+                    lease_owner=lease_to, lease_expires_at=now + lease if lease_to and lease else None,
                 ), created, now)
                 append_history(conn, state["run_id"], 0, state["history"])
                 link_run(conn, state["run_id"], first)
@@ -141,9 +144,7 @@ class SqlStore(SqlReads):
             if earlier is None:
                 raise
             return earlier
-        record = self.get_run(state["run_id"])
-        assert record is not None
-        return record
+        return run_record(row, list(state["history"]))
 
     def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
         """Take the run's lease if nobody holds a live one; None if somebody does or the run ended."""

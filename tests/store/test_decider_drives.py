@@ -1,6 +1,7 @@
-"""The decider drives the run it decided: the decision's transaction takes the run's lease for it,
-and a worker with nobody to tell lets go of the run in the write of its last step. Fewer
-transactions on the approval path, and every guarantee kept, on SQLite, PostgreSQL and in memory."""
+"""The decider drives the run it decided: the decision's transaction takes the run's lease for it
+(and a new run can be created held by its starter), and a worker with nobody to tell lets go of
+the run in the write of its last step. Fewer transactions on the approval path, and every
+guarantee kept, on SQLite, PostgreSQL and in memory."""
 
 from __future__ import annotations
 
@@ -163,3 +164,26 @@ def test_a_step_that_lets_go_keeps_the_lease_when_a_request_waits(store: Store) 
                            checkpoint=lookup_step(again.state, "second"), write=StepWrite(), lease=LEASE, release=True)
     assert not kept.released and kept.command is not None
     assert store.get_run(run.run_id).lease_owner == owner, "the worker applies the request next, still holding the run"
+
+
+def test_a_run_started_to_be_driven_is_held_by_its_starter_from_the_start(store: Store, effects: Path) -> None:
+    runner, other = build_runner(store, effects, lease=30.0), build_runner(store, effects, lease=30.0)
+    run = runner.start_run("tell Ana her refund is approved", REQUESTER, model="scripted:send", drive=True)
+    assert run.lease_owner is not None and store.get_run(run.run_id).lease_owner == run.lease_owner
+    assert other.execute(run.run_id) is None
+    assert runner.execute(run.run_id, lease=run.lease_owner) == "awaiting_approval"
+    assert store.get_run(run.run_id).lease_owner is None
+
+
+def test_a_lease_read_off_a_replayed_requests_run_is_not_driven_under(store: Store, effects: Path) -> None:
+    """A replayed /signoff returns the run the first request started, held by whoever drives it
+    now: its lease owner is that pass's, not the caller's, and two passes must never share one."""
+    runner = build_runner(store, effects, lease=30.0)
+    first = runner.start_run("tell Ana her refund is approved", REQUESTER, model="scripted:send",
+                             request_id="trigger-1")
+    assert store.claim(first.run_id, "replica-b/9a8b7c", LEASE) is not None
+    again = runner.start_run("tell Ana her refund is approved", REQUESTER, model="scripted:send",
+                             request_id="trigger-1", drive=True)
+    assert again.run_id == first.run_id and again.lease_owner == "replica-b/9a8b7c"
+    assert runner.execute(again.run_id, lease=again.lease_owner) is None
+    assert store.get_run(first.run_id).version == first.version, "nothing ran under the other pass's lease"
