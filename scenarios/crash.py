@@ -8,10 +8,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from scenarios.drive import Driver
+from scenarios.drive import APPROVER, REQUESTER, Driver, has_ended, posted_approval, started_run
 from scenarios.outcome import Outcome, observed
-from scenarios.serve import Serve
+from scenarios.serve import Serve, click_body
 from scenarios.world import World, wait_until
+from signoff.bot.slack.blocks import APPROVE_ACTION
 from signoff.runtime.failpoints import POINTS
 
 NOTE = {"tool": "send_note", "args": {"to": "ada@example.com", "text": "Your refund is on its way."}}
@@ -123,3 +124,34 @@ def run_sigkill(kind: str, timeout: float = 60.0) -> Outcome:
 def _running(world: World, run_id: str) -> bool:
     run = world.db.store.get_run(run_id, history=False)
     return run is not None and run.status == "running"
+
+
+def run_decider_dies(kind: str, timeout: float = 60.0) -> Outcome:
+    """Two replicas. The one that takes an Approve click dies just after its decision, which also
+    took the run's lease for it: the other replica must leave the run alone while that lease lives,
+    then finish it once, with the call's first key, when it lapses."""
+    outcome = Outcome(f"crash/clicking-replica-dies-holding-the-run/{kind}", "crash", runs=1)
+    with observed(outcome, lambda: World(kind, [NOTE, FINAL])) as world:
+        clicked = world.start(SIGNOFF_FAILPOINTS="after_approval_recorded=exit")
+        clicked.watch_for_death()
+        other = world.start()
+        run_id = started_run(other.command("note Ada that her refund is on its way", REQUESTER).text)
+        approval = wait_until(lambda: posted_approval(world, run_id), 20, interval=0.1, what="the approval's card")
+        message = world.slack.message(approval.message["channel"], approval.message["ts"])
+        clicked.post(click_body(message, APPROVE_ACTION, APPROVER))
+        outcome.expect(clicked.died.wait(20), "the clicked replica should die at after_approval_recorded")
+        outcome.faults = 1
+        held = world.db.store.get_run(run_id, history=False)
+        decided = world.db.store.get_approval(approval.approval_id)
+        outcome.expect(decided is not None and decided.status == "approved", "the decision should be stored")
+        if held is not None and held.status == "awaiting_approval":  # not yet taken over once the lease lapsed
+            outcome.expect(bool(held.lease_owner), "the dead replica's decision should hold the run for it")
+        try:
+            wait_until(lambda: has_ended(world, run_id), timeout, interval=0.1, what=f"{run_id} to end")
+        except TimeoutError as exc:
+            outcome.expectations.append(str(exc))
+        run = world.db.store.get_run(run_id, history=False)
+        outcome.expect(run is not None and run.status == "done", f"the run ended {run.status if run else None}")
+        keys = [row["key"] for row in world.db.store.executions(run_id)]
+        outcome.expect(keys == [approval.key], f"the call should run once with its key {approval.key}: {keys}")
+    return outcome

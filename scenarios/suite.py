@@ -71,6 +71,8 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
              for c in crash.cases(sizes.kinds, sizes.both_tools)]
     found += [Scenario(f"crash/sigkill-mid-run/{k}", functools.partial(crash.run_sigkill, k), k == "postgres")
               for k in sizes.sigkill_kinds]
+    found += [Scenario(f"crash/clicking-replica-dies-holding-the-run/{k}", functools.partial(crash.run_decider_dies, k),
+                       k == "postgres") for k in sizes.sigkill_kinds]
     found += [
         Scenario("replicas/3x-races/postgres", functools.partial(replicas.run_replicas, sizes.replica_runs), True,
                  alone=True),
