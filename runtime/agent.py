@@ -115,7 +115,10 @@ class Agent:
         `max_steps` (or a `budget=` of other limits) replaces the stored limits, e.g. to extend a
         run; without it the stored budget and usage carry on.
         """
-        run, state = parse_state(blob)
+        checked: RunState | None = options.pop("checked", None)
+        # `checked`: `blob` was checked as this typed state already (the store read it so), and is
+        # not copied, since the agent keeps frozen copies of its entries and never changes it.
+        run, state = (checked, blob) if checked is not None and isinstance(blob, dict) else parse_state(blob)
         budget = options.pop("budget", None)
         agent = cls(policy, tools, run_id=run.run_id, **options)
         limits = budget.to_json() if budget is not None else {}

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from signoff.runtime.schema import RunState
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired", "cancelled", "consumed", "superseded"]
 """`superseded`: the tool changed before the approval was used, and a fresh one asks again."""
@@ -36,6 +39,9 @@ class RunRecord:
     unreadable: str | None = None
     """Set, with `state` empty, when a listing met a run whose stored state cannot be read: the
     list still shows the run (and the others), and nothing acts on it (`get_run` refuses it)."""
+    checked: RunState | None = field(default=None, repr=False, compare=False)
+    """`state` as the typed value it was checked as, when read with its history: a worker resumes
+    from it instead of checking the same history again (a run of 1,000 steps: 2,000 entries)."""
 
     @property
     def usage(self) -> dict[str, Any]:

@@ -180,7 +180,7 @@ class LedgerPorts:
         self.config.failpoints.hit("after_checkpoint")
         teller = self.worker.teller
         snapshot = dataclasses.replace(run, status=checkpoint.state["status"], state=checkpoint.state,
-                                       version=saved.version)
+                                       version=saved.version, checked=None)
         teller.observe(snapshot, _with_approval_ids(checkpoint.events, saved.approvals))
         for entry in checkpoint.new_history:
             if entry["role"] == "tool":
@@ -407,7 +407,8 @@ class Worker:
         # Only a policy that offers grants has any to look up: one query less for every other run.
         grants = (tuple(self.store.live_grants(run.run_id, run.requester))
                   if any(rule.grant is not None for rule in approval_policy.rules) else ())
-        return Agent.resume(run.state, policy, self.tools, ports=LedgerPorts(self, session), clock=self.clock,
+        return Agent.resume(run.state, policy, self.tools, checked=run.checked, ports=LedgerPorts(self, session),
+                            clock=self.clock,
                             redact_keys=self.config.redact_keys, stall_after=self.config.stall_after,
                             approval_policy=approval_policy, grants=grants,
                             caller=Caller(run.requester, str(run.origin.get("channel") or "")))

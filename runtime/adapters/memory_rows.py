@@ -16,7 +16,7 @@ from typing import Any
 from signoff.runtime.audit import Link, chained
 from signoff.runtime.errors import SignoffError
 from signoff.runtime.records import ApprovalRecord, RunRecord
-from signoff.runtime.state import canonical_json, json_copy, load_state
+from signoff.runtime.state import canonical_json, json_copy, parse_state
 
 
 class KeyInUse(SignoffError):
@@ -83,13 +83,15 @@ class Run:
         """The run as the SQL store reads it: the state checked when it comes with its history."""
         state = json.loads(self.state)
         state["history"] = [json.loads(self.history[seq]) for seq in sorted(self.history)] if history else []
+        checked = None
         if history:
-            state = load_state(state, fresh=True)
+            checked, state = parse_state(state, fresh=True)
         return RunRecord(
             run_id=self.run_id, goal=self.goal, requester=self.requester, origin=json.loads(self.origin),
             model=self.model, status=self.status, state=state, version=self.version, created_at=self.created_at,
             updated_at=self.updated_at, lease_owner=self.lease_owner, lease_expires_at=self.lease_expires_at,
             command=thaw(self.command), request_id=self.request_id, shown_status=self.shown_status,
+            checked=checked,
         )
 
 

@@ -43,7 +43,8 @@ from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.grants import granted_values
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord, Vote
 from signoff.runtime.rules import ApprovalRequest, Reopening, first_nudge
-from signoff.runtime.state import canonical_json, load_state, upgrade
+from signoff.runtime.schema import RunState
+from signoff.runtime.state import canonical_json, parse_state, upgrade
 
 
 def _bound(column: Column[Any]) -> Any:
@@ -292,19 +293,21 @@ def run_record(row: Row[Any], history: list[dict[str, Any]] | None, *, listing: 
         return _record(row, {}, lenient=True, unreadable=problem)
     state = upgrade(state, lenient=True)  # an older version's row reads as today's; a listing keeps the rest
     state["history"] = history if history is not None else []
+    checked = None
     if history is not None:
-        state = load_state(state, fresh=True)  # just parsed: no need for load_state's copy
-    return _record(row, state, lenient=listing)
+        checked, state = parse_state(state, fresh=True)  # just parsed: no need for parse_state's copy
+    return _record(row, state, lenient=listing, checked=checked)
 
 
-def _record(row: Row[Any], state: dict[str, Any], *, lenient: bool, unreadable: str | None = None) -> RunRecord:
+def _record(row: Row[Any], state: dict[str, Any], *, lenient: bool, unreadable: str | None = None,
+            checked: RunState | None = None) -> RunRecord:
     read = json_or if lenient else _json_strict
     return RunRecord(
         run_id=row.run_id, goal=row.goal, requester=row.requester, origin=read(row.origin, {}),
         model=row.model, status=row.status, state=state, version=row.version, created_at=row.created_at,
         updated_at=row.updated_at, lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at,
         command=read(row.command, None), request_id=row.request_id, shown_status=row.shown_status,
-        unreadable=unreadable,
+        unreadable=unreadable, checked=checked,
     )
 
 

@@ -136,3 +136,16 @@ def test_queries_list_runs_by_status_and_requester(store: Store, clock: ManualCl
     assert [r.run_id for r in store.list_runs(status="idle")] == ["run-a"]
     assert store.list_runs(requester="U_OTHER") == []
     assert store.count_runs() == {"idle": 1, "done": 1}
+
+
+def test_a_run_read_with_its_history_carries_the_typed_state_it_was_checked_as(store: Store) -> None:
+    """What a worker resumes from, so that a long run's history is checked once per load, not twice."""
+    run = create(store)
+    assert store.claim(run.run_id, "w1", LEASE) is not None
+    version = save(store, run.run_id, run.version, lookup_step(run.state, "first"))
+    read = store.get_run(run.run_id)
+    assert read is not None and read.version == version and read.checked is not None
+    assert read.checked.to_json() == read.state
+    assert [entry.role for entry in read.checked.history] == [entry["role"] for entry in read.state["history"]]
+    bare = store.get_run(run.run_id, history=False)
+    assert bare is not None and bare.checked is None, "a row read without its history was checked as nothing"
