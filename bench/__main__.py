@@ -1,6 +1,7 @@
-"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,startup]`: run the benchmarks, write the figures.
+"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,startup,replicas,targets]`: run the benchmarks, write the figures.
 
 Each benchmark saves JSON to bench/results/ and rewrites its generated block in BENCHMARKS.md.
+`targets` measures nothing: it judges every target from the saved results, so it runs last.
 PostgreSQL parts use `SIGNOFF_BENCH_POSTGRES_URL` (default: the test server) in a schema of their
 own, and are skipped, saying so, when no server answers.
 """
@@ -13,9 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import machine, peers, pg, policy, report, scale, slack_ack, startup, steps
+from bench import machine, peers, pg, policy, replicas, report, scale, slack_ack, startup, steps, targets
 
-BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "startup")
+BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "startup", "replicas", "targets")
+SUMMARIES = ("targets",)
+"""Benchmarks that only read what the others saved: they run after every other one chosen."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-markdown", action="store_true", help="write JSON only, leave BENCHMARKS.md alone")
     args = parser.parse_args(argv)
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    chosen.sort(key=lambda name: name in SUMMARIES)  # stable: the others keep the order given
     unknown = sorted(set(chosen) - set(BENCHMARKS))
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
@@ -43,9 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         "scale": lambda: scale.run(args.quick, postgres),
         "policy": lambda: policy.run(args.quick),
         "startup": lambda: startup.run(args.quick),
+        "replicas": lambda: replicas.run(args.quick, postgres),
+        "targets": lambda: targets.run(),
     }
     writers = {"steps": steps.markdown, "peers": peers.markdown, "slack": slack_ack.markdown, "policy": policy.markdown,
-               "scale": scale.markdown, "startup": startup.markdown}
+               "scale": scale.markdown, "startup": startup.markdown, "replicas": replicas.markdown,
+               "targets": targets.markdown}
     for name in chosen:
         started = time.perf_counter()
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
