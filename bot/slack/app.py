@@ -29,7 +29,10 @@ class AppOptions:
 
     signing_secret: str | None = None
     """Required in HTTP mode; None in Socket Mode, where Slack does not sign requests."""
-    process_before_response: bool = False
+    process_before_response: bool = True
+    """Bolt answers a request when its listener returns, not by polling for its ack every 10 ms
+    from the request's thread; each listener acks and hands back what it does after the ack
+    (`listeners.answered`), so it returns within milliseconds."""
     token_verification: bool = True
     """Call `auth.test` at start-up, so a bad token stops start-up instead of the first request."""
     replay_window_s: float = 300.0
@@ -45,6 +48,9 @@ def build_app(
     """The Bolt app with every Signoff listener registered."""
     options = options or AppOptions()
     _quiet_about_the_token()
+    # What listeners do after their acks runs here, in the order the requests came.
+    pool = options.listener_executor or ThreadPoolExecutor(max_workers=LISTENER_THREADS,
+                                                           thread_name_prefix="signoff-listener")
     app = App(
         name="signoff",
         client=client,
@@ -52,13 +58,11 @@ def build_app(
         request_verification_enabled=options.signing_secret is not None,
         token_verification_enabled=options.token_verification,
         process_before_response=options.process_before_response,
-        # Bolt's default is 5 threads; a listener that has acked still holds its thread while it
-        # decides and updates Slack, so a burst of clicks would queue behind them before acking.
-        listener_executor=options.listener_executor or ThreadPoolExecutor(
-            max_workers=LISTENER_THREADS, thread_name_prefix="signoff-listener"),
+        listener_executor=pool,
     )
     app.use(installed_workspace_only)
-    Listeners(runner, workers, notifier, clock=options.clock, replay_window_s=options.replay_window_s).register(app)
+    Listeners(runner, workers, notifier, pool, clock=options.clock,
+              replay_window_s=options.replay_window_s).register(app)
 
     @app.error
     def on_error(error: Exception, body: dict[str, Any], respond: Respond | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any, assert_never
 
 from slack_bolt import Ack
@@ -63,6 +64,10 @@ from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.slack.decisions")
 
+Rest = Callable[[], None]
+"""A listener's work after its ack, for the listener pool to run once the clicks queued before it
+are acked (see `listeners.answered`)."""
+
 
 class Decisions:
     """The listeners of an approval request's buttons and of the Deny modal."""
@@ -81,14 +86,18 @@ class Decisions:
         self.notices.refuse_malformed(body, click)
         return None
 
-    def on_approve(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_approve(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
         click = self._acked_click(ack, body)
         if click is None:
-            return
-        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, drive=True)
+            return None
+        return lambda: self._approve(click)
+
+    def _approve(self, click: ApprovalClick, grant: bool = False) -> None:
+        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, grant=grant,
+                                     drive=True)
         self._after_decision(outcome, click.where, modal=click.where.modal_id)
 
-    def on_approve_all(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_approve_all(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
         """Approve all, on the card of a turn's several calls: each call the clicker may approve is
         decided as its own Approve would decide it (a call decided first, by anyone, stays as it
         was decided), and the clicker is told what became of each."""
@@ -96,7 +105,10 @@ class Decisions:
         click = parse_click(body)
         if not isinstance(click, BatchClick):
             self.notices.refuse_malformed(body, click)
-            return
+            return None
+        return lambda: self._approve_all(click)
+
+    def _approve_all(self, click: BatchClick) -> None:
         said: list[str] = []
         runs: dict[str, str | None] = {}  # each run decided, and the lease a decision took on it (the first)
         for approval_id, digest in click.approvals:
@@ -112,18 +124,17 @@ class Decisions:
             self.workers.submit(run_id, lease=lease)
         self.notices.tell(click.where, "*Approve all*\n" + "\n".join(said))
 
-    def on_approve_similar(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_approve_similar(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
         click = self._acked_click(ack, body)
         if click is None:
-            return
-        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, grant=True,
-                                     drive=True)
-        self._after_decision(outcome, click.where, modal=click.where.modal_id)
+            return None
+        return lambda: self._approve(click, grant=True)
 
-    def on_edit(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_edit(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
         click = self._acked_click(ack, body)
-        if click is None:
-            return
+        return None if click is None else lambda: self._open_edit(click)
+
+    def _open_edit(self, click: ApprovalClick) -> None:
         approval = self.runner.get_approval(click.approval_id)
         refusal, run = self._modal_refusal(click, approval)
         if refusal is not None or approval is None or run is None:
@@ -183,10 +194,11 @@ class Decisions:
             case _:
                 assert_never(outcome)
 
-    def on_view_args(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_view_args(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
         click = self._acked_click(ack, body)
-        if click is None:
-            return
+        return None if click is None else lambda: self._open_arguments(click)
+
+    def _open_arguments(self, click: ApprovalClick) -> None:
         approval = self.runner.get_approval(click.approval_id)
         refusal, run = self._modal_refusal(click, approval, history=True)  # the modal quotes the model too
         if refusal is not None or approval is None or run is None:
@@ -198,10 +210,11 @@ class Decisions:
             return
         self.notifier.client.views_open(trigger_id=click.where.trigger_id, view=view)
 
-    def on_deny(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_deny(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
         click = self._acked_click(ack, body)
-        if click is None:
-            return
+        return None if click is None else lambda: self._open_deny(click)
+
+    def _open_deny(self, click: ApprovalClick) -> None:
         approval = self.runner.get_approval(click.approval_id)
         refusal, _ = self._modal_refusal(click, approval)
         if refusal is not None:
@@ -233,15 +246,18 @@ class Decisions:
         reason = self.runner.approval_refusal(click.where.user, run, approval)
         return (not_done_text(reason) if reason else None), run
 
-    def on_deny_submitted(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_deny_submitted(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
         ack()
         submission = parse_deny_submission(body)
         if isinstance(submission, Malformed):
             log.warning("deny form not understood: %s", submission.reason)
-            return
-        outcome = self.runner.decide(submission.approval_id, submission.digest, submission.where.user,
-                                     approved=False, note=submission.reason, drive=True)
-        self._after_decision(outcome, submission.where)
+            return None
+
+        def deny() -> None:
+            outcome = self.runner.decide(submission.approval_id, submission.digest, submission.where.user,
+                                         approved=False, note=submission.reason, drive=True)
+            self._after_decision(outcome, submission.where)
+        return deny
 
     def _after_decision(self, outcome: DecisionOutcome, where: Where, modal: str | None = None) -> None:
         """Act on a decision's outcome and say what it was; `modal` is the view clicked in, if any."""

@@ -3,6 +3,7 @@ each grant it lists."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, assert_never
 
 from slack_bolt import Ack
@@ -34,12 +35,15 @@ class Home:
                                   grants=self.runner.grants_for(viewer))
         self.notifier.client.views_publish(user_id=viewer, view=view)
 
-    def on_revoke_grant(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_revoke_grant(self, ack: Ack, body: dict[str, Any]) -> Callable[[], None] | None:
         ack()
         click = parse_click(body)
         if not isinstance(click, GrantClick):
             self.notices.refuse_malformed(body, click)
-            return
+            return None
+        return lambda: self._revoke(click)
+
+    def _revoke(self, click: GrantClick) -> None:
         outcome = self.runner.revoke_grant(click.grant_id, click.where.user)
         self.notices.tell(click.where, revoked_text(outcome))
         self.publish(click.where.user)

@@ -66,12 +66,15 @@ class RunButtons:
     def __init__(self, runner: Runner, workers: Workers, notifier: SlackNotifier, notices: Notices) -> None:
         self.runner, self.workers, self.notifier, self.notices = runner, workers, notifier, notices
 
-    def on_press(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_press(self, ack: Ack, body: dict[str, Any]) -> Callable[[], None] | None:
         ack()
         click = parse_click(body)
         if not isinstance(click, RunClick):
             self.notices.refuse_malformed(body, click)
-            return
+            return None
+        return lambda: self._press(click)  # after the ack, as a decision is (`listeners.answered`)
+
+    def _press(self, click: RunClick) -> None:
         outcome = self._run_command(click)
         copies = self._copies(click)
         match outcome:
@@ -96,13 +99,16 @@ class RunButtons:
             case _:
                 assert_never(outcome)
 
-    def on_view_result(self, ack: Ack, body: dict[str, Any]) -> None:
+    def on_view_result(self, ack: Ack, body: dict[str, Any]) -> Callable[[], None] | None:
         """*View full result*: the modal with a tool result in full, for whoever may see the run."""
         ack()
         click = parse_result_click(body)
         if isinstance(click, Malformed):
             self.notices.refuse_malformed(body, click)
-            return
+            return None
+        return lambda: self._open_result(click)
+
+    def _open_result(self, click: ResultClick) -> None:
         if not click.where.trigger_id:
             self.notices.tell(click.where, "Slack did not send what is needed to open the result; please click again.")
             return
