@@ -22,7 +22,8 @@ def dumps(value: Any, **options: Any) -> str:
 
 def run_records(store: SqlStore, run: RunRecord, keys: frozenset[str]) -> dict[str, Any]:
     """Everything stored about a run, secrets redacted, as JSON-ready data."""
-    row = dataclasses.asdict(run)
+    row = dataclasses.asdict(dataclasses.replace(run, checked=None))
+    del row["checked"]  # the typed copy of `state`, kept for a worker to resume from
     state = {k: v for k, v in row.pop("state").items() if k != "history"}
     events = store.timeline(run.run_id)
     # Events carry arguments as the runner redacted them with the tool loaded, so the names it
