@@ -1,6 +1,8 @@
 """A real `signoff serve` process in HTTP mode against FakeSlack, and a client that signs like Slack.
 
 Requests are signed with Slack's v0 scheme: `v0=` + HMAC-SHA256(secret, `v0:{timestamp}:{body}`).
+The server can also be started as plain gunicorn over `signoff.bot.slack.serve:wsgi_app()` with other
+process and thread counts, and its worker processes recorded by py-spy while a benchmark runs.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import hmac
 import http.client
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -99,6 +103,66 @@ class Server:
         })
         return self.post(body, "application/json")
 
+    def worker_pids(self) -> list[int]:
+        """The gunicorn worker processes, which serve the requests (the arbiter only supervises)."""
+        return [pid for pid in process_tree(self.process.pid) if pid != self.process.pid]
+
+    def spy(self, output: Path, *, gil: bool = False, idle: bool = False, rate: int = 100,
+            nonblocking: bool = False) -> Spy:
+        """Start py-spy recording the (single) worker process into `output`, in py-spy's raw format
+        (collapsed stacks, one line a distinct stack, its sample count last) with each thread's
+        id and name as the outermost frame. `gil`: only the thread holding the GIL; `idle`: also
+        threads that are not running; `nonblocking`: read the stacks without pausing the process
+        (less overhead, some torn stacks). Returns once py-spy is sampling."""
+        workers = self.worker_pids()
+        if len(workers) != 1:
+            raise RuntimeError(f"py-spy records one worker process; this server has {len(workers)}")
+        executable = py_spy()
+        if executable is None:
+            raise RuntimeError("py-spy is not installed (pip install py-spy)")
+        command = [executable, "record", "--pid", str(workers[0]), "--format", "raw", "--threads",
+                   "--rate", str(rate), "--output", str(output)]
+        command += ["--gil"] * gil + ["--idle"] * idle + ["--nonblocking"] * nonblocking
+        return Spy.start(command, output)
+
+    def dump(self, tries: int = 3) -> str:
+        """`py-spy dump` of the (single) worker process: every thread's stack now, without pausing it
+        (a read that tears is tried again)."""
+        workers = self.worker_pids()
+        executable = py_spy()
+        if len(workers) != 1 or executable is None:
+            raise RuntimeError("py-spy dumps one worker process, and must be installed (pip install py-spy)")
+        said = ""
+        for _ in range(tries):
+            said = subprocess.run([executable, "dump", "--nonblocking", "--pid", str(workers[0])],
+                                  capture_output=True, text=True, timeout=30).stdout
+            if "\nThread " in said:
+                break
+        return said
+
+    def served(self) -> dict[str, dict[str, float]]:
+        """The server's own count of the requests it answered, by kind (`command`, `interaction`, ...):
+        `signoff_http_request_seconds` from `/metrics`, as {kind: {"count", "sum", "le=<bound>": count}}.
+        The time runs from the WSGI app being called to its answer, so it leaves out waiting for
+        one of gunicorn's threads, and the client's side. With several processes, one answers."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("GET", "/metrics")
+            page = conn.getresponse().read().decode()
+        finally:
+            conn.close()
+        found: dict[str, dict[str, float]] = {}
+        for match in re.finditer(r'^signoff_http_request_seconds_(bucket|sum|count)\{kind="([^"]+)"(?:,le="([^"]+)")?\} '
+                                 r'(\S+)$', page, re.MULTILINE):
+            part, kind, bound, value = match.groups()
+            found.setdefault(kind, {})[f"le={bound}" if part == "bucket" else part] = float(value)
+        return found
+
+    def cpu_seconds(self) -> tuple[float, float]:
+        """(user, system) CPU seconds the server's processes have used so far."""
+        times = [cpu_seconds(pid) for pid in process_tree(self.process.pid)]
+        return sum(user for user, _ in times), sum(system for _, system in times)
+
     def rss(self) -> dict[str, Any]:
         """Resident memory of the server's process tree (gunicorn's arbiter and its worker)."""
         pids = process_tree(self.process.pid)
@@ -128,8 +192,26 @@ class Server:
         self.workdir.cleanup()
 
 
-def start(database_url: str, *, sweep_interval: str = "1s", workers: int = 4) -> Server:
-    """Start FakeSlack and `signoff serve` (HTTP mode) on a free port; return once /healthz answers."""
+@dataclass(frozen=True)
+class Gunicorn:
+    """gunicorn started directly over `wsgi_app()`, with other counts than `signoff serve`'s one
+    process of 32 threads. Each process has its own run workers and scheduler."""
+
+    processes: int = 1
+    threads: int = 32
+
+    def command(self, port: int) -> list[str]:
+        return [sys.executable, "-m", "gunicorn", "--workers", str(self.processes), "--threads", str(self.threads),
+                "--worker-class", "gthread", "--bind", f"127.0.0.1:{port}", "--timeout", "30",
+                "--no-control-socket", "--log-level", "warning", "signoff.bot.slack.serve:wsgi_app()"]
+
+
+def start(database_url: str, *, sweep_interval: str = "1s", workers: int = 4,
+          gunicorn: Gunicorn | None = None) -> Server:
+    """Start FakeSlack and `signoff serve` (HTTP mode) on a free port; return once /healthz answers.
+
+    `workers`: SIGNOFF_WORKERS, the run workers (per process); `gunicorn`: run gunicorn itself
+    with those counts instead of `signoff serve`."""
     from tests.fakes.slack import FakeSlack
 
     slack = FakeSlack().start()
@@ -148,8 +230,8 @@ def start(database_url: str, *, sweep_interval: str = "1s", workers: int = 4) ->
         "SIGNOFF_OUTBOX": str(Path(workdir.name) / "outbox"), "SIGNOFF_APPROVERS": "U0APPROVER,UAPPROVER1",
     })
     log = open(Path(workdir.name) / "serve.log", "wb")  # noqa: SIM115  # closed by Server.stop
-    process = subprocess.Popen([sys.executable, "-m", "signoff.bot.cli", "serve"], env=env, cwd=workdir.name,
-                               stdout=log, stderr=subprocess.STDOUT)
+    command = gunicorn.command(port) if gunicorn else [sys.executable, "-m", "signoff.bot.cli", "serve"]
+    process = subprocess.Popen(command, env=env, cwd=workdir.name, stdout=log, stderr=subprocess.STDOUT)
     server = Server(process, port, slack, workdir, log)
     try:
         wait_healthy(server)
@@ -178,6 +260,54 @@ def wait_healthy(server: Server, timeout: float = 60.0) -> None:
     raise RuntimeError("signoff serve did not become healthy in time")
 
 
+def py_spy() -> str | None:
+    """The py-spy executable: beside this interpreter (a virtualenv's bin/) or on PATH."""
+    return shutil.which("py-spy", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+
+@dataclass
+class Spy:
+    """A running `py-spy record`; `stop()` ends it (as Ctrl-C would) and waits for its file."""
+
+    process: subprocess.Popen[bytes]
+    output: Path
+    log: IO[bytes]
+    started: float = 0.0
+    """`time.perf_counter()` when py-spy said it was sampling."""
+    seconds: float = 0.0
+    """How long it sampled: from then until it was told to stop."""
+    errors: int = 0
+    """Samples py-spy could not take (more often without pausing the process: a stack changed as it was read)."""
+
+    @classmethod
+    def start(cls, command: list[str], output: Path, timeout: float = 20.0) -> Spy:
+        log = open(output.with_suffix(".log"), "wb")  # noqa: SIM115  # closed by stop
+        spy = cls(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), output, log)
+        # py-spy says it is sampling once it has found the interpreter in the process.
+        deadline = time.monotonic() + timeout
+        while b"Sampling process" not in output.with_suffix(".log").read_bytes():
+            if spy.process.poll() is not None or time.monotonic() > deadline:
+                spy.stop()
+                raise RuntimeError(f"py-spy did not start: {output.with_suffix('.log').read_text(errors='replace')}")
+            time.sleep(0.02)
+        spy.started = time.perf_counter()
+        return spy
+
+    def stop(self) -> Path:
+        if self.process.poll() is None:
+            self.seconds = time.perf_counter() - self.started
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+        said = re.search(r"Samples: \d+ Errors: (\d+)", self.output.with_suffix(".log").read_text(errors="replace"))
+        self.errors = int(said[1]) if said else 0
+        return self.output
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -195,6 +325,17 @@ def process_tree(pid: int) -> list[int]:
             continue
         todo += [int(c) for c in children]
     return found
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of one process; zeros once it has gone."""
+    try:
+        # The command name (field 2) is in parentheses and may hold spaces: count fields after it.
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick  # utime, stime
 
 
 def rss_kib(pid: int) -> int:
