@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -70,20 +71,54 @@ def _sqlite_engine(url: str, **options: Any) -> Engine:
     def _configure(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
         cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA busy_timeout = 30000")
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
+
+    # The writers of this process take turns here before SQLite's lock. Waiting in SQLite's busy
+    # handler, a writer sleeps in steps of up to 100 ms and retries, so under load the lock sits
+    # free while every waiter sleeps; a queue hands it on the moment it is let go. Other processes
+    # on the same file still wait in the busy handler, as before.
+    turn = threading.Lock()
+
+    def _take_turn(info: dict[str, Any]) -> None:
+        if not info.get(_HOLDS_TURN) and turn.acquire(timeout=SQLITE_BUSY_TIMEOUT_S):
+            info[_HOLDS_TURN] = True
+
+    def _give_turn(info: dict[str, Any]) -> None:
+        if info.pop(_HOLDS_TURN, False):
+            turn.release()
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
         # A write transaction takes the lock up front (IMMEDIATE), so read-then-write waits its turn
         # instead of failing with SQLITE_BUSY when another process committed in between. Reads stay
         # deferred: in WAL mode they never wait for a writer.
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "BEGIN")
+        if not conn.get_execution_options().get(WRITE_OPTION):
+            conn.exec_driver_sql("BEGIN")
+            return
+        # The pool's record of the connection, which outlives its invalidation (unlike `info`).
+        record_info = conn.connection.record_info
+        _take_turn(record_info)
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            _give_turn(record_info)
+            raise
+
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi_conn: Any, record: Any) -> None:
+        # Handed on once the connection is back: after its COMMIT (and fsync) or rollback finished.
+        if record is not None:
+            _give_turn(record.record_info)
 
     return engine
+
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+_HOLDS_TURN = "signoff.holds_write_turn"
 
 
 def _alembic_config(engine: Engine) -> Config:
