@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -49,8 +51,8 @@ def build_app(
     options = options or AppOptions()
     _quiet_about_the_token()
     # What listeners do after their acks runs here, in the order the requests came.
-    pool = options.listener_executor or ThreadPoolExecutor(max_workers=LISTENER_THREADS,
-                                                           thread_name_prefix="signoff-listener")
+    pool = options.listener_executor or _started(ThreadPoolExecutor(max_workers=LISTENER_THREADS,
+                                                                    thread_name_prefix="signoff-listener"))
     app = App(
         name="signoff",
         client=client,
@@ -69,6 +71,21 @@ def build_app(
         tell_failure(error, body, respond)
 
     return app
+
+
+def _started(pool: ThreadPoolExecutor) -> ThreadPoolExecutor:
+    """The pool with all its threads started now. A pool starts a thread on a submit that finds
+    none idle, holding the lock every pool of the process shares: in a burst, the requests handing
+    on their work would wait there for each new thread in turn."""
+    meet = threading.Barrier(LISTENER_THREADS)
+    for _ in range(LISTENER_THREADS):
+        pool.submit(_wait_at, meet)
+    return pool
+
+
+def _wait_at(meet: threading.Barrier) -> None:
+    with contextlib.suppress(threading.BrokenBarrierError):  # a thread not started in time starts later
+        meet.wait(timeout=10)
 
 
 class _UnusedTokenWarning(logging.Filter):
