@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from signoff.runtime.adapters.db import make_engine, upgrade
 from signoff.runtime.adapters.sql import SqlStore
@@ -58,7 +59,7 @@ def test_a_write_that_fails_hands_the_turn_on(tmp_path: Path) -> None:
 
 def test_a_write_whose_connection_broke_hands_the_turn_on(tmp_path: Path) -> None:
     store = store_on(tmp_path)
-    with pytest.raises(Exception), store._tx() as conn:
+    with pytest.raises(SQLAlchemyError), store._tx() as conn:
         conn.invalidate()  # as a disk error or a closed file would leave it
         conn.execute(text("SELECT 1"))
     done = threading.Event()
