@@ -180,13 +180,7 @@ class Server:
         return self.rss()
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        end_process(self.process, signal.SIGTERM, 30)
         self.log.close()
         self.slack.stop()
         self.workdir.cleanup()
@@ -296,12 +290,7 @@ class Spy:
     def stop(self) -> Path:
         if self.process.poll() is None:
             self.seconds = time.perf_counter() - self.started
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        end_process(self.process, signal.SIGINT, 60)  # py-spy writes its profile on SIGINT
         self.log.close()
         said = re.search(r"Samples: \d+ Errors: (\d+)", self.output.with_suffix(".log").read_text(errors="replace"))
         self.errors = int(said[1]) if said else 0
@@ -346,3 +335,15 @@ def rss_kib(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def end_process(process: subprocess.Popen[bytes], sig: signal.Signals, timeout: float) -> None:
+    """Ask a process to end with `sig`, and kill it if it has not within `timeout` seconds."""
+    if process.poll() is not None:
+        return
+    process.send_signal(sig)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -110,40 +110,7 @@ def measure(url: str, burst: int, *, workers: int = 4, gunicorn: serve_proc.Guni
     `warm`: first a burst of `/signoff list` from the requesters-to-be, not counted, so the bursts
     meet a server that has started its threads and opened its database connections, as one that
     has been serving for a while has."""
-    engine = make_engine(url)
-    upgrade(engine)
-    load = os.getloadavg()
-    server = serve_proc.start(url, sweep_interval="15s", workers=workers, gunicorn=gunicorn)
-    phases = Phases(server, watch)
-    try:
-        if warm:
-            fire(burst, lambda i: server.command("list", f"U0REQ{i:04d}"))
-        with phases("start_command", burst):
-            starts = fire(burst, lambda i: server.command(f"benchmark run {i}: look up, then notify", f"U0REQ{i:04d}"))
-            wait_for(lambda: posted_approvals(engine) >= burst, "approval requests to be posted")
-        cards = approval_cards(engine, server)
-        sent_at: dict[str, datetime] = {}
-
-        def click(i: int) -> tuple[int, float, str]:
-            key, card = cards[i]
-            sent_at[key] = datetime.now(UTC)
-            return server.click(card, APPROVE_ACTION, APPROVER)
-
-        with phases("approve_click", burst):
-            clicks = fire(burst, click)
-            wait_for(lambda: finished_executions(engine) >= burst, "approved tools to run")
-            # The runs' last step (the final answer, posted to Slack) would otherwise overlap the next burst.
-            wait_for(lambda: unfinished_runs(engine) == 0, "runs to end")
-        to_tool = click_to_tool(engine, sent_at)
-        with phases("list_command", burst):
-            lists = fire(burst, lambda i: server.command("list", APPROVER))
-        rss = server.rss()
-    finally:
-        server.stop()
-        engine.dispose()
-    return {"start_command": starts, "approve_click": clicks, "list_command": lists,
-            "click_to_tool": summary(to_tool), "rss_after": rss, "usage": phases.usage,
-            "load_before": [round(x, 2) for x in load]}
+    return three_kinds(url, burst, fire, "U0REQ", workers=workers, gunicorn=gunicorn, watch=watch, warm=warm)
 
 
 def fire(count: int, send: Callable[[int], tuple[int, float, str]]) -> dict[str, Any]:
@@ -173,16 +140,33 @@ def measure_steady(url: str, rate: float, seconds: float, *, workers: int = 4) -
     """The same three kinds, each sent at `rate` a second for `seconds`, one kind after another:
     `/signoff <goal>`, then (once every run has asked) Approve on each request, then (once every
     tool has run and every run has ended) `/signoff list`."""
-    count = round(rate * seconds)
+    result = three_kinds(url, round(rate * seconds), lambda count, send: paced(count, rate, send), "U0STEADY",
+                         workers=workers, warm=False)
+    result.pop("rss_after")
+    return {"rate": rate, "seconds": seconds, **result}
+
+
+Send = Callable[[int], tuple[int, float, str]]
+"""Send request i; its HTTP status, seconds to the answer, and the answer."""
+
+
+def three_kinds(url: str, count: int, send_all: Callable[[int, Send], dict[str, Any]], requesters: str, *,
+                workers: int = 4, gunicorn: serve_proc.Gunicorn | None = None, watch: Watch | None = None,
+                warm: bool = True) -> dict[str, Any]:
+    """`count` of each kind, sent by `send_all` (at once, or paced), each kind let settle before the
+    next: `/signoff <goal>` (until every run has asked for approval), Approve on each request (until
+    every tool has run and every run has ended), `/signoff list`; on a `signoff serve` of its own."""
     engine = make_engine(url)
     upgrade(engine)
     load = os.getloadavg()
-    server = serve_proc.start(url, sweep_interval="15s", workers=workers)
-    phases = Phases(server)
+    server = serve_proc.start(url, sweep_interval="15s", workers=workers, gunicorn=gunicorn)
+    phases = Phases(server, watch)
     try:
+        if warm:
+            fire(count, lambda i: server.command("list", f"{requesters}{i:04d}"))
         with phases("start_command", count):
-            starts = paced(count, rate, lambda i: server.command(f"steady run {i}: look up, then notify",
-                                                                 f"U0STEADY{i:04d}"))
+            starts = send_all(count, lambda i: server.command(f"benchmark run {i}: look up, then notify",
+                                                              f"{requesters}{i:04d}"))
             wait_for(lambda: posted_approvals(engine) >= count, "approval requests to be posted")
         cards = approval_cards(engine, server)
         sent_at: dict[str, datetime] = {}
@@ -193,17 +177,19 @@ def measure_steady(url: str, rate: float, seconds: float, *, workers: int = 4) -
             return server.click(card, APPROVE_ACTION, APPROVER)
 
         with phases("approve_click", count):
-            clicks = paced(count, rate, click)
+            clicks = send_all(count, click)
             wait_for(lambda: finished_executions(engine) >= count, "approved tools to run")
+            # The runs' last step (the final answer, posted to Slack) would otherwise overlap the next kind.
             wait_for(lambda: unfinished_runs(engine) == 0, "runs to end")
         to_tool = click_to_tool(engine, sent_at)
         with phases("list_command", count):
-            lists = paced(count, rate, lambda i: server.command("list", APPROVER))
+            lists = send_all(count, lambda i: server.command("list", APPROVER))
+        rss = server.rss()
     finally:
         server.stop()
         engine.dispose()
-    return {"rate": rate, "seconds": seconds, "start_command": starts, "approve_click": clicks,
-            "list_command": lists, "click_to_tool": summary(to_tool), "usage": phases.usage,
+    return {"start_command": starts, "approve_click": clicks, "list_command": lists,
+            "click_to_tool": summary(to_tool), "rss_after": rss, "usage": phases.usage,
             "load_before": [round(x, 2) for x in load]}
 
 
