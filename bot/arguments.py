@@ -6,7 +6,6 @@ arguments modal, the terminal) shows the lines `argument_lines` returns and no o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import unicodedata
@@ -14,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from signoff.runtime.state import DEFAULT_REDACT_KEYS, canonical_json, redact, secret_names
+from signoff.runtime.state import DEFAULT_REDACT_KEYS, Redacted, redact, secret_names
 from signoff.tools.base import Tool
 
 _BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -29,29 +28,6 @@ _INVISIBLE = frozenset(
 # Zl/Zp line and paragraph separators, Zs spaces other than " " (they look like one).
 _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
 _ASTRAL = re.compile(r"(?<!\\)((?:\\\\)*)\\U([0-9a-f]{8})")
-FINGERPRINT_CHARS = 8
-
-
-@dataclass(frozen=True)
-class Redacted:
-    """A secret argument as shown: its JSON type, its size and a fingerprint, never its value."""
-
-    kind: str
-    length: int
-    fingerprint: str
-
-    @classmethod
-    def of(cls, value: Any) -> Redacted:
-        text = canonical_json(value)
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:FINGERPRINT_CHARS]
-        if isinstance(value, str):
-            return cls("string", len(value), digest)
-        return cls(_json_kind(value), len(text), digest)
-
-    def __str__(self) -> str:
-        # Unquoted and in brackets, so it can never be mistaken for a string that says "[redacted]".
-        size = f"{self.length} chars" if self.kind == "string" else f"{self.kind}, {self.length} chars of JSON"
-        return f"[redacted: {size}, #{self.fingerprint}]"
 
 
 @dataclass(frozen=True)
@@ -150,21 +126,13 @@ def read_literal(text: str) -> Any:
 def _escaped(char: str) -> str:
     if char in _SHORT_ESCAPES:
         return _SHORT_ESCAPES[char]
+    return "\\u0060" if char == "`" else shown_char(char)
+
+
+def shown_char(char: str) -> str:
+    """`char` itself, or a `\\u202e`-style escape if it draws nothing, or moves, reorders or joins
+    what is drawn (a control, format or invisible character, a space other than the plain one)."""
     code = ord(char)
-    if char == "`" or code in _INVISIBLE or (char != " " and unicodedata.category(char) in _ESCAPED_CATEGORIES):
+    if code in _INVISIBLE or (char != " " and unicodedata.category(char) in _ESCAPED_CATEGORIES):
         return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
     return char
-
-
-def _json_kind(value: Any) -> str:
-    match value:
-        case bool():
-            return "boolean"
-        case None:
-            return "null"
-        case int() | float():
-            return "number"
-        case list() | tuple():
-            return "array"
-        case _:
-            return "object"

@@ -9,7 +9,7 @@ A person's request (approve, extend, retry, ...) is a transition too, in `reques
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from signoff.runtime.approval_policy import (
     Ask,
     Deny,
     ProposedCall,
+    Requirement,
     Verdict,
     default_policy,
     evaluate,
@@ -212,22 +213,49 @@ class Context:
             self._catalogue = Catalogue.of(self.tools)
         return self._catalogue
 
-    def verdict(self, tool: Tool, args: Mapping[str, Any], usage: Usage) -> Verdict:
-        """What the approval policy says of calling `tool` with `args` now."""
-        return classify(self.approval_policy, tool, args, self.caller, usage.to_json())
+    def verdict(self, tool: Tool, args: Mapping[str, Any], usage: Usage, defaulted: Iterable[str] = ()) -> Verdict:
+        """What the approval policy says of calling `tool` with `args` now (`defaulted`: the
+        arguments the caller left out, which the rules do not see)."""
+        return classify(self.approval_policy, tool, args, self.caller, usage.to_json(), defaulted)
 
-    def redacted(self, tool_name: str, args: Any) -> Any:
+    def secrets(self, tool_name: str) -> frozenset[str]:
+        """The argument names hidden in `tool_name`'s calls, wherever they are shown or kept."""
         secrets = self._secrets.get(tool_name)
         if secrets is None:  # the same for every call of a tool: worked out once
             secrets = self._secrets[tool_name] = secret_names(self.tools.get(tool_name), configured=self.redact_keys)
-        return redact(args, secrets)
+        return secrets
+
+    def redacted(self, tool_name: str, args: Any) -> Any:
+        return redact(args, self.secrets(tool_name))
 
 
 def classify(policy: ApprovalPolicy, tool: Tool, args: Mapping[str, Any], caller: Caller,
-             usage: Mapping[str, Any]) -> Verdict:
-    """What `policy` says of `caller`'s run calling `tool` with `args`, with `usage` spent so far."""
-    return evaluate(policy, ProposedCall(tool=tool.name, args=args, side_effect=tool.side_effect,
+             usage: Mapping[str, Any], defaulted: Iterable[str] = ()) -> Verdict:
+    """What `policy` says of `caller`'s run calling `tool` with `args`, with `usage` spent so far.
+
+    The rules see the arguments as the tool validated them, less `defaulted` (those the caller left
+    out, which the tool's defaults filled in): a default never widens a rule, and `has(args.x)`
+    answers for what was sent. Every look at a call, first or again, goes through here."""
+    hidden = frozenset(defaulted)
+    seen = {name: value for name, value in args.items() if name not in hidden} if hidden else args
+    return evaluate(policy, ProposedCall(tool=tool.name, args=seen, side_effect=tool.side_effect,
                                          requester=caller.requester, channel=caller.channel, usage=usage))
+
+
+def asked_by(context: Context, rule: str | None, requirement: Requirement, defaulted: Iterable[str]) -> Asked:
+    """What the policy in force asks of a call under `rule`, seen without `defaulted`."""
+    hidden = sorted(defaulted)
+    asked: dict[str, Any] = {"rule": rule, "policy": context.approval_policy.digest, **requirement.to_json(),
+                             **({"defaulted": hidden} if hidden else {})}
+    return Asked.model_validate(asked)
+
+
+def defaulted_of(asked: Asked | Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The arguments of an asked call that the rules did not see (`Asked.defaulted`)."""
+    if asked is None:
+        return ()
+    names = asked.defaulted if isinstance(asked, Asked) else asked.get("defaulted")
+    return tuple(names or ())
 
 
 class Draft:
@@ -513,22 +541,22 @@ def _judged(draft: Draft, context: Context, call: ToolCall, key: str,
     if tool is None:
         return _Refused(f"unknown tool {name}", "unknown_tool")
     try:
-        args = tool.validate(call.args)
+        checked = tool.checked(call.args)
     except ValueError as exc:
         return _Refused(str(exc), "invalid_args")
+    args = checked.args
     pending = _valid(PendingCall, type(args) is dict and is_plain_json(args),  # as the tool validated them
                      tool=name, args=args, key=key, step=step, call_id=call.call_id, contract=tool.contract)
     if tool.side_effect:
         fingerprint = call_fingerprint(name, args)
-        earlier = draft.state.fingerprints.get(fingerprint)
-        if earlier is not None:
-            return _Refused(f"refused: an identical {name} call was already {earlier.outcome} (key {earlier.key}); "
-                            "it is not proposed again", "duplicate")
+        repeated = repeat_of(draft.state, name, args, key)
+        if repeated is not None:
+            return _Refused(f"refused: {repeated}; it is not proposed again", "duplicate")
         if fingerprint in proposed:
             return _Refused(f"refused: an identical {name} call is already proposed in this reply; it is made once",
                             "duplicate")
         proposed.add(fingerprint)
-    verdict = context.verdict(tool, args, draft.usage)
+    verdict = context.verdict(tool, args, draft.usage, checked.defaulted)
     ruled = {"policy": context.approval_policy.digest, **({"errors": list(verdict.errors)} if verdict.errors else {})}
     match verdict:
         case Allow(rule=None) if not verdict.errors:  # a read-only call no rule names: the common case
@@ -540,7 +568,7 @@ def _judged(draft: Draft, context: Context, call: ToolCall, key: str,
             draft.emit("call_denied_by_rule", key=key, tool=name, rule=rule, reason=reason, **ruled)
             return _Refused(denied_by_rule(rule, reason), "denied_by_rule", rule)
         case Ask(rule=rule, requirement=requirement):
-            asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
+            asked = asked_by(context, rule, requirement, checked.defaulted)
     pending = pending.evolved(asked=asked)
     grant = context.grant_for(draft.state.run_id, name, rule, args) if asked.grant is not None else None
     if grant is not None:
@@ -548,6 +576,21 @@ def _judged(draft: Draft, context: Context, call: ToolCall, key: str,
                    granted_by=grant.created_by, **ruled)
         return _Runs(pending, tool, granted_by=grant.grant_id)
     return _Asks(pending, ruled)
+
+
+def repeat_of(state: RunState, tool: str, args: Mapping[str, Any], key: str) -> str | None:
+    """What a side-effecting call of `tool` with `args` under `key` would repeat, or None: a call
+    the run already settled, or another call of the turn being settled. The one repeat rule, for
+    the model's proposals and a person's edits alike."""
+    fingerprint = call_fingerprint(tool, args)
+    earlier = state.fingerprints.get(fingerprint)
+    if earlier is not None:
+        return f"an identical {tool} call was already {earlier.outcome} (key {earlier.key})"
+    for call in state.batch.calls if state.batch is not None else ():
+        if (call.key != key and call.pending is not None and call.tool == tool
+                and call_fingerprint(call.tool, call.pending.args) == fingerprint):
+            return f"an identical {tool} call is already proposed in this turn (key {call.key})"
+    return None
 
 
 def continue_batch(state: RunState, context: Context) -> Step:

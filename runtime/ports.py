@@ -168,9 +168,11 @@ class RunStore(Protocol):
         left meanwhile (and not refused), and the approvals it closed.
         """
 
-    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule) -> CommandRefusal | None:
+    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule,
+                    audited: dict[str, Any] | None = None) -> CommandRefusal | None:
         """Leave a person's request for the run's worker, atomically with its `command_recorded`
         event and what `rule` does at once (close the pending approval); None if it was taken.
+        The event holds `audited` (the command with its secrets redacted), or the command itself.
 
         Taken only while the run is in `rule.accepts` and no other request waits, and, when the
         command carries `shown_version` (pressed on a message showing the run at that version),

@@ -21,15 +21,17 @@ from signoff.runtime.loop import (
     RunTool,
     Step,
     ask_approval,
+    asked_by,
+    defaulted_of,
     denied_by_rule,
     observe,
     record_execution,
     refuse,
+    repeat_of,
     settle,
 )
 from signoff.runtime.schema import (
     TERMINAL,
-    Asked,
     BudgetLimits,
     Edited,
     ErrorKind,
@@ -37,7 +39,8 @@ from signoff.runtime.schema import (
     PendingCall,
     RunState,
 )
-from signoff.tools.base import Tool
+from signoff.runtime.state import Redacted, is_secret_name
+from signoff.tools.base import CheckedArgs, Tool
 
 
 def start(state: RunState, goal: str) -> Step:
@@ -98,7 +101,8 @@ def reconsider(state: RunState, context: Context, reason: str, key: str | None =
     except ValueError as exc:
         return _withdraw(draft, pending, f"{reason}, and the call no longer fits it: {exc}", "invalid_args")
     ruled = {"policy": context.approval_policy.digest}
-    match context.verdict(tool, args, draft.usage):
+    defaulted = defaulted_of(pending.asked)
+    match context.verdict(tool, args, draft.usage, defaulted):
         case Deny(rule=rule, reason=denial):
             draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=denial, **ruled)
             return _withdraw(draft, pending, denied_by_rule(rule, denial), "denied_by_rule", rule=rule)
@@ -106,7 +110,7 @@ def reconsider(state: RunState, context: Context, reason: str, key: str | None =
             draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
             return _allowed_now(draft, _revised(pending, args=args, contract=tool.contract, asked=None), tool, rule)
         case Ask(rule=rule, requirement=requirement):
-            asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
+            asked = asked_by(context, rule, requirement, defaulted)
     # Asked afresh, its preview taken afresh too: the tool that previews it changed.
     revised = _revised(pending, args=args, contract=tool.contract, asked=asked.to_json(), preview=None)
     draft.revise(revised)
@@ -123,18 +127,17 @@ def edit(state: RunState, context: Context, args: Any, by: str | None = None, ke
     tool = context.tools.get(pending.tool)
     if tool is None:
         raise InvalidTransition(f"tool {pending.tool} is no longer registered")
-    edited = tool.validate(jsonable(args))  # ValueError: not a call this tool takes
-    if edited == pending.args:
-        raise ValueError("the arguments are unchanged")
+    checked = edit_refusal(state, pending, tool, args)  # ValueError: not a call this run may make
+    edited = checked.args
     proposed = pending.edited.proposed if pending.edited is not None else dict(pending.args)
-    changes = argument_changes(proposed, edited)
+    changes = argument_changes(proposed, edited, context.secrets(tool.name))
     changed = _revised(pending, args=edited, asked=None, preview=None,  # the edited call is previewed afresh
                        edited=Edited(by=by, proposed=proposed, changes=changes).to_json())
     draft = Draft(state)
     draft.emit("call_edited", key=pending.key, tool=pending.tool, by=by, changes=changes,
                was=context.redacted(pending.tool, dict(pending.args)), now=context.redacted(pending.tool, edited))
     ruled = {"policy": context.approval_policy.digest}
-    match context.verdict(tool, edited, draft.usage):
+    match context.verdict(tool, edited, draft.usage, checked.defaulted):
         case Deny(rule=rule, reason=reason):
             draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=reason, **ruled)
             return _withdraw(draft, changed, denied_by_rule(rule, reason), "denied_by_rule", rule=rule)
@@ -142,24 +145,49 @@ def edit(state: RunState, context: Context, args: Any, by: str | None = None, ke
             draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
             return _allowed_now(draft, changed, tool, rule)
         case Ask(rule=rule, requirement=requirement):
-            asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
+            asked = asked_by(context, rule, requirement, checked.defaulted)
     changed = changed.evolved(asked=asked)
     draft.revise(changed)
     return ask_approval(draft, context, changed, edited_by=by, **ruled)
 
 
-def argument_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+def edit_refusal(state: RunState, pending: PendingCall | None, tool: Tool, args: Any) -> CheckedArgs:
+    """The edited arguments `args` of `pending` as its tool validates them; `ValueError` saying why
+    the edit cannot be made: not a call the tool takes, unchanged, or a repeat of a side effect the
+    run settled or of another call of its turn (refused as the model's own proposal would be).
+    What the edit form answers and what the edit does are this one check. (`pending` None: the run
+    no longer waits on the call; only the arguments are checked, and the edit itself is refused.)"""
+    checked = tool.checked(jsonable(args))  # ValueError: not a call this tool takes
+    if pending is None:
+        return checked
+    if checked.args == pending.args:
+        raise ValueError("nothing was changed")
+    repeated = repeat_of(state, tool.name, checked.args, pending.key) if tool.side_effect else None
+    if repeated is not None:
+        raise ValueError(f"the edited call would repeat: {repeated}")
+    return checked
+
+
+def argument_changes(before: Mapping[str, Any], after: Mapping[str, Any],
+                     secrets: frozenset[str] = frozenset()) -> list[str]:
     """Each argument a person changed, as people and the model read it: `amount_usd: "500" -> "50"`,
-    `note: added "..."`, `cc: removed`."""
+    `note: added "..."`, `cc: removed`; a secret one (named in `secrets`) only by its fingerprints,
+    `iban: changed [redacted: 22 chars, #1a2b3c4d] -> [redacted: 22 chars, #5e6f7a8b]`."""
     changes = []
     for name in [*before, *(n for n in after if n not in before)]:
+        secret = is_secret_name(name, secrets)
+        shown = _fingerprinted if secret else _shown
         if name not in after:
             changes.append(f"{name}: removed")
         elif name not in before:
-            changes.append(f"{name}: added {_shown(after[name])}")
+            changes.append(f"{name}: added {shown(after[name])}")
         elif before[name] != after[name]:
-            changes.append(f"{name}: {_shown(before[name])} -> {_shown(after[name])}")
+            changes.append(f"{name}:{' changed' if secret else ''} {shown(before[name])} -> {shown(after[name])}")
     return changes
+
+
+def _fingerprinted(value: Any) -> str:
+    return str(Redacted.of(value))
 
 
 def _shown(value: Any, limit: int = 120) -> str:
@@ -249,8 +277,9 @@ def request_again(state: RunState, context: Context, by: str | None = None) -> S
     if state.status != "expired":
         raise InvalidTransition(f"run {state.run_id} did not expire ({state.status}); there is nothing to request again")
     pending = state.pending
+    defaulted = defaulted_of(pending.asked if pending is not None else None)
     tool, args, verdict = call_to_ask_again(pending, context.tools,
-                                            lambda tool, args: context.verdict(tool, args, state.usage))
+                                            lambda tool, args: context.verdict(tool, args, state.usage, defaulted))
     assert pending is not None  # `call_to_ask_again` refuses a run that kept none
     draft = Draft(state)
     draft.emit("requested_again", key=pending.key, tool=pending.tool, by=by)
@@ -263,7 +292,7 @@ def request_again(state: RunState, context: Context, by: str | None = None) -> S
             draft.evolve(pending=None)
             return draft.then(RunTool(again, tool, allowed_by=rule))
         case Ask(rule=rule, requirement=requirement):
-            asked = Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json())
+            asked = asked_by(context, rule, requirement, defaulted)
     again = again.evolved(asked=asked)
     grant = context.grant_for(state.run_id, tool.name, rule, args) if asked.grant is not None else None
     if grant is not None:
@@ -327,7 +356,7 @@ def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: 
     if tool is None:
         return None  # `_run` refuses it
     ruled = {"policy": context.approval_policy.digest}
-    match context.verdict(tool, pending.args, draft.usage):
+    match context.verdict(tool, pending.args, draft.usage, defaulted_of(pending.asked)):
         case Deny(rule=rule, reason=reason):
             draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=reason,
                        at_dispatch=True, **ruled)
@@ -340,7 +369,7 @@ def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: 
                 return None
             raised = (asked.evolved(quorum=requirement.quorum, policy=context.approval_policy.digest,
                                     confirm=asked.confirm or requirement.confirm) if asked is not None else
-                      Asked(rule=rule, policy=context.approval_policy.digest, **requirement.to_json()))
+                      asked_by(context, rule, requirement, ()))
             draft.revise(pending.evolved(asked=raised))
             draft.emit("approval_reopened", key=pending.key, tool=pending.tool, rule=rule, quorum=raised.quorum,
                        approvals=approvals, **ruled)
@@ -352,12 +381,20 @@ def _awaited(state: RunState, key: str | None) -> PendingCall:
     """The call a decision is about: the run's pending call, or (`key`) one of its turn's calls that
     still waits for a person; `InvalidTransition` if the run waits on no such call."""
     pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
-    if key is None or key == pending.key:
-        return pending
-    waiting = state.batch.of(key) if state.batch is not None else None
-    if waiting is None or not waiting.waiting or waiting.pending is None:
+    waiting = waiting_on(state, key)
+    if waiting is None:
         raise InvalidTransition(f"run {state.run_id} is not waiting for a decision on {key}")
-    return waiting.pending
+    return waiting if key is not None else pending
+
+
+def waiting_on(state: RunState, key: str | None) -> PendingCall | None:
+    """The call under `key` (None: the pending one) if the run waits for a person's decision on it."""
+    if state.status != "awaiting_approval" or state.pending is None:
+        return None
+    if key is None or key == state.pending.key:
+        return state.pending
+    waiting = state.batch.of(key) if state.batch is not None else None
+    return waiting.pending if waiting is not None and waiting.waiting else None
 
 
 def _allowed_now(draft: Draft, call: PendingCall, tool: Tool, rule: str | None) -> Step:

@@ -36,7 +36,7 @@ from signoff.runtime.decisions import jsonable
 from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState, InvalidTransition
 from signoff.runtime.failpoints import Failpoints
-from signoff.runtime.loop import MAX_BATCH_CALLS, Caller, classify
+from signoff.runtime.loop import MAX_BATCH_CALLS, Caller, classify, defaulted_of
 from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import (
     AlreadyDone,
@@ -56,7 +56,7 @@ from signoff.runtime.records import (
     RunRecord,
     Voted,
 )
-from signoff.runtime.requests import call_to_ask_again
+from signoff.runtime.requests import call_to_ask_again, edit_refusal, waiting_on
 from signoff.runtime.rules import (
     CANCEL,
     EDIT,
@@ -68,7 +68,7 @@ from signoff.runtime.rules import (
     CommandRule,
 )
 from signoff.runtime.schema import REOPENABLE, PendingCall
-from signoff.runtime.state import DEFAULT_REDACT_KEYS, new_state
+from signoff.runtime.state import DEFAULT_REDACT_KEYS, new_state, parse_state, redact, secret_names
 from signoff.runtime.telling import Teller, skip_unreadable
 from signoff.runtime.worker import Worker
 from signoff.tools.base import Tool
@@ -242,7 +242,7 @@ class Runner:
         if tool is None:
             return None  # the worker refuses the call: its tool is gone
         caller = Caller(run.requester, str(run.origin.get("channel") or ""))
-        match classify(self.config.policy, tool, approval.args, caller, run.usage):
+        match classify(self.config.policy, tool, approval.args, caller, run.usage, defaulted_of(approval.asked)):
             case Deny(rule=rule):
                 return f"the approval policy now refuses this call (policy rule {rule})"
             case Ask(rule=rule, requirement=now):
@@ -299,14 +299,14 @@ class Runner:
         tool = self.tools.get(approval.tool)
         if tool is None:
             return Refused(f"tool {approval.tool} is no longer registered")
-        try:
-            edited = tool.validate(jsonable(args))
+        state = parse_state(run.state)[0]
+        try:  # the edit's own check, answered in the form (a call decided meanwhile: the command says so)
+            checked = edit_refusal(state, waiting_on(state, approval.key), tool, args)
         except ValueError as exc:
             return Refused(str(exc))
-        if edited == approval.args:
-            return Refused("nothing was changed")
+        edited = checked.args
         caller = Caller(run.requester, str(run.origin.get("channel") or ""))
-        verdict = classify(self.config.policy, tool, edited, caller, run.usage)
+        verdict = classify(self.config.policy, tool, edited, caller, run.usage, checked.defaulted)
         if isinstance(verdict, Deny):
             return Refused(f"the approval policy refuses the edited call (policy rule {verdict.rule}: "
                            f"{verdict.reason})")
@@ -379,13 +379,22 @@ class Runner:
             if reason:
                 return NotAllowed(reason)
         command = command.model_copy(update={"by": user, "shown_version": shown_version})
-        refusal = self.store.set_command(run_id, command.to_json(), rule)
+        audited = self._audited(command.to_json(), approval)
+        refusal = self.store.set_command(run_id, command.to_json(), rule, audited)
         if refusal is None:
-            self.teller.observe(run, [{"type": "command_recorded", "run_id": run_id, **command.to_json()}])
+            self.teller.observe(run, [{"type": "command_recorded", "run_id": run_id, **audited}])
             return Done(self.store.get_run(run_id, history=False) or run)
         if shown_version is not None and refusal.waiting is not None:
             return AlreadyDone(request_name(refusal.waiting), refusal.waiting.get("by"))
         return (self._stale(run, shown_version) if shown_version is not None else None) or Refused(refusal.reason)
+
+    def _audited(self, command: dict[str, Any], approval: ApprovalRecord | None) -> dict[str, Any]:
+        """`command` as the audit log and the observers keep it: an edit's arguments with the
+        tool's secrets redacted (the command itself keeps them: the worker runs what was typed)."""
+        if approval is None or "args" not in command:
+            return command
+        secrets = secret_names(self.tools.get(approval.tool), configured=self.config.redact_keys)
+        return {**command, "args": redact(command["args"], secrets)}
 
     def _stale(self, run: RunRecord, shown_version: int | None) -> AlreadyDone | Refused | None:
         """What became of a button pressed on a message showing the run at `shown_version`, if the

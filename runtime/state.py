@@ -30,9 +30,11 @@ A call's `pending` entry carries `contract`, the hash of its tool's contract whe
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -57,9 +59,10 @@ from signoff.runtime.state_versions import upgrade
 from signoff.tools.base import Tool
 
 __all__ = [
-    "ACTIVE", "DEFAULT_REDACT_KEYS", "ERROR_KINDS", "REDACTED", "REOPENABLE", "SCHEMA_VERSION", "STATUSES", "STOPPED", "TERMINAL",
-    "USAGE_KEYS", "WAITING_ON_HUMAN", "Status", "call_digest", "call_fingerprint", "canonical_json", "dump_state",
-    "idempotency_key", "json_copy", "load_state", "new_state", "parse_state", "redact", "secret_names", "upgrade",
+    "ACTIVE", "DEFAULT_REDACT_KEYS", "ERROR_KINDS", "REDACTED", "REOPENABLE", "SCHEMA_VERSION", "STATUSES", "STOPPED",
+    "TERMINAL", "USAGE_KEYS", "WAITING_ON_HUMAN", "Redacted", "Status", "call_digest", "call_fingerprint",
+    "canonical_json", "dump_state", "idempotency_key", "is_secret_name", "json_copy", "load_state", "new_state",
+    "parse_state", "redact", "secret_names", "upgrade",
 ]
 
 DEFAULT_REDACT_KEYS: frozenset[str] = frozenset(
@@ -74,6 +77,46 @@ DEFAULT_REDACT_KEYS: frozenset[str] = frozenset(
 A tool adds its own with `Tool.redact`; any other name is shown, so `run_token` or `sql_auth` is
 not hidden from the person asked to approve it."""
 REDACTED = "[redacted]"
+
+FINGERPRINT_CHARS = 8
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """A secret as shown wherever it is shown (a card, an edit's changes, the audit log): its JSON
+    type, its size and a fingerprint, never its value."""
+
+    kind: str
+    length: int
+    fingerprint: str
+
+    @classmethod
+    def of(cls, value: Any) -> Redacted:
+        text = canonical_json(value)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:FINGERPRINT_CHARS]
+        if isinstance(value, str):
+            return cls("string", len(value), digest)
+        return cls(_json_kind(value), len(text), digest)
+
+    def __str__(self) -> str:
+        # Unquoted and in brackets, so it can never be mistaken for a string that says "[redacted]".
+        size = f"{self.length} chars" if self.kind == "string" else f"{self.kind}, {self.length} chars of JSON"
+        return f"[redacted: {size}, #{self.fingerprint}]"
+
+
+def _json_kind(value: Any) -> str:
+    match value:
+        case bool():
+            return "boolean"
+        case None:
+            return "null"
+        case int() | float():
+            return "number"
+        case list() | tuple():
+            return "array"
+        case _:
+            return "object"
+
 
 json_copy = thawed
 """A plain deep copy of JSON-shaped data (see `frozen.thawed`)."""
@@ -165,6 +208,11 @@ def redact(value: Any, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS,
         return value
 
     return walk(value)
+
+
+def is_secret_name(name: str, keys: frozenset[str] | set[str] = DEFAULT_REDACT_KEYS) -> bool:
+    """Whether `redact` hides an entry named `name`."""
+    return _normalise_key(name) in _normalised(frozenset(keys))
 
 
 @functools.lru_cache(maxsize=64)

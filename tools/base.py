@@ -133,16 +133,44 @@ class Tool:
         `extra="allow"`, and then it is kept): pydantic would drop it silently, and the approver
         would be shown a call other than the one the model asked for.
         """
+        return self.checked(args).args
+
+    def checked(self, args: Any) -> CheckedArgs:
+        """`validate`, and which of the validated arguments the caller left out (so the args model
+        filled in its defaults): what the approval policy's rules see is the rest (`CheckedArgs.sent`)."""
         if not isinstance(args, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(args).__name__}")
         if self.args_schema is not None:
-            return self.args_schema.validate(args)
+            return CheckedArgs(self.args_schema.validate(args))  # a JSON Schema fills in no defaults
         if self.args_model is None:
-            return args
+            return CheckedArgs(args)
         try:
-            return _strict(self.args_model).model_validate(args).model_dump(mode="json")
+            model = _strict(self.args_model).model_validate(args)
         except ValidationError as exc:
             raise ValueError(describe_validation_error(exc)) from None
+        validated = model.model_dump(mode="json")
+        return CheckedArgs(validated, frozenset(validated.keys() - model.model_fields_set))
+
+
+@dataclass(frozen=True)
+class CheckedArgs:
+    """A call's arguments as its tool validated them."""
+
+    args: dict[str, Any]
+    """What runs and what the approver is shown: the args model's defaults filled in."""
+    defaulted: frozenset[str] = frozenset()
+    """The arguments the caller left out, which the args model's defaults filled in."""
+
+    @property
+    def sent(self) -> dict[str, Any]:
+        """The validated arguments less the defaulted ones: what the approval policy's rules see, so
+        `has(args.x)` answers for what the caller sent and a default never widens a rule."""
+        return without(self.args, self.defaulted)
+
+
+def without(args: dict[str, Any], names: frozenset[str] | list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """`args` less the arguments `names`."""
+    return {name: value for name, value in args.items() if name not in names} if names else args
 
 
 @functools.lru_cache(maxsize=256)

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from signoff.bot.arguments import UNKNOWN_TOOL, Redacted, ToolDisplay, argument_lines, key_text, literal
+from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines, key_text, literal
 from signoff.bot.slack.argument_blocks import (
     CARD_PREVIEW_CHARS,
     CARD_SECTIONS,
@@ -92,7 +92,7 @@ from signoff.runtime.durations import spoken
 from signoff.runtime.loop import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
-from signoff.runtime.state import DEFAULT_REDACT_KEYS, redact
+from signoff.runtime.state import DEFAULT_REDACT_KEYS, Redacted, redact
 
 _GOAL_CHARS = 600
 _RESULT_CHARS = 2400

@@ -244,7 +244,8 @@ class MemoryStore(MemoryReads):
     def _of_run(self, run_id: str) -> list[Approval]:
         return [a for a in self._approvals.values() if a.record.run_id == run_id]
 
-    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule) -> CommandRefusal | None:
+    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule,
+                    audited: dict[str, Any] | None = None) -> CommandRefusal | None:
         shown = command.get("shown_version")
         with self._lock:
             run = self._runs.get(run_id)
@@ -264,7 +265,7 @@ class MemoryStore(MemoryReads):
                 for approval in self._of_run(run_id):
                     if approval.record.status == "pending":
                         approval.change(status="cancelled", decided_at=now, decided_by=command.get("by"))
-            run.append([{"type": "command_recorded", **command}], now)
+            run.append([{"type": "command_recorded", **(audited or command)}], now)
             return None
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:

@@ -214,7 +214,8 @@ class SqlStore(SqlReads):
                 command = None
         return Saved(version + 1, opened, command, cancelled + replaced, released=row.lease_owner is None)
 
-    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule) -> CommandRefusal | None:
+    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule,
+                    audited: dict[str, Any] | None = None) -> CommandRefusal | None:
         """Leave a command for the run's worker, applying `rule`; returns None, or why it was refused.
 
         A command with a `shown_version` (pressed on a message showing the run at that version) is
@@ -227,12 +228,12 @@ class SqlStore(SqlReads):
             conditions.append(runs.c.version == shown)
         try:
             with self._tx() as conn:
-                return self._set_command(conn, run_id, command, rule, conditions, shown)
+                return self._set_command(conn, run_id, command, rule, conditions, shown, audited or command)
         except _Undone as undone:
             return undone.refusal
 
     def _set_command(self, conn: Connection, run_id: str, command: dict[str, Any], rule: CommandRule,
-                     conditions: list[Any], shown: int | None) -> CommandRefusal | None:
+                     conditions: list[Any], shown: int | None, audited: dict[str, Any]) -> CommandRefusal | None:
         """`set_command` in `conn`'s transaction; raises `_Undone` to roll it back."""
         now = self._now(conn)
         done = conn.execute(
@@ -255,7 +256,7 @@ class SqlStore(SqlReads):
                 .values(status="superseded", decided_at=now, decided_by=command.get("by"))).rowcount != 1:
             # Nothing of this request is kept: the approval was decided first.
             raise _Undone(CommandRefusal("the request was decided before your change arrived", stale=True))
-        append_events(conn, run_id, [{"type": "command_recorded", **command}], now)
+        append_events(conn, run_id, [{"type": "command_recorded", **audited}], now)
         return None
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:
