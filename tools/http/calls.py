@@ -7,13 +7,15 @@
   `Idempotency-Key: <run_id:step>`, the key of the call that was approved.
 - A 2xx answer is `{"status": 200, "body": ...}`, the body read as JSON when the server says it is
   JSON, else as text, and cut at the API's `max_response_bytes` (read as a stream: no more than
-  that, plus one network read, is ever held) with `"truncated"` saying so.
-- Anything else is a `ToolFailed` with the status and a short body, except a side effect cut short
-  after it was sent (a timeout, the connection dropped, a gateway's 504): whether it took effect is
-  unknown (`ToolOutcomeUnknown`), so it is never retried.
+  that, plus the longest form of a secret and one network read, is ever held) with `"truncated"`
+  saying so.
+- Anything else is a `ToolFailed` with the status and a short body (read as JSON too when it is
+  JSON), except a side effect cut short after it was sent (a timeout, the connection dropped, a
+  gateway's 504): whether it took effect is unknown (`ToolOutcomeUnknown`), so it is never retried.
 
-The values the headers take from the environment are scrubbed from every result and message, in
-case a server echoes them back.
+The values the headers take from the environment are scrubbed (`scrub.Scrubber`) from every result
+and message, in every form a server could echo them in: a body after it is decoded, and as text
+before it is cut, so no part of a secret survives at the cut.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from urllib.parse import quote, urljoin, urlsplit
 import httpx
 
 from signoff.tools.base import ToolFailed, ToolOutcomeUnknown
-from signoff.tools.http.config import ApiConfig, EndpointConfig
+from signoff.tools.http.config import SECRET_MIN_LENGTH, ApiConfig, EndpointConfig
 from signoff.tools.http.gates import HttpGate
+from signoff.tools.http.scrub import Scrubber
 
 FORBIDDEN_IN_SEGMENT = ("/", "\\", "?", "#", "%")
 """What a path argument may not hold: each could end its segment, or be decoded into something that does."""
@@ -40,7 +43,6 @@ GATEWAY_TIMEOUT = 504
 """The one failed status that says nothing about whether the request took effect (a proxy gave up waiting)."""
 _ACCEPT = "application/json, text/*;q=0.9, */*;q=0.5"
 _USER_AGENT = "signoff"
-SCRUBBED = "***"
 
 
 def path_problems(tool: EndpointConfig, args: dict[str, Any]) -> list[str]:
@@ -99,6 +101,7 @@ class HttpCall:
 
     def __init__(self, api: ApiConfig, tool: EndpointConfig, gate: HttpGate) -> None:
         self.api, self.tool, self.gate = api, tool, gate
+        self._scrubber = Scrubber(api.secrets, SECRET_MIN_LENGTH)
 
     def __repr__(self) -> str:
         return f"HttpCall({self.tool.method} {self.api.host}{self.tool.path})"
@@ -107,9 +110,9 @@ class HttpCall:
         try:
             return self._send(args, key)
         except ToolFailed as exc:
-            raise ToolFailed(self._scrub(str(exc))) from None
+            raise ToolFailed(self._scrubber.text(str(exc))) from None
         except ToolOutcomeUnknown as exc:
-            raise ToolOutcomeUnknown(self._scrub(str(exc))) from None
+            raise ToolOutcomeUnknown(self._scrubber.text(str(exc))) from None
 
     def _send(self, args: dict[str, Any], key: str) -> Any:
         api, tool = self.api, self.tool
@@ -147,45 +150,43 @@ class HttpCall:
     def _answer(self, url: str, response: httpx.Response) -> Any:
         status = response.status_code
         if response.is_redirect or 300 <= status < 400:
-            target = urlsplit(urljoin(url, response.headers.get("location", ""))).netloc or self.api.host
-            raise ToolFailed(f"HTTP {status} {response.reason_phrase}: a redirect to {target}, which is not "
-                             f"followed (requests go only to {self.api.host} as configured)")
+            # The host alone: a Location's user:password@ or path could carry what the server was sent.
+            target = urlsplit(urljoin(url, response.headers.get("location", ""))).netloc.rpartition("@")[2]
+            raise ToolFailed(f"HTTP {status} {response.reason_phrase}: a redirect to {target or self.api.host}, "
+                             f"which is not followed (requests go only to {self.api.host} as configured)")
         if status == GATEWAY_TIMEOUT and self.gate.side_effect:
             raise ToolOutcomeUnknown(f"HTTP {status} {response.reason_phrase}: a gateway in front of "
                                      f"{self.api.host} gave up waiting; it may or may not have taken effect")
         if not response.is_success:
-            data, stopped = _read_capped(response, min(self.api.max_response_bytes, 4 * ERROR_BODY_CHARS))
-            text = " ".join(_decode(data, response, whole=stopped is None).split())
+            body, _ = self._body(response, min(self.api.max_response_bytes, 4 * ERROR_BODY_CHARS))
+            text = " ".join((body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)).split())
             short = text if len(text) <= ERROR_BODY_CHARS else text[: ERROR_BODY_CHARS - 1] + "…"
             raise ToolFailed(f"HTTP {status} {response.reason_phrase}" + (f": {short}" if short else ""))
-        data, stopped = _read_capped(response, self.api.max_response_bytes)
-        text = _decode(data, response, whole=stopped is None)
-        result: dict[str, Any] = {"status": status, "body": text}
+        body, stopped = self._body(response, self.api.max_response_bytes)
+        result: dict[str, Any] = {"status": status, "body": body}
         if stopped is not None:
-            result["truncated"] = stopped
-        elif text and _is_json(response):
-            # A server that says JSON and sends something else: the model gets the text.
+            result["truncated"] = self._scrubber.text(stopped)
+        return result
+
+    def _body(self, response: httpx.Response, cap: int) -> tuple[Any, str | None]:
+        """The body, scrubbed: read as JSON when the server says it is JSON (a server that says JSON
+        and sends something else: the text), else as text cut at `cap` bytes; and why it is not whole."""
+        # Read past the cap by the longest form of a secret: one across the cut is found whole.
+        data, more, failure = _read_capped(response, cap + 4 * self._scrubber.reach)
+        text = _decode(data, response, whole=not more and failure is None)
+        if more or len(data) > cap:
+            shown = len(_decode(data[:cap], response, whole=False))
+            return self._scrubber.text(text, cut=shown), f"cut at {cap} bytes (max_response_bytes); the rest was not read"
+        if failure is not None:
+            return self._scrubber.text(text), f"the response stopped after {len(data)} bytes ({failure})"
+        if text and _is_json(response):
             with contextlib.suppress(ValueError):
-                result["body"] = json.loads(text)
-        return self._scrubbed(result)
-
-    def _scrub(self, text: str) -> str:
-        for secret in self.api.secrets:
-            text = text.replace(secret, SCRUBBED)
-        return text
-
-    def _scrubbed(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self._scrub(value)
-        if isinstance(value, list):
-            return [self._scrubbed(item) for item in value]
-        if isinstance(value, dict):
-            return {self._scrub(str(k)): self._scrubbed(v) for k, v in value.items()}
-        return value
+                return self._scrubber.value(json.loads(text)), None
+        return self._scrubber.text(text), None
 
 
-def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, str | None]:
-    """At most `cap` bytes of the body, and why it stopped early (None when it was read whole)."""
+def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool, str | None]:
+    """At most `cap` bytes of the body, whether there was more, and why it broke off (None: it did not)."""
     chunks: list[bytes] = []
     held = 0
     try:
@@ -193,11 +194,11 @@ def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, str | None]
             chunks.append(chunk)
             held += len(chunk)
             if held > cap:
-                return b"".join(chunks)[:cap], f"cut at {cap} bytes (max_response_bytes); the rest was not read"
+                return b"".join(chunks)[:cap], True, None
     except httpx.RequestError as exc:
         # The answer's status is in: what came of the call is known, only its body is incomplete.
-        return b"".join(chunks), f"the response stopped after {held} bytes ({_reason(exc)})"
-    return b"".join(chunks), None
+        return b"".join(chunks), False, _reason(exc)
+    return b"".join(chunks), False, None
 
 
 def _decode(data: bytes, response: httpx.Response, *, whole: bool) -> str:
