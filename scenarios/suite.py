@@ -15,6 +15,7 @@ from scenarios import (
     crash,
     dbdrop,
     hostile,
+    leaks,
     model,
     outsiders,
     quorum,
@@ -91,6 +92,7 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("hostile/what-you-see/sqlite", seeing.run_what_you_see, False),
         Scenario("hostile/replayed-run-buttons/sqlite", replays.run_replayed_buttons, False),
         Scenario("hostile/outsiders/sqlite", outsiders.run_outsiders, False),
+        Scenario("hostile/echoed-credentials/sqlite", leaks.run_echoed_credentials, False),
     ]
     for k in sizes.kinds:
         found += [
