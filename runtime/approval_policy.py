@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypeAlias, TypeGuard, assert_never, get_args
@@ -26,6 +26,7 @@ from celpy.celtypes import BoolType
 from celpy.evaluation import CELEvalError, Context, base_functions
 
 from signoff.runtime.cel_fast import Check, compile_check, plain_variables
+from signoff.runtime.cel_strict import STRICT_FUNCTIONS
 from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
 from signoff.tools.strict_yaml import load_yaml
 
@@ -654,25 +655,6 @@ _RULE_TOKEN = re.compile(r"Token\('RULE', '(\w+)'\)")
 _INNER_ERROR = re.compile(r"""CELEvalError\(\*\((?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'),""")
 
 
-def _no_booleans_as_numbers(operator: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """`operator`, refusing a boolean against a number as CEL does; celpy's booleans are Python ints,
-    so `false <= 50` would be true and a model's `"amount_usd": false` would pass as a small amount."""
-
-    @functools.wraps(operator)
-    def strict(left: Any, right: Any) -> Any:
-        if isinstance(left, BoolType) is not isinstance(right, BoolType) and (
-                isinstance(left, _NUMBERS) or isinstance(right, _NUMBERS)):
-            raise TypeError("no such overload")  # celpy makes it the usual "no matching overload" error
-        return operator(left, right)
-
-    return strict
-
-
-_NUMBERS = (int, float)  # celtypes' IntType, UintType, DoubleType and BoolType subclass these
-_STRICT_OPERATORS = {name: _no_booleans_as_numbers(base_functions[name])
-                     for name in ("_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "_+_", "_-_", "_*_", "_/_", "_%_")}
-
-
 @functools.cache
 def _cel() -> celpy.Environment:
     # Made on first use, not at import: creating one raises the interpreter's recursion limit.
@@ -690,7 +672,7 @@ def _compile_when(text: str) -> tuple[celpy.Runner, Check | None]:
     if unknown:
         raise PolicyError(f"when {text!r} refers to {', '.join(unknown)}; an expression may use "
                           f"{', '.join(VARIABLES)}")
-    return environment.program(tree, functions=_STRICT_OPERATORS), compile_check(tree, environment, VARIABLES)
+    return environment.program(tree, functions=STRICT_FUNCTIONS), compile_check(tree, environment, VARIABLES)
 
 
 def _free_names(tree: celpy.Expression[Any]) -> set[str]:

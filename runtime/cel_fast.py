@@ -13,12 +13,15 @@ values: the same type on both sides of an operator (and a double compared with a
 compares as Python does), a key that is there, an index inside the list. Anything else (a type
 mismatch, a missing key, a value that is not true or false, any other construct: macros, `has`,
 maps, arithmetic...) is `UNDECIDED`, and celpy evaluates the expression itself: its verdict, its
-error and its wording stand. A call whose values are not plain JSON in celpy's range goes to celpy
-whole, so what celpy cannot read still fails every expression the same way.
+error and its wording stand. A call whose values are not plain JSON in celpy's range (an int beyond
+int64, a NaN or an infinity, which celpy refuses to compare or compute with) goes to celpy whole, so
+what celpy cannot read or refuses still fails every expression the same way.
 """
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -36,6 +39,7 @@ Check = Callable[[Variables], bool | None]
 """A compiled expression: True or False as celpy would answer, or None where celpy must decide."""
 
 _INT64 = range(-(2**63), 2**63)  # celpy's IntType: an int outside it cannot be read at all
+_FINITE_FLOATS = (-sys.float_info.max, sys.float_info.max)
 _DEEPEST = 64
 """Nesting beyond which a call goes to celpy whole: its conversion recurses, and decides what is too deep."""
 _DEEPEST_EXPRESSION = 150
@@ -57,7 +61,7 @@ class _Unsupported(Exception):
 
 def plain_variables(tool: Any, args: Any, requester: Any, channel: Any, usage: Any) -> dict[str, Any] | None:
     """The variables as the closures read them, or None if any value is not plain JSON within celpy's
-    int range and `_DEEPEST` levels, which leaves every expression of the call to celpy."""
+    int range, finite, and within `_DEEPEST` levels, which leaves every expression of the call to celpy."""
     if not (type(tool) is str and type(requester) is str and type(channel) is str
             and type(args) is dict and type(usage) is dict and _is_plain(args, 1) and _is_plain(usage, 1)):
         return None
@@ -77,9 +81,12 @@ def _is_plain(container: dict[Any, Any] | list[Any], depth: int) -> bool:
         items = container
     for item in items:
         kind = type(item)
-        if kind is str or kind is float or kind is bool or item is None:
+        if kind is str or kind is bool or item is None:
             continue
-        if kind is int:
+        if kind is float:
+            if not _FINITE_FLOATS[0] <= item <= _FINITE_FLOATS[1]:  # NaN and the infinities: celpy refuses them
+                return False
+        elif kind is int:
             if item not in _INT64:
                 return False
         elif kind is dict or kind is list:
@@ -167,7 +174,7 @@ class _Compiler:
         if value is None:
             return None
         plain = _LITERALS.get(type(value))
-        if plain is None:  # uint, bytes: types the closures leave to celpy
+        if plain is None or plain is float and not math.isfinite(value):  # uint, bytes, 1e400: left to celpy
             raise _Unsupported("literal")
         return plain(value)
 

@@ -38,6 +38,7 @@ ATOMS = st.sampled_from(PATHS) | st.sampled_from(LITERALS)
 RELATIONS = st.sampled_from(["==", "!=", "<", "<=", ">", ">=", "in"])
 LOGIC = st.sampled_from(["&&", "||"])
 LEFT_TO_CELPY = st.sampled_from(["+", "-", "*", "/", "%"])
+CONVERSIONS = st.sampled_from(["double", "int", "uint", "string", "bool", "dyn", "size"])
 
 
 def _compound(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
@@ -59,6 +60,7 @@ def _compound(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         st.tuples(inner, inner).map(lambda t: f"{{{t[0]}: {t[1]}}}"),
         st.sampled_from(["has(args.a)", "has(args.m.k)", "args.l.all(x, x > 0)", "args.l.exists(x, x == 'a')",
                          "int(args.a)", "string(args.a)", "type(args.a) == int", "dyn(args.a)"]),
+        st.tuples(CONVERSIONS, inner).map(lambda t: f"{t[0]}({t[1]})"),
     )
     return fast | fast | fast | slow
 
@@ -67,9 +69,14 @@ EXPRESSIONS = st.recursive(ATOMS, _compound, max_leaves=5)
 
 # -- calls: plain JSON of every kind, and what only celpy reads ------------------------------
 
+HOSTILE = st.sampled_from([None, True, False, math.nan, math.inf, -math.inf, 1e308, 2**63, -(2**63) - 1, 10**30,
+                           "12", "5.0", "-3", "1e3", "1e400", "NaN", "inf", " 5", "5 ", "٥", "１", "0x10", "1_000",
+                           "true", "t", "0"])
+"""What a model may send where a rule expects a number: null, bools, non-finite and huge numbers, and
+strings that read as numbers in some language but not in CEL's ASCII (Arabic-Indic and full-width digits)."""
 SCALARS = (st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.sampled_from([0, 1, 42, 50, 2**63 - 1])
            | st.floats() | st.sampled_from([0.0, -0.0, 42.5, 50.0, math.nan])
-           | st.sampled_from(["", "a", "ab", "b", "é"]) | st.text(max_size=3))
+           | st.sampled_from(["", "a", "ab", "b", "é"]) | st.text(max_size=3) | HOSTILE)
 KEYS = st.sampled_from(["a", "b", "k", "l", "m"])
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
                       max_leaves=6)
@@ -133,6 +140,13 @@ def test_the_fast_check_agrees_with_celpy_where_it_decides(when: str, args: dict
 @example(when="args.a == 1 && args.b > 1", args={"a": 2}, usage={}, requester="")
 @example(when="args.a in [1, 2]", args={"a": 1.0}, usage={}, requester="")
 @example(when="args.a in args.l", args={"a": math.nan, "l": [math.nan]}, usage={}, requester="")
+@example(when="!(args.a > 50)", args={"a": math.nan}, usage={}, requester="")
+@example(when="args.a <= 50.0", args={"a": -math.inf}, usage={}, requester="")
+@example(when="double(args.a) <= 50.0", args={"a": None}, usage={}, requester="")
+@example(when="double(args.a) <= 50.0", args={"a": "٥"}, usage={}, requester="")
+@example(when="int(args.a) <= 50", args={"a": True}, usage={}, requester="")
+@example(when="args.a in [0, 1]", args={"a": True}, usage={}, requester="")
+@example(when="args.l == [1]", args={"l": [True]}, usage={}, requester="")
 def test_the_fast_check_agrees_with_celpy_on_every_call(when: str, args: dict[str, Any], usage: dict[str, Any],
                                                         requester: str) -> None:
     try:
@@ -142,11 +156,26 @@ def test_the_fast_check_agrees_with_celpy_on_every_call(when: str, args: dict[st
     compare(when, ProposedCall("t", args, True, requester, "C0", usage))
 
 
-def test_the_same_nan_object_is_in_a_list_for_python_but_not_for_celpy() -> None:
+def test_the_same_nan_object_in_a_list_is_an_error_not_found_by_identity() -> None:
+    # Python's `in` would find the very NaN object by identity; celpy refuses NaN in any comparison.
     nan = math.nan
     compare("args.a in args.l", ProposedCall("t", {"a": nan, "l": [nan]}, True))
-    assert Rule(name="r", tool="t", decision="allow", when="args.a in args.l").holds(
-        ProposedCall("t", {"a": nan, "l": [nan]}, True)) is False
+    assert "NaN" in str(Rule(name="r", tool="t", decision="allow", when="args.a in args.l").holds(
+        ProposedCall("t", {"a": nan, "l": [nan]}, True)))
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, [1.0, math.nan], {"k": math.inf}])
+def test_a_call_with_a_nan_or_an_infinity_is_left_to_celpy_whole(value: Any) -> None:
+    assert plain_variables("t", {"a": value}, "", "", {}) is None
+    assert plain_variables("t", {}, "", "", {"cost_usd": value}) is None
+    for when in ("args.a <= 50.0", "!(args.a > 50.0)", "args.a != 1.0", "args.a == args.a", "size(args.l) == 0"):
+        compare(when, ProposedCall("t", {"a": value, "l": []}, True))
+
+
+@pytest.mark.parametrize("when", ["args.a < 1e400", "args.a != -1e400", "!(args.a > 1e400)"])
+def test_an_infinite_literal_is_left_to_celpy(when: str) -> None:
+    assert compile_check(ENVIRONMENT.compile(when), ENVIRONMENT, VARIABLES) is None
+    compare(when, ProposedCall("t", {"a": 42.5}, True))
 
 
 @pytest.mark.parametrize("args", [
