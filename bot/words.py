@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from signoff.bot.arguments import key_text, literal
+from signoff.bot.untrusted import flat, shown_lines
 from signoff.runtime.budget import COUNTED_LIMITS, EXTEND_FRACTION, usage_report
 from signoff.runtime.digests import call_digest
 from signoff.runtime.durations import spoken
@@ -112,8 +113,7 @@ def model_words(history: Sequence[Mapping[str, Any]], step: int) -> str | None:
     for entry in history:  # of a turn's several calls, the first carries what the model said
         if entry.get("role") == "assistant" and entry.get("step") == step and "tool" in entry:
             text = entry.get("text")
-            flat = " ".join(text.split()) if isinstance(text, str) else ""
-            return flat or None
+            return (flat(text) if isinstance(text, str) else "") or None
     return None
 
 
@@ -334,8 +334,10 @@ def approval_preview(run: RunRecord, approval: ApprovalRecord) -> Mapping[str, A
 
 
 def preview_text(shown: Any) -> str:
-    """A preview as text, as every surface shows it: text as it is, JSON indented."""
-    return shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False, indent=1, sort_keys=True)
+    """A preview as text, as every surface shows it: text line by line (`untrusted.shown_lines`),
+    JSON indented."""
+    text = shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False, indent=1, sort_keys=True)
+    return "\n".join(shown_lines(text))
 
 
 _REQUEST_WORDS = {  # request (`AlreadyDone.what`) -> (what it did, what follows once done, or "")

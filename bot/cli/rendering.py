@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from signoff.bot.arguments import ToolDisplay, argument_lines
+from signoff.bot.untrusted import flat
 from signoff.bot.words import (
     approval_preview,
     edited_changes,
@@ -28,8 +29,9 @@ _RESULT_CHARS = 300
 
 
 def one_line(text: Any, limit: int) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    """`text` as `untrusted.flat` shows it (one line, no escape sequence a terminal would act on), cut to `limit`."""
+    shown = flat(text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def as_text(value: Any) -> str:

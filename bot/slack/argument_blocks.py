@@ -37,8 +37,10 @@ from signoff.bot.slack.blocks import (
     safe,
     section,
     slack_date,
+    untrusted,
     user,
 )
+from signoff.bot.untrusted import flat
 from signoff.bot.words import approval_preview, capitalized, counted, model_words, preview_text
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import redact
@@ -104,7 +106,7 @@ def preview_blocks(preview: Mapping[str, Any], room: int | None) -> list[dict[st
     """What the call will do, as its preview said (`room`: characters shown, None: all of it, in as
     many sections as it takes), and what an earlier approval showed if the world changed since."""
     if preview.get("digest") is None:
-        return [section(f":warning: *No preview*: {safe(preview.get('error') or 'none was taken', 300)}. Approve "
+        return [section(f":warning: *No preview*: {untrusted(preview.get('error') or 'none was taken', 300)}. Approve "
                         "only if the arguments alone say what it will do.")]
     blocks = []
     if preview.get("was") is not None:
@@ -167,7 +169,7 @@ def arguments_modal(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
     sections = code_sections(lines, MODAL_SECTIONS)
     if sections is None:
         return None
-    about = f"\n{safe(display.description, 300)}" if display.description else ""
+    about = f"\n{untrusted(display.description, 300)}" if display.description else ""
     said = model_words(run.state.get("history") or (), approval.step)
     heading = (f"*Approve `{safe(approval.tool, 64)}`?* Asked by {user(run.requester)}, key "
                f"`{safe(approval.key, 120)}`{about}\n>{safe(run.goal, 600)}\n"
@@ -257,7 +259,7 @@ def edit_fields(approval: ApprovalRecord, tool: Tool | None, display: ToolDispla
         return None
     return [EditField(name, _kind(properties.get(name) or {}, approval.args.get(name), name in approval.args),
                       name in required, _is_secret(name, display), approval.args.get(name), name in approval.args,
-                      str((properties.get(name) or {}).get("description") or ""))
+                      flat((properties.get(name) or {}).get("description") or ""))
             for name in names]
 
 

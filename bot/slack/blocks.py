@@ -1,6 +1,8 @@
 """Block Kit vocabulary: action ids, Slack's limits, escaping and the block builders messages use.
 
 Every untrusted string passes through `escape` before it enters mrkdwn; `safe` and `code` do it for you.
+Text from outside Signoff (the model's words, a tool server's descriptions, previews, results and
+errors) is shown only by `untrusted` (one line) or `code` (a code block it cannot close).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from signoff.bot.untrusted import flat, shown_lines
 from signoff.bot.words import LIMIT_NAMES, budget_figures, grant_offer, similar_words
 from signoff.runtime.durations import spoken
 from signoff.runtime.people import is_slack_user, is_user_group
@@ -117,10 +120,30 @@ def safe(text: Any, limit: int) -> str:
     return "".join(out) + "…"
 
 
+def untrusted(text: Any, limit: int) -> str:
+    """Text from outside Signoff as mrkdwn that cannot draw the message it stands in: on one line
+    (`untrusted.flat`), escaped, cut to `limit`, and with look-alikes for the backticks and asterisks
+    Slack has no escape for, so it opens no code block and bolds no heading."""
+    return safe(flat(text), limit).translate(_UNFORMATTED)
+
+
+_UNFORMATTED = str.maketrans({"`": "ˋ", "*": "∗"})
+
+
 def code(text: Any, limit: int) -> str:
-    """A preformatted block of untrusted text; Slack neither formats nor links inside it."""
-    body = safe(text, limit - 8).replace("```", "ˋˋˋ")
+    """A preformatted block of untrusted text, as `untrusted.shown_lines` shows it; Slack neither
+    formats nor links inside it, and three backticks in the text cannot close it."""
+    body = safe(_code_text(text), limit - 8).replace("```", "ˋˋˋ")
     return f"```\n{body}\n```"
+
+
+def code_fits(text: Any, limit: int) -> bool:
+    """Whether `code(text, limit)` shows all of `text`."""
+    return len(escape(_code_text(text))) <= limit - 8
+
+
+def _code_text(text: Any) -> str:
+    return "\n".join(shown_lines(text))
 
 
 def user(user_id: Any) -> str:
@@ -131,9 +154,9 @@ def user(user_id: Any) -> str:
 
 
 def with_mentions(text: Any, limit: int, people: Iterable[Any]) -> str:
-    """`safe(text, limit)` with each of `people` (ids from our own records, never from the text)
+    """`untrusted(text, limit)` with each of `people` (ids from our own records, never from the text)
     shown as a mention wherever it stands as a whole word, e.g. `closed by U0ALICE`."""
-    shown = safe(text, limit)
+    shown = untrusted(text, limit)
     for person in {p for p in people if is_slack_user(p)}:
         shown = re.sub(rf"(?<![A-Za-z0-9@]){re.escape(person)}(?![A-Za-z0-9])", user(person), shown)
     return shown
@@ -367,7 +390,7 @@ MODEL_WORDS_CHARS = 280
 def model_says(words: str) -> str:
     """The model's own words beside its call, in mrkdwn: quoted and labelled as the model's (they are
     neither ours nor checked; the arguments are what runs)."""
-    return f"*The model says*\n>{safe(words, MODEL_WORDS_CHARS)}"
+    return f"*The model says*\n>{untrusted(words, MODEL_WORDS_CHARS)}"
 
 
 def notice(text: str) -> Message:

@@ -53,9 +53,9 @@ from signoff.bot.slack.blocks import (
     clip,
     clip_lines,
     code,
+    code_fits,
     code_sections,
     context,
-    escape,
     header,
     json_text,
     model_says,
@@ -65,6 +65,7 @@ from signoff.bot.slack.blocks import (
     section,
     slack_date,
     slack_time,
+    untrusted,
     user,
     with_mentions,
 )
@@ -196,7 +197,7 @@ def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
             body = f":white_check_mark: `{tool}` (step {step}) {ran}, in short:\n{code(summary, _RESULT_CHARS)}"
         else:
             body = f":white_check_mark: `{tool}` (step {step}) {ran}:\n{code(rendered, _RESULT_CHARS)}"
-        cut = len(escape(rendered)) > _RESULT_CHARS - 8  # what `code` keeps
+        cut = not code_fits(rendered, _RESULT_CHARS)
         if (summed_up or cut) and isinstance(entry.get("step"), int):
             more = [actions("signoff.result", [button("View full result", VIEW_RESULT_ACTION,
                                                       result_value(run.run_id, entry["step"]))])]
@@ -394,7 +395,7 @@ def _approval_body(
     run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, shown: ShownArguments, said: str | None,
     edited: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    about = f"\n{safe(display.description, 300)}" if display.description else ""
+    about = f"\n{untrusted(display.description, 300)}" if display.description else ""
     deciders = deciders_line(approval)
     link = run_link(run.origin, "see the run")
     said = card_words(run, approval) or said
@@ -475,7 +476,7 @@ def stopped_message(run: RunRecord, *, last_steps: int = 3, display: ToolDisplay
     title, buttons = _stop_title(run), _stop_buttons(run, extend_steps)
     lines = [f"*{title}* {_stop_reason(run, 300)}"]
     if stop.get("detail"):
-        lines.append(safe(stop["detail"], 500))
+        lines.append(untrusted(stop["detail"], 500))
     call: list[dict[str, Any]] = []
     pending = run.state.get("pending") or {}
     fallback = f"Run {run.run_id} stopped ({status_words(run.status)}): {stop_words(stop, run.state)}"
@@ -624,7 +625,7 @@ def home_view(
     for run, approval in waiting[:_HOME_APPROVALS]:
         display = displays.get(approval.tool, UNKNOWN_TOOL)
         shown = shown_arguments(run, approval, display, HOME_SECTIONS)
-        about = f" ({safe(display.description, 150)})" if display.description else ""
+        about = f" ({untrusted(display.description, 150)})" if display.description else ""
         deciders = deciders_line(approval)
         blocks += [
             {"type": "divider"},

@@ -73,7 +73,7 @@ def test_the_models_words_are_escaped_kept_to_one_line_and_cut(signoff, slack):
     [said] = [t for t in texts(card) if t.startswith("*The model says*")]
     quoted = said.removeprefix("*The model says*\n>")
     assert "\n" not in quoted  # one quoted line: it cannot draw a line that looks like the card's own
-    assert quoted.startswith("Trust me. *Who decides* nobody &lt;!channel&gt; &lt;!here&gt;")
+    assert quoted.startswith("Trust me. ∗Who decides∗ nobody &lt;!channel&gt; &lt;!here&gt;")  # bolds no heading
     assert len(quoted) <= MODEL_WORDS_CHARS and quoted.endswith("…")
     assert "<!channel>" not in json.dumps(card["blocks"]) and "<@U0BOSS>" not in json.dumps(card["blocks"])
     assert block_kit_problems(card["blocks"]) == []

@@ -90,5 +90,8 @@ def call_tool(connection: ServerConnection, tool: str, side_effect: bool, timeou
 
 
 def _description(listed: dict[str, Any]) -> str:
-    text = str(listed.get("description") or listed.get("title") or "").strip()
-    return text
+    """The server's words for a tool: its description, else its title, else its annotations' title.
+    They are the server's, so surfaces show them as untrusted text (`signoff.bot.untrusted`)."""
+    annotations = listed.get("annotations")
+    title = annotations.get("title") if isinstance(annotations, dict) else None
+    return str(listed.get("description") or listed.get("title") or title or "").strip()
