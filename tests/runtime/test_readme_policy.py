@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from pathlib import Path
@@ -43,3 +44,14 @@ def test_the_worked_examples_load_and_decide_as_described() -> None:
     assert isinstance(evaluate(git, ProposedCall("mcp__git__git_push", {"force": True}, True)), Deny)
     plain_push = evaluate(git, ProposedCall("mcp__git__git_push", {}, True))
     assert isinstance(plain_push, Ask) and plain_push.rule is None
+
+
+def test_small_refunds_never_allows_an_amount_it_was_not_written_for() -> None:
+    """Null, left out, a bool, NaN, an infinity, a string beyond a double or in other digits: each is
+    an error in both rules' `double(...)`, so small-refunds passes over it and big-refunds asks."""
+    policy = parse_policy(policy_blocks()[0], source="README.md")
+    hostile: list[dict[str, object]] = [{"amount_usd": amount} for amount in (
+        None, True, False, math.nan, math.inf, -math.inf, "NaN", "-inf", "1e400", "-1e400", "٥", "１", " 5", [], {})]
+    verdicts = {repr(args): evaluate(policy, ProposedCall("issue_refund", args, True)) for args in [{}, *hostile]}
+    assert {args: verdict for args, verdict in verdicts.items() if isinstance(verdict, Allow)} == {}
+    assert all(isinstance(v, Ask) and v.rule == "big-refunds" and len(v.errors) == 2 for v in verdicts.values())
