@@ -101,7 +101,7 @@ class HttpCall:
 
     def __init__(self, api: ApiConfig, tool: EndpointConfig, gate: HttpGate) -> None:
         self.api, self.tool, self.gate = api, tool, gate
-        self._scrubber = Scrubber(api.secrets, SECRET_MIN_LENGTH)
+        self._scrubber = _scrubber(api.secrets)
 
     def __repr__(self) -> str:
         return f"HttpCall({self.tool.method} {self.api.host}{self.tool.path})"
@@ -218,6 +218,12 @@ def _is_json(response: httpx.Response) -> bool:
 
 def _reason(exc: Exception) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@functools.lru_cache(maxsize=64)
+def _scrubber(secrets: tuple[str, ...]) -> Scrubber:
+    """One `Scrubber` for all the tools of an API: its patterns take a while to build for a long token."""
+    return Scrubber(secrets, SECRET_MIN_LENGTH)
 
 
 @functools.cache
