@@ -8,14 +8,16 @@ wait for already (run creations excepted: they wait for each other, briefly):
   (the text as stored) and the hash of the run's event before it (`GENESIS` before the first).
   The statement that numbers a write's events on the run's row, which every writer takes first
   anyway, also returns the hash they follow: appending reads nothing more.
-- The runs form a chain of their own: one link per run created (its position, id and first
-  event's hash), ending in one head row. A deleted run leaves its link behind; a deleted link
-  breaks the chain. Only creating a run takes the head row: a head moved by every write would
-  make every transaction in the database wait for every other one.
+- The runs form a chain of their own, ending in one head row: a link when a run is created (its
+  first event's hash), and a seal each time a step leaves it waiting for a person or ended (the
+  `seq` and hash of its last event then). A deleted run leaves its links behind, a run's events
+  cut back leave its seal behind, and a deleted link breaks the chain, whatever counters say.
+  Only those writes take the head row: a head moved by every write would make every transaction
+  in the database wait for every other one.
 
 A hash chain is not a signature: whoever can rewrite the database can rewrite the chains too. The
 chains show a change made behind Signoff's back; a log rewritten hashes and all shows only against
-a copy kept elsewhere (`signoff audit export`).
+something kept elsewhere: a head printed earlier (`verify(..., since_head=...)`) or an export.
 """
 
 from __future__ import annotations
@@ -29,10 +31,16 @@ from typing import Any, Literal
 
 from signoff.runtime.digests import canonical_json
 from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.schema import TERMINAL, WAITING_ON_HUMAN
 
 GENESIS = "0" * 64
 """The `prev` of a run's first event, and of the first link in the chain of runs."""
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 2
+"""2 added seals (and named the head's count `links`); format 1 is still read."""
+SEALED_WHEN = WAITING_ON_HUMAN | TERMINAL
+"""A step that leaves its run in one of these statuses seals the run's events into the chain of
+runs: the run stops moving there (until a person acts, or for good), so a seal costs each run a
+few takes of the head row, however many steps it makes."""
 
 
 def stamp(at: datetime) -> str:
@@ -51,6 +59,18 @@ def link_hash(position: int, run_id: str, first: str, prev: str) -> str:
     """The hash of a run's link in the chain of runs, chained to the link before it."""
     content = {"position": position, "run_id": run_id, "first": first, "prev": prev}
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()
+
+
+def seal_hash(position: int, run_id: str, seq: int, last: str, prev: str) -> str:
+    """The hash of a seal in the chain of runs: the run's events up to `seq`, the last hashing to `last`."""
+    content = {"position": position, "run_id": run_id, "seq": seq, "last": last, "prev": prev}
+    return hashlib.sha256(canonical_json(content).encode()).hexdigest()
+
+
+def chain_hash(position: int, run_id: str, seq: int, event: str, prev: str) -> str:
+    """The hash of a run's link at `position` in the chain of runs: its creation's (its event 1,
+    hashing to `event`), or a seal's (its events up to `seq`, the last hashing to `event`)."""
+    return link_hash(position, run_id, event, prev) if seq == 1 else seal_hash(position, run_id, seq, event, prev)
 
 
 def chained(run_id: str, first_seq: int, prev: str | None, at: datetime,
@@ -91,6 +111,19 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Seal:
+    """A later link of a run in the chain of runs: its events up to `seq` as they were then."""
+
+    run_id: str
+    position: int
+    seq: int
+    last: str
+    """The hash of the run's event `seq`, its last when the seal was made."""
+    prev: str
+    hash: str
+
+
+@dataclass(frozen=True)
 class RunRow:
     """A run as the chains know it: its link (None: it has none), and the number of events its row
     records (None: the run's row is gone)."""
@@ -102,9 +135,9 @@ class RunRow:
 
 @dataclass(frozen=True)
 class Head:
-    """The end of the chain of runs: how many runs were created, and the last link's hash."""
+    """The end of the chain of runs: how many links (runs created, seals made), and the last one's hash."""
 
-    runs: int
+    links: int
     hash: str
 
 
@@ -128,11 +161,11 @@ class Selection:
 WHOLE_LOG = Selection()
 """Every run, each from its first event."""
 
-Record = RunRow | Head | EventRow | Unreadable
-"""What a store or an export yields, in this order: the runs (by position), the head, then the
-events grouped by run, in `seq` order."""
+Record = RunRow | Seal | Head | EventRow | Unreadable
+"""What a store or an export yields, in this order: the runs (by position), the seals (by position),
+the head, then the events grouped by run, in `seq` order."""
 
-ProblemKind = Literal["edited", "missing", "reordered", "added", "deleted run", "unchained"]
+ProblemKind = Literal["edited", "missing", "reordered", "added", "deleted run", "unchained", "rewritten"]
 
 
 @dataclass(frozen=True)
@@ -154,19 +187,26 @@ class Problem:
         return f"{where or 'the chain of runs'}: {self.kind}: {self.detail}"
 
 
-def verify(records: Iterable[Record], selection: Selection = WHOLE_LOG) -> Problem | None:
+def verify(records: Iterable[Record], selection: Selection = WHOLE_LOG, since_head: str | None = None) -> Problem | None:
     """The first problem of the audit log in `records` (by when its run was created, then `seq`),
-    or None when every hash matches. Each run's events are held only while that run is checked."""
-    check = _Check(selection)
+    or None when every hash matches. Each run's events are held only while that run is checked.
+
+    Args:
+        since_head: the hash of a head printed earlier (`Head.hash`): the chain of runs must still
+            pass through it, or what came before it was rewritten (hashes and all) or cut back.
+    """
+    check = _Check(selection, since_head)
     for record in records:
         check.take(record)
     return check.first()
 
 
 class _Check:
-    def __init__(self, selection: Selection) -> None:
+    def __init__(self, selection: Selection, since_head: str | None) -> None:
         self.selection = selection
+        self.since_head = since_head
         self.runs: dict[str, RunRow] = {}
+        self.seals: dict[str, list[Seal]] = {}
         self.head: Head | None = None
         self.group: list[EventRow] = []
         self.done: set[str] = set()
@@ -177,6 +217,8 @@ class _Check:
         match record:
             case RunRow():
                 self.runs[record.run_id] = record
+            case Seal():
+                self.seals.setdefault(record.run_id, []).append(record)
             case Head():
                 self.head = record
             case EventRow():
@@ -193,8 +235,11 @@ class _Check:
         if self.group:
             self._check_group()
         for run in self.runs.values():
-            if run.run_id not in self.done and run.events and self.selection.since is None:
-                self._add(Problem(run.run_id, 1, "missing", f"all {run.events} of its events are gone"))
+            # Its link holds its first event's hash: a run with a link has events, whatever its row counts.
+            if (run.run_id not in self.done and self.selection.since is None and run.events is not None
+                    and (run.events or run.link is not None)):
+                counted = f" (its row counts {run.events})" if run.events else ""
+                self._add(Problem(run.run_id, 1, "missing", f"all of its events are gone{counted}"))
         self._check_links()
         return min(self.problems, key=lambda found: found[0])[1] if self.problems else None
 
@@ -208,39 +253,63 @@ class _Check:
         run_id = rows[0].run_id
         self.done.add(run_id)
         self.firsts[run_id] = rows[0].hash if rows[0].seq == 1 else None
-        problem = _rows_problem(rows, from_start=self.selection.since is None) or _end_problem(
-            rows[-1], self.runs.get(run_id))
+        end = _end_problem(rows[-1], self.runs.get(run_id))
+        # The row's count names the whole of a cut it was not lowered for; the seals, one it was.
+        problem = (_rows_problem(rows, from_start=self.selection.since is None)
+                   or (end if end is not None and end.kind == "missing" else None)
+                   or _sealed_problem(rows, self.seals.get(run_id, [])) or end)
         if problem is not None:
             self._add(problem)
 
     def _check_links(self) -> None:
-        linked = sorted((run for run in self.runs.values() if run.link is not None),
-                        key=lambda run: run.link.position if run.link else 0)
         for run in self.runs.values():
             if run.link is None and run.events is not None:
                 self._add(Problem(run.run_id, None, "unchained", "it is not in the chain of runs (added by hand)"))
+        links: list[RunRow | Seal] = [run for run in self.runs.values() if run.link is not None]
+        links += [seal for seals in self.seals.values() for seal in seals]
+        links.sort(key=_position)
         whole = self.selection.run_id is None
         position, prev = 0, GENESIS
-        for run in linked:
-            assert run.link is not None
-            problem = _link_problem(run, self.firsts.get(run.run_id),
-                                    expected=(position + 1, prev) if whole else None)
+        passed = {GENESIS}
+        for link in links:
+            expected = (position + 1, prev) if whole else None
+            problem = (_link_problem(link, self.firsts.get(link.run_id), expected) if isinstance(link, RunRow)
+                       else _seal_problem(link, self.runs.get(link.run_id), expected))
             if problem is not None:
                 self._add(problem)
-            position, prev = run.link.position, run.link.hash
+            position, prev = _position(link), _hash(link)
+            passed.add(prev)
         if whole:
             self._check_head(position, prev)
+            if self.since_head is not None and self.since_head not in passed:
+                self.problems.append(((float("inf"), "", 0), Problem(
+                    None, None, "rewritten", f"it does not pass through the head {self.since_head} kept earlier: "
+                                             "what came before that head was rewritten, or cut back")))
 
     def _check_head(self, position: int, last: str) -> None:
         if self.head is None:
             problem = Problem(None, None, "missing", "its head is gone")
-        elif self.head.runs > position:
-            problem = Problem(None, None, "deleted run", f"{_gone('run', position + 1, self.head.runs)} from its end")
-        elif (self.head.runs, self.head.hash) != (position, last):
-            problem = Problem(None, None, "edited", f"its head does not match run #{position}'s link")
+        elif self.head.links > position:
+            problem = Problem(None, None, "deleted run", f"{_gone('link', position + 1, self.head.links)} from its end")
+        elif (self.head.links, self.head.hash) != (position, last):
+            problem = Problem(None, None, "edited", f"its head does not match link #{position}")
         else:
             return
         self.problems.append(((position + 1, "", 0), problem))
+
+
+def _position(link: RunRow | Seal) -> int:
+    if isinstance(link, Seal):
+        return link.position
+    assert link.link is not None
+    return link.link.position
+
+
+def _hash(link: RunRow | Seal) -> str:
+    if isinstance(link, Seal):
+        return link.hash
+    assert link.link is not None
+    return link.link.hash
 
 
 def _link_problem(run: RunRow, first: str | None, expected: tuple[int, str] | None) -> Problem | None:
@@ -249,7 +318,7 @@ def _link_problem(run: RunRow, first: str | None, expected: tuple[int, str] | No
     assert link is not None
     if expected is not None and link.position != expected[0]:
         return Problem(run.run_id, None, "deleted run",
-                       f"{_gone('run', expected[0], link.position - 1)} from the chain of runs before it")
+                       f"{_gone('link', expected[0], link.position - 1)} from the chain of runs before it")
     if link_hash(link.position, run.run_id, link.first, link.prev) != link.hash:
         return Problem(run.run_id, None, "edited", f"its link in the chain of runs (#{link.position}) was changed")
     if expected is not None and link.prev != expected[1]:
@@ -261,8 +330,39 @@ def _link_problem(run: RunRow, first: str | None, expected: tuple[int, str] | No
     return None
 
 
+def _seal_problem(seal: Seal, run: RunRow | None, expected: tuple[int, str] | None) -> Problem | None:
+    """What is wrong with a seal as a link of the chain of runs (its events are checked with them)."""
+    if expected is not None and seal.position != expected[0]:
+        return Problem(seal.run_id, None, "deleted run",
+                       f"{_gone('link', expected[0], seal.position - 1)} from the chain of runs before its seal")
+    if seal_hash(seal.position, seal.run_id, seal.seq, seal.last, seal.prev) != seal.hash:
+        return Problem(seal.run_id, None, "edited", f"its seal in the chain of runs (#{seal.position}) was changed")
+    if expected is not None and seal.prev != expected[1]:
+        return Problem(seal.run_id, None, "reordered", f"its seal (#{seal.position}) does not follow the link before")
+    if run is None or run.events is None:
+        return Problem(seal.run_id, None, "deleted run", f"the run sealed at #{seal.position} is gone")
+    return None
+
+
+def _sealed_problem(rows: list[EventRow], seals: list[Seal]) -> Problem | None:
+    """Where one run's rows (each following the one before) fall short of what its seals recorded."""
+    if not seals:
+        return None
+    run_id, last = rows[0].run_id, rows[-1].seq
+    furthest = max(seals, key=lambda seal: seal.seq)
+    if furthest.seq > last:
+        return Problem(run_id, last + 1, "missing", f"{_gone('event', last + 1, furthest.seq)}: the run was "
+                                                    f"sealed at event {furthest.seq} (#{furthest.position})")
+    held = {row.seq: row.hash for row in rows}
+    for seal in sorted(seals, key=lambda seal: seal.seq):
+        if seal.seq in held and held[seal.seq] != seal.last:
+            return Problem(run_id, seal.seq, "edited", f"the run's events were rewritten: event {seal.seq} is not "
+                                                       f"the one sealed at #{seal.position}")
+    return None
+
+
 def _gone(noun: str, first: int, last: int) -> str:
-    mark = "#" if noun == "run" else ""
+    mark = "" if noun == "event" else "#"
     return f"{noun} {mark}{first} is gone" if first == last else f"{noun}s {mark}{first} to {mark}{last} are gone"
 
 
@@ -349,8 +449,11 @@ def _exported(record: Record) -> dict[str, Any]:
             return {"record": "run", "run_id": record.run_id, "events": record.events,
                     "link": None if link is None else {"position": link.position, "first": link.first,
                                                        "prev": link.prev, "hash": link.hash}}
+        case Seal():
+            return {"record": "seal", "run_id": record.run_id, "position": record.position, "seq": record.seq,
+                    "last": record.last, "prev": record.prev, "hash": record.hash}
         case Head():
-            return {"record": "head", "runs": record.runs, "hash": record.hash}
+            return {"record": "head", "links": record.links, "hash": record.hash}
         case Unreadable():
             raise AssertionError("an unreadable line is never exported")
 
@@ -363,21 +466,23 @@ def read_export(lines: Iterable[str]) -> tuple[Selection, Iterator[Record]]:
     header = _parsed(next(numbered, (1, ""))[1])
     if not isinstance(header, dict) or header.get("record") != "export":
         raise IncompatibleState("not a Signoff audit export (`signoff audit export` writes one)")
-    if header.get("format") != EXPORT_FORMAT:
-        raise IncompatibleState(f"audit export format {header.get('format')!r}; this Signoff reads {EXPORT_FORMAT}")
+    form = header.get("format")
+    if form not in (1, EXPORT_FORMAT):
+        raise IncompatibleState(f"audit export format {form!r}; this Signoff reads 1 to {EXPORT_FORMAT}")
     try:
         since = datetime.fromisoformat(header["since"]) if header.get("since") else None
     except (TypeError, ValueError):
         raise IncompatibleState(f"the export's header has no time in `since`: {header.get('since')!r}") from None
     selection = Selection(run_id=header.get("run_id"), since=since)
-    return selection, (_record(number, line) for number, line in numbered if line.strip())
+    return selection, (_record(number, line, form) for number, line in numbered if line.strip())
 
 
 _FIELDS: dict[str, dict[str, Any]] = {
     "event": {"run_id": str, "seq": int, "type": str, "at": str, "payload": str, "prev": str | None,
               "hash": str | None},
     "run": {"run_id": str, "events": int | None, "link": dict | None},
-    "head": {"runs": int, "hash": str},
+    "seal": {"run_id": str, "position": int, "seq": int, "last": str, "prev": str, "hash": str},
+    "head": {"links": int, "hash": str},
     "link": {"position": int, "first": str, "prev": str, "hash": str},
 }
 
@@ -395,16 +500,20 @@ def _misshapen(data: dict[str, Any], kind: str) -> str | None:
                 None)
 
 
-def _record(number: int, line: str) -> Record:
+def _record(number: int, line: str, form: int) -> Record:
     data = _parsed(line)
-    if not isinstance(data, dict) or data.get("record") not in ("event", "run", "head"):
+    if not isinstance(data, dict) or data.get("record") not in ("event", "run", "seal", "head"):
         return Unreadable(number, "not JSON" if data is None else "no record of a known kind")
     kind = data["record"]
+    if form == 1 and kind == "head":  # format 1 counted the links as runs: it had no seals
+        data["links"] = data.pop("runs", None)
     wrong = _misshapen(data, kind) or (_misshapen(data["link"], "link") if kind == "run" and data["link"] else None)
     if wrong is not None:
         return Unreadable(number, f"its {wrong!r} is missing or not a {kind}'s")
     if kind == "head":
-        return Head(runs=data["runs"], hash=data["hash"])
+        return Head(links=data["links"], hash=data["hash"])
+    if kind == "seal":
+        return Seal(**{k: data[k] for k in _FIELDS["seal"]})
     if kind == "run":
         link = data["link"]
         return RunRow(run_id=data["run_id"], events=data["events"],

@@ -1,7 +1,8 @@
 """`signoff audit ...`: check the audit log's hash chains, and export the log to check it later.
 
 The chains show a change made behind Signoff's back; a log rewritten whole, chains and all, shows
-only against a copy kept where the database's writers cannot reach it (see `runtime/audit.py`).
+only against something kept where the database's writers cannot reach it: the head `verify`
+printed (`--since-head`), or an export (see `runtime/audit.py`).
 
 `signoff audit --help` imports this module: the store and the hash chains are imported inside the
 functions that read them.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import re
 from collections.abc import Generator, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +29,13 @@ if TYPE_CHECKING:
     from signoff.runtime.audit import Head, Problem, Record, Selection
 
 RUN = click.option("--run", "run_id", metavar="RUN", help="Only this run.")
+
+
+def _head(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise click.BadParameter(f"{value!r} is not a head: `signoff audit verify` prints one, 64 hex digits",
+                                 ctx, param)
+    return value
 
 
 class Tally:
@@ -55,15 +64,23 @@ class Tally:
 @RUN
 @click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Check this export (from `signoff audit export`) instead of the database.")
+@click.option("--since-head", "since_head", callback=_head, metavar="HASH",
+              help="A head printed earlier: fail unless the chain of runs still passes through it.")
 @options(DATABASE_URL, DEMO)
-def audit_verify(run_id: str | None, path: Path | None, database_url: str | None, demo: bool) -> int:
+def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, database_url: str | None,
+                 demo: bool) -> int:
     """Recompute every hash of the audit log.
 
-    Each run's events, and the chain of runs (one link per run created). Exits 0 when all of them match; 1 naming the first event that does not (its run and seq) and
-    what is wrong: edited, missing, reordered, added, deleted run or unchained.
+    Each run's events, and the chain of runs (a link per run created, and a seal of its events each
+    time it stopped for a person or ended). Exits 0 when all of them match, printing the chain's
+    head to keep elsewhere; 1 naming the first event that does not (its run and seq) and what is
+    wrong: edited, missing, reordered, added, deleted run, unchained, or rewritten (the chain no
+    longer passes through the head given with `--since-head`).
     """
     from signoff.runtime.audit import Head, Selection, read_export, verify
 
+    if since_head is not None and run_id is not None:
+        raise click.UsageError("--since-head checks the whole chain of runs: drop --run")
     if path is not None:
         if database_url is not None or demo:
             raise click.UsageError("--file is checked without a database: drop --database-url and --demo")
@@ -73,7 +90,7 @@ def audit_verify(run_id: str | None, path: Path | None, database_url: str | None
                 selection = dataclasses.replace(selection, run_id=run_id)
                 records = (r for r in records if not isinstance(r, Head) and getattr(r, "run_id", run_id) == run_id)
             tally = Tally(records)
-            problem = verify(tally, selection)
+            problem = verify(tally, selection, since_head)
         if run_id is not None and not tally.runs and not tally.events:
             raise click.ClickException(f"no run {run_id!r} in {path}")
         return _verdict(problem, tally, selection, str(path))
@@ -84,11 +101,12 @@ def audit_verify(run_id: str | None, path: Path | None, database_url: str | None
             return EXIT_OK
         with _records(store, selection, where) as records:
             tally = Tally(records)
-            problem = verify(tally, selection)
-    return _verdict(problem, tally, selection, where)
+            problem = verify(tally, selection, since_head)
+    return _verdict(problem, tally, selection, where, since_head)
 
 
-def _verdict(problem: Problem | None, tally: Tally, selection: Selection, where: str) -> int:
+def _verdict(problem: Problem | None, tally: Tally, selection: Selection, where: str,
+             since_head: str | None = None) -> int:
     if problem is not None:
         click.echo(f"does not match: {problem}")
         return EXIT_ERROR
@@ -96,8 +114,10 @@ def _verdict(problem: Problem | None, tally: Tally, selection: Selection, where:
     if selection.since is not None:
         words += f" (each run's events from {selection.since.isoformat()})"
     if tally.head is not None and selection.run_id is None:
-        # Worth keeping elsewhere: a chain of runs rewritten to hide a deleted run ends elsewhere.
-        words += f"; the chain of runs ends at #{tally.head.runs} {tally.head.hash}"
+        # Worth keeping elsewhere: a log rewritten, hashes and all, no longer passes through it.
+        words += f"; the chain of runs ends at #{tally.head.links} {tally.head.hash}"
+    if since_head is not None:
+        words += f", through {since_head}"
     click.echo(words)
     return EXIT_OK
 

@@ -22,11 +22,12 @@ from signoff.runtime.adapters.memory_rows import (
     Run,
     freeze,
     history_rows,
+    next_link,
     thaw,
     without_history,
 )
 from signoff.runtime.agent import Checkpoint
-from signoff.runtime.audit import Head, Link, link_hash
+from signoff.runtime.audit import SEALED_WHEN, Seal
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.grants import grant_refusal, granted_values
 from signoff.runtime.records import (
@@ -101,12 +102,12 @@ class MemoryStore(MemoryReads):
             return run.record(history=True)
 
     def _link(self, run: Run) -> None:
-        """Add the run to the chain of runs, as `rows.link_run` does."""
-        head = self._audit_head
-        first = run.events[0].hash
-        run.link = Link(position=head.runs + 1, first=first, prev=head.hash,
-                        hash=link_hash(head.runs + 1, run.run_id, first, head.hash))
-        self._audit_head = Head(runs=run.link.position, hash=run.link.hash)
+        """Add the run's creation, or a seal of its events so far, to the chain of runs, as `rows.link_run` does."""
+        link, self._audit_head = next_link(self._audit_head, run.run_id, run.events[-1].seq, run.events[-1].hash)
+        if isinstance(link, Seal):
+            self._seals.append(link)
+        else:
+            run.link = link
 
     def append_event(self, run_id: str, event: dict[str, Any]) -> None:
         with self._lock:
@@ -175,6 +176,7 @@ class MemoryStore(MemoryReads):
             history = history_rows(checkpoint.history_start, checkpoint.new_history)
             events = run.numbered(checkpoint.events, now)
             freeze(checkpoint.execution)
+            unsealed = len(run.events)
             run.state, run.status = state_text, state["status"]
             run.pending_key = (state.get("pending") or {}).get("key")
             run.version, run.updated_at, run.lease_expires_at = version + 1, now, now + lease
@@ -193,6 +195,8 @@ class MemoryStore(MemoryReads):
                 run.command = None
                 run.append([{"type": "command_refused", **waiting, "reason": write.refuse_waiting_command}], now)
                 waiting = None
+            if len(run.events) > unsealed and run.status in SEALED_WHEN:
+                self._link(run)
             return Saved(version + 1, opened, waiting, closed, released)
 
     def _apply(self, run: Run, write: StepWrite, now: datetime) -> tuple[tuple[ApprovalRecord, ...],

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from signoff.runtime.adapters.memory_rows import Approval, Execution, Run, thaw
-from signoff.runtime.audit import GENESIS, WHOLE_LOG, EventRow, Head, Record, RunRow, Selection
+from signoff.runtime.audit import GENESIS, WHOLE_LOG, EventRow, Head, Record, RunRow, Seal, Selection
 from signoff.runtime.errors import NotFound
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
@@ -34,7 +34,9 @@ class MemoryReads:
         self._executions: dict[str, Execution] = {}
         self._grants: dict[str, GrantRecord] = {}
         self._added = itertools.count()
-        self._audit_head = Head(runs=0, hash=GENESIS)
+        self._audit_head = Head(links=0, hash=GENESIS)
+        self._seals: list[Seal] = []
+        """The chain of runs' links after each run's first, in the order they were made."""
 
     def now(self) -> datetime:
         return self.clock() if self.clock is not None else datetime.now(UTC)
@@ -88,6 +90,7 @@ class MemoryReads:
             chosen = sorted((r for r in self._runs.values() if selection.run_id in (None, r.run_id)),
                             key=lambda r: r.link.position if r.link is not None else 0)
             records: list[Record] = [RunRow(run_id=r.run_id, link=r.link, events=len(r.events)) for r in chosen]
+            records += [seal for seal in self._seals if selection.run_id in (None, seal.run_id)]
             records.append(self._audit_head)
             for run in sorted(chosen, key=lambda r: r.run_id):
                 since = selection.since

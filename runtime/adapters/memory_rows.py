@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from signoff.runtime.audit import Link, chained
+from signoff.runtime.audit import Head, Link, Seal, chain_hash, chained
 from signoff.runtime.errors import SignoffError
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import canonical_json, json_copy, parse_state
@@ -141,6 +141,16 @@ class Execution:
         self.result = canonical_json(execution.get("result")) if ok else None
         self.error = None if ok else str(execution.get("error"))
         self.finished_at, self.seconds = now, execution.get("seconds")
+
+
+def next_link(head: Head, run_id: str, seq: int, event: str) -> tuple[Link | Seal, Head]:
+    """The link after `head` in the chain of runs, as `rows.link_run` writes it (the run's creation
+    at `seq` 1, a seal after), and the head that ends in it."""
+    position = head.links + 1
+    digest = chain_hash(position, run_id, seq, event, head.hash)
+    link = (Link(position=position, first=event, prev=head.hash, hash=digest) if seq == 1
+            else Seal(run_id=run_id, position=position, seq=seq, last=event, prev=head.hash, hash=digest))
+    return link, Head(links=position, hash=digest)
 
 
 def freeze(value: Any) -> str | None:

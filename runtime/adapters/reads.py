@@ -23,7 +23,7 @@ from signoff.runtime.adapters.tables import (
     runs,
     tool_executions,
 )
-from signoff.runtime.audit import WHOLE_LOG, EventRow, Head, Link, Record, RunRow, Selection
+from signoff.runtime.audit import WHOLE_LOG, EventRow, Head, Link, Record, RunRow, Seal, Selection
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
 from signoff.runtime.schema import ACTIVE
@@ -218,25 +218,32 @@ class SqlReads:
             if conn.dialect.name == "postgresql":  # SQLite's read transaction is one snapshot already
                 conn.execution_options(isolation_level="REPEATABLE READ")
             yield from _audit_runs(conn, selection.run_id)
-            head = conn.execute(select(audit_head.c.runs, audit_head.c.hash).where(audit_head.c.id == 1)).first()
+            head = conn.execute(select(audit_head.c.links, audit_head.c.hash).where(audit_head.c.id == 1)).first()
             if head is not None:
-                yield Head(runs=head.runs, hash=head.hash)
+                yield Head(links=head.links, hash=head.hash)
             for row in conn.execute(_audit_events(selection).execution_options(yield_per=1000)):
                 yield EventRow(run_id=row.run_id, seq=row.seq, type=row.type, at=row.at, payload=row.payload,
                                prev=row.prev_hash, hash=row.hash)
 
 
-def _audit_runs(conn: Connection, run_id: str | None) -> Iterator[RunRow]:
-    """Each run's link (in the chain's order) with what its row records; then the runs without a link."""
+def _audit_runs(conn: Connection, run_id: str | None) -> Iterator[RunRow | Seal]:
+    """Each run's link (in the chain's order) with what its row records; the runs without a link;
+    then the seals, in the chain's order."""
     links, rows = select(run_chain).order_by(run_chain.c.position), select(runs.c.run_id, runs.c.event_count)
     if run_id is not None:
         links, rows = links.where(run_chain.c.run_id == run_id), rows.where(runs.c.run_id == run_id)
     counts: dict[str, int] = {row.run_id: row.event_count for row in conn.execute(rows.order_by(runs.c.run_id))}
+    seals = []
     for link in conn.execute(links):
-        yield RunRow(run_id=link.run_id, events=counts.pop(link.run_id, None),
-                     link=Link(position=link.position, first=link.first_hash, prev=link.prev_hash, hash=link.hash))
+        if link.seq == 1:
+            yield RunRow(run_id=link.run_id, events=counts.pop(link.run_id, None),
+                         link=Link(position=link.position, first=link.event_hash, prev=link.prev_hash, hash=link.hash))
+        else:
+            seals.append(Seal(run_id=link.run_id, position=link.position, seq=link.seq, last=link.event_hash,
+                              prev=link.prev_hash, hash=link.hash))
     for run_id, count in counts.items():
         yield RunRow(run_id=run_id, link=None, events=count)
+    yield from seals
 
 
 def _audit_events(selection: Selection) -> Select[Any]:

@@ -38,7 +38,7 @@ from signoff.runtime.adapters.tables import (
     runs,
     tool_executions,
 )
-from signoff.runtime.audit import chained, link_hash
+from signoff.runtime.audit import chain_hash, chained
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.grants import granted_values
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord, Vote
@@ -107,8 +107,8 @@ _INSERT_LINK = insert(run_chain)
 _SET_AUDIT_HEAD = update(audit_head).where(audit_head.c.id == 1).values(hash=bindparam("b_hash"))
 _INSERT_HISTORY = insert(run_history)
 _INSERT_EVENTS = insert(events)
-_TAKE_AUDIT_HEAD = (update(audit_head).where(audit_head.c.id == 1).values(runs=audit_head.c.runs + 1)
-                    .returning(audit_head.c.runs, audit_head.c.hash))
+_TAKE_AUDIT_HEAD = (update(audit_head).where(audit_head.c.id == 1).values(links=audit_head.c.links + 1)
+                    .returning(audit_head.c.links, audit_head.c.hash))
 _FINISH_EXECUTION = update(tool_executions).where(tool_executions.c.key == bindparam("b_key")).values(
     {c: _bound(c) for c in (tool_executions.c.status, tool_executions.c.result, tool_executions.c.error,
                             tool_executions.c.finished_at, tool_executions.c.seconds)})
@@ -143,21 +143,26 @@ def append_history(conn: Connection, run_id: str, start: int, entries: list[dict
         ])
 
 
-def append_events(conn: Connection, run_id: str, new: list[dict[str, Any]], at: datetime) -> None:
+def append_events(conn: Connection, run_id: str, new: list[dict[str, Any]], at: datetime) -> tuple[int, str] | None:
+    """Append `new` to the run's events; returns the `seq` and hash of the last (None: `new` is empty)."""
     if not new:
-        return
+        return None
     # Sequence numbers, and the hash to chain from, come from the run row, which also serialises
     # concurrent appenders.
     numbered = conn.execute(_NUMBER_EVENTS, {"b_run_id": run_id, "b_new_events": len(new)}).one()
-    insert_events(conn, run_id, new, numbered.event_count - len(new) + 1, at, numbered.last_hash)
+    return insert_events(conn, run_id, new, numbered.event_count - len(new) + 1, at, numbered.last_hash)
 
 
 def insert_events(conn: Connection, run_id: str, new: list[dict[str, Any]], first: int, at: datetime,
-                  last_hash: str | None) -> None:
+                  last_hash: str | None) -> tuple[int, str] | None:
     """Insert `new` numbered from `first`, chained after the run's last event; the caller has
-    reserved those numbers on the run row and passes the hash that statement returned."""
-    if new:
-        conn.execute(_INSERT_EVENTS, event_rows(run_id, new, first, at, chain_start(conn, run_id, first, last_hash)))
+    reserved those numbers on the run row and passes the hash that statement returned. Returns the
+    `seq` and hash of the last event inserted (None: `new` is empty)."""
+    if not new:
+        return None
+    rows = event_rows(run_id, new, first, at, chain_start(conn, run_id, first, last_hash))
+    conn.execute(_INSERT_EVENTS, rows)
+    return rows[-1]["seq"], rows[-1]["hash"]
 
 
 def chain_start(conn: Connection, run_id: str, first: int, last_hash: str | None) -> str | None:
@@ -201,19 +206,21 @@ def insert_run(conn: Connection, values: dict[str, Any], created: dict[str, Any]
     return digest, row
 
 
-def link_run(conn: Connection, run_id: str, first: str) -> None:
-    """Add the run, whose first event hashed to `first`, to the chain of runs.
+def link_run(conn: Connection, run_id: str, seq: int, event: str) -> None:
+    """Add a link to the chain of runs: the run's creation (`seq` 1, its first event hashing to
+    `event`), or a seal of its events up to `seq`, the last hashing to `event`.
 
-    Creating a run is the only write that takes the head row, and it takes it last: creations wait
-    for each other here (until the holder commits), no other write ever does, and the holder waits
-    for nothing more, so no deadlock can form around it.
+    Creating a run, and a step that leaves one waiting or ended (`audit.SEALED_WHEN`), are the only
+    writes that take the head row, and they take it last: they wait for each other here (until
+    the holder commits), no other write ever does, and the holder waits for nothing more, so no
+    deadlock can form around it.
     """
     head = conn.execute(_TAKE_AUDIT_HEAD).first()
     if head is None:
         raise IncompatibleState("the audit log's head row (table audit_head) is gone; `signoff audit verify` "
                                 "says what else is")
-    digest = link_hash(head.runs, run_id, first, head.hash)
-    conn.execute(_INSERT_LINK, {"position": head.runs, "run_id": run_id, "first_hash": first,
+    digest = chain_hash(head.links, run_id, seq, event, head.hash)
+    conn.execute(_INSERT_LINK, {"position": head.links, "run_id": run_id, "seq": seq, "event_hash": event,
                                 "prev_hash": head.hash, "hash": digest})
     conn.execute(_SET_AUDIT_HEAD, {"b_hash": digest})
 

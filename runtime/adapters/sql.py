@@ -66,6 +66,7 @@ from signoff.runtime.adapters.statements import (
 )
 from signoff.runtime.adapters.tables import approvals, grants, runs, tool_executions
 from signoff.runtime.agent import Checkpoint
+from signoff.runtime.audit import SEALED_WHEN
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.grants import grant_refusal
 from signoff.runtime.records import (
@@ -138,7 +139,7 @@ class SqlStore(SqlReads):
                     lease_owner=lease_to, lease_expires_at=now + lease if lease_to and lease else None,
                 ), created, now)
                 append_history(conn, state["run_id"], 0, state["history"])
-                link_run(conn, state["run_id"], first)
+                link_run(conn, state["run_id"], 1, first)
         except IntegrityError:
             earlier = self._run_for_request(request_id)
             if earlier is None:
@@ -193,8 +194,8 @@ class SqlStore(SqlReads):
             if row is None:
                 raise Conflict(f"run {run_id} changed since version {version}; step not saved")
             append_history(conn, run_id, checkpoint.history_start, checkpoint.new_history)
-            insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now,
-                          row.last_hash)
+            last = insert_events(conn, run_id, checkpoint.events, row.event_count - len(checkpoint.events) + 1, now,
+                                 row.last_hash)
             if checkpoint.execution is not None:
                 finish_execution(conn, checkpoint.execution, now)
             replaced = [superseded for key in write.superseded
@@ -209,9 +210,11 @@ class SqlStore(SqlReads):
                          if write.close_open_approvals else [])
             if command is not None and write.refuse_waiting_command is not None:
                 conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
-                append_events(conn, run_id, [{"type": "command_refused", **command,
-                                               "reason": write.refuse_waiting_command}], now)
+                last = append_events(conn, run_id, [{"type": "command_refused", **command,
+                                                      "reason": write.refuse_waiting_command}], now)
                 command = None
+            if last is not None and state["status"] in SEALED_WHEN:  # last: it takes the head row
+                link_run(conn, run_id, *last)
         return Saved(version + 1, opened, command, cancelled + replaced, released=row.lease_owner is None)
 
     def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule,

@@ -186,21 +186,24 @@ events = Table(
 run_chain = Table(
     "run_chain",
     metadata,
-    # One link per run created, in the order they were created: a deleted run leaves its link behind.
+    # A link when a run is created (seq 1), and a seal each time a step leaves it waiting or ended
+    # (seq: its last event then), in the order they were made: a run deleted, or its events cut
+    # back, leaves them behind.
     Column("position", Integer, primary_key=True, autoincrement=False),
     Column("run_id", String(64), nullable=False),
-    Column("first_hash", String(64), nullable=False),
+    Column("seq", Integer, nullable=False, server_default=text("1")),
+    Column("event_hash", String(64), nullable=False),
     Column("prev_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
-    UniqueConstraint("run_id"),
+    Index(None, "run_id"),
 )
 
 audit_head = Table(
     "audit_head",
     metadata,
-    # One row (id 1): the end of the chain of runs. Only creating a run takes it.
+    # One row (id 1): the end of the chain of runs. Only creating a run, or sealing one, takes it.
     Column("id", Integer, primary_key=True, autoincrement=False),
-    Column("runs", Integer, nullable=False),
+    Column("links", Integer, nullable=False),
     Column("hash", String(64), nullable=False),
 )
 
