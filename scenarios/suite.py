@@ -14,6 +14,7 @@ from scenarios import (
     clocks,
     crash,
     dbdrop,
+    erasure,
     hostile,
     leaks,
     model,
@@ -106,6 +107,8 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
     found += [Scenario(f"expiry/request-again/2x/{k}", functools.partial(again.run_request_again, k), k == "postgres")
               for k in sizes.kinds]
     found += [Scenario(f"batch/approve-all-races/2x/{k}", functools.partial(batches.run_batches, k), k == "postgres")
+              for k in sizes.kinds]
+    found += [Scenario(f"hostile/audit-erasure/{k}", functools.partial(erasure.run_erasure, k), k == "postgres")
               for k in sizes.kinds]
     if sizes.slack_timeout:
         found.append(Scenario("slack/post-timeout/sqlite", slackfaults.run_post_timeout, False))

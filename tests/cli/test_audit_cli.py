@@ -5,13 +5,17 @@ the first changed event named by run and seq, an export checked later without th
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib.metadata import version
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
+from scenarios.erasure import HEAD, cut_back, erase_trail, rehash_chain
 from signoff.runtime.adapters.db import make_engine
 from tests.conftest import fresh_database_url
 
@@ -25,6 +29,21 @@ def demo_run(signoff, *flags: str) -> str:
 def edit_demo_database(signoff, statement: str, *params: object) -> None:
     with sqlite3.connect(signoff.cwd / "signoff-demo.db") as db:
         db.execute(statement, params)
+
+
+@contextmanager
+def demo_database(signoff) -> Iterator[Engine]:
+    """The demo's database, as someone with SQL access to it holds it."""
+    engine = make_engine(f"sqlite:///{signoff.cwd / 'signoff-demo.db'}")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def attacked(signoff, attack: Callable[[Engine], None]) -> None:
+    with demo_database(signoff) as engine:
+        attack(engine)
 
 
 def test_version_prints_the_installed_version(signoff):
@@ -43,7 +62,8 @@ def test_verify_says_intact_after_a_run_and_names_the_event_edited_since(signoff
 
     assert intact.code == 0, intact.err
     assert intact.out.startswith("intact: 1 run, ")
-    assert " events in sqlite:///signoff-demo.db; the chain of runs ends at #1 " in intact.out
+    assert re.search(r" events in sqlite:///signoff-demo\.db; the chain of runs ends at #\d+ [0-9a-f]{64}\n$",
+                     intact.out)
     assert (edited.code, edited.out) == (1, f"does not match: run {run_id}, event 3: edited: its type, time, "
                                             "payload or hash is not what was written\n")
 
@@ -59,6 +79,45 @@ def test_a_deleted_run_is_named(signoff):
     assert (result.code, result.out) == (1, f"does not match: run {first}: deleted run: run #1 of the chain of "
                                             "runs is gone\n")
     assert only_the_other.code == 0 and only_the_other.out.startswith("intact: 1 run, ")
+
+
+def test_a_runs_trail_erased_with_its_count_zeroed_is_named(signoff):
+    first = demo_run(signoff)
+    demo_run(signoff)
+    attacked(signoff, lambda engine: erase_trail(engine, first))
+
+    result = signoff.here("audit", "verify", "--demo")
+
+    assert (result.code, result.out) == (1, f"does not match: run {first}, event 1: missing: all of its events are "
+                                            "gone\n")
+
+
+def test_a_runs_newest_events_cut_with_its_count_lowered_are_named(signoff):
+    run_id = demo_run(signoff)
+    attacked(signoff, lambda engine: cut_back(engine, run_id, 10))
+
+    result = signoff.here("audit", "verify", "--demo")
+
+    assert result.code == 1
+    assert result.out.startswith(f"does not match: run {run_id}, event 11: missing: events 11 to ")
+
+
+def test_a_log_rehashed_after_a_cut_fails_only_against_the_head_printed_before(signoff):
+    first = demo_run(signoff)
+    demo_run(signoff)
+    before = signoff.here("audit", "verify", "--demo")
+    kept = HEAD.search(before.out).group(1)
+    still = signoff.here("audit", "verify", "--demo", "--since-head", kept)
+    attacked(signoff, lambda engine: (cut_back(engine, first, 4), rehash_chain(engine)))
+
+    rehashed = signoff.here("audit", "verify", "--demo")
+    against_the_head = signoff.here("audit", "verify", "--demo", "--since-head", kept)
+
+    assert still.code == 0 and still.out.endswith(f", through {kept}\n")
+    assert rehashed.code == 0 and rehashed.out.startswith("intact: 2 runs, ")
+    assert (against_the_head.code, against_the_head.out) == (
+        1, f"does not match: the chain of runs: rewritten: it does not pass through the head {kept} kept earlier: "
+           "what came before that head was rewritten, or cut back\n")
 
 
 def test_an_export_is_checked_later_without_the_database(signoff):
@@ -145,3 +204,28 @@ def test_verify_names_an_event_deleted_in_postgresql(signoff, tmp_path):
     assert intact.code == 0 and intact.out.startswith("intact: 1 run, ")
     assert (deleted.code, deleted.out) == (1, f"does not match: run {run_id}, event 2: missing: event 2 is gone "
                                               "(the next is 3)\n")
+
+
+@pytest.mark.postgres
+def test_verify_names_a_trail_erased_and_a_cut_in_postgresql(signoff, tmp_path):
+    databases = fresh_database_url("postgres", tmp_path)
+    url = next(databases)
+    try:
+        runs = []
+        for _ in range(2):
+            demo = signoff("demo", "--quiet", "--database-url", url, answers="a\n")
+            assert demo.code == 0, demo.err
+            runs.append(demo.out.split()[0])
+        engine = make_engine(url)
+        erase_trail(engine, runs[0])
+        erased = signoff.here("audit", "verify", "--database-url", url)
+        cut_back(engine, runs[1], 5)
+        only_the_cut = signoff.here("audit", "verify", "--database-url", url, "--run", runs[1])
+        engine.dispose()
+    finally:
+        next(databases, None)
+
+    assert (erased.code, erased.out) == (1, f"does not match: run {runs[0]}, event 1: missing: all of its events are "
+                                            "gone\n")
+    assert only_the_cut.code == 1
+    assert only_the_cut.out.startswith(f"does not match: run {runs[1]}, event 6: missing: events 6 to ")

@@ -16,6 +16,7 @@ from sqlalchemy import Engine, event, insert, select, text
 from store_harness import LEASE, ManualClock, create, lookup_step, save, step
 from test_store_approvals import approve, await_approval, begin
 
+from scenarios.erasure import cut_back, erase_trail, rehash_chain
 from signoff.runtime.adapters.db import MIGRATIONS, upgrade
 from signoff.runtime.adapters.rows import append_events
 from signoff.runtime.adapters.sql import SqlStore
@@ -27,6 +28,7 @@ from signoff.runtime.audit import (
     Head,
     Problem,
     RunRow,
+    Seal,
     Selection,
     event_hash,
     export_lines,
@@ -52,9 +54,31 @@ def logged_run(store: Store, run_id: str = "run-a", steps: int = 5) -> None:
     store.release(run_id, "w1")
 
 
+def ended_run(store: Store, run_id: str = "run-a", steps: int = 5) -> None:
+    """A run with `steps + 1` events whose last step ends it (`done`)."""
+    create(store, run_id)
+    store.claim(run_id, "w1", LEASE)
+    state, version = store.get_run(run_id).state, 1
+    for i in range(steps):
+        checkpoint = lookup_step(state, f"page {i}") if i < steps - 1 else step(state, status="done")
+        version = save(store, run_id, version, checkpoint)
+        state = checkpoint.state
+    store.release(run_id, "w1")
+
+
+def head_of(store: Store) -> Head:
+    [head] = [r for r in store.audit_records() if isinstance(r, Head)]
+    return head
+
+
 def problem(store: Store, selection: Selection = WHOLE_LOG) -> tuple[str | None, int | None, str] | None:
     found = verify(store.audit_records(selection), selection)
     return (found.run_id, found.seq, found.kind) if found is not None else None
+
+
+def run_c_link(records: list[Any]) -> str:
+    [run_c] = [r for r in records if isinstance(r, RunRow) and r.run_id == "run-c"]
+    return str(run_c.link.hash)
 
 
 def rows_of(store: Store, run_id: str) -> list[EventRow]:
@@ -107,7 +131,24 @@ def test_the_chain_of_runs_links_every_run_in_the_order_they_were_created(store:
     assert linked == [("run-c", 1), ("run-a", 2), ("run-b", 3)]
     [head] = [r for r in records if isinstance(r, Head)]
     last = [r for r in records if isinstance(r, RunRow)][-1].link
-    assert last is not None and (head.runs, head.hash) == (3, last.hash)
+    assert last is not None and (head.links, head.hash) == (3, last.hash)
+    assert problem(store) is None
+
+
+def test_a_step_that_leaves_a_run_waiting_or_ended_seals_its_events(store: Store) -> None:
+    """Each seal records the run's last event then, chained after the link before it; steps that
+    leave the run moving seal nothing."""
+    await_approval(store, "run-a")
+    ended_run(store, "run-b", steps=3)
+    logged_run(store, "run-c", steps=2)
+
+    records = list(store.audit_records())
+    seals = [r for r in records if isinstance(r, Seal)]
+    assert [(s.run_id, s.position, s.seq) for s in seals] == [("run-a", 2, 2), ("run-b", 4, 4)]
+    for seal in seals:
+        [sealed] = [r for r in rows_of(store, seal.run_id) if r.seq == seal.seq]
+        assert seal.last == sealed.hash
+    assert (head_of(store).links, head_of(store).hash) == (5, run_c_link(records))
     assert problem(store) is None
 
 
@@ -253,7 +294,7 @@ def test_a_run_deleted_with_its_link_breaks_the_chain_of_runs(sql_store: SqlStor
     sql(engine, *[f"DELETE FROM {table} WHERE run_id = 'run-c'"
                   for table in ("runs", "events", "run_history", "run_chain")])
     found = verify(sql_store.audit_records())
-    assert found == Problem(None, None, "deleted run", "runs #2 to #3 are gone from its end")
+    assert found == Problem(None, None, "deleted run", "links #2 to #3 are gone from its end")
 
 
 def test_a_run_added_by_hand_is_not_in_the_chain_of_runs(sql_store: SqlStore, engine: Engine) -> None:
@@ -384,6 +425,58 @@ def test_an_upgraded_database_chains_the_events_it_already_held(sql_store: SqlSt
     assert problem(sql_store) == ("run-old-2", 650, "edited")
 
 
+def test_a_runs_trail_erased_with_its_count_zeroed_is_missing(sql_store: SqlStore, engine: Engine) -> None:
+    """Its link still holds its first event's hash: the row's count does not get a say."""
+    for run_id in ("run-a", "run-b", "run-c"):
+        ended_run(sql_store, run_id, steps=2)
+    erase_trail(engine, "run-b")
+    assert verify(sql_store.audit_records()) == Problem("run-b", 1, "missing", "all of its events are gone")
+
+
+def test_a_runs_newest_events_cut_with_its_count_lowered_are_missing(sql_store: SqlStore, engine: Engine) -> None:
+    ended_run(sql_store, "run-a")
+    ended_run(sql_store, "run-b")
+    cut_back(engine, "run-a", 3)
+    assert verify(sql_store.audit_records()) == Problem("run-a", 4, "missing", "events 4 to 6 are gone: the run "
+                                                                               "was sealed at event 6 (#2)")
+
+
+def test_a_log_cut_and_rehashed_shows_only_against_a_head_kept_earlier(sql_store: SqlStore, engine: Engine) -> None:
+    for run_id in ("run-a", "run-b", "run-c"):
+        ended_run(sql_store, run_id)
+    kept = head_of(sql_store).hash
+    assert verify(sql_store.audit_records(), since_head=kept) is None
+
+    cut_back(engine, "run-b", 3)
+    rehash_chain(engine)
+    ended_run(sql_store, "run-d")
+
+    assert verify(sql_store.audit_records()) is None
+    found = verify(sql_store.audit_records(), since_head=kept)
+    assert found is not None and (found.run_id, found.seq, found.kind) == (None, None, "rewritten")
+    assert kept in str(found)
+
+
+def test_a_head_printed_before_the_seals_still_holds_after_the_upgrade(sql_store: SqlStore, engine: Engine) -> None:
+    """0008 keeps every link's hash and seals each run as it stands, so a cut made after the
+    upgrade shows, and the head printed before it is still in the chain."""
+    ended_run(sql_store, "run-a")
+    ended_run(sql_store, "run-b")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0007")
+        kept = conn.execute(text("SELECT hash FROM audit_head")).scalar_one()
+    upgrade(engine)
+
+    assert verify(sql_store.audit_records(), since_head=kept) is None
+    assert [(s.run_id, s.seq) for s in sql_store.audit_records() if isinstance(s, Seal)] == [("run-a", 6),
+                                                                                                ("run-b", 6)]
+    cut_back(engine, "run-a", 2)
+    assert problem(sql_store) == ("run-a", 3, "missing")
+
+
 def test_without_the_head_of_the_chain_of_runs_no_run_can_be_created(sql_store: SqlStore, engine: Engine) -> None:
     logged_run(sql_store, steps=1)
     sql(engine, "DELETE FROM audit_head")
@@ -398,4 +491,4 @@ def test_a_chain_of_runs_deleted_whole_is_named(sql_store: SqlStore, engine: Eng
     logged_run(sql_store, "run-b", steps=1)
     sql(engine, "DELETE FROM run_chain")
     assert verify(sql_store.audit_records()) == Problem(None, None, "deleted run",
-                                                        "runs #1 to #2 are gone from its end")
+                                                        "links #1 to #2 are gone from its end")
