@@ -114,7 +114,8 @@ def policy_explain(tool: str, args: str, requester: str, channel: str, policy: s
     ARGS (a JSON object, default {}): the rule that matches and what it requires, or the default.
 
     The tools are loaded as `signoff tools` loads them, to know whether TOOL is read-only; the
-    rules see the arguments as the tool validates them, and the usage of a run just started.
+    rules see the arguments sent, as the tool validates them, without the defaults it fills in
+    (as in a run), and the usage of a run just started.
     Nothing runs and nothing is recorded.
 
     \b
@@ -141,17 +142,23 @@ def policy_explain(tool: str, args: str, requester: str, channel: str, policy: s
 
 
 def arguments_as_validated(tool: Tool, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The arguments a rule would see (the tool's validated form) and notes on how they differ."""
+    """The arguments a rule would see (those sent, as the tool validates them, without the defaults
+    it fills in) and a note on how they differ from ARGS."""
     try:
-        validated = tool.validate(dict(arguments))
+        checked = tool.checked(dict(arguments))
     except ValueError as exc:
         # A real run would stop here, before the policy; the rules are still worth explaining.
         return dict(arguments), [f"note: the rules saw the arguments as given; a run would refuse them before "
                                  f"any rule ({exc})"]
-    if validated == arguments:
-        return validated, []
-    shown = json.dumps(validated, ensure_ascii=False, sort_keys=True)
-    return validated, [f"note: the rules saw the arguments as {tool.name} validates them: {shown}"]
+    sent, defaulted = checked.sent, sorted(checked.defaulted)
+    if sent == arguments and not defaulted:
+        return sent, []
+    how = f"as {tool.name} validates them"
+    if defaulted:
+        # A default is not what the model asked for: `has(args.x)` is false and a conversion an error.
+        how += f", without the default{'s' if len(defaulted) > 1 else ''} it fills in for {', '.join(defaulted)}"
+    shown = json.dumps(sent, ensure_ascii=False, sort_keys=True)
+    return sent, [f"note: the rules saw the arguments sent, {how}: {shown}"]
 
 
 @click.group(commands=[policy_explain])

@@ -214,8 +214,75 @@ def test_explain_shows_rules_the_arguments_as_the_tool_validates_them(signoff, t
     result = explain(signoff, "issue_refund", json.dumps(args), "--policy", "policy.yaml")
 
     assert result.lines[0] == "rule exact: allow - runs without asking anyone"
-    assert result.lines[1] == ('note: the rules saw the arguments as issue_refund validates them: {"amount_usd": '
+    assert result.lines[1] == ('note: the rules saw the arguments sent, as issue_refund validates them: {"amount_usd": '
                                '"20.00", "order_id": "A-1001", "reason": "Part of the notebook\'s cover is torn."}')
+
+
+LOOSE_TOOLS = """
+from pydantic import BaseModel
+from signoff.tools.base import Tool
+
+class RefundArgs(BaseModel):
+    order_id: str
+    amount_usd: float | None = None
+    \"\"\"None: the whole order.\"\"\"
+
+def act(args, key):
+    return {"done": True}
+
+TOOLS = [Tool("raw_action", act, side_effect=True, description="Anything goes."),
+         Tool("refund", act, side_effect=True, args_model=RefundArgs, description="Refund an order.")]
+"""
+LOOSE_POLICY = """
+rules:
+  - name: say-how-much
+    tool: refund
+    when: "!has(args.amount_usd)"
+    decision: deny
+    reason: name the amount
+  - name: small-refunds
+    tool: refund
+    when: "double(args.amount_usd) <= 50.0"
+    decision: allow
+  - name: small
+    tool: raw_action
+    when: "double(args.amount) <= 50.0"
+    decision: allow
+"""
+
+
+@pytest.fixture
+def loose(signoff, monkeypatch) -> tuple[str, ...]:
+    """Tools whose arguments let null, bools and NaN through to the policy, and rules that convert them."""
+    (signoff.cwd / "loose_tools.py").write_text(LOOSE_TOOLS)
+    (signoff.cwd / "policy.yaml").write_text(LOOSE_POLICY)
+    monkeypatch.syspath_prepend(str(signoff.cwd))  # the in-process CLI imports the toolset as a run would
+    return ("--tools", "loose_tools:TOOLS", "--policy", "policy.yaml")
+
+
+@pytest.mark.parametrize("amount", ["true", "false", "null", "NaN", "Infinity", "-Infinity", "1e400", '"1e400"',
+                                    '"\u0665"', '" 5"', '"NaN"'])
+def test_explain_never_allows_a_value_the_rule_was_not_written_for(signoff, loose, amount):
+    result = explain(signoff, "raw_action", f'{{"amount": {amount}}}', *loose)
+
+    assert result.code == 0, result.err
+    assert result.lines[0].startswith("no rule matches: ask (default for side effects)")
+    assert result.lines[1].startswith("rule small could not be evaluated: ")
+    assert result.lines[1].endswith(", so it was passed over")
+
+
+def test_explain_shows_the_rules_no_default_the_model_did_not_send(signoff, loose):
+    left_out = explain(signoff, "refund", '{"order_id": "A-1001"}', *loose)
+    sent_null = explain(signoff, "refund", '{"order_id": "A-1001", "amount_usd": null}', *loose)
+
+    assert left_out.lines[:2] == [
+        'rule say-how-much: deny - "name the amount"',
+        'note: the rules saw the arguments sent, as refund validates them, without the default it fills in for '
+        'amount_usd: {"order_id": "A-1001"}']
+    assert sent_null.lines[:2] == [
+        "no rule matches: ask (default for side effects) - 1 approval from the approvers, within 30m",
+        "rule small-refunds could not be evaluated: double() of null: only a number or a numeric string converts "
+        "to double, so it was passed over"]
 
 
 def test_explain_refuses_an_unknown_tool_naming_the_known_ones(signoff, policy):
