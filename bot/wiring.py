@@ -18,8 +18,9 @@ from signoff.runtime.approval_policy import ApprovalPolicy, PolicyError, default
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.models import policy_from_spec
+from signoff.runtime.people import MayApprove
 from signoff.runtime.ports import Notifier, Observer
-from signoff.runtime.runner import MayApprove, MaySee, Runner, RunnerConfig
+from signoff.runtime.runner import MaySee, Runner, RunnerConfig
 from signoff.tools.base import Tool
 from signoff.tools.mcp import McpConfigError, McpServers
 from signoff.tools.registry import MCP_PREFIX, ToolsetError, load_toolsets

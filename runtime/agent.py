@@ -11,7 +11,7 @@ read-only JSON.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from signoff.runtime import loop, requests
@@ -24,7 +24,7 @@ from signoff.runtime.loop import Caller, CallModel, Context, ModelFailed, Reply,
 from signoff.runtime.records import GrantRecord
 from signoff.runtime.schema import BudgetLimits, RunState
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, dump_state, parse_state
-from signoff.runtime.tool_calls import Executor, Outcome, call_tool, run_tool, take_preview
+from signoff.runtime.tool_calls import Executor, Outcome, PreviewChanged, call_tool, run_tool, take_preview
 from signoff.tools.base import Tool
 
 __all__ = ["Agent", "Checkpoint", "Executor", "InProcess", "Policy", "Ports"]
@@ -52,6 +52,10 @@ class InProcess:
         self.executor, self.on_checkpoint, self.clock = executor, on_checkpoint, clock
 
     def run(self, action: RunTool) -> Outcome:
+        # Every start here is a first start: a run held in one process is not resumed mid-call.
+        changed = preview_changed(action)
+        if changed is not None:
+            return changed
         # A copy: a tool that consumes its arguments must not rewrite the history or the fingerprint.
         return call_tool(action.tool, thawed(action.call.args), action.call.key, self.executor, self.clock)
 
@@ -59,6 +63,26 @@ class InProcess:
         if self.on_checkpoint is not None:
             self.on_checkpoint(checkpoint)
         return True
+
+
+def holds_to_preview(action: RunTool) -> bool:
+    """Whether an approved call is held to the preview its approvers saw: its tool says
+    `preview_must_match` and a person approved it (a call a rule or a grant lets run was never
+    shown to anyone, and a retried one is the ledger's to settle, not a preview's)."""
+    call, tool = action.call, action.tool
+    return (tool.preview_must_match and call.preview is not None and not action.retry
+            and action.allowed_by is None and action.granted_by is None)
+
+
+def preview_changed(action: RunTool) -> PreviewChanged | None:
+    """Before the first start of a call `holds_to_preview`: its preview taken again, if the world
+    changed since the approvers saw it (the approval is then void), else None. The one re-check,
+    for a run in this process and a stored one alike."""
+    if not holds_to_preview(action):
+        return None
+    call = action.call
+    now = take_preview(action.tool, thawed(call.args), call.key)
+    return PreviewChanged(now) if call.preview is not None and now.digest != call.preview.digest else None
 
 
 class Agent:
@@ -82,6 +106,7 @@ class Agent:
         approval_policy: ApprovalPolicy | None = None,
         caller: Caller | None = None,
         grants: Iterable[GrantRecord] = (),
+        unfit_granters: Mapping[str, str] | None = None,
     ) -> None:
         if stall_after is not None and stall_after < 1:
             raise ValueError("stall_after must be a positive number of turns, or None")
@@ -94,7 +119,7 @@ class Agent:
         self.ports: Ports = ports or InProcess(executor, on_checkpoint, clock)
         self.context = Context(self.tools, frozenset(redact_keys), stall_after,
                                approval_policy=approval_policy or default_policy(), caller=caller or Caller(),
-                               grants=tuple(grants))
+                               grants=tuple(grants), unfit_granters=dict(unfit_granters or {}))
         """`stall_after`: turns in a row that repeat an earlier call and get its result again before
         the run stops as `stalled` (None: never). `approval_policy` says which calls run, which ask
         a person and which are refused (by default: every side effect asks, every read runs);

@@ -26,7 +26,7 @@ from signoff.runtime.approval_policy import (
 )
 from signoff.runtime.budget import exhausted_limit, usage_report
 from signoff.runtime.decisions import is_plain_json, jsonable, malformed, shortened
-from signoff.runtime.grants import grant_refusal
+from signoff.runtime.grants import grant_refusal, grant_unfit
 from signoff.runtime.records import GrantRecord
 from signoff.runtime.schema import (
     REOPENABLE,
@@ -37,6 +37,7 @@ from signoff.runtime.schema import (
     ErrorKind,
     FinalAnswer,
     Fingerprint,
+    GrantOffer,
     HistoryEntry,
     MalformedReply,
     PendingCall,
@@ -198,12 +199,25 @@ class Context:
     caller: Caller = field(default_factory=Caller)
     grants: tuple[GrantRecord, ...] = ()
     """Grants in force when the run was picked up (the ledger checks each again as its call starts)."""
+    unfit_granters: Mapping[str, str] = field(default_factory=dict)
+    """By grant id: why its maker may no longer approve calls under its rule, as the policy in force
+    says (worked out where the run was picked up: who may approve is the edge's to tell)."""
 
-    def grant_for(self, run_id: str, tool: str, rule: str | None, args: Mapping[str, Any]) -> GrantRecord | None:
-        """A grant that lets this call run unasked, if one covers it."""
-        return next((grant for grant in self.grants if grant_refusal(
-            grant, run_id=run_id, requester=self.caller.requester, tool=tool, rule=rule, args=args,
-            now=None) is None), None)
+    def grant_for(self, run_id: str, tool: str, rule: str | None, args: Mapping[str, Any],
+                  offered: GrantOffer | None) -> tuple[GrantRecord | None, list[tuple[GrantRecord, str]]]:
+        """A grant that lets this call run unasked under the policy in force (`offered`: the grant
+        the rule that matched it offers now), if one does; and each grant that covers the call but
+        may not let it run, with why (the audit log says why it was asked about all the same)."""
+        unfit: list[tuple[GrantRecord, str]] = []
+        for grant in self.grants:
+            if grant_refusal(grant, run_id=run_id, requester=self.caller.requester, tool=tool, rule=rule, args=args,
+                             now=None) is not None:
+                continue  # it does not cover this call at all
+            reason = grant_unfit(grant, offered, run_id=run_id, granter_refusal=self.unfit_granters.get(grant.grant_id))
+            if reason is None:
+                return grant, unfit
+            unfit.append((grant, reason))
+        return None, unfit
     _catalogue: Catalogue | None = None
     _secrets: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -570,12 +584,25 @@ def _judged(draft: Draft, context: Context, call: ToolCall, key: str,
         case Ask(rule=rule, requirement=requirement):
             asked = asked_by(context, rule, requirement, checked.defaulted)
     pending = pending.evolved(asked=asked)
-    grant = context.grant_for(draft.state.run_id, name, rule, args) if asked.grant is not None else None
+    grant = granted(draft, context, pending, ruled)
     if grant is not None:
-        draft.emit("call_allowed_by_grant", key=key, tool=name, rule=rule, grant_id=grant.grant_id,
-                   granted_by=grant.created_by, **ruled)
         return _Runs(pending, tool, granted_by=grant.grant_id)
     return _Asks(pending, ruled)
+
+
+def granted(draft: Draft, context: Context, call: PendingCall, ruled: Mapping[str, Any]) -> GrantRecord | None:
+    """The grant that lets the asked `call` run unasked, said in the audit log; each grant that
+    covers it but may not, under the policy in force, said too, with why."""
+    asked = call.asked
+    assert asked is not None, "only an asked call can be granted"
+    grant, unfit = context.grant_for(draft.state.run_id, call.tool, asked.rule, call.args, asked.grant)
+    for grant_not_used, reason in unfit:
+        draft.emit("grant_not_applied", key=call.key, tool=call.tool, rule=asked.rule,
+                   grant_id=grant_not_used.grant_id, reason=reason, **ruled)
+    if grant is not None:
+        draft.emit("call_allowed_by_grant", key=call.key, tool=call.tool, rule=asked.rule, grant_id=grant.grant_id,
+                   granted_by=grant.created_by, **ruled)
+    return grant
 
 
 def repeat_of(state: RunState, tool: str, args: Mapping[str, Any], key: str) -> str | None:

@@ -24,6 +24,7 @@ from signoff.runtime.loop import (
     asked_by,
     defaulted_of,
     denied_by_rule,
+    granted,
     observe,
     record_execution,
     refuse,
@@ -294,10 +295,8 @@ def request_again(state: RunState, context: Context, by: str | None = None) -> S
         case Ask(rule=rule, requirement=requirement):
             asked = asked_by(context, rule, requirement, defaulted)
     again = again.evolved(asked=asked)
-    grant = context.grant_for(state.run_id, tool.name, rule, args) if asked.grant is not None else None
+    grant = granted(draft, context, again, ruled)
     if grant is not None:
-        draft.emit("call_allowed_by_grant", key=pending.key, tool=pending.tool, rule=rule, grant_id=grant.grant_id,
-                   granted_by=grant.created_by, **ruled)
         draft.evolve(pending=None)
         return draft.then(RunTool(again, tool, granted_by=grant.grant_id))
     return ask_approval(draft, context, again, again=True, **ruled)

@@ -37,6 +37,7 @@ from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState, InvalidTransition
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.loop import MAX_BATCH_CALLS, Caller, classify, defaulted_of
+from signoff.runtime.people import SELF_APPROVAL, MayApprove
 from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import (
     AlreadyDone,
@@ -76,12 +77,8 @@ from signoff.tools.base import Tool
 log = logging.getLogger("signoff.runner")
 
 MAX_GOAL_CHARS = 4000
-SELF_APPROVAL = "you started this run, so someone else has to approve its calls"
 SELF_REQUEST = "you started this run, so someone else has to decide this for it"
 REQUESTER_ONLY = "only the person who started this run can request its call again"
-MayApprove = Callable[[str, RunRecord, tuple[str, ...]], str | None]
-"""(user, run, approvers) -> None if the user is one of `approvers` (user and group ids, `*`: the
-approval channel's members; empty: the configured approvers), else the reason they are not."""
 MaySee = Callable[[str, RunRecord], bool]
 """(user, run) -> whether the user may see the run (e.g. a member of its channel), beyond its
 requester and the people who may decide it."""
@@ -132,8 +129,8 @@ class Runner:
         self.config = config or RunnerConfig()
         self.teller = Teller(store, notifier, failpoints=self.config.failpoints,
                              worker_id=self.config.worker_id, lease=self.config.lease, observer=observer)
-        self.worker = Worker(store, tools, policies, self.config, self.teller, time.monotonic)
-        self.may_approve = may_approve or (lambda user, run, approvers: None)
+        self.may_approve: MayApprove = may_approve or (lambda user, run, approvers: None)
+        self.worker = Worker(store, tools, policies, self.config, self.teller, time.monotonic, self.may_approve)
         self.may_see = may_see or (lambda user, run: False)
 
     # -- starting and driving runs ---------------------------------------------------------

@@ -17,17 +17,20 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-from signoff.runtime.agent import Agent, Checkpoint, Policy
+from signoff.runtime.agent import Agent, Checkpoint, Policy, holds_to_preview, preview_changed
+from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, RequestAgain, Retry, parse_command
 from signoff.runtime.errors import Conflict, IncompatibleState, InvalidTransition
 from signoff.runtime.frozen import thawed
 from signoff.runtime.loop import Caller, RunTool, through_ledger
+from signoff.runtime.people import SELF_APPROVAL, MayApprove
 from signoff.runtime.ports import RunStore, Store
 from signoff.runtime.records import (
     ApprovalRecord,
     ExecutionStart,
     Existing,
     Fresh,
+    GrantRecord,
     NotDispatchable,
     Restart,
     RunRecord,
@@ -41,13 +44,11 @@ from signoff.runtime.tool_calls import (
     Failed,
     NotGranted,
     Outcome,
-    PreviewChanged,
     Ran,
     Refused,
     Unknown,
     call_tool,
     run_tool,
-    take_preview,
 )
 from signoff.tools.base import Tool
 
@@ -105,10 +106,10 @@ class LedgerPorts:
         call, tool = action.call, action.tool
         if not through_ledger(tool, call):
             return call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
-        if self._preview_changed(action):
-            now = take_preview(tool, thawed(call.args), call.key)
-            if call.preview is not None and now.digest != call.preview.digest:
-                return PreviewChanged(now)
+        if holds_to_preview(action) and self._first_start(call.key):
+            changed = preview_changed(action)
+            if changed is not None:
+                return changed
         started = self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by, action.granted_by,
                               call.preview.digest if call.preview is not None else None)
         match started:
@@ -135,16 +136,9 @@ class LedgerPorts:
         self.config.failpoints.hit("after_tool")
         return outcome
 
-    def _preview_changed(self, action: RunTool) -> bool:
-        """Whether the call's preview must be taken again before it starts, to check that the world
-        is still as the approver saw it: its tool says `preview_must_match`, and this is its first
-        start (a call that started before, or is retried, is the ledger's to settle, not a preview's)."""
-        call, tool = action.call, action.tool
-        if not tool.preview_must_match or call.preview is None or action.retry:
-            return False
-        if action.allowed_by is not None or action.granted_by is not None:
-            return False  # nobody approved a preview of it: there is nothing to hold it to
-        return all(row.get("key") != call.key for row in self.store.executions(self.session.run.run_id))
+    def _first_start(self, key: str) -> bool:
+        """Whether the call under `key` never started (one that did is the ledger's to settle)."""
+        return all(row.get("key") != key for row in self.store.executions(self.session.run.run_id))
 
     def _begin(self, tool: Tool, name: str, args: dict[str, object], key: str,
                allowed_by: str | None, granted_by: str | None, preview: str | None) -> ExecutionStart:
@@ -209,9 +203,11 @@ class Worker:
     """Drives runs one at a time per call of `execute`, safe to call from several threads and replicas."""
 
     def __init__(self, store: Store, tools: dict[str, Tool], policies: Callable[[str], Policy],
-                 config: RunnerConfig, teller: Teller, clock: Callable[[], float]) -> None:
+                 config: RunnerConfig, teller: Teller, clock: Callable[[], float],
+                 may_approve: MayApprove | None = None) -> None:
         self.store, self.tools, self.policies = store, tools, policies
         self.config, self.teller, self.clock = config, teller, clock
+        self.may_approve: MayApprove = may_approve or (lambda user, run, approvers: None)
         self._handed: set[str] = set()
         self._handed_lock = threading.Lock()
 
@@ -411,7 +407,27 @@ class Worker:
                             clock=self.clock,
                             redact_keys=self.config.redact_keys, stall_after=self.config.stall_after,
                             approval_policy=approval_policy, grants=grants,
+                            unfit_granters=self._unfit_granters(run, grants, approval_policy),
                             caller=Caller(run.requester, str(run.origin.get("channel") or "")))
+
+    def _unfit_granters(self, run: RunRecord, grants: tuple[GrantRecord, ...],
+                        policy: ApprovalPolicy) -> dict[str, str]:
+        """By grant id: why its maker may no longer approve calls under its rule as the policy in
+        force words it (taken off the approvers, or the run's own requester where the rule no
+        longer lets people approve their own runs). The rest of what a grant needs is the loop's."""
+        unfit = {}
+        for grant in grants:
+            rule = policy.rule(grant.rule) if grant.rule is not None else None
+            if rule is None:
+                continue  # the loop finds no rule offering it, and says so
+            approvers = rule.approvers if rule.approvers is not None else policy.defaults.approvers
+            self_approval = (rule.allow_self_approval if rule.allow_self_approval is not None
+                             else policy.defaults.allow_self_approval)
+            reason = (SELF_APPROVAL if grant.created_by == run.requester and not self_approval
+                      else self.may_approve(grant.created_by, run, approvers))
+            if reason:
+                unfit[grant.grant_id] = reason
+        return unfit
 
 
 def _with_approval_ids(events: list[dict[str, Any]], opened: tuple[ApprovalRecord, ...]) -> list[dict[str, Any]]:

@@ -43,7 +43,7 @@ from signoff.bot.slack.blocks import (
 from signoff.bot.untrusted import flat
 from signoff.bot.words import approval_preview, capitalized, counted, model_words, preview_text
 from signoff.runtime.records import ApprovalRecord, RunRecord
-from signoff.runtime.state import redact
+from signoff.runtime.state import Redacted, redact
 from signoff.tools.base import Tool
 
 CARD_SECTIONS = 2
@@ -65,6 +65,12 @@ class ShownArguments:
     sections: list[dict[str, Any]]
     buttons: list[dict[str, Any]]
     whole: bool
+
+
+def approvable_in(approval: ApprovalRecord, display: ToolDisplay, room: int) -> bool:
+    """Whether a surface with `room` code sections offers Approve for `approval`: only beside every
+    argument in full. A click is taken only where the surface it came from could offer it."""
+    return code_sections(argument_lines(approval.args, display), room) is not None
 
 
 def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, room: int) -> ShownArguments:
@@ -225,6 +231,9 @@ class EditField:
     present: bool = False
     """The call has this argument now (`value` is it)."""
     description: str = ""
+    kept: Any = None
+    """For the one JSON box: the arguments as they are, secrets and all, whose secrets `value`
+    shows only as fingerprints (None: it shows every argument as it is)."""
 
 
 def edit_block(index: int) -> str:
@@ -251,8 +260,12 @@ def edit_fields(approval: ApprovalRecord, tool: Tool | None, display: ToolDispla
         return None
     schema = tool.json_schema()
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    if not properties:
-        return [EditField(None, "json", True, False, approval.args, True, "The arguments, as one JSON object.")]
+    if not properties:  # one JSON box: each secret in it is its fingerprint, kept as it is unless retyped
+        masked = redact(approval.args, display.secret_names, mask=lambda secret: str(Redacted.of(secret)))
+        hint = ("The arguments, as one JSON object." + (" A secret shows as its fingerprint, [redacted: …]: leave "
+                                                        "that as it is to keep the secret." if masked != approval.args
+                                                        else ""))
+        return [EditField(None, "json", True, masked != approval.args, masked, True, hint, approval.args)]
     required = set(schema.get("required") or ())
     names = [*properties, *(name for name in approval.args if name not in properties)]
     if len(names) > _EDIT_FIELDS:
@@ -284,7 +297,7 @@ def edit_modal(run: RunRecord, approval: ApprovalRecord, fields: list[EditField]
 
 def _input(index: int, field: EditField) -> dict[str, Any]:
     element: dict[str, Any] = {"action_id": EDIT_INPUT}
-    shown = field.present and not field.secret
+    shown = field.present and (not field.secret or field.name is None)  # the JSON box shows fingerprints
     match field.kind:
         case "number" | "integer":
             element |= {"type": "number_input", "is_decimal_allowed": field.kind == "number"}
@@ -301,7 +314,8 @@ def _input(index: int, field: EditField) -> dict[str, Any]:
                         "multiline": field.kind == "json" or "\n" in text or len(text) > _MULTILINE}
             if shown and text:
                 element["initial_value"] = text
-    block = {"type": "input", "block_id": edit_block(index), "optional": not field.required or field.secret,
+    secret_input = field.secret and field.name is not None  # left empty, it stays as it is
+    block = {"type": "input", "block_id": edit_block(index), "optional": not field.required or secret_input,
              "label": {"type": "plain_text", "text": clip(field.name or "Arguments (JSON)", 2000)},
              "element": element}
     hint = _hint(field)
@@ -311,7 +325,7 @@ def _input(index: int, field: EditField) -> dict[str, Any]:
 
 
 def _hint(field: EditField) -> str:
-    if field.secret:
+    if field.secret and field.name is not None:
         return "A secret: it is not shown here. Leave it empty to keep it as it is."
     kind = {"number": "A number.", "integer": "A whole number.", "boolean": "",
             "json": "JSON: an object, a list, a quoted string, a number, true, false or null.", "text": ""}
@@ -345,7 +359,8 @@ def read_edit(fields: list[EditField], values: dict[str, Any]) -> dict[str, Any]
         if problem:
             errors[edit_block(index)] = problem
         elif field.name is None:
-            args = value if isinstance(value, dict) else args
+            args = _unmasked(value, field.kept) if isinstance(value, dict) and field.secret else (
+                value if isinstance(value, dict) else args)
             if not isinstance(value, dict):
                 errors[edit_block(index)] = "The arguments must be one JSON object, {...}."
         elif given:
@@ -355,6 +370,17 @@ def read_edit(fields: list[EditField], values: dict[str, Any]) -> dict[str, Any]
         elif field.kind == "text" and field.present:
             args[field.name] = ""  # a text the call has, emptied: Slack sends no value for an empty input
     return FieldErrors(errors) if errors else args
+
+
+def _unmasked(typed: Any, kept: Any) -> Any:
+    """`typed` with each fingerprint left as the JSON box showed it put back to the secret it stands
+    for (`kept`: the arguments as they were); a secret retyped is taken as typed."""
+    if isinstance(typed, dict) and isinstance(kept, dict):
+        return {name: kept[name] if name in kept and value == str(Redacted.of(kept[name]))
+                else _unmasked(value, kept.get(name)) for name, value in typed.items()}
+    if isinstance(typed, list) and isinstance(kept, list) and len(typed) == len(kept):
+        return [_unmasked(value, was) for value, was in zip(typed, kept, strict=True)]
+    return typed
 
 
 def _read(field: EditField, state: dict[str, Any]) -> tuple[bool, Any, str | None]:

@@ -365,7 +365,7 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
         blocks.append(context(*standing, *([progress] if progress else [])))
         blocks.append(actions(f"{APPROVAL_BLOCK}.{place}", [*shown.buttons,
                                                              *_full_preview_button(run, approval, shown)]))
-        if shown.whole:
+        if shown.whole:  # as `approvable_in(approval, display, BATCH_SECTIONS)` says: the click is checked so
             approvable.append(approval)
             if (approval.asked or {}).get("confirm") is True or display.confirm:
                 confirming.append(approval.tool)
