@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from store_harness import APPROVER, REQUESTER
 
+from signoff.runtime.agent import Agent
 from signoff.runtime.digests import call_digest, preview_digest
 from signoff.runtime.models.scripted import ScriptedPolicy
 from signoff.runtime.ports import Store
@@ -142,3 +143,19 @@ def test_an_edited_call_is_previewed_afresh_and_its_approval_bound_to_the_new_pr
     assert fresh.digest == call_digest("issue_refund", fresh.args, fresh.key, preview_digest(preview["shown"]))
     assert isinstance(runner.decide(fresh.approval_id, fresh.digest, APPROVER, True), Decided)
     assert runner.execute(run_id) == "done" and shop.refunds == [fresh.key]
+
+
+def test_the_in_process_agent_holds_an_approved_call_to_its_preview_as_a_stored_run_does():
+    shop = Shop()
+    script = [{"tool": "issue_refund", "args": {"order": "A-1", "amount": 42.0}}, {"final": "refunded"}]
+    agent = Agent(ScriptedPolicy(script, name="scripted:refund"), shop.tools(), run_id="run-inproc")
+    assert agent.start("Refund A-1") == "awaiting_approval"
+    seen = agent.run_state.pending
+    assert seen is not None and seen.preview is not None and seen.preview.shown["refundable_now"] == 42.0
+
+    shop.refundable["A-1"] = 10.0  # someone refunded part of it meanwhile
+    assert agent.decide(True, by=APPROVER) == "awaiting_approval"  # void: asked afresh, nothing ran
+    assert shop.refunds == []
+    fresh = agent.run_state.pending
+    assert fresh is not None and fresh.preview is not None and fresh.preview.shown["refundable_now"] == 10.0
+    assert fresh.preview.was == seen.preview.shown  # the new request shows what changed
