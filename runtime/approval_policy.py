@@ -26,7 +26,7 @@ from celpy.celtypes import BoolType
 from celpy.evaluation import CELEvalError, Context, base_functions
 
 from signoff.runtime.cel_fast import Check, compile_check, plain_variables
-from signoff.runtime.cel_strict import STRICT_FUNCTIONS
+from signoff.runtime.cel_strict import STRICT_FUNCTIONS, ValueRead, value_reads
 from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
 from signoff.tools.strict_yaml import load_yaml
 
@@ -237,6 +237,10 @@ class Rule:
         """Whether `when` is true for `call` (a rule without one holds for every call); a string says
         why it could not be evaluated."""
         return True if self.when is None else self._holds(_Facts(call))
+
+    def value_reads(self) -> tuple[ValueRead, ...]:
+        """The arguments `when` converts or compares, where a value it was not written for is an error."""
+        return () if self.when is None else value_reads(_cel().compile(self.when))
 
     def holds_in_celpy(self, call: ProposedCall) -> bool | str:
         """`holds` as celpy alone decides it, without the fast check: the meaning that check must keep."""

@@ -1,5 +1,6 @@
 """celpy's operators and conversions, refusing the values CEL refuses where celpy would quietly compute
-with them: a boolean as a number, null as zero, NaN and the infinities, a string that is no ASCII number.
+with them: a boolean as a number, null as zero, NaN and the infinities, a string that is no ASCII number;
+and which arguments an expression reads as values, so `signoff check` can say where that bites.
 
 A refusal is an evaluation error, so a policy's `when` that meets one fails closed: an allow rule does
 not match. Pure: no I/O.
@@ -11,7 +12,8 @@ import functools
 import math
 import re
 from collections.abc import Callable
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 from celpy.celtypes import (
     BoolType,
@@ -26,6 +28,7 @@ from celpy.celtypes import (
     UintType,
 )
 from celpy.evaluation import CELEvalError, base_functions
+from lark import Tree
 
 _NUMBERS = (int, float)  # celtypes' IntType, UintType, DoubleType and BoolType subclass these
 _DOUBLE_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -190,3 +193,59 @@ STRICT_FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
     "string": _string, "bool": _bool, "size": _size,
 }
 """What a policy's programs use in place of celpy's own functions of these names."""
+
+
+# -- what an expression reads as a value ---------------------------------------------------------
+
+_CONVERSIONS = frozenset({"double", "int", "uint"})
+_ONE_CHILD = frozenset({"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary",
+                        "member", "primary", "paren_expr"})
+"""Grammar rules that, with one child, are that child."""
+
+
+@dataclass(frozen=True)
+class ValueRead:
+    """An argument an expression converts or compares: a value it was not written for (null, a bool,
+    one left out) makes the expression an error there."""
+
+    argument: str
+    verb: Literal["converts", "compares"]
+    guarded: bool
+    """The expression also asks `has(args.<argument>)`."""
+
+
+def value_reads(tree: Tree[Any]) -> tuple[ValueRead, ...]:
+    """The `args.x` that `tree` converts (`double(args.x)`, `int`, `uint`) or compares (`args.x <= 50`),
+    in the order written, each once."""
+    reads: dict[str, Literal["converts", "compares"]] = {}
+    guarded: set[str] = set()
+    for node in tree.iter_subtrees_topdown():
+        if node.data == "ident_arg" and len(node.children) == 2 and isinstance(node.children[1], Tree):
+            arguments = [_argument(child) for child in node.children[1].children]
+            name = str(node.children[0])
+            if name == "has":
+                guarded.update(a for a in arguments if a is not None)
+            elif name in _CONVERSIONS and len(arguments) == 1 and arguments[0] is not None:
+                reads.setdefault(arguments[0], "converts")
+        elif node.data == "relation" and len(node.children) == 2 and isinstance(node.children[0], Tree):
+            for operand in (node.children[0].children[0], node.children[1]):
+                argument = _argument(operand)
+                if argument is not None:
+                    reads.setdefault(argument, "compares")
+    return tuple(ValueRead(argument, verb, argument in guarded) for argument, verb in reads.items())
+
+
+def _argument(node: Any) -> str | None:
+    """`x` if `node` is `args.x`."""
+    node = _inner(node)
+    if isinstance(node, Tree) and node.data == "member_dot" and len(node.children) == 2:
+        target = _inner(node.children[0])
+        if isinstance(target, Tree) and target.data == "ident" and str(target.children[0]) == "args":
+            return str(node.children[1])
+    return None
+
+
+def _inner(node: Any) -> Any:
+    while isinstance(node, Tree) and node.data in _ONE_CHILD and len(node.children) == 1:
+        node = node.children[0]
+    return node

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -15,8 +16,10 @@ from signoff.bot.cli.toolview import check_http, check_mcp
 from signoff.bot.settings import Settings
 from signoff.bot.wiring import load_approval_policy, load_tools, model_env, resolve_model_spec
 from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
+from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.errors import ConfigError, SignoffError
 from signoff.runtime.models import check_model
+from signoff.tools.base import Tool
 
 
 def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
@@ -50,7 +53,62 @@ def check_policy(settings: Settings, environ: Mapping[str, str] | None = None) -
         return lines  # the tools line says why
     lines += [f"warn policy: rule {rule.name!r} names no tool the model sees ({rule.tool}); check its spelling"
               for rule in policy.rules if not any(rule.names(name) for name in tools)]
+    lines += [f"warn policy: {warning}" for warning in loose_value_warnings(policy, tools)]
     return lines
+
+
+def loose_value_warnings(policy: ApprovalPolicy, tools: Mapping[str, Tool]) -> list[str]:
+    """One line for each allow rule that converts or compares an argument a tool it names lets be
+    something else (null, true or false, left out): such a call fails the rule's `when`, so it is
+    asked about rather than allowed, which the rule's author should hear before an approver does."""
+    warnings = []
+    for rule in (rule for rule in policy.rules if rule.decision == "allow"):
+        reads = rule.value_reads()
+        for tool in (tool for name, tool in tools.items() if reads and rule.names(name)):
+            for read in reads:
+                loose = _loose_values(tool.json_schema(), read.argument, guarded=read.guarded)
+                if loose:
+                    warnings.append(f"rule {rule.name!r} {read.verb} args.{read.argument}, which {tool.name} lets be "
+                                    f"{loose}: such a call is asked about, not allowed (write "
+                                    f"`has(args.{read.argument}) && ...` to say what you mean)")
+    return warnings
+
+
+def _loose_values(schema: Mapping[str, Any], argument: str, *, guarded: bool) -> str | None:
+    """What `argument` may be, by the tool's JSON schema, that no conversion or comparison takes."""
+    properties = schema.get("properties")
+    declared = properties.get(argument) if isinstance(properties, dict) else None
+    if not isinstance(declared, dict):
+        return None if schema.get("additionalProperties") is False else "anything (its schema does not declare it)"
+    kinds = _json_types(declared, schema.get("$defs") or {}, depth=0)
+    loose = [words for kind, words in (("null", "null"), ("boolean", "true or false")) if kind in kinds]
+    required = schema.get("required") or []
+    if not guarded and (argument not in required or "default" in declared):
+        loose.append("left out")
+    return " or ".join(loose) or None
+
+
+def _json_types(schema: Mapping[str, Any], definitions: Mapping[str, Any], depth: int) -> set[str]:
+    """The JSON types a schema admits (of those a rule cares about: null, boolean, other), through
+    `anyOf`, `oneOf`, `allOf`, `enum`, `const` and local `$ref`s; a schema that constrains none admits
+    every type."""
+    if depth > 8:  # a `$ref` cycle: say nothing rather than loop
+        return set()
+    kinds: set[str] = set()
+    declared = schema.get("type")
+    kinds.update([declared] if isinstance(declared, str) else declared if isinstance(declared, list) else [])
+    for value in [*schema.get("enum", []), *([schema["const"]] if "const" in schema else [])]:
+        kinds.add("null" if value is None else "boolean" if isinstance(value, bool) else "other")
+    for branch in [*schema.get("anyOf", []), *schema.get("oneOf", [])]:
+        kinds |= _json_types(branch, definitions, depth + 1) if isinstance(branch, dict) else set()
+    every = [_json_types(b, definitions, depth + 1) for b in schema.get("allOf", []) if isinstance(b, dict)]
+    kinds |= set.intersection(*every) if every else set()
+    reference = schema.get("$ref")
+    if isinstance(reference, str) and reference.startswith("#/$defs/"):
+        target = definitions.get(reference.removeprefix("#/$defs/"))
+        kinds |= _json_types(target, definitions, depth + 1) if isinstance(target, dict) else set()
+    unconstrained = not any(key in schema for key in ("type", "enum", "const", "anyOf", "oneOf", "$ref", "allOf"))
+    return {"null", "boolean"} if unconstrained else kinds
 
 
 def check_database(settings: Settings) -> str:

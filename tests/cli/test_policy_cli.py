@@ -471,3 +471,26 @@ def test_a_run_replays_identically_under_the_policy_it_went_by(signoff, policy):
     assert without.lines[0].startswith(f"{run_id}: DIVERGED at step 1")
     assert without.lines[1].split()[:2] == ["expected:", "call_allowed_by_rule"]
     assert without.lines[2].split()[:2] == ["got:", "approval_requested"]
+
+
+def test_check_warns_of_an_allow_rule_reading_an_argument_a_tool_lets_be_no_number(signoff, loose):
+    (signoff.cwd / "check.yaml").write_text("""
+rules:
+  - {name: small-refunds, tool: refund, when: "double(args.amount_usd) <= 50.0", decision: allow}
+  - {name: guarded, tool: refund, when: "has(args.amount_usd) && args.amount_usd <= 50.0", decision: allow}
+  - {name: one-order, tool: refund, when: "args.order_id == 'A-1001'", decision: allow}
+  - {name: big-refunds, tool: refund, when: "double(args.amount_usd) > 1000.0", decision: ask}
+  - {name: small, tool: "raw_*", when: "int(args.amount) < 50", decision: allow}
+""")
+
+    result = signoff.here("check", "--policy", "check.yaml", env={"SIGNOFF_TOOLS": "loose_tools:TOOLS"})
+
+    assert [line for line in result.lines if line.startswith("warn policy")] == [
+        "warn policy: rule 'small-refunds' converts args.amount_usd, which refund lets be null or left out: such a "
+        "call is asked about, not allowed (write `has(args.amount_usd) && ...` to say what you mean)",
+        "warn policy: rule 'guarded' compares args.amount_usd, which refund lets be null: such a call is asked "
+        "about, not allowed (write `has(args.amount_usd) && ...` to say what you mean)",
+        "warn policy: rule 'small' converts args.amount, which raw_action lets be anything (its schema does not "
+        "declare it): such a call is asked about, not allowed (write `has(args.amount) && ...` to say what you mean)",
+    ]
+
