@@ -14,6 +14,7 @@ from scenarios import (
     clocks,
     crash,
     dbdrop,
+    drawing,
     erasure,
     hostile,
     leaks,
@@ -94,6 +95,7 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("hostile/replayed-run-buttons/sqlite", replays.run_replayed_buttons, False),
         Scenario("hostile/outsiders/sqlite", outsiders.run_outsiders, False),
         Scenario("hostile/echoed-credentials/sqlite", leaks.run_echoed_credentials, False),
+        Scenario("hostile/server-text-draws-the-card/sqlite", drawing.run_drawing, False),
     ]
     for k in sizes.kinds:
         found += [

@@ -26,6 +26,8 @@ from signoff.tools.base import Tool
 
 _WIDTH = 78
 _RESULT_CHARS = 300
+_SAID = "|   > "
+"""The gutter of what a tool says over several lines (a preview), so no line of it passes for an argument."""
 
 
 def one_line(text: Any, limit: int) -> str:
@@ -123,9 +125,9 @@ def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, s
         if preview.get("was") is not None:
             lines.append("| The world changed since this call was approved, so that approval was void and nothing")
             lines.append("| ran. Its preview then was:")
-            lines += ["|   " + line for line in preview_text(preview["was"]).splitlines()[:40]]
+            lines += [_SAID + line for line in preview_text(preview["was"]).splitlines()[:40]]
         lines.append("| Preview (what it will do, as its tool says now; the approval is bound to it):")
-        lines += ["|   " + line for line in preview_text(preview.get("shown")).splitlines()]
+        lines += [_SAID + line for line in preview_text(preview.get("shown")).splitlines()]
     lines += [f"| {name + ':':<14}{value}" for name, value in below]
     lines.append("+" + "-" * (_WIDTH - 1))
     return "\n".join(line.rstrip() for line in lines)
