@@ -20,6 +20,7 @@ from scenarios import (
     leaks,
     model,
     outsiders,
+    policy_values,
     quorum,
     replays,
     replicas,
@@ -96,6 +97,7 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("hostile/outsiders/sqlite", outsiders.run_outsiders, False),
         Scenario("hostile/echoed-credentials/sqlite", leaks.run_echoed_credentials, False),
         Scenario("hostile/server-text-draws-the-card/sqlite", drawing.run_drawing, False),
+        Scenario("hostile/policy-values/sqlite", policy_values.run_policy_values, False),
     ]
     for k in sizes.kinds:
         found += [
