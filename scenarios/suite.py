@@ -14,6 +14,7 @@ from scenarios import (
     clocks,
     crash,
     dbdrop,
+    decisions_attacked,
     drawing,
     erasure,
     hostile,
@@ -97,6 +98,9 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("hostile/outsiders/sqlite", outsiders.run_outsiders, False),
         Scenario("hostile/echoed-credentials/sqlite", leaks.run_echoed_credentials, False),
         Scenario("hostile/server-text-draws-the-card/sqlite", drawing.run_drawing, False),
+        Scenario("hostile/edit-repeats/sqlite", decisions_attacked.run_edit_repeats, False),
+        Scenario("hostile/forged-approve-all/sqlite", decisions_attacked.run_forged_approve_all, False),
+        Scenario("hostile/number-forms/sqlite", decisions_attacked.run_number_forms, False),
         Scenario("hostile/policy-values/sqlite", policy_values.run_policy_values, False),
     ]
     for k in sizes.kinds:
