@@ -174,7 +174,7 @@ class _Compiler:
         if value is None:
             return None
         plain = _LITERALS.get(type(value))
-        if plain is None or plain is float and not math.isfinite(value):  # uint, bytes, 1e400: left to celpy
+        if plain is None or isinstance(value, float) and not math.isfinite(value):  # uint, bytes, 1e400
             raise _Unsupported("literal")
         return plain(value)
 

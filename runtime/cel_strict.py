@@ -219,7 +219,10 @@ def value_reads(tree: Tree[Any]) -> tuple[ValueRead, ...]:
     in the order written, each once."""
     reads: dict[str, Literal["converts", "compares"]] = {}
     guarded: set[str] = set()
-    for node in tree.iter_subtrees_topdown():
+    pending = [tree]
+    while pending:  # depth first, left to right: the order written
+        node = pending.pop()
+        pending.extend(reversed([child for child in node.children if isinstance(child, Tree)]))
         if node.data == "ident_arg" and len(node.children) == 2 and isinstance(node.children[1], Tree):
             arguments = [_argument(child) for child in node.children[1].children]
             name = str(node.children[0])
