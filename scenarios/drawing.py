@@ -85,23 +85,34 @@ def drawings(blocks: list[dict[str, Any]]) -> list[str]:
     its own, a broadcast, mention, link or control character it wrote."""
     texts = mrkdwn_texts(blocks)
     problems = [f"shows {seen!r}" for seen in DRAWN if any(seen in text for text in texts)]
-    outside = [line for text in texts for line in _CODE.sub("", text).split("\n")]
     for heading in ("Arguments", "Who decides", "Tool", "Preview"):
-        count = sum(1 for line in outside if (found := _HEADING.match(line)) and found.group(1) == heading)
-        if count > 1:
+        if (count := headings(texts, heading)) > 1:
             problems.append(f"has {count} *{heading}* headings")
+    outside = _outside_code(texts)
     if any(line.lstrip("|> ").startswith(FORGED_ARGUMENT) for line in outside):
         problems.append("shows the forged argument on a line of its own")
-    if any(FORGED_ARGUMENT in body for text in texts if _shows_arguments(text) for body in _CODE.findall(text)):
+    if any(FORGED_ARGUMENT in body for text in _argument_texts(blocks) for body in _CODE.findall(text)):
         problems.append("shows the forged argument in a code block an approver reads as the arguments")
     return problems
 
 
-def _shows_arguments(text: str) -> bool:
-    """A text whose code blocks an approver reads as a call's arguments: one of the sections that
-    hold them, or one that says *Tool* or *Arguments* (a preview's or a result's code is the tool's
-    say, under its own label)."""
-    return text.startswith("```") or re.search(r"^\*(Tool|Arguments)\*", _CODE.sub("", text), re.MULTILINE) is not None
+def headings(texts: list[str], name: str) -> int:
+    """How many lines of `texts`, outside code blocks, read as the card's heading `name` (bold at a
+    line's start, or a quote's)."""
+    return sum(1 for line in _outside_code(texts) if (found := _HEADING.match(line)) and found.group(1) == name)
+
+
+def _outside_code(texts: list[str]) -> list[str]:
+    return [line for text in texts for line in _CODE.sub("", text).split("\n")]
+
+
+def _argument_texts(blocks: list[dict[str, Any]]) -> list[str]:
+    """The texts whose code blocks an approver reads as a call's arguments: the sections that hold
+    them (shown verbatim), and any that says *Tool* or *Arguments* (a preview's or a result's code
+    is the tool's say, under its own label)."""
+    texts = [block["text"] for block in blocks if isinstance(block.get("text"), dict)]
+    return [str(text.get("text", "")) for text in texts if text.get("verbatim") is True
+            or re.search(r"^\*(Tool|Arguments)\*", _CODE.sub("", str(text.get("text", ""))), re.MULTILINE)]
 
 
 def surfaces(slack: FakeSlack) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -155,18 +166,19 @@ def serve_drawing(effects: Path) -> None:
     """Run the server over stdio until its client goes away; `add_note` appends to `effects`."""
     server = MCPServer("drawing")
 
-    @server.tool(name=ADD, title=FORGERY, description=FORGERY)
+    # Unstructured: each answers with one text block, which Signoff shows as the text it is.
+    @server.tool(name=ADD, title=FORGERY, description=FORGERY, structured_output=False)
     def add_note(note: str, ctx: Context) -> str:
         key = str((ctx.request_context.meta or {}).get(IDEMPOTENCY_META_KEY) or "")
         append_effect(effects, NOTE, {"note": note}, key)
         return f"Added.\n{FORGERY}"
 
-    @server.tool(name=CHECK, annotations=ToolAnnotations(read_only_hint=True, title=FORGERY))
+    @server.tool(name=CHECK, annotations=ToolAnnotations(read_only_hint=True, title=FORGERY), structured_output=False)
     def check_note(note: str) -> str:
         raise ToolError(FORGERY)  # the server's own words come back as the call's error
 
     @server.tool(name=RENDER, description="What the note would look like.",
-                 annotations=ToolAnnotations(read_only_hint=True))
+                 annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
     def render_note(note: str) -> str:
         return f"The front page will read:\n{note}\n{FORGERY}"
 

@@ -25,6 +25,7 @@ from scenarios.drawing import (
     RENDER_TOOL,
     SERVER,
     drawings,
+    headings,
     mrkdwn_texts,
     server_entry,
     surfaces,
@@ -94,7 +95,7 @@ def test_an_mcp_servers_text_draws_nothing_on_the_card_home_modal_or_thread(sign
     card = signoff.approval_message()
     assert any(FORGED_ARGUMENT in text for text in mrkdwn_texts(card["blocks"]))  # there, on one line
     assert drawings(card["blocks"]) == []
-    assert sum(text.count("*Arguments*") for text in mrkdwn_texts(card["blocks"])) == 1
+    assert headings(mrkdwn_texts(card["blocks"]), "Arguments") == 1
 
     signoff.home_opened(APPROVER)
     assert drawings(slack.views[APPROVER]["blocks"]) == []
