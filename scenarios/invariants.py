@@ -359,7 +359,7 @@ def approval_settled(evidence: Evidence) -> list[str]:
                 found.append(f"{label} is still pending but its run waits on {run.get('pending_key')}")
             elif a["expires_at"] + evidence.grace < evidence.now:
                 found.append(f"{label} is pending {evidence.now - a['expires_at']} past its expiry")
-        elif status not in ("consumed", "denied", "expired", "cancelled"):
+        elif status not in ("consumed", "denied", "expired", "cancelled", "superseded"):  # superseded: edited
             found.append(f"{label} has unknown status {status!r}")
     return found
 
