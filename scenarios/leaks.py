@@ -43,10 +43,12 @@ SCRIPT: list[dict[str, Any]] = [
 ]
 
 
-def forms(secret: str, header: str) -> dict[str, str]:
-    """How a server could write `secret`, sent in a header whose whole value is `header`."""
+def forms(secret: str, header: str | None = None) -> dict[str, str]:
+    """How a server could write `secret`, sent in a header whose whole value is `header` (None: not
+    said, so not its base64 either)."""
     percent = quote(secret, safe="")
-    return {
+    of_header = {"base64-of-header": base64.b64encode(header.encode()).decode()} if header else {}
+    return of_header | {
         "as-is": secret,
         "php-json": secret.replace("/", "\\/"),
         "unicode-lower": "".join(f"\\u{ord(c):04x}" for c in secret),
@@ -58,7 +60,6 @@ def forms(secret: str, header: str) -> dict[str, str]:
         "base64": base64.b64encode(secret.encode()).decode(),
         "base64-unpadded": base64.b64encode(secret.encode()).decode().rstrip("="),
         "base64-urlsafe": base64.urlsafe_b64encode(secret.encode()).decode(),
-        "base64-of-header": base64.b64encode(header.encode()).decode(),
         "html-decimal": "".join(f"&#{ord(c)};" for c in secret),
         "html-hex": "".join(f"&#x{ord(c):x};" for c in secret),
     }

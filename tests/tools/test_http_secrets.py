@@ -7,46 +7,24 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote
 
 import pytest
 import yaml
 from http_harness import FakeApi
 from test_http_run import SCRIPT, drive, runner
 
+from scenarios.leaks import forms
 from signoff.runtime.tool_calls import run_tool
 from signoff.tools.base import ToolFailed
 from signoff.tools.registry import load_toolsets
 
 TOKEN = "Zq9/secret/tok3n"
 KEY = "run-0a1b2c3d4e:3"
-
-
-def forms(secret: str, header: str | None = None) -> dict[str, str]:
-    """How a server could write `secret`, sent in a header whose whole value is `header`."""
-    percent = quote(secret, safe="")
-    of_header = {"base64-of-header": base64.b64encode(header.encode()).decode()} if header else {}
-    return of_header | {
-        "php-json": secret.replace("/", "\\/"),
-        "unicode-lower": "".join(f"\\u{ord(c):04x}" for c in secret),
-        "unicode-upper": "".join(f"\\u{ord(c):04X}" for c in secret),
-        "unicode-in-part": "".join(f"\\u{ord(c):04X}" if i % 3 else c for i, c in enumerate(secret)).replace("/", "\\/"),
-        "percent": percent,
-        "percent-lower-hex": re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), percent),
-        "percent-plus": quote_plus(secret),
-        "base64": base64.b64encode(secret.encode()).decode(),
-        "base64-unpadded": base64.b64encode(secret.encode()).decode().rstrip("="),
-        "base64-urlsafe": base64.urlsafe_b64encode(secret.encode()).decode(),
-        "html-decimal": "".join(f"&#{ord(c)};" for c in secret),
-        "html-hex": "".join(f"&#x{ord(c):x};" for c in secret),
-    }
-
-
 TOKEN_FORMS = forms(TOKEN, f"Bearer {TOKEN}")
 
 
