@@ -288,6 +288,10 @@ class ApprovalPolicy:
         """The rule called `name`, if there is one."""
         return next((rule for rule in self.rules if rule.name == name), None)
 
+    def requirement(self, rule: Rule) -> Requirement:
+        """What `rule` asks of a call, the defaults filling in what it leaves out."""
+        return _requirement(rule, self.defaults)
+
     def rules_naming(self, tool: str) -> tuple[Rule, ...]:
         """The rules whose glob names `tool`, top to bottom."""
         naming = self._naming.get(tool)

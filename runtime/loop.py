@@ -65,7 +65,7 @@ from signoff.runtime.tool_calls import (
     Unknown,
 )
 from signoff.runtime.turns import Catalogue, Provenance, read_turn
-from signoff.tools.base import Tool
+from signoff.tools.base import Tool, without
 
 V = TypeVar("V", bound=Value)
 
@@ -250,9 +250,8 @@ def classify(policy: ApprovalPolicy, tool: Tool, args: Mapping[str, Any], caller
     The rules see the arguments as the tool validated them, less `defaulted` (those the caller left
     out, which the tool's defaults filled in): a default never widens a rule, and `has(args.x)`
     answers for what was sent. Every look at a call, first or again, goes through here."""
-    hidden = frozenset(defaulted)
-    seen = {name: value for name, value in args.items() if name not in hidden} if hidden else args
-    return evaluate(policy, ProposedCall(tool=tool.name, args=seen, side_effect=tool.side_effect,
+    return evaluate(policy, ProposedCall(tool=tool.name, args=without(args, frozenset(defaulted)),
+                                         side_effect=tool.side_effect,
                                          requester=caller.requester, channel=caller.channel, usage=usage))
 
 

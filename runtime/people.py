@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 CHANNEL_MEMBERS = "*"
 """As an approver: any member of the channel where the approval is posted."""
 SELF_APPROVAL = "you started this run, so someone else has to approve its calls"
-MayApprove = Callable[["str", "RunRecord", tuple[str, ...]], "str | None"]
+MayApprove = Callable[[str, "RunRecord", tuple[str, ...]], str | None]
 """(user, run, approvers) -> None if the user is one of `approvers` (user and group ids, `*`: the
 approval channel's members; empty: the configured approvers), else the reason they are not. The
 edge answers it (Slack knows who is in a group or a channel)."""

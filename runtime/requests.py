@@ -128,7 +128,7 @@ def edit(state: RunState, context: Context, args: Any, by: str | None = None, ke
     tool = context.tools.get(pending.tool)
     if tool is None:
         raise InvalidTransition(f"tool {pending.tool} is no longer registered")
-    checked = edit_refusal(state, pending, tool, args)  # ValueError: not a call this run may make
+    checked = checked_edit(state, pending, tool, args)  # ValueError: not a call this run may make
     edited = checked.args
     proposed = pending.edited.proposed if pending.edited is not None else dict(pending.args)
     changes = argument_changes(proposed, edited, context.secrets(tool.name))
@@ -152,7 +152,7 @@ def edit(state: RunState, context: Context, args: Any, by: str | None = None, ke
     return ask_approval(draft, context, changed, edited_by=by, **ruled)
 
 
-def edit_refusal(state: RunState, pending: PendingCall | None, tool: Tool, args: Any) -> CheckedArgs:
+def checked_edit(state: RunState, pending: PendingCall | None, tool: Tool, args: Any) -> CheckedArgs:
     """The edited arguments `args` of `pending` as its tool validates them; `ValueError` saying why
     the edit cannot be made: not a call the tool takes, unchanged, or a repeat of a side effect the
     run settled or of another call of its turn (refused as the model's own proposal would be).
@@ -379,11 +379,11 @@ def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: 
 def _awaited(state: RunState, key: str | None) -> PendingCall:
     """The call a decision is about: the run's pending call, or (`key`) one of its turn's calls that
     still waits for a person; `InvalidTransition` if the run waits on no such call."""
-    pending = _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
+    _pending(state, "awaiting_approval", f"has no pending approval ({state.status})")
     waiting = waiting_on(state, key)
     if waiting is None:
         raise InvalidTransition(f"run {state.run_id} is not waiting for a decision on {key}")
-    return waiting if key is not None else pending
+    return waiting
 
 
 def waiting_on(state: RunState, key: str | None) -> PendingCall | None:

@@ -57,7 +57,7 @@ from signoff.runtime.records import (
     RunRecord,
     Voted,
 )
-from signoff.runtime.requests import call_to_ask_again, edit_refusal, waiting_on
+from signoff.runtime.requests import call_to_ask_again, checked_edit, waiting_on
 from signoff.runtime.rules import (
     CANCEL,
     EDIT,
@@ -298,7 +298,7 @@ class Runner:
             return Refused(f"tool {approval.tool} is no longer registered")
         state = parse_state(run.state)[0]
         try:  # the edit's own check, answered in the form (a call decided meanwhile: the command says so)
-            checked = edit_refusal(state, waiting_on(state, approval.key), tool, args)
+            checked = checked_edit(state, waiting_on(state, approval.key), tool, args)
         except ValueError as exc:
             return Refused(str(exc))
         edited = checked.args

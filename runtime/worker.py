@@ -418,13 +418,11 @@ class Worker:
         unfit = {}
         for grant in grants:
             rule = policy.rule(grant.rule) if grant.rule is not None else None
-            if rule is None:
-                continue  # the loop finds no rule offering it, and says so
-            approvers = rule.approvers if rule.approvers is not None else policy.defaults.approvers
-            self_approval = (rule.allow_self_approval if rule.allow_self_approval is not None
-                             else policy.defaults.allow_self_approval)
-            reason = (SELF_APPROVAL if grant.created_by == run.requester and not self_approval
-                      else self.may_approve(grant.created_by, run, approvers))
+            if rule is None or rule.grant is None:
+                continue  # the loop finds no rule offering it, and says so: nobody need be asked
+            now = policy.requirement(rule)
+            reason = (SELF_APPROVAL if grant.created_by == run.requester and not now.allow_self_approval
+                      else self.may_approve(grant.created_by, run, now.approvers))
             if reason:
                 unfit[grant.grant_id] = reason
         return unfit

@@ -12,7 +12,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -165,11 +165,11 @@ class CheckedArgs:
     def sent(self) -> dict[str, Any]:
         """The validated arguments less the defaulted ones: what the approval policy's rules see, so
         `has(args.x)` answers for what the caller sent and a default never widens a rule."""
-        return without(self.args, self.defaulted)
+        return dict(without(self.args, self.defaulted))
 
 
-def without(args: dict[str, Any], names: frozenset[str] | list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """`args` less the arguments `names`."""
+def without(args: Mapping[str, Any], names: frozenset[str]) -> Mapping[str, Any]:
+    """`args` less the arguments `names` (`args` itself when there are none to leave out)."""
     return {name: value for name, value in args.items() if name not in names} if names else args
 
 
