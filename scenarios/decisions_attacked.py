@@ -199,8 +199,7 @@ def run_edit_repeats(kind: str = "sqlite") -> Outcome:
     with observed(outcome, lambda: _world(kind, TWO_EMAILS)) as world:
         serve = world.start()
         run_id = Driver(world, pick=lambda: serve).start("tell Ana and Bob")
-        wait_until(lambda: len(_pending_of(world, run_id)) == 2 and all(a.message for a in _pending_of(world, run_id)),
-                   20, what="the two emails' card")
+        _card_posted(world, run_id)
         ana, bob = _pending_of(world, run_id)
         card = approval_message(world, ana.approval_id) or {}
         refused = _refusal(_submit_edit(serve, _open_edit(world, serve, card, bob), to=ANA["to"]))
@@ -227,6 +226,12 @@ def run_edit_repeats(kind: str = "sqlite") -> Outcome:
 
 def _pending_of(world: World, run_id: str) -> list[Any]:
     return sorted(world.db.store.list_approvals(run_id=run_id, status="pending", limit=10), key=lambda a: a.key)
+
+
+def _card_posted(world: World, run_id: str) -> None:
+    """Wait until the turn's two emails are asked about, on a card that was posted."""
+    wait_until(lambda: len(_pending_of(world, run_id)) == 2 and all(a.message for a in _pending_of(world, run_id)),
+               20, what="the two emails' card")
 
 
 # -- 3. a grant outliving the rule that made it ------------------------------------------------------------
@@ -305,8 +310,7 @@ def run_forged_approve_all(kind: str = "sqlite") -> Outcome:
     with observed(outcome, lambda: _world(kind, SHORT_AND_LONG)) as world:
         serve = world.start()
         run_id = Driver(world, pick=lambda: serve).start("tell Ana, and Bob at length")
-        wait_until(lambda: len(_pending_of(world, run_id)) == 2 and all(a.message for a in _pending_of(world, run_id)),
-                   20, what="the two emails' card")
+        _card_posted(world, run_id)
         short, long = _pending_of(world, run_id)
         card = approval_message(world, short.approval_id) or {}
         outcome.expect(APPROVE_ALL_ACTION not in dict(buttons(card)), "the card offered Approve all")
