@@ -2,7 +2,7 @@
 
 Before, the packages were installed as the bare names `runtime`, `tools` and `bot`, and a project
 with its own `tools/` package on PYTHONPATH broke `signoff --help`, `signoff check` and the
-README's tool example.
+tool example of the guide to writing tools.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BARE = {"runtime", "tools", "bot"}
 
 
-def readme_tool_example() -> str:
-    """The README's "Writing your own tools" example, with its remote deployer replaced by a local one."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    [example] = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "# mycompany/ops.py" in block]
+def guide_tool_example() -> str:
+    """The "Writing your own tools" example (docs/tools.md), with its remote deployer replaced by a local one."""
+    guide = (ROOT / "docs" / "tools.md").read_text(encoding="utf-8")
+    [example] = [block for block in re.findall(r"```python\n(.*?)```", guide, re.S) if "# mycompany/ops.py" in block]
     deployer = ("class _Deployer:\n"
                 "    def restart(self, service, idempotency_key):\n"
                 "        return type('R', (), {'refused': False, 'id': 'dep-1'})()\n"
@@ -38,7 +38,7 @@ def user_project(tmp_path: Path) -> Path:
         (tmp_path / package / "__init__.py").write_text(f"OWNER = 'the user'  # {package}\n", encoding="utf-8")
     (tmp_path / "mycompany").mkdir()
     (tmp_path / "mycompany" / "__init__.py").write_text("", encoding="utf-8")
-    (tmp_path / "mycompany" / "ops.py").write_text(readme_tool_example(), encoding="utf-8")
+    (tmp_path / "mycompany" / "ops.py").write_text(guide_tool_example(), encoding="utf-8")
     return tmp_path
 
 

@@ -29,7 +29,7 @@ from signoff.runtime.state import call_digest
 from signoff.tools.base import Tool
 from tests.fakes.slack import block_kit_problems, view_problems
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+APPROVER_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "approvers.md"
 ATTACK = {
     "to": "attacker@evil.example",
     "subject": "Your refund\nto: ana@example.com" + "\n" * 30,
@@ -126,7 +126,7 @@ def test_arguments_too_long_even_for_the_modal_are_decided_in_the_terminal():
     assert f"`signoff runs resume {run.run_id}`" in json.dumps(message.blocks)
 
 
-# -- the README's picture is the real card ------------------------------------------------------------
+# -- the guide's picture is the real card -------------------------------------------------------------
 
 
 def picture(blocks) -> str:
@@ -148,7 +148,7 @@ def picture(blocks) -> str:
     return "\n".join(out)
 
 
-def readme_cards() -> tuple[str, str]:
+def guide_cards() -> tuple[str, str]:
     args = {"to": "ana@example.com", "subject": "Your refund", "body": "Hi Ana,\nyour refund of $42.00 is on its way."}
     said = {"role": "assistant", "step": 3, "tool": "send_email", "args": args, "call_id": "call-3",
             "text": "The $42.00 refund for A-1001 went through, so I am telling Ana it is on its way."}
@@ -169,10 +169,10 @@ def readme_cards() -> tuple[str, str]:
             picture(approval_message(run, long, display=display).blocks))
 
 
-def test_the_readme_shows_the_approval_card_as_it_is_really_posted():
-    readme = README.read_text(encoding="utf-8")
-    for card in readme_cards():
-        assert f"````text\n{card}\n````" in readme, f"README.md should show this card:\n{card}"
+def test_the_approver_guide_shows_the_approval_card_as_it_is_really_posted():
+    guide = APPROVER_GUIDE.read_text(encoding="utf-8")
+    for card in guide_cards():
+        assert f"````text\n{card}\n````" in guide, f"docs/approvers.md should show this card:\n{card}"
 
 
 # -- end to end over signed HTTP ------------------------------------------------------------------------

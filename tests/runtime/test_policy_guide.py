@@ -1,4 +1,4 @@
-"""The README's approval policy examples are real: they load, and each rule does what the README says."""
+"""The approval policy guide's examples are real: they load, and each rule does what the guide says."""
 
 from __future__ import annotations
 
@@ -9,17 +9,15 @@ from pathlib import Path
 
 from signoff.runtime.approval_policy import Allow, Ask, Deny, ProposedCall, evaluate, parse_policy
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+POLICY_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "policy.md"
 
 
 def policy_blocks() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Approval policy"):text.index("## Use MCP servers")]
-    return re.findall(r"```yaml\n(.*?)```", section, re.S)
+    return re.findall(r"```yaml\n(.*?)```", POLICY_GUIDE.read_text(encoding="utf-8"), re.S)
 
 
 def test_the_format_example_does_what_its_comments_say() -> None:
-    policy = parse_policy(policy_blocks()[0], source="README.md")
+    policy = parse_policy(policy_blocks()[0], source="docs/policy.md")
     refund = lambda amount: evaluate(policy, ProposedCall("issue_refund", {"amount_usd": amount}, True))  # noqa: E731
     assert refund("20.00") == Allow("small-refunds")
     small_or_default = refund("500")
@@ -35,7 +33,7 @@ def test_the_format_example_does_what_its_comments_say() -> None:
 
 
 def test_the_worked_examples_load_and_decide_as_described() -> None:
-    restarts, git = (parse_policy("rules:\n" + textwrap.indent(textwrap.dedent(block), "  "), source="README.md",
+    restarts, git = (parse_policy("rules:\n" + textwrap.indent(textwrap.dedent(block), "  "), source="docs/policy.md",
                                   approvers=["U0OPS"]) for block in policy_blocks()[1:3])
     prod = evaluate(restarts, ProposedCall("restart_service", {"environment": "production"}, True))
     assert isinstance(prod, Ask) and (prod.rule, prod.requirement.quorum) == ("prod-restarts", 2)
@@ -49,7 +47,7 @@ def test_the_worked_examples_load_and_decide_as_described() -> None:
 def test_small_refunds_never_allows_an_amount_it_was_not_written_for() -> None:
     """Null, left out, a bool, NaN, an infinity, a string beyond a double or in other digits: each is
     an error in both rules' `double(...)`, so small-refunds passes over it and big-refunds asks."""
-    policy = parse_policy(policy_blocks()[0], source="README.md")
+    policy = parse_policy(policy_blocks()[0], source="docs/policy.md")
     hostile: list[dict[str, object]] = [{"amount_usd": amount} for amount in (
         None, True, False, math.nan, math.inf, -math.inf, "NaN", "-inf", "1e400", "-1e400", "٥", "１", " 5", [], {})]
     verdicts = {repr(args): evaluate(policy, ProposedCall("issue_refund", args, True)) for args in [{}, *hostile]}
