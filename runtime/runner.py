@@ -173,11 +173,13 @@ class Runner:
     # -- people's decisions ----------------------------------------------------------------
 
     def decide(self, approval_id: str, digest: str, user: str, approved: bool, note: str = "",
-               grant: bool = False, drive: bool = False) -> DecisionOutcome:
+               grant: bool = False, drive: bool = False,
+               unoffered: Callable[[ApprovalRecord], str | None] | None = None) -> DecisionOutcome:
         """Record one person's decision on one approval; the caller then runs `execute(run_id)`.
 
         `grant`: approve and allow similar calls, as the approval's rule offers (refused where it
-        offers none). `drive`: the caller goes on to execute the run itself, so the decision also
+        offers none). `unoffered`: why the surface the decision came from could not have offered it
+        (the edge's own check of what it showed; None: it could). `drive`: the caller goes on to execute the run itself, so the decision also
         takes the run's lease for this runner in its own transaction (`Decided.lease`, for
         `execute`); one left unused holds the run until it expires (`RunnerConfig.lease`)."""
         approval = self.store.get_approval(approval_id)
@@ -185,6 +187,9 @@ class Runner:
             return Missing("approval")
         if digest != approval.digest:
             return Mismatch("this button no longer matches the request it was posted with")
+        refusal = unoffered(approval) if unoffered is not None else None
+        if refusal:
+            return NotAllowed(refusal)
         run = self.store.get_run(approval.run_id, history=False)
         if run is None:
             return Missing("run")

@@ -95,21 +95,21 @@ class Decisions:
         return lambda: self._approve(click)
 
     def _approve(self, click: ApprovalClick, grant: bool = False) -> None:
-        unoffered = self._not_offered(click.approval_id, MODAL_SECTIONS)
-        outcome = unoffered or self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True,
-                                                  grant=grant, drive=True)
+        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, grant=grant,
+                                     drive=True, unoffered=self._unoffered(MODAL_SECTIONS))
         self._after_decision(outcome, click.where, modal=click.where.modal_id)
 
-    def _not_offered(self, approval_id: str, room: int) -> NotAllowed | None:
-        """A refusal for an Approve no message could have offered: the call's arguments do not fit
-        beside it in full (`room` code sections: a card of several calls, or the full-arguments
-        modal, the largest place Approve is offered). A signed click names what it likes; the
-        server approves only what it showed."""
-        approval = self.runner.get_approval(approval_id)
-        if approval is None or argument_blocks.approvable_in(approval, self.notifier.display(approval.tool), room):
-            return None
-        return NotAllowed("Approve was not offered for this call here: its arguments are too long to show in full "
-                          "beside it; open them in full and approve it there")
+    def _unoffered(self, room: int) -> Callable[[ApprovalRecord], str | None]:
+        """Why no message could have offered Approve for an approval: its arguments do not fit beside
+        it in full (`room` code sections: a card of several calls, or the full-arguments modal, the
+        largest place Approve is offered). A signed click names what it likes; the server approves
+        only what it showed."""
+        def unoffered(approval: ApprovalRecord) -> str | None:
+            if argument_blocks.approvable_in(approval, self.notifier.display(approval.tool), room):
+                return None
+            return ("Approve was not offered for this call here: its arguments are too long to show in full "
+                    "beside it; open them in full and approve it there")
+        return unoffered
 
     def on_approve_all(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
         """Approve all, on the card of a turn's several calls: each call the clicker may approve is
@@ -126,8 +126,8 @@ class Decisions:
         said: list[str] = []
         runs: dict[str, str | None] = {}  # each run decided, and the lease a decision took on it (the first)
         for approval_id, digest in click.approvals:
-            outcome = self._not_offered(approval_id, BATCH_SECTIONS) or self.runner.decide(
-                approval_id, digest, click.where.user, approved=True, drive=True)
+            outcome = self.runner.decide(approval_id, digest, click.where.user, approved=True, drive=True,
+                                         unoffered=self._unoffered(BATCH_SECTIONS))
             if isinstance(outcome, Decided | AlreadyDecided | Expired):
                 self._refresh_clicked(outcome.approval, click.where)
             if isinstance(outcome, Decided):
