@@ -58,7 +58,7 @@ ENV_VARS: dict[str, str] = {name: default for name, default, _ in _TABLE}
 """Every variable Signoff reads, with its default as documented ("" when there is none)."""
 
 ENV_DESCRIPTIONS: dict[str, str] = {name: text for name, _, text in _TABLE}
-"""One line per variable, for the README table and `--help` texts."""
+"""One line per variable, for the settings table in docs/getting-started.md and `--help` texts."""
 
 SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"})
 

@@ -46,7 +46,7 @@ def cut_back(engine: Engine, run_id: str, keep: int) -> None:
 
 
 def rehash_chain(engine: Engine) -> None:
-    """Make the chain of runs agree with the events as they now are, as someone who read the README
+    """Make the chain of runs agree with the events as they now are, as someone who read the audit guide
     would: seals past a run's last event dropped, every link after renumbered and hashed again."""
     with engine.begin() as conn:
         lasts = dict(conn.execute(select(events.c.run_id, func.max(events.c.seq)).group_by(events.c.run_id)).all())

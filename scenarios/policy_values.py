@@ -1,4 +1,4 @@
-"""Values a policy rule was not written for, against a running `signoff serve` with the README's refund
+"""Values a policy rule was not written for, against a running `signoff serve` with the policy guide's refund
 rules (`double(args.amount_usd) <= 50.0` allows, `> 1000.0` asks): the scripted model proposes refunds
 of null, of no amount at all, of true, NaN, infinity, "1e400", Arabic-Indic and full-width digits, a
 list and a map.
@@ -32,7 +32,7 @@ rules:
     when: "double(args.amount_usd) > 1000.0"
     approvers: [{APPROVER}]
 """
-"""The README's example rules, with an approver this world has."""
+"""The policy guide's example rules, with an approver this world has."""
 
 
 class RefundArgs(BaseModel):

@@ -157,8 +157,9 @@ def _report(exc: Exception, debug: bool) -> None:
 def cli(state: CliState, debug: bool) -> None:
     """Signoff: a tool-using agent whose side effects wait for a human's approval.
 
-    Settings come from SIGNOFF_* and SLACK_* variables (see README), and from a .env file in the
-    working directory for those the environment does not set; flags override them.
+    Settings come from SIGNOFF_* and SLACK_* variables, and from a .env file in the working
+    directory for those the environment does not set; flags override them. Every setting is in
+    docs/getting-started.md.
     """
     state.debug = debug
     # Imported only now, as a command is about to run: `signoff --help` and `--version` need no logging.

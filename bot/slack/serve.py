@@ -352,7 +352,7 @@ def check_slack(settings: Settings) -> None:
 
 def gunicorn_options(settings: Settings) -> dict[str, Any]:
     # One process with threads: the worker pool and scheduler live in it. More processes (or
-    # replicas) are safe, because the store decides every race; see the README.
+    # replicas) are safe, because the store decides every race; see docs/operations.md.
     # No control socket: it would be made under $HOME, which is read-only in a locked-down pod.
     return {"bind": f"0.0.0.0:{settings.port}", "workers": 1, "worker_class": "gthread", "threads": 32,
             "timeout": 30, "graceful_timeout": 30, "accesslog": None, "loglevel": settings.log_level.lower(),
