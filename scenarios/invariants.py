@@ -51,7 +51,7 @@ from signoff.runtime.loop import Caller
 from signoff.runtime.replay import replay
 from signoff.runtime.runner import RunnerConfig
 from signoff.runtime.state import STOPPED, TERMINAL, call_digest
-from signoff.tools.base import Tool
+from signoff.tools.base import CheckedArgs, Tool
 
 INVARIANTS = {
     "I1": "effect_approved",
@@ -270,27 +270,34 @@ def _not_allowed_unasked(evidence: Evidence, policy: Policy, line: dict[str, Any
     if rule is None:
         return "it ran but no approval exists for that key, and no policy rule let it run without one"
     run_id, _, step = key.rpartition(":")
-    run, args = evidence.runs.get(run_id), _proposed_args(evidence, run_id, step, tool)
-    if run is None or args is None:
+    run, proposed = evidence.runs.get(run_id), _proposed(evidence, run_id, step, tool)
+    if run is None or proposed is None:
         return f"it ran without an approval, allowed by rule {rule!r}, but its run does not record the call"
-    if call_digest(tool, args, key) != line.get("digest"):
+    if call_digest(tool, proposed.args, key) != line.get("digest"):
         return f"it ran without an approval, allowed by rule {rule!r}, with other arguments than its run proposed"
-    verdict = _verdict(policy, tool, args, run)
+    verdict = _verdict(policy, tool, proposed.sent, run)  # as the rules saw it
     if isinstance(verdict, Allow) and verdict.rule == rule:
         return None
     return f"it ran without an approval, allowed by rule {rule!r}, but the policy {_says(verdict)}"
 
 
-def _proposed_args(evidence: Evidence, run_id: str, step: str, tool: str) -> dict[str, Any] | None:
-    """The arguments the run's model proposed at `step`, as the tool validated them to run."""
+def _proposed(evidence: Evidence, run_id: str, step: str, tool: str) -> CheckedArgs | None:
+    """The arguments the run's model proposed at `step`, as the tool validated them: what runs, and
+    what the policy's rules see (`CheckedArgs.sent`, without the defaults the tool filled in)."""
     known = evidence.tools.get(tool)
     for entry in evidence.histories.get(run_id, []):
         if entry.get("role") == "assistant" and str(entry.get("step")) == step and entry.get("tool") == tool:
             try:
-                return known.validate(entry.get("args")) if known is not None else None
+                return known.checked(entry.get("args")) if known is not None else None
             except ValueError:
                 return None
     return None
+
+
+def _proposed_args(evidence: Evidence, run_id: str, step: str, tool: str) -> dict[str, Any] | None:
+    """The arguments the run's model proposed at `step`, as the tool validated them to run."""
+    proposed = _proposed(evidence, run_id, step, tool)
+    return proposed.args if proposed is not None else None
 
 
 def _approved_args(approval: dict[str, Any]) -> dict[str, Any]:
