@@ -221,7 +221,7 @@ class ExecutionLedger(Protocol):
         renewed here, so the call starts with a whole lease ahead of it); anyone else gets
         `Conflict` and nothing changes. The approval must be the call's (same run, same digest of
         tool, arguments and key), approved, and approved within `dispatch_window`
-        (`rules.dispatch_refusal`); an approval approved too long ago is marked expired. A key
+        (`approval.dispatch`); an approval approved too long ago is marked expired. A key
         already in the ledger is `Existing`: a recorded outcome is never run again, whoever asks,
         and a start with no outcome is restarted (`Fresh` with the next attempt) only when
         `restart` says why: `idempotent`, or `requested` by a waiting Retry request, which is used
@@ -241,7 +241,7 @@ class ExecutionLedger(Protocol):
 
 class ApprovalStore(Protocol):
     """Requests for a human decision on one exact call. At most one approval per key is in force
-    (`rules.LIVE_APPROVAL`); a superseded one stays for the record. Approvals are opened,
+    (`approval.LIVE`); a superseded one stays for the record. Approvals are opened,
     superseded and closed by `RunStore.save_step`, and cancelled by `set_command` (`CANCEL`)."""
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
@@ -280,7 +280,7 @@ class ApprovalStore(Protocol):
         """
 
     def nudge_due(self, limit: int = 100) -> list[Nudged]:
-        """Make every reminder and escalation now due of pending approvals (`rules.nudge_moments`),
+        """Make every reminder and escalation now due of pending approvals (`approval.nudge`),
         each once whichever replica asks, with its event: an escalation adds its people to the
         approval's approvers in the same write. A sweep after a restart makes only what is due."""
 

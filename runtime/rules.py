@@ -9,25 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from signoff.runtime.agent import Checkpoint
-from signoff.runtime.durations import spoken
+from signoff.runtime.approval import ApprovalRequest, Reopening
 from signoff.runtime.frozen import thawed
-from signoff.runtime.records import ApprovalRecord, CommandRefusal, NotDispatchable
+from signoff.runtime.records import CommandRefusal
 from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import STATUSES, TERMINAL, call_digest
 
 NOT_ENDED: frozenset[str] = frozenset(STATUSES) - TERMINAL
 """A run in any of these has not ended: a worker may claim it (it is active, or stopped and waiting
 for a person's request), and a person may cancel it."""
-LIVE_APPROVAL: frozenset[str] = frozenset({"pending", "approved", "consumed"})
-"""The approvals still in force: at most one of them per key."""
-OPEN_APPROVAL: tuple[str, ...] = ("pending", "approved")
-"""Approvals not yet used: the ones a run's end or a changed tool closes."""
-DECIDED: tuple[str, ...] = ("approved", "denied", "consumed", "expired", "cancelled")
-"""What a run waiting on an approval can go on from: its worker has something to do."""
 RESYNC_WINDOW = timedelta(days=2)
 """How far back recovery looks for messages out of line with the database."""
 COMMANDS_LOOKED_AT = 50
@@ -35,31 +29,6 @@ COMMANDS_LOOKED_AT = 50
 
 
 # -- a step's effects on approvals and on a waiting request ----------------------------------
-
-
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """The approval a step opens: for exactly this call, open for `ttl` from the store's now, and
-    approved once `quorum` distinct allowed people approve it (`asked`: what the policy required)."""
-
-    step: int
-    tool: str
-    args: dict[str, Any]
-    key: str
-    digest: str
-    ttl: timedelta
-    contract: str | None = None
-    quorum: int = 1
-    asked: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class Reopening:
-    """An approved, unused approval the policy now asks more of: pending again until `quorum`."""
-
-    key: str
-    quorum: int
-    asked: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -127,51 +96,6 @@ def _reopening(pending: Mapping[str, Any]) -> Reopening:
     return Reopening(key=pending["key"], quorum=asked["quorum"], asked=thawed(asked))
 
 
-# -- reminding and escalating ------------------------------------------------------------------
-
-Nudge = tuple[datetime, str]
-"""When, and whether to remind (`remind`) or to add the escalation's people (`escalate`)."""
-
-
-def nudge_moments(asked: Mapping[str, Any] | None, requested_at: datetime, expires_at: datetime) -> list[Nudge]:
-    """Every reminder and escalation of a pending approval, in order, before it expires."""
-    if not asked:
-        return []
-    ttl = expires_at - requested_at
-    moments = [(requested_at + ttl * fraction, "remind") for fraction in asked.get("remind") or []]
-    escalate = asked.get("escalate")
-    if escalate:
-        moments.append((requested_at + timedelta(seconds=escalate["after_seconds"]), "escalate"))
-    return sorted(moment for moment in moments if moment[0] < expires_at)
-
-
-def first_nudge(asked: Mapping[str, Any] | None, requested_at: datetime, expires_at: datetime) -> datetime | None:
-    moments = nudge_moments(asked, requested_at, expires_at)
-    return moments[0][0] if moments else None
-
-
-def makes_first_reminder(approval: ApprovalRecord, before: int, after: int) -> bool:
-    """Whether making `approval`'s nudges `before`..`after` makes its first reminder (a sweep after a
-    restart may make two at once): the one its people are also told of directly, once."""
-    kinds = [kind for _, kind in nudge_moments(approval.asked, approval.requested_at, approval.expires_at)]
-    return "remind" in kinds[before:after] and "remind" not in kinds[:before]
-
-
-def nudged(approval: ApprovalRecord, done: int, now: datetime) -> tuple[list[str], int, datetime | None,
-                                                                          dict[str, Any] | None]:
-    """What is due of `approval`'s nudges now that `done` were made: the kinds to make now (a
-    restart that missed some makes only what is still worth saying once), how many are then done,
-    when the next is, and its `asked` with the escalation's people added (None: unchanged)."""
-    moments = nudge_moments(approval.asked, approval.requested_at, approval.expires_at)
-    due = [kind for moment, kind in moments[done:] if moment <= now]
-    done += len(due)
-    asked = None
-    if "escalate" in due and approval.asked is not None:
-        added = [i for i in approval.asked["escalate"]["to"] if i not in approval.asked.get("approvers", [])]
-        asked = {**approval.asked, "approvers": [*approval.asked.get("approvers", []), *added], "escalated": True}
-    return sorted(set(due)), done, moments[done][0] if done < len(moments) else None, asked
-
-
 # -- people's requests of a run --------------------------------------------------------------
 
 
@@ -222,24 +146,7 @@ def is_retry_request(command: Any) -> bool:
     return isinstance(command, dict) and command.get("op") == "reconcile" and command.get("action") == "retry"
 
 
-# -- starting an approved call ---------------------------------------------------------------
-
-
-def dispatch_refusal(approval: ApprovalRecord | None, *, run_id: str, key: str, digest: str, now: datetime,
-                     window: timedelta) -> NotDispatchable | None:
-    """Why the call `key` with `digest` must not start now, or None: its approval may be consumed.
-
-    A decision made before the approval expired holds, however busy the workers were; but only for
-    `window` after it, so nobody's yes is acted on long after they gave it. A refusal with status
-    `expired` means the store marks the approval expired too (and audits it).
-    """
-    if approval is None or approval.run_id != run_id:
-        return NotDispatchable(f"no approval recorded for {key}", "failed")
-    if approval.digest != digest:
-        return NotDispatchable(f"the call no longer matches what was approved for {key}", "failed")
-    if approval.status != "approved":
-        return NotDispatchable(f"the approval for {key} is {approval.status}", "failed")
-    if approval.decided_at is None or approval.decided_at <= now - window:
-        return NotDispatchable(f"{key} was approved but could not start within {spoken(window.total_seconds())} of the "
-                               "approval; it was not executed", "expired")
-    return None
+def execution_started(key: str, tool: str, **why: str | int) -> dict[str, Any]:
+    """The event of a call's first start, saying what let it: the approval it used up
+    (`approval_id`), the grant (`granted_by`, `grant_use`) or the policy rule (`allowed_by`)."""
+    return {"type": "execution_started", "key": key, "tool": tool, **why}

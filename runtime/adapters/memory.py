@@ -9,11 +9,11 @@ Times come from `clock` (the wall clock by default), one clock for every lease a
 from __future__ import annotations
 
 import dataclasses
-import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from signoff.runtime.adapters.ids import new_approval_id, new_grant_id
 from signoff.runtime.adapters.memory_reads import MemoryReads, newest_first
 from signoff.runtime.adapters.memory_rows import (
     Approval,
@@ -27,19 +27,32 @@ from signoff.runtime.adapters.memory_rows import (
     without_history,
 )
 from signoff.runtime.agent import Checkpoint
+from signoff.runtime.approval import (
+    LIVE,
+    OPEN,
+    ApprovalRequest,
+    Change,
+    cancel_pending,
+    close,
+    dispatch,
+    expire,
+    nudge,
+    opened,
+    overdue,
+    reopen,
+    supersede_by_edit,
+    use_grant,
+    vote,
+)
 from signoff.runtime.audit import SEALED_WHEN, Seal
 from signoff.runtime.errors import Conflict, IncompatibleState
-from signoff.runtime.grants import grant_refusal, granted_values
 from signoff.runtime.records import (
-    AlreadyCounted,
-    AlreadyDecided,
     ApprovalRecord,
+    ApprovalStatus,
     CommandRefusal,
-    Counted,
     Decided,
     ExecutionStart,
     Existing,
-    Expired,
     Fresh,
     GrantRecord,
     Missing,
@@ -48,26 +61,21 @@ from signoff.runtime.records import (
     RunRecord,
     Saved,
     Ungranted,
-    Vote,
     Voted,
 )
 from signoff.runtime.rules import (
-    LIVE_APPROVAL,
-    OPEN_APPROVAL,
-    ApprovalRequest,
     CommandRule,
     StepWrite,
     claimable,
     command_refusal,
-    dispatch_refusal,
-    first_nudge,
+    execution_started,
     is_retry_request,
-    makes_first_reminder,
-    nudged,
 )
 from signoff.runtime.state import call_digest, canonical_json
 
 __all__ = ["KeyInUse", "MemoryStore"]
+
+_Kept = TypeVar("_Kept", ApprovalRecord, GrantRecord)
 
 
 class MemoryStore(MemoryReads):
@@ -204,16 +212,16 @@ class MemoryStore(MemoryReads):
         """The step's effects on approvals: those it opens, and those it closes (the run's, then the
         superseded), as the SQL store reports them."""
         replaced = [closed for key in write.superseded
-                    for closed in self._close(self._by_key.get(key, []), "superseded", now)]
+                    for closed in self._close(run, self._by_key.get(key, []), "superseded", now)]
         replaced += [closed for key in write.overruled
-                     for closed in self._close(self._by_key.get(key, []), "cancelled", now)]
+                     for closed in self._close(run, self._by_key.get(key, []), "cancelled", now)]
         if write.reopen is not None:
             reopening = write.reopen
-            replaced += [a.change(status="pending", quorum=reopening.quorum, asked=thaw(canonical_json(reopening.asked)),
-                                  decided_at=None, decided_by=None)
-                         for a in self._by_key.get(reopening.key, []) if a.record.status == "approved"]
+            replaced += self._save(run, [change for a in self._by_key.get(reopening.key, [])
+                                         if (change := reopen(a.out(), reopening)) is not None])
         opened = tuple(self._open(run, request, now) for request in write.approvals)
-        cancelled = self._close(self._of_run(run.run_id), "cancelled", now) if write.close_open_approvals else []
+        cancelled = (self._close(run, self._of_run(run.run_id), "cancelled", now)
+                     if write.close_open_approvals else [])
         return opened, cancelled + replaced
 
     def _check_step(self, run: Run, checkpoint: Checkpoint, write: StepWrite) -> None:
@@ -223,27 +231,35 @@ class MemoryStore(MemoryReads):
         if taken:
             raise KeyInUse(f"run {run.run_id} already has history at {sorted(taken)}")
         for request in write.approvals:
-            if any(a.record.status in LIVE_APPROVAL
-                   and not (request.key in write.superseded and a.record.status in OPEN_APPROVAL)
+            if any(a.record.status in LIVE
+                   and not (request.key in write.superseded and a.record.status in OPEN)
                    for a in self._by_key.get(request.key, [])):
                 raise KeyInUse(f"an approval for {request.key} is in force already")
 
     def _open(self, run: Run, request: ApprovalRequest, now: datetime) -> ApprovalRecord:
-        record = ApprovalRecord(
-            approval_id="apr_" + secrets.token_urlsafe(12), run_id=run.run_id, step=request.step, tool=request.tool,
-            args=thaw(canonical_json(request.args)), key=request.key, digest=request.digest,
-            status="pending", requester=run.requester, requested_at=now, expires_at=now + request.ttl,
-            contract=request.contract, quorum=request.quorum,
-            asked=thaw(canonical_json(request.asked)) if request.asked is not None else None,
-            nudge_at=first_nudge(request.asked, now, now + request.ttl))
-        approval = Approval(record, next(self._added))
+        record = opened(request, approval_id=new_approval_id(), run_id=run.run_id, requester=run.requester, now=now)
+        approval = Approval(_copied(record), next(self._added))
         self._approvals[record.approval_id] = approval
         self._by_key.setdefault(record.key, []).append(approval)
         return approval.out()
 
-    def _close(self, chosen: Iterable[Approval], status: str, now: datetime) -> list[ApprovalRecord]:
+    def _close(self, run: Run, chosen: Iterable[Approval], status: ApprovalStatus,
+               now: datetime) -> list[ApprovalRecord]:
         """Close the open approvals among `chosen` as `status`."""
-        return [a.change(status=status, decided_at=now) for a in list(chosen) if a.record.status in OPEN_APPROVAL]
+        return self._save(run, [change for a in list(chosen) if (change := close(a.out(), status, now)) is not None])
+
+    def _save(self, run: Run | None, changes: Iterable[Change]) -> list[ApprovalRecord]:
+        """Keep `changes` whole, as `approval_rows.save_changes` writes them: each approval as it is
+        now, the grant it made, and its events on its run (`run`, or the approval's own)."""
+        now = self.now()
+        saved = []
+        for change in changes:
+            self._approvals[change.after.approval_id].record = _copied(change.after)
+            if change.grant is not None:
+                self._grants[change.grant.grant_id] = _copied(change.grant)
+            (run or self._run(change.after.run_id)).append(list(change.events), now)
+            saved.append(self._approvals[change.after.approval_id].out())
+        return saved
 
     def _of_run(self, run_id: str) -> list[Approval]:
         return [a for a in self._approvals.values() if a.record.run_id == run_id]
@@ -258,17 +274,19 @@ class MemoryStore(MemoryReads):
             if run.status not in rule.accepts or run.command is not None or shown not in (None, run.version):
                 return command_refusal(run.status, thaw(run.command), run.version, shown)
             now = self.now()
-            edited = self._approvals.get(command.get("approval_id") or "") if rule.supersedes_its_approval else None
+            changes: list[Change] = []
             if rule.supersedes_its_approval:
-                if (edited is None or edited.record.run_id != run_id or edited.record.status != "pending"
-                        or edited.record.digest != command.get("digest")):
-                    return CommandRefusal("the request was decided before your change arrived", stale=True)
-                edited.change(status="superseded", decided_at=now, decided_by=command.get("by"))
-            run.command, run.updated_at = canonical_json(command), now
+                edited = self._approvals.get(str(command.get("approval_id")))
+                superseded = supersede_by_edit(edited.out() if edited else None, run_id=run_id,
+                                               digest=command.get("digest"), by=command.get("by"), now=now)
+                if isinstance(superseded, CommandRefusal):
+                    return superseded
+                changes.append(superseded)
             if rule.closes_pending_approval:
-                for approval in self._of_run(run_id):
-                    if approval.record.status == "pending":
-                        approval.change(status="cancelled", decided_at=now, decided_by=command.get("by"))
+                changes += [change for a in self._of_run(run_id)
+                            if (change := cancel_pending(a.out(), now, command.get("by"))) is not None]
+            run.command, run.updated_at = canonical_json(command), now
+            self._save(run, changes)
             run.append([{"type": "command_recorded", **(audited or command)}], now)
             return None
 
@@ -302,46 +320,31 @@ class MemoryStore(MemoryReads):
             if existing is not None:
                 return self._restart(run, tool, existing, restart, now)
             if granted_by is not None:
-                grant = self._grants.get(granted_by)
-                ungranted = (f"grant {granted_by} does not exist" if grant is None else
-                             grant_refusal(grant, run_id=run_id, requester=run.requester, tool=tool, rule=grant.rule,
-                                           args=args, now=now))
-                if ungranted is not None or grant is None:
-                    return Ungranted(ungranted or "")
-                self._grants[granted_by] = dataclasses.replace(grant, uses=grant.uses + 1)
-                self._executions[key] = Execution(key=key, run_id=run_id, tool=tool, digest=digest, status="started",
-                                                  attempts=1, started_at=now, added=next(self._added))
-                run.append([{"type": "execution_started", "key": key, "tool": tool, "granted_by": granted_by,
-                             "grant_use": grant.uses + 1}], now)
-                return Fresh(1)
+                grant = use_grant(self._grants.get(granted_by), granted_by, run_id=run_id, requester=run.requester,
+                                  tool=tool, args=args, now=now)
+                if isinstance(grant, Ungranted):
+                    return grant
+                self._grants[granted_by] = grant
+                return self._started(run, key, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
-                self._executions[key] = Execution(key=key, run_id=run_id, tool=tool, digest=digest, status="started",
-                                                  attempts=1, started_at=now, added=next(self._added))
-                run.append([{"type": "execution_started", "key": key, "tool": tool, "allowed_by": allowed_by}], now)
-                return Fresh(1)
+                return self._started(run, key, tool, digest, now, allowed_by=allowed_by)
             latest = newest_first([a for a in self._by_key.get(key, []) if a.record.status != "superseded"],
                                    "requested_at")
-            approval = latest[0] if latest else None
-            refusal = dispatch_refusal(approval.record if approval else None, run_id=run_id, key=key, digest=digest,
-                                       now=now, window=dispatch_window)
-            if refusal is not None:
-                if refusal.status == "expired" and approval is not None:
-                    self._expire_unused(run, approval, now)
+            used = dispatch(latest[0].out() if latest else None, run_id=run_id, key=key, digest=digest, now=now,
+                            window=dispatch_window)
+            if isinstance(used, tuple):
+                refusal, expired = used
+                self._save(run, [expired] if expired is not None else [])
                 return refusal
-            assert approval is not None  # dispatch_refusal refuses a call with no approval
-            approval.change(status="consumed", consumed_at=now)
-            self._executions[key] = Execution(key=key, run_id=run_id, tool=tool, digest=digest, status="started",
-                                              attempts=1, started_at=now, added=next(self._added))
-            run.append([{"type": "execution_started", "key": key, "tool": tool,
-                         "approval_id": approval.record.approval_id}], now)
-            return Fresh(1)
+            self._save(run, [used])
+            return self._started(run, key, tool, digest, now, approval_id=used.after.approval_id)
 
-    def _expire_unused(self, run: Run, approval: Approval, now: datetime) -> None:
-        """An approval whose call could not start within the dispatch window expires, audited."""
-        approval.change(status="expired")
-        run.append([{"type": "approval_expired", "approval_id": approval.record.approval_id,
-                     "key": approval.record.key, "approved_by": approval.record.decided_by,
-                     "reason": "not started in time after the approval"}], now)
+    def _started(self, run: Run, key: str, tool: str, digest: str, now: datetime, **why: str | int) -> Fresh:
+        """The ledger row of a call starting now, its first attempt, with the event saying what let it."""
+        self._executions[key] = Execution(key=key, run_id=run.run_id, tool=tool, digest=digest, status="started",
+                                          attempts=1, started_at=now, added=next(self._added))
+        run.append([execution_started(key, tool, **why)], now)
+        return Fresh(1)
 
     def _restart(self, run: Run, tool: str, existing: Execution, restart: Restart | None,
                  now: datetime) -> ExecutionStart:
@@ -381,71 +384,26 @@ class MemoryStore(MemoryReads):
             approval = self._approvals.get(approval_id)
             if approval is None:
                 return Missing("approval")
-            record, run = approval.record, self._run(approval.record.run_id)
-            if record.status == "pending" and record.expires_at > now and digest in (None, record.digest):
-                voted = self._vote(approval, run, approved=approved, user=user, note=note, now=now, grant=grant)
-                if isinstance(voted, Decided) and lease_to is not None and lease is not None and (
-                        claimable(run.status, run.command) and run.free(now)):
-                    run.lease_owner, run.lease_expires_at = lease_to, now + lease
-                    return dataclasses.replace(voted, lease=lease_to)
-                return voted
-            just_expired = record.status == "pending" and record.expires_at <= now
-            if just_expired:
-                approval.change(status="expired", decided_at=now)
-                run.append([{"type": "approval_expired", "approval_id": approval_id, "key": record.key,
-                             "noticed_by": user}], now)
-            seen = approval.out()
-            return Expired(seen, just_expired) if seen.status == "expired" else AlreadyDecided(seen)
-
-    def _vote(self, approval: Approval, run: Run, *, approved: bool, user: str, note: str,
-              now: datetime, grant: bool = False) -> Decided | Counted | AlreadyCounted:
-        record = approval.record
-        if any(vote.user == user for vote in record.votes):
-            return AlreadyCounted(approval.out())
-        votes = (*record.votes, Vote(user=user, approved=approved, at=now, note=note or None))
-        approvals_given = sum(vote.approved for vote in votes)
-        counted = {"approval_id": record.approval_id, "key": record.key, "approved": approved, "by": user,
-                   "note": note, "approvals": approvals_given, "quorum": record.quorum}
-        if approved and approvals_given < record.quorum:
-            run.append([{"type": "approval_vote_recorded", **counted}], now)
-            return Counted(approval.change(votes=votes, shown_status=None))
-        decided = approval.change(status="approved" if approved else "denied", decided_by=user, decided_at=now,
-                                  note=note or None, votes=votes)
-        run.append([{"type": "approval_recorded", **counted}], now)
-        made = None
-        if approved and grant and (record.asked or {}).get("grant"):
-            asked = record.asked or {}
-            made = GrantRecord(
-                grant_id="grt_" + secrets.token_urlsafe(12), approval_id=record.approval_id, run_id=record.run_id,
-                requester=record.requester, tool=record.tool, rule=asked.get("rule"),
-                same=thaw(canonical_json(granted_values(asked, record.args))), scope=asked["grant"]["scope"],
-                created_by=user, created_at=now, expires_at=now + timedelta(seconds=asked["grant"]["for_seconds"]))
-            self._grants[made.grant_id] = made
-            run.append([{"type": "grant_created", "grant_id": made.grant_id, "approval_id": record.approval_id,
-                         "by": user, "tool": made.tool, "rule": made.rule, "scope": made.scope,
-                         "expires_at": made.expires_at.isoformat()}], now)
-        return Decided(decided, made)
+            run = self._run(approval.record.run_id)
+            voted, change = vote(approval.out(), user=user, approved=approved, now=now, note=note, digest=digest,
+                                 grant_id=new_grant_id() if grant else None)
+            if change is not None:
+                self._save(run, [change])
+            if isinstance(voted, Decided) and lease_to is not None and lease is not None and (
+                    claimable(run.status, run.command) and run.free(now)):
+                run.lease_owner, run.lease_expires_at = lease_to, now + lease
+                return dataclasses.replace(voted, lease=lease_to)
+            return voted
 
     def nudge_due(self, limit: int = 100) -> list[Nudged]:
         with self._lock:
             now = self.now()
             due = sorted((a for a in self._approvals.values() if a.record.status == "pending"
-                          and a.record.nudge_at is not None and a.record.nudge_at <= now
-                          and a.record.expires_at > now), key=lambda a: a.record.nudge_at or now)[:limit]
-            made = []
-            for approval in due:
-                record = approval.record
-                kinds, done, next_at, asked = nudged(record, record.nudges, now)
-                changed = approval.change(nudges=done, nudge_at=next_at,
-                                          **({"asked": asked} if asked is not None else {}))
-                added = tuple(i for i in (asked or {}).get("approvers", [])
-                              if i not in (record.asked or {}).get("approvers", []))
-                self._run(record.run_id).append([
-                    {"type": "approval_escalated" if kind == "escalate" else "approval_reminded",
-                     "approval_id": record.approval_id, "key": record.key,
-                     **({"added": list(added)} if kind == "escalate" else {})} for kind in kinds], now)
-                made.append(Nudged(changed, tuple(kinds), added, makes_first_reminder(record, record.nudges, done)))
-            return made
+                          and a.record.nudge_at is not None and a.record.nudge_at <= now),
+                         key=lambda a: a.record.nudge_at or now)
+            made = [nudged for a in due if (nudged := nudge(a.out(), now)) is not None][:limit]
+            self._save(None, [change for _, change in made])
+            return [nudged for nudged, _ in made]
 
     def revoke_grant(self, grant_id: str, user: str) -> GrantRecord | None:
         with self._lock:
@@ -460,13 +418,7 @@ class MemoryStore(MemoryReads):
     def expire_due(self) -> list[ApprovalRecord]:
         with self._lock:
             now = self.now()
-            due = [a for a in self._approvals.values() if a.record.status == "pending" and a.record.expires_at <= now]
-            for approval in due:
-                approval.change(status="expired", decided_at=now)
-                self._run(approval.record.run_id).append(
-                    [{"type": "approval_expired", "approval_id": approval.record.approval_id,
-                      "key": approval.record.key}], now)
-            return [a.out() for a in due]
+            return self._save(None, [expire(a.out(), now) for a in self._approvals.values() if overdue(a.record, now)])
 
     def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
         with self._lock:
@@ -486,3 +438,11 @@ if TYPE_CHECKING:
 
     def _keeps_the_contract(store: MemoryStore) -> Store:
         return store  # mypy checks every method against the Protocol
+
+
+def _copied(value: _Kept) -> _Kept:
+    """`value` with its JSON fields copied through canonical JSON, so nothing the caller holds is
+    shared with what the store keeps (as a row read back from a database is a fresh value)."""
+    copies = {name: thaw(canonical_json(getattr(value, name))) for name in ("args", "asked", "message", "same")
+              if hasattr(value, name) and getattr(value, name) is not None}
+    return dataclasses.replace(value, **copies)

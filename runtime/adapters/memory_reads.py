@@ -14,10 +14,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from signoff.runtime.adapters.memory_rows import Approval, Execution, Run, thaw
+from signoff.runtime.approval import DECIDED
 from signoff.runtime.audit import GENESIS, WHOLE_LOG, EventRow, Head, Record, RunRow, Seal, Selection
 from signoff.runtime.errors import NotFound
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
-from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
+from signoff.runtime.rules import COMMANDS_LOOKED_AT, RESYNC_WINDOW
 from signoff.runtime.schema import ACTIVE
 
 

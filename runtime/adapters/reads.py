@@ -23,9 +23,10 @@ from signoff.runtime.adapters.tables import (
     runs,
     tool_executions,
 )
+from signoff.runtime.approval import DECIDED
 from signoff.runtime.audit import WHOLE_LOG, EventRow, Head, Link, Record, RunRow, Seal, Selection
 from signoff.runtime.records import ApprovalRecord, RunRecord
-from signoff.runtime.rules import COMMANDS_LOOKED_AT, DECIDED, RESYNC_WINDOW
+from signoff.runtime.rules import COMMANDS_LOOKED_AT, RESYNC_WINDOW
 from signoff.runtime.schema import ACTIVE
 
 _SERVER_NOW = text("SELECT now()")

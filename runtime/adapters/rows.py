@@ -7,7 +7,6 @@ sessions "separate and external".
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,13 +25,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Row
 
-from signoff.runtime.adapters.statements import CLOSE_FOR_KEY, CLOSE_FOR_RUN
 from signoff.runtime.adapters.tables import (
     approval_votes,
-    approvals,
     audit_head,
     events,
-    grants,
     run_chain,
     run_history,
     runs,
@@ -40,9 +36,7 @@ from signoff.runtime.adapters.tables import (
 )
 from signoff.runtime.audit import chain_hash, chained
 from signoff.runtime.errors import IncompatibleState
-from signoff.runtime.grants import granted_values
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord, Vote
-from signoff.runtime.rules import ApprovalRequest, Reopening, first_nudge
 from signoff.runtime.schema import RunState
 from signoff.runtime.state import canonical_json, parse_state, upgrade
 
@@ -235,28 +229,6 @@ def finish_execution(conn: Connection, execution: dict[str, Any], now: datetime)
     })
 
 
-def insert_approval(conn: Connection, run_id: str, request: ApprovalRequest, requester: str,
-                    now: datetime) -> ApprovalRecord:
-    values: dict[str, Any] = dict(
-        approval_id="apr_" + secrets.token_urlsafe(12), run_id=run_id, step=request.step, tool=request.tool,
-        args=canonical_json(request.args), key=request.key, digest=request.digest, status="pending",
-        requester=requester, requested_at=now, expires_at=now + request.ttl, contract=request.contract,
-        quorum=request.quorum, asked=canonical_json(request.asked) if request.asked is not None else None,
-        nudge_at=first_nudge(request.asked, now, now + request.ttl), nudges=0,
-    )
-    conn.execute(insert(approvals).values(**values))
-    return ApprovalRecord(**{**values, "args": request.args, "asked": request.asked})
-
-
-def reopen_approval(conn: Connection, reopening: Reopening) -> list[ApprovalRecord]:
-    """Make the key's approved, unused approval pending again under a larger quorum; returns it."""
-    rows = conn.execute(
-        update(approvals).where(approvals.c.key == reopening.key, approvals.c.status == "approved")
-        .values(status="pending", quorum=reopening.quorum, asked=canonical_json(reopening.asked),
-                decided_at=None, decided_by=None).returning(*approvals.c)).all()
-    return with_votes(conn, rows)
-
-
 def with_votes(conn: Connection, rows: Sequence[Row[Any]]) -> list[ApprovalRecord]:
     """The approvals in `rows` with their votes: read in one query, and only for the approvals that
     needed more than one (a single decision is the approval's own `decided_by`)."""
@@ -268,18 +240,6 @@ def with_votes(conn: Connection, rows: Sequence[Row[Any]]) -> list[ApprovalRecor
             votes.setdefault(vote.approval_id, []).append(
                 Vote(user=vote.user_id, approved=vote.approved, at=vote.at, note=vote.note))
     return [approval_record(row, tuple(votes.get(row.approval_id, ())) if row.quorum > 1 else None) for row in rows]
-
-
-def close_call_approvals(conn: Connection, key: str, status: str, now: datetime) -> list[ApprovalRecord]:
-    """Close the open approvals of the call `key` (reconsidered, overruled) as `status`; returns
-    them, their messages to be brought in line."""
-    return with_votes(conn, conn.execute(CLOSE_FOR_KEY, {"b_key": key, "b_status": status, "b_decided_at": now}).all())
-
-
-def close_run_approvals(conn: Connection, run_id: str, status: str, now: datetime) -> list[ApprovalRecord]:
-    """Close every open approval of the run (it ended) as `status`; returns them."""
-    return with_votes(conn, conn.execute(CLOSE_FOR_RUN, {"b_run_id": run_id, "b_status": status,
-                                                         "b_decided_at": now}).all())
 
 
 def loads(text: str | None) -> Any:
@@ -328,19 +288,6 @@ def json_or(text: str | None, default: Any) -> Any:
         return json.loads(text) if text else default
     except json.JSONDecodeError:
         return default
-
-
-def insert_grant(conn: Connection, approval: Row[Any], user: str, now: datetime) -> GrantRecord:
-    """The grant an approval with "allow similar" makes, from what its rule offered."""
-    asked = json.loads(approval.asked)
-    offer = asked["grant"]
-    values: dict[str, Any] = dict(
-        grant_id="grt_" + secrets.token_urlsafe(12), approval_id=approval.approval_id, run_id=approval.run_id,
-        requester=approval.requester, tool=approval.tool, rule=asked.get("rule"),
-        same=canonical_json(granted_values(asked, json.loads(approval.args))), scope=offer["scope"],
-        created_by=user, created_at=now, expires_at=now + timedelta(seconds=offer["for_seconds"]), uses=0)
-    conn.execute(insert(grants).values(**values))
-    return GrantRecord(**{**values, "same": json.loads(values["same"])})
 
 
 def grant_record(row: Row[Any]) -> GrantRecord:

@@ -15,70 +15,76 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 
+from signoff.runtime.adapters.approval_rows import (
+    approvals_where,
+    grant_row,
+    insert_approval,
+    save_changes,
+    save_grant_use,
+)
 from signoff.runtime.adapters.db import WRITE_OPTION
+from signoff.runtime.adapters.ids import new_approval_id, new_grant_id
 from signoff.runtime.adapters.reads import SqlReads
 from signoff.runtime.adapters.rows import (
     SAVE_STEP,
     append_events,
     append_history,
-    append_one_event_each,
     approval_record,
-    close_call_approvals,
-    close_run_approvals,
     dump_without_history,
     finish_execution,
     grant_record,
-    insert_approval,
     insert_events,
-    insert_grant,
     insert_run,
     json_or,
     link_run,
     loads,
     lock_runs,
-    reopen_approval,
     run_record,
     step_params,
-    with_votes,
 )
 from signoff.runtime.adapters.statements import (
-    APPROVAL_FOR_CALL,
-    APPROVAL_ROW,
     CLAIM,
-    CONSUME_APPROVAL,
-    DECIDE_APPROVAL,
     EXECUTION_BY_KEY,
     FENCE,
     HOLD,
     INSERT_EXECUTION,
-    INSERT_VOTE,
     LOCK_RUN,
     RELEASE,
     RELEASE_TOLD,
     RENEW,
     RUN_OF_APPROVAL,
     TAKE_FREE_LEASE,
-    VOTES_OF,
 )
 from signoff.runtime.adapters.tables import approvals, grants, runs, tool_executions
 from signoff.runtime.agent import Checkpoint
+from signoff.runtime.approval import (
+    OPEN,
+    ApprovalRequest,
+    cancel_pending,
+    close,
+    dispatch,
+    expire,
+    nudge,
+    opened,
+    overdue,
+    reopen,
+    supersede_by_edit,
+    use_grant,
+    vote,
+)
 from signoff.runtime.audit import SEALED_WHEN
 from signoff.runtime.errors import Conflict, IncompatibleState
-from signoff.runtime.grants import grant_refusal
 from signoff.runtime.records import (
-    AlreadyCounted,
-    AlreadyDecided,
     ApprovalRecord,
+    ApprovalStatus,
     CommandRefusal,
-    Counted,
     Decided,
     ExecutionStart,
     Existing,
-    Expired,
     Fresh,
     GrantRecord,
     Missing,
@@ -93,10 +99,8 @@ from signoff.runtime.rules import (
     CommandRule,
     StepWrite,
     command_refusal,
-    dispatch_refusal,
+    execution_started,
     is_retry_request,
-    makes_first_reminder,
-    nudged,
 )
 from signoff.runtime.state import call_digest, canonical_json
 
@@ -198,15 +202,10 @@ class SqlStore(SqlReads):
                                  row.last_hash)
             if checkpoint.execution is not None:
                 finish_execution(conn, checkpoint.execution, now)
-            replaced = [superseded for key in write.superseded
-                        for superseded in close_call_approvals(conn, key, "superseded", now)]
-            replaced += [overruled for key in write.overruled
-                         for overruled in close_call_approvals(conn, key, "cancelled", now)]
-            if write.reopen is not None:
-                replaced += reopen_approval(conn, write.reopen)
-            opened = tuple(insert_approval(conn, run_id, request, row.requester, now) for request in write.approvals)
+            replaced = self._close_replaced(conn, write, now)
+            opened = tuple(self._open(conn, run_id, request, row.requester, now) for request in write.approvals)
             command = json.loads(row.command) if row.command and not clear_command else None
-            cancelled = (close_run_approvals(conn, run_id, "cancelled", now)
+            cancelled = (_closed(conn, now, approvals.c.run_id == run_id, status="cancelled")
                          if write.close_open_approvals else [])
             if command is not None and write.refuse_waiting_command is not None:
                 conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
@@ -216,6 +215,26 @@ class SqlStore(SqlReads):
             if last is not None and state["status"] in SEALED_WHEN:  # last: it takes the head row
                 link_run(conn, run_id, *last)
         return Saved(version + 1, opened, command, cancelled + replaced, released=row.lease_owner is None)
+
+    @staticmethod
+    def _close_replaced(conn: Connection, write: StepWrite, now: datetime) -> list[ApprovalRecord]:
+        """Close the approvals `write` says no longer hold, and reopen the one the policy asks more of."""
+        replaced = [*(_closed(conn, now, approvals.c.key == key, status="superseded") for key in write.superseded),
+                    *(_closed(conn, now, approvals.c.key == key, status="cancelled") for key in write.overruled)]
+        closed = [approval for approvals_closed in replaced for approval in approvals_closed]
+        if write.reopen is not None:
+            changes = [change for approval in approvals_where(conn, approvals.c.key == write.reopen.key)
+                       if (change := reopen(approval, write.reopen)) is not None]
+            save_changes(conn, changes, now)
+            closed += [change.after for change in changes]
+        return closed
+
+    @staticmethod
+    def _open(conn: Connection, run_id: str, request: ApprovalRequest, requester: str,
+              now: datetime) -> ApprovalRecord:
+        approval = opened(request, approval_id=new_approval_id(), run_id=run_id, requester=requester, now=now)
+        insert_approval(conn, approval)
+        return approval
 
     def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule,
                     audited: dict[str, Any] | None = None) -> CommandRefusal | None:
@@ -249,16 +268,16 @@ class SqlStore(SqlReads):
                 return command_refusal(None, None, None, shown)
             return command_refusal(found.status, json_or(found.command, None), found.version, shown)
         if rule.closes_pending_approval:
-            conn.execute(update(approvals).where(approvals.c.run_id == run_id, approvals.c.status == "pending")
-                         .values(status="cancelled", decided_at=now, decided_by=command.get("by")))
-        if rule.supersedes_its_approval and conn.execute(
-                update(approvals).where(approvals.c.run_id == run_id,
-                                        approvals.c.approval_id == command.get("approval_id"),
-                                        approvals.c.digest == command.get("digest"),
-                                        approvals.c.status == "pending")
-                .values(status="superseded", decided_at=now, decided_by=command.get("by"))).rowcount != 1:
-            # Nothing of this request is kept: the approval was decided first.
-            raise _Undone(CommandRefusal("the request was decided before your change arrived", stale=True))
+            save_changes(conn, [change for approval in approvals_where(conn, approvals.c.run_id == run_id,
+                                                                        approvals.c.status == "pending")
+                                if (change := cancel_pending(approval, now, command.get("by"))) is not None], now)
+        if rule.supersedes_its_approval:
+            edited = approvals_where(conn, approvals.c.approval_id == str(command.get("approval_id")))
+            superseded = supersede_by_edit(edited[0] if edited else None, run_id=run_id, digest=command.get("digest"),
+                                           by=command.get("by"), now=now)
+            if isinstance(superseded, CommandRefusal):
+                raise _Undone(superseded)  # nothing of this request is kept: the approval was decided first
+            save_changes(conn, [superseded], now)
         append_events(conn, run_id, [{"type": "command_recorded", **audited}], now)
         return None
 
@@ -301,49 +320,24 @@ class SqlStore(SqlReads):
             if existing is not None:
                 return self._restart(conn, run_id, tool, existing, held, restart, now)
             if granted_by is not None:
-                found_grant = conn.execute(select(grants).where(grants.c.grant_id == granted_by)).first()
-                if found_grant is None:
-                    return Ungranted(f"grant {granted_by} does not exist")
-                ungranted = grant_refusal(grant_record(found_grant), run_id=run_id, requester=held.requester,
-                                          tool=tool, rule=found_grant.rule, args=args, now=now)
-                if ungranted is not None:
-                    return Ungranted(ungranted)
-                conn.execute(update(grants).where(grants.c.grant_id == granted_by).values(uses=grants.c.uses + 1))
-                conn.execute(INSERT_EXECUTION, _started(key, run_id, tool, digest, now))
-                append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
-                                               "granted_by": granted_by, "grant_use": found_grant.uses + 1}], now)
-                return Fresh(1)
+                grant = use_grant(grant_row(conn, granted_by), granted_by, run_id=run_id, requester=held.requester,
+                                  tool=tool, args=args, now=now)
+                if isinstance(grant, Ungranted):
+                    return grant
+                save_grant_use(conn, grant)
+                return _started(conn, key, run_id, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
-                conn.execute(INSERT_EXECUTION, _started(key, run_id, tool, digest, now))
-                append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
-                                               "allowed_by": allowed_by}], now)
-                return Fresh(1)
-            found = conn.execute(APPROVAL_FOR_CALL, {"b_key": key}).first()
-            approval = approval_record(found) if found is not None else None
-            refusal = dispatch_refusal(approval, run_id=run_id, key=key, digest=digest, now=now,
-                                       window=dispatch_window)
-            if refusal is not None:
-                if refusal.status == "expired" and approval is not None:
-                    self._expire_unused(conn, approval, now)
+                return _started(conn, key, run_id, tool, digest, now, allowed_by=allowed_by)
+            found = approvals_where(conn, approvals.c.key == key, approvals.c.status != "superseded",
+                                    order=approvals.c.requested_at.desc(), limit=1)
+            used = dispatch(found[0] if found else None, run_id=run_id, key=key, digest=digest, now=now,
+                            window=dispatch_window)
+            if isinstance(used, tuple):
+                refusal, expired = used
+                save_changes(conn, [expired] if expired is not None else [], now)
                 return refusal
-            assert approval is not None  # dispatch_refusal refuses a call with no approval
-            consumed = conn.execute(CONSUME_APPROVAL, {"b_key": key, "b_digest": digest,
-                                                       "b_decided_after": now - dispatch_window,
-                                                       "b_consumed_at": now}).rowcount
-            if consumed != 1:  # the run's row is held, so nobody can have changed its approval meanwhile
-                raise Conflict(f"run {run_id}: the approval for {key} changed while it was being used")
-            conn.execute(INSERT_EXECUTION, _started(key, run_id, tool, digest, now))
-            append_events(conn, run_id, [{"type": "execution_started", "key": key, "tool": tool,
-                                           "approval_id": approval.approval_id}], now)
-        return Fresh(1)
-
-    def _expire_unused(self, conn: Connection, approval: ApprovalRecord, now: datetime) -> None:
-        """An approval whose call could not start within the dispatch window expires, audited."""
-        conn.execute(update(approvals).where(approvals.c.key == approval.key, approvals.c.status == "approved")
-                     .values(status="expired"))
-        append_events(conn, approval.run_id, [{"type": "approval_expired", "approval_id": approval.approval_id,
-                                                "key": approval.key, "approved_by": approval.decided_by,
-                                                "reason": "not started in time after the approval"}], now)
+            save_changes(conn, [used], now)
+            return _started(conn, key, run_id, tool, digest, now, approval_id=used.after.approval_id)
 
     def _restart(self, conn: Connection, run_id: str, tool: str, existing: Row[Any], held: Row[Any],
                  restart: Restart | None, now: datetime) -> ExecutionStart:
@@ -379,8 +373,9 @@ class SqlStore(SqlReads):
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
                lease: timedelta | None = None) -> Voted:
-        """Count one person's decision; the run's row is taken first, so deciders on any replica
-        count one after another and exactly one of them completes (or vetoes) the approval."""
+        """Count one person's decision (`approval.vote` decides it); the run's row is taken first, so
+        deciders on any replica count one after another and exactly one of them completes (or
+        vetoes) the approval."""
         with self._tx() as conn:
             now = self._now(conn)
             run_id = conn.execute(RUN_OF_APPROVAL, {"b_approval_id": approval_id}).scalar()
@@ -388,89 +383,28 @@ class SqlStore(SqlReads):
                 return Missing("approval")
             # Every writer takes a run's row before its approvals' rows (see `rows.lock_runs`).
             conn.execute(LOCK_RUN, {"b_run_id": run_id})
-            row = conn.execute(APPROVAL_ROW, {"b_approval_id": approval_id}).one()
-            open_now = row.status == "pending" and row.expires_at > now and digest in (None, row.digest)
-            if open_now:
-                voted = self._vote(conn, row, approved=approved, user=user, note=note, now=now, grant=grant)
-                if isinstance(voted, Decided) and lease_to is not None and lease is not None and conn.execute(
-                        TAKE_FREE_LEASE, _lease_params(run_id, lease_to, now, lease)).rowcount == 1:
-                    return dataclasses.replace(voted, lease=lease_to)
-                return voted
-            just_expired = False
-            if row.status == "pending" and row.expires_at <= now:
-                just_expired = conn.execute(update(approvals).where(approvals.c.approval_id == approval_id,
-                                                                    approvals.c.status == "pending")
-                                            .values(status="expired", decided_at=now)).rowcount == 1
-                if just_expired:
-                    append_events(conn, row.run_id, [{"type": "approval_expired", "approval_id": approval_id,
-                                                       "key": row.key, "noticed_by": user}], now)
-                row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
-            record = with_votes(conn, [row])[0]
-        return Expired(record, just_expired) if record.status == "expired" else AlreadyDecided(record)
-
-    def _vote(self, conn: Connection, row: Row[Any], *, approved: bool, user: str, note: str,
-              now: datetime, grant: bool = False) -> Decided | Counted | AlreadyCounted:
-        approval_id = row.approval_id
-        # The run's row is held (see `decide`), so nobody can vote between these reads and the insert.
-        votes = conn.execute(VOTES_OF, {"b_approval_id": approval_id}).all()
-        if any(vote.user_id == user for vote in votes):
-            return AlreadyCounted(with_votes(conn, [row])[0])
-        conn.execute(INSERT_VOTE, {"approval_id": approval_id, "user_id": user, "seq": len(votes) + 1,
-                                   "approved": approved, "note": note or None, "at": now})
-        approvals_given = sum(vote.approved for vote in votes) + approved
-        if approved and approvals_given < row.quorum:
-            # Its card must now show this vote: out of line until it does, so recovery re-shows it.
-            conn.execute(update(approvals).where(approvals.c.approval_id == approval_id).values(shown_status=None))
-            append_events(conn, row.run_id, [{"type": "approval_vote_recorded", "approval_id": approval_id,
-                                               "key": row.key, "approved": True, "by": user, "note": note,
-                                               "approvals": approvals_given, "quorum": row.quorum}], now)
-            counted = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).one()
-            return Counted(with_votes(conn, [counted])[0])
-        decided = conn.execute(DECIDE_APPROVAL, {"b_approval_id": approval_id,
-                                                 "b_status": "approved" if approved else "denied",
-                                                 "b_decided_by": user, "b_decided_at": now,
-                                                 "b_note": note or None}).one()
-        append_events(conn, row.run_id, [{"type": "approval_recorded", "approval_id": approval_id, "key": row.key,
-                                           "approved": approved, "by": user, "note": note,
-                                           "approvals": approvals_given, "quorum": row.quorum}], now)
-        made = None
-        if approved and grant and json_or(row.asked, {}).get("grant"):
-            made = insert_grant(conn, decided, user, now)
-            append_events(conn, row.run_id, [{"type": "grant_created", "grant_id": made.grant_id,
-                                               "approval_id": approval_id, "by": user, "tool": made.tool,
-                                               "rule": made.rule, "scope": made.scope,
-                                               "expires_at": made.expires_at.isoformat()}], now)
-        return Decided(with_votes(conn, [decided])[0], made)
+            [approval] = approvals_where(conn, approvals.c.approval_id == approval_id)
+            voted, change = vote(approval, user=user, approved=approved, now=now, note=note, digest=digest,
+                                 grant_id=new_grant_id() if grant else None)
+            if change is not None:
+                save_changes(conn, [change], now)
+            if isinstance(voted, Decided) and lease_to is not None and lease is not None and conn.execute(
+                    TAKE_FREE_LEASE, _lease_params(run_id, lease_to, now, lease)).rowcount == 1:
+                return dataclasses.replace(voted, lease=lease_to)
+            return voted
 
     def nudge_due(self, limit: int = 100) -> list[Nudged]:
-        """Every pending approval whose next reminder or escalation is due: each is made once,
-        whichever replica's sweep gets there first (a compare-and-set on `nudges`), with its event;
-        an escalation adds its people to the approval's approvers in the same write."""
+        """Every pending approval whose next reminder or escalation is due (`approval.nudge`): each
+        is made once, whichever replica's sweep gets there first (the runs' rows are held, and the
+        change is a compare-and-set), with its event; an escalation adds its people in the same write."""
         with self._tx() as conn:
             now = self._now(conn)
             due = and_(approvals.c.status == "pending", approvals.c.nudge_at <= now, approvals.c.expires_at > now)
             lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
-            made: list[Nudged] = []
-            for row in conn.execute(select(approvals).where(due).order_by(approvals.c.nudge_at).limit(limit)).all():
-                record = approval_record(row)
-                kinds, done, next_at, asked = nudged(record, row.nudges, now)
-                changes: dict[str, Any] = {"nudges": done, "nudge_at": next_at}
-                if asked is not None:
-                    changes["asked"] = canonical_json(asked)
-                if conn.execute(update(approvals).where(approvals.c.approval_id == row.approval_id,
-                                                        approvals.c.nudges == row.nudges)
-                                .values(**changes)).rowcount != 1:
-                    continue
-                added = tuple(i for i in (asked or {}).get("approvers", []) if i not in (record.asked or {}).get(
-                    "approvers", []))
-                append_events(conn, row.run_id, [
-                    {"type": "approval_escalated" if kind == "escalate" else "approval_reminded",
-                     "approval_id": row.approval_id, "key": row.key, **({"added": list(added)} if kind == "escalate"
-                                                                        else {})} for kind in kinds], now)
-                fresh = conn.execute(select(approvals).where(approvals.c.approval_id == row.approval_id)).one()
-                made.append(Nudged(with_votes(conn, [fresh])[0], tuple(kinds), added,
-                                   makes_first_reminder(record, row.nudges, done)))
-        return made
+            made = [nudged for approval in approvals_where(conn, due, order=approvals.c.nudge_at, limit=limit)
+                    if (nudged := nudge(approval, now)) is not None]
+            save_changes(conn, [change for _, change in made], now)
+        return [nudged for nudged, _ in made]
 
     # -- grants ------------------------------------------------------------------------------
 
@@ -510,23 +444,14 @@ class SqlStore(SqlReads):
         return grant_record(row) if row is not None else None
 
     def expire_due(self) -> list[ApprovalRecord]:
-        """One statement: every pending approval past its expiry becomes expired; returns them."""
+        """Every pending approval past its expiry expired (`approval.expire`), in one transaction."""
         with self._tx() as conn:
             now = self._now(conn)
             due = and_(approvals.c.status == "pending", approvals.c.expires_at <= now)
             lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
-            rows = conn.execute(
-                update(approvals).where(due).values(status="expired", decided_at=now).returning(*approvals.c)
-            ).all()
-            first: dict[str, dict[str, Any]] = {}
-            for row in rows:
-                event = {"type": "approval_expired", "approval_id": row.approval_id, "key": row.key}
-                if row.run_id in first:  # a run has one open approval at a time; never lose an event anyway
-                    append_events(conn, row.run_id, [event], now)
-                else:
-                    first[row.run_id] = event
-            append_one_event_each(conn, first, now)
-        return [approval_record(r) for r in rows]
+            changes = [expire(approval, now) for approval in approvals_where(conn, due) if overdue(approval, now)]
+            save_changes(conn, changes, now)
+        return [change.after for change in changes]
 
     def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
         """Record where the request was posted (showing it pending); returns the approval as it is now."""
@@ -550,10 +475,22 @@ def _lease_params(run_id: str, owner: str, now: datetime, lease: timedelta) -> d
     return {"b_run_id": run_id, "b_owner": owner, "b_now": now, "b_until": now + lease}
 
 
-def _started(key: str, run_id: str, tool: str, digest: str, now: datetime) -> dict[str, Any]:
-    """The ledger row of a call starting now, its first attempt."""
-    return {"key": key, "run_id": run_id, "tool": tool, "digest": digest, "status": "started", "attempts": 1,
-            "started_at": now}
+def _started(conn: Connection, key: str, run_id: str, tool: str, digest: str, now: datetime,
+             **why: str | int) -> Fresh:
+    """The ledger row of a call starting now, its first attempt, with the event saying what let it."""
+    conn.execute(INSERT_EXECUTION, {"key": key, "run_id": run_id, "tool": tool, "digest": digest,
+                                    "status": "started", "attempts": 1, "started_at": now})
+    append_events(conn, run_id, [execution_started(key, tool, **why)], now)
+    return Fresh(1)
+
+
+def _closed(conn: Connection, now: datetime, whose: ColumnElement[bool], *,
+            status: ApprovalStatus) -> list[ApprovalRecord]:
+    """Close the open approvals `whose` selects as `status`; returns them as they are now."""
+    changes = [change for approval in approvals_where(conn, whose, approvals.c.status.in_(OPEN))
+               if (change := close(approval, status, now)) is not None]
+    save_changes(conn, changes, now)
+    return [change.after for change in changes]
 
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Column, bindparam, insert, or_, select, update
 
 from signoff.runtime.adapters.tables import approval_votes, approvals, run_history, runs, tool_executions
-from signoff.runtime.rules import NOT_ENDED, OPEN_APPROVAL
+from signoff.runtime.rules import NOT_ENDED
 from signoff.runtime.schema import REOPENABLE
 
 
@@ -68,35 +68,10 @@ FENCE = (update(runs).where(runs.c.run_id == _RUN_ID, runs.c.lease_owner == _OWN
 _APPROVAL_ID = param("approval_id", approvals.c.approval_id)
 RUN_OF_APPROVAL = select(approvals.c.run_id).where(approvals.c.approval_id == _APPROVAL_ID)
 LOCK_RUN = select(runs.c.run_id).where(runs.c.run_id == _RUN_ID).with_for_update()
-APPROVAL_ROW = select(approvals).where(approvals.c.approval_id == _APPROVAL_ID)
-VOTES_OF = select(approval_votes.c.user_id, approval_votes.c.approved).where(
-    approval_votes.c.approval_id == _APPROVAL_ID)
 INSERT_VOTE = insert(approval_votes)
-DECIDE_APPROVAL = (update(approvals).where(approvals.c.approval_id == _APPROVAL_ID)
-                   .values(status=param("status", approvals.c.status),
-                           decided_by=param("decided_by", approvals.c.decided_by),
-                           decided_at=param("decided_at", approvals.c.decided_at),
-                           note=param("note", approvals.c.note))
-                   .returning(*approvals.c))
-"""Move the approval to approved or denied, handing back its row as it is now."""
 
 # -- starting a call ---------------------------------------------------------------------
 
 _KEY = param("key", tool_executions.c.key)
 EXECUTION_BY_KEY = select(tool_executions).where(tool_executions.c.key == _KEY)
-APPROVAL_FOR_CALL = (select(approvals).where(approvals.c.key == _KEY, approvals.c.status != "superseded")
-                     .order_by(approvals.c.requested_at.desc()).limit(1))
-CONSUME_APPROVAL = (update(approvals).where(approvals.c.key == _KEY, approvals.c.status == "approved",
-                                            approvals.c.digest == param("digest", approvals.c.digest),
-                                            approvals.c.decided_at > param("decided_after", approvals.c.decided_at))
-                    .values(status="consumed", consumed_at=param("consumed_at", approvals.c.consumed_at)))
-"""Use the approval up: still approved, for these very arguments, and recently enough."""
 INSERT_EXECUTION = insert(tool_executions)
-
-# -- closing approvals -------------------------------------------------------------------
-
-_CLOSE = update(approvals).where(approvals.c.status.in_(OPEN_APPROVAL)).values(
-    status=param("status", approvals.c.status), decided_at=param("decided_at", approvals.c.decided_at))
-CLOSE_FOR_KEY = _CLOSE.where(approvals.c.key == param("key", approvals.c.key)).returning(*approvals.c)
-CLOSE_FOR_RUN = _CLOSE.where(approvals.c.run_id == param("run_id", approvals.c.run_id)).returning(*approvals.c)
-"""Close the open approvals of one call (`b_key`) or of one run (`b_run_id`) as `b_status`."""

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 
 LIVE_APPROVAL = "status IN ('pending', 'approved', 'consumed')"
-"""The approvals still in force (`rules.LIVE_APPROVAL`, as the migrations wrote it): at most one per key."""
+"""The approvals still in force (`approval.LIVE`, as the migrations wrote it): at most one per key."""
 
 
 class UTCDateTime(TypeDecorator[datetime]):
