@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from signoff.runtime.durations import spoken
 from signoff.runtime.grants import grant_refusal, granted_values
@@ -190,15 +190,19 @@ def made_grant(approval: ApprovalRecord, user: str, now: datetime, grant_id: str
                        created_at=now, expires_at=now + timedelta(seconds=offer["for_seconds"]))
 
 
-def decision_refusal(approval: ApprovalRecord, digest: str, now: datetime) -> str | None:
+Unopenable = Literal["changed", "decided", "expired"]
+"""Why a decision cannot be taken: the call is not the one shown, someone decided it, it expired."""
+
+
+def decision_refusal(approval: ApprovalRecord, digest: str, now: datetime) -> Unopenable | None:
     """Why a decision on `approval` from a button or form showing `digest` cannot be taken now,
     without changing anything: what an edge answers before it opens a form (`vote` decides)."""
     if approval.digest != digest:
-        return "this button no longer matches the request it was posted with"
+        return "changed"
     if approval.status != "pending":
-        return f"it is {approval.status}"
+        return "decided"
     if approval.expires_at <= now:  # the database's clock decides expiry, not the edge's
-        return "it expired"
+        return "expired"
     return None
 
 

@@ -19,6 +19,15 @@ from datetime import timedelta
 from typing import Any, cast
 
 from signoff.runtime.agent import Policy
+from signoff.runtime.approval import (
+    IsAmong,
+    Unopenable,
+    asked_of,
+    decider_refusal,
+    decision_refusal,
+    offers_grant,
+    with_rule,
+)
 from signoff.runtime.approval_policy import ApprovalPolicy, Ask, Deny, default_policy
 from signoff.runtime.budget import Budget, extension
 from signoff.runtime.commands import (
@@ -196,7 +205,7 @@ class Runner:
         reason = self.approval_refusal(user, run, approval)
         if reason:
             return NotAllowed(reason)
-        if grant and not (approved and (approval.asked or {}).get("grant")):
+        if grant and not (approved and offers_grant(approval)):
             return NotAllowed("this call's rule offers no grant: approve it alone")
         lease = self.worker.hand_out() if drive else None
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
@@ -214,26 +223,24 @@ class Runner:
         return outcome
 
     def approval_refusal(self, user: str, run: RunRecord, approval: ApprovalRecord | None = None) -> str | None:
-        """Why `user` may not decide `approval` (by the rule that asked for it), or `run`'s requests
-        (extend, retry, reconcile: by the policy's defaults), or None if they may."""
-        asked = approval.asked if approval is not None else None
-        rule: str | None = None
-        if asked is None:
+        """Why `user` may not decide `approval` (by the rule that asked for it, and by the rule as
+        the policy words it now), or `run`'s requests (extend, retry, reconcile: by the policy's
+        defaults), or None if they may."""
+        is_among: IsAmong = functools.partial(self.may_approve, user, run)
+        if approval is None or approval.asked is None:  # asked before Signoff had policies: by the defaults
             defaults = self.config.policy.defaults
-            approvers, self_approval = defaults.approvers, defaults.allow_self_approval
+            approvers, allow_self_approval = defaults.approvers, defaults.allow_self_approval
         else:
-            approvers, self_approval = tuple(asked.get("approvers") or ()), bool(asked.get("allow_self_approval"))
-            rule = asked.get("rule")
-        reason: str | None
-        if user == run.requester and not self_approval:
-            reason = SELF_APPROVAL if approval is not None else SELF_REQUEST
-        else:
-            reason = self.may_approve(user, run, approvers)
-        if reason:
-            return f"{reason} (policy rule {rule})" if rule else reason
-        return self._policy_now_refuses(user, run, approval) if approval is not None else None
+            approvers, allow_self_approval = asked_of(approval)
+        refusal = decider_refusal(user, run.requester, approvers, allow_self_approval, is_among,
+                                  self_refusal=SELF_APPROVAL if approval is not None else SELF_REQUEST)
+        if approval is None:
+            return refusal
+        refusal = with_rule(refusal, approval.rule)
+        return refusal or self._policy_now_refuses(user, run, approval, is_among)
 
-    def _policy_now_refuses(self, user: str, run: RunRecord, approval: ApprovalRecord) -> str | None:
+    def _policy_now_refuses(self, user: str, run: RunRecord, approval: ApprovalRecord,
+                            is_among: IsAmong) -> str | None:
         """Why the policy as it is now does not let `user` decide `approval`, or None.
 
         The file may have changed since the call was asked about (or SIGNOFF_APPROVERS, with a
@@ -251,12 +258,15 @@ class Runner:
                 approvers = now.approvers
                 if (approval.asked or {}).get("escalated") and now.escalate is not None:
                     approvers += now.escalate.to  # escalated as the rule says: those added may decide
-                if user == run.requester and not now.allow_self_approval:
-                    reason: str | None = SELF_APPROVAL
-                else:
-                    reason = self.may_approve(user, run, approvers)
-                return f"{reason} (policy rule {rule})" if reason and rule else reason
+                return with_rule(decider_refusal(user, run.requester, approvers, now.allow_self_approval, is_among),
+                                 rule)
         return None
+
+    def unopenable(self, approval: ApprovalRecord, digest: str) -> Unopenable | None:
+        """Why a form or a decision on `approval` from a message showing `digest` cannot be taken
+        now (None: it may be), as the store would find it by the database's clock: what an edge
+        says before it opens a form, without deciding anything."""
+        return decision_refusal(approval, digest, self.store.now())
 
     def visibility_refusal(self, user: str, run: RunRecord) -> str | None:
         """Why `user` may not see `run` (its goal, arguments, answer), or None if they may: its

@@ -9,6 +9,7 @@ outcome is saved with the step after it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import secrets
 import threading
@@ -18,12 +19,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from signoff.runtime.agent import Agent, Checkpoint, Policy, holds_to_preview, preview_changed
+from signoff.runtime.approval import decider_refusal
 from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, RequestAgain, Retry, parse_command
 from signoff.runtime.errors import Conflict, IncompatibleState, InvalidTransition
 from signoff.runtime.frozen import thawed
 from signoff.runtime.loop import Caller, RunTool, through_ledger
-from signoff.runtime.people import SELF_APPROVAL, MayApprove
+from signoff.runtime.people import MayApprove
 from signoff.runtime.ports import RunStore, Store
 from signoff.runtime.records import (
     ApprovalRecord,
@@ -421,8 +423,8 @@ class Worker:
             if rule is None or rule.grant is None:
                 continue  # the loop finds no rule offering it, and says so: nobody need be asked
             now = policy.requirement(rule)
-            reason = (SELF_APPROVAL if grant.created_by == run.requester and not now.allow_self_approval
-                      else self.may_approve(grant.created_by, run, now.approvers))
+            reason = decider_refusal(grant.created_by, run.requester, now.approvers, now.allow_self_approval,
+                                     functools.partial(self.may_approve, grant.created_by, run))
             if reason:
                 unfit[grant.grant_id] = reason
         return unfit

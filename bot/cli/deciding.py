@@ -118,7 +118,7 @@ def decide_here(runner: Runner, run: RunRecord, approval: ApprovalRecord, consol
     """Ask for a decision on `approval` and record it; False if the run stays paused: the person
     quit, may not decide it, or its rule needs more approvals than theirs."""
     notifier.show_approval(run, approval)
-    if approval.expires_at <= runner.store.now():  # the database's clock, as for every expiry
+    if runner.unopenable(approval, approval.digest) == "expired":
         # Deciding cannot win any more; the store marks it expired and the run ends as expired.
         runner.decide(approval.approval_id, approval.digest, user, approved=False)
         return True

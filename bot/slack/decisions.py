@@ -197,7 +197,7 @@ class Decisions:
                 return {}, approval
             case Refused(reason=reason):
                 now = self.runner.get_approval(submission.approval_id)
-                if now is None or now.status != "pending" or now.digest != submission.digest:
+                if now is None or self.runner.unopenable(now, submission.digest) in ("changed", "decided"):
                     return _in_place(decided_text(now) if now is not None else APPROVAL_GONE), None
                 return _errors(edit_errors(fields, reason)), None
             case NotAllowed(reason=reason):
@@ -247,12 +247,13 @@ class Decisions:
         itself is checked again."""
         if approval is None:
             return APPROVAL_GONE, None
-        if approval.digest != click.digest:
-            return "This button no longer matches the request it was posted with.", None
-        if approval.status != "pending":
-            return decided_text(approval), None
-        if approval.expires_at <= self.runner.store.now():  # the database's clock decides expiry, not ours
-            return expired_text(approval), None
+        match self.runner.unopenable(approval, click.digest):
+            case "changed":
+                return "This button no longer matches the request it was posted with.", None
+            case "decided":
+                return decided_text(approval), None
+            case "expired":
+                return expired_text(approval), None
         run = self.runner.get_run(approval.run_id, history=history)
         if run is None:
             return "The run behind this request no longer exists.", None
