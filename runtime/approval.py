@@ -126,6 +126,12 @@ def reopen(approval: ApprovalRecord, reopening: Reopening) -> Change | None:
 # -- deciding ----------------------------------------------------------------------------------
 
 
+def bound_to(approval: ApprovalRecord, digest: str | None) -> bool:
+    """Whether `approval` is for the call `digest` binds (its tool, arguments, key and preview):
+    a button, a form and a call's start all carry the digest of what the person was shown."""
+    return approval.digest == digest
+
+
 def is_open(approval: ApprovalRecord, now: datetime) -> bool:
     """Whether people may still decide `approval`: pending and, by the database's clock, unexpired."""
     return approval.status == "pending" and approval.expires_at > now
@@ -140,7 +146,7 @@ def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, 
     that approve also makes the grant the approval's rule offers, under this id. A click after the
     expiry, before any sweep noticed it, expires the approval (`Expired(just_now=True)`).
     """
-    if is_open(approval, now) and digest in (None, approval.digest):
+    if is_open(approval, now) and (digest is None or bound_to(approval, digest)):
         return _counted(approval, user=user, approved=approved, now=now, note=note, grant_id=grant_id)
     if approval.status == "pending" and approval.expires_at <= now:
         change = expire(approval, now, noticed_by=user)
@@ -197,7 +203,7 @@ Unopenable = Literal["changed", "decided", "expired"]
 def decision_refusal(approval: ApprovalRecord, digest: str, now: datetime) -> Unopenable | None:
     """Why a decision on `approval` from a button or form showing `digest` cannot be taken now,
     without changing anything: what an edge answers before it opens a form (`vote` decides)."""
-    if approval.digest != digest:
+    if not bound_to(approval, digest):
         return "changed"
     if approval.status != "pending":
         return "decided"
@@ -267,7 +273,7 @@ def supersede_by_edit(approval: ApprovalRecord | None, *, run_id: str, digest: A
                       now: datetime) -> Change | CommandRefusal:
     """The approval an edit replaces, closed as superseded, or why the edit came too late: the
     approval must still be the run's, pending, for the call the editor saw."""
-    if approval is None or approval.run_id != run_id or approval.status != "pending" or approval.digest != digest:
+    if approval is None or approval.run_id != run_id or approval.status != "pending" or not bound_to(approval, digest):
         return CommandRefusal("the request was decided before your change arrived", stale=True)
     return _change(approval, status="superseded", decided_at=now, decided_by=by)
 
@@ -333,7 +339,7 @@ def dispatch(approval: ApprovalRecord | None, *, run_id: str, key: str, digest: 
     """
     if approval is None or approval.run_id != run_id:
         return NotDispatchable(f"no approval recorded for {key}", "failed"), None
-    if approval.digest != digest:
+    if not bound_to(approval, digest):
         return NotDispatchable(f"the call no longer matches what was approved for {key}", "failed"), None
     if approval.status != "approved":
         return NotDispatchable(f"the approval for {key} is {approval.status}", "failed"), None

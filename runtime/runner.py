@@ -23,6 +23,7 @@ from signoff.runtime.approval import (
     IsAmong,
     Unopenable,
     asked_of,
+    bound_to,
     decider_refusal,
     decision_refusal,
     offers_grant,
@@ -194,7 +195,7 @@ class Runner:
         approval = self.store.get_approval(approval_id)
         if approval is None:
             return Missing("approval")
-        if digest != approval.digest:
+        if not bound_to(approval, digest):
             return Mismatch("this button no longer matches the request it was posted with")
         refusal = unoffered(approval) if unoffered is not None else None
         if refusal:
@@ -300,7 +301,7 @@ class Runner:
         approval = self.store.get_approval(approval_id)
         if approval is None:
             return Missing("approval")
-        if digest != approval.digest:
+        if not bound_to(approval, digest):
             return Refused("this form no longer matches the request it was opened for")
         run = self.store.get_run(approval.run_id, history=False)
         if run is None:
