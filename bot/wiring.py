@@ -1,29 +1,47 @@
-"""Composition helpers shared by the CLI and `signoff serve`: settings in, store and runner out."""
+"""Composition helpers shared by the CLI and `signoff serve`: settings in, store and runner out.
+
+The composition root: the one module of the bot that builds a store or imports an adapter. The rest
+reads the store through `runtime.ports`, and what it needs of the database's URL (shown masked, the
+zero-configuration file, ...) it takes from here (a test checks both).
+"""
 
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import OperationalError
 
 from signoff.bot.settings import Settings
 from signoff.bot.words import DEMO_MODEL
-from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, is_new_sqlite, make_engine
+from signoff.runtime.adapters.db import check_writable as check_writable
+from signoff.runtime.adapters.db import database_error, ensure_schema, make_engine, upgrade
+from signoff.runtime.adapters.db import is_default_sqlite as is_default_sqlite
+from signoff.runtime.adapters.db import is_new_sqlite as is_new_sqlite
+from signoff.runtime.adapters.db import masked as masked
+from signoff.runtime.adapters.db import sqlite_file as sqlite_file
+from signoff.runtime.adapters.db import url_problem as url_problem
 from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.adapters.tables import approvals, runs
 from signoff.runtime.agent import Policy
 from signoff.runtime.approval_policy import ApprovalPolicy, PolicyError, default_policy, parse_policy
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.models import policy_from_spec
 from signoff.runtime.people import MayApprove
-from signoff.runtime.ports import Notifier, Observer
+from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.runner import MaySee, Runner, RunnerConfig
 from signoff.tools.base import Tool
 from signoff.tools.mcp import McpConfigError, McpServers
 from signoff.tools.registry import MCP_PREFIX, ToolsetError, load_toolsets
+
+if TYPE_CHECKING:
+    from signoff.bot.observe.metrics import Pending
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 """Where the package data (demo script, Slack manifest) lives, in a checkout and in an installation."""
@@ -59,6 +77,58 @@ def open_store(database_url: str, auto_upgrade: bool = False) -> SqlStore:
     engine = make_engine(database_url)
     ensure_schema(engine, auto_upgrade=auto_upgrade)
     return SqlStore(engine)
+
+
+def upgrade_schema(database_url: str) -> tuple[str | None, str]:
+    """Create or upgrade the database's schema to the newest revision: (the revision before, after).
+
+    Raises `ConfigError` when the database cannot be reached."""
+    engine = make_engine(database_url)
+    try:
+        return upgrade(engine)
+    except OperationalError as exc:
+        raise database_error(masked(database_url), exc) from None
+    finally:
+        engine.dispose()
+
+
+def check_schema(database_url: str, **options: Any) -> None:
+    """Reach the database (`options`: the engine's) and check that its schema is current; raises
+    `ConfigError` when it cannot be reached or its schema is behind."""
+    engine = make_engine(database_url, **options)
+    try:
+        ensure_schema(engine)
+    finally:
+        engine.dispose()
+
+
+def shared_state(store: Store) -> SqlSharedState:
+    """What every replica shares, read from `store`'s database when the metrics are scraped."""
+    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
+    return SqlSharedState(store.engine)
+
+
+class SqlSharedState:
+    """Reads what every replica shares from the database, one cheap query each (both are indexed):
+    the metrics' `SharedState`."""
+
+    def __init__(self, engine: Engine, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.engine, self.clock = engine, clock
+
+    def pending_approvals(self) -> Pending:
+        from signoff.bot.observe.metrics import Pending  # Prometheus only for a process that serves metrics
+
+        query = select(approvals.c.requested_at, approvals.c.expires_at).where(approvals.c.status == "pending")
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        now = self.clock()
+        late = sum(1 for requested, expires in rows if now - requested > (expires - requested) / 2)
+        return Pending(len(rows), late)
+
+    def runs_needing_reconciliation(self) -> int:
+        query = select(func.count()).select_from(runs).where(runs.c.status == "needs_reconciliation")
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
 
 
 def load_tools(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, Tool]:
@@ -168,7 +238,7 @@ def policy_factory(settings: Settings, tools: dict[str, Tool], env: Mapping[str,
 
 def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[str, str],
                  tools: dict[str, Tool] | None = None, config: RunnerConfig | None = None,
-                 store: SqlStore | None = None, auto_upgrade: bool | None = None,
+                 store: Store | None = None, auto_upgrade: bool | None = None,
                  may_approve: MayApprove | None = None, may_see: MaySee | None = None,
                  observer: Observer | None = None) -> Runner:
     """The runner `settings` describe: store, tools, model policies and timings.

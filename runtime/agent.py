@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from signoff.runtime import loop, requests
@@ -27,10 +28,18 @@ from signoff.runtime.state import DEFAULT_REDACT_KEYS, dump_state, parse_state
 from signoff.runtime.tool_calls import Executor, Outcome, PreviewChanged, call_tool, run_tool, take_preview
 from signoff.tools.base import Tool
 
-__all__ = ["Agent", "Checkpoint", "Executor", "InProcess", "Policy", "Ports"]
+__all__ = ["Agent", "Checkpoint", "Executor", "InProcess", "NoReply", "Policy", "Ports"]
 
 Policy = Callable[[list[dict[str, Any]]], Any]
-"""history -> {"tool": name, "args": {...}} | {"final": text}; may add "usage", "call_id", "text", "note"."""
+"""history -> {"tool": name, "args": {...}} | {"final": text} | `NoReply()`; may add "usage",
+"call_id", "text", "note"."""
+
+
+@dataclass(frozen=True)
+class NoReply:
+    """What a policy returns when it has no turn to give yet: the driver stops before the model's
+    turn, the run still running, as when a port says stop. A replay returns it where the recording
+    has a person act next, or ends mid-run."""
 
 
 class Ports(Protocol):
@@ -254,7 +263,10 @@ class Agent:
             committed = False
             match step.then:
                 case CallModel():
-                    step = loop.budget_stop(self._run) or loop.after_reply(self._run, self.context, self._ask())
+                    turn = loop.budget_stop(self._run) or self._model_turn()
+                    if turn is None:  # the policy has no turn to give yet
+                        return self.status
+                    step = turn
                 case RunTool() as action:
                     step = loop.after_call(self._run, self.context, action, self.ports.run(action))
                 case loop.ContinueBatch():
@@ -280,6 +292,13 @@ class Agent:
         step, self._step = self._step, StepRecord()
         start, self._mark = self._mark, len(self._run.history)
         return self.ports.save(Checkpoint(self.state, start, step.events, step.execution, self._mark, last))
+
+    def _model_turn(self) -> Step | None:
+        """The step the policy's reply makes; None when it has none to give (`NoReply`)."""
+        reply = self._ask()
+        if isinstance(reply, Reply) and isinstance(reply.raw, NoReply):
+            return None
+        return loop.after_reply(self._run, self.context, reply)
 
     def _ask(self) -> Reply | ModelFailed:
         """The policy's reply to the history so far; its failure is a value, so the run stops visibly."""

@@ -11,7 +11,7 @@ applies them and decides none itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -321,8 +321,9 @@ class GrantStore(Protocol):
 class AuditLog(Protocol):
     """The audit log as `runtime.audit` verifies it: every run's chain of events, and the chain of runs."""
 
-    def audit_records(self, selection: Selection = WHOLE_LOG) -> Iterator[Record]:
-        """The records `selection` picks, read from one snapshot (see `runtime.audit.verify`)."""
+    def audit_records(self, selection: Selection = WHOLE_LOG) -> Generator[Record, None, None]:
+        """The records `selection` picks, read from one snapshot (see `runtime.audit.verify`);
+        closing the generator lets go of the snapshot."""
 
 
 class Store(RunStore, ExecutionLedger, ApprovalStore, GrantStore, AuditLog, Protocol):

@@ -11,12 +11,11 @@ ending. The first difference is reported; a refactor that changed nothing report
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from signoff.runtime.agent import Agent
+from signoff.runtime.agent import Agent, NoReply
 from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.budget import Budget
 from signoff.runtime.digests import batch_place
@@ -79,14 +78,6 @@ class Replayed:
         return self.divergence is None
 
 
-class _PersonActs(BaseException):  # noqa: N818 - a signal, not an error
-    """The recording has a person act before the next model turn: leave the loop and let them."""
-
-
-class _RecordingEnds(BaseException):  # noqa: N818 - a signal, not an error
-    """The recording stops here with the run still going (it was recorded mid-run): so does the replay."""
-
-
 def loop_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The loop's own events of a run's audit log, without what differs between executions."""
     return [_comparable(e) for e in events if e.get("type") in AGENT_EVENTS]
@@ -117,17 +108,12 @@ def replay(state: Mapping[str, Any] | str, events: Iterable[Mapping[str, Any]], 
 
 
 def _drive(agent: Agent, state: dict[str, Any], expected: list[dict[str, Any]], produced: list[dict[str, Any]]) -> None:
-    _acting(lambda: agent.start(state["goal"]))
+    agent.start(state["goal"])
     while len(produced) < len(expected) and produced == expected[: len(produced)]:
         event = expected[len(produced)]
         if event["type"] not in _OUTSIDE:
             return  # the recording goes on where the replay cannot follow: the comparison says where
-        _acting(lambda event=event: _act(agent, state, event))
-
-
-def _acting(transition: Any) -> None:
-    with contextlib.suppress(_PersonActs, _RecordingEnds):
-        transition()
+        _act(agent, state, event)
 
 
 def _act(agent: Agent, state: dict[str, Any], event: dict[str, Any]) -> None:
@@ -175,12 +161,12 @@ class _Recording:
         def answer(history: list[dict[str, Any]]) -> Any:
             upcoming = self.expected[len(produced)] if len(produced) < len(self.expected) else None
             if upcoming is not None and upcoming["type"] in _OUTSIDE:
-                raise _PersonActs()
+                return NoReply()  # a person acts before the next model turn: the loop stops to let them
             if upcoming is not None and upcoming["type"] == "failed" and upcoming.get("reason") in _MODEL_STOPS:
                 raise _MODEL_STOPS[upcoming["reason"]](upcoming.get("detail") or upcoming["reason"])
             if self.next_turn >= len(self.turns):
-                if upcoming is None:
-                    raise _RecordingEnds()
+                if upcoming is None:  # the recording stops with the run still going (recorded mid-run)
+                    return NoReply()
                 raise ModelUnavailable("the recording has no more model replies")
             turn = self.turns[self.next_turn]
             self.next_turn += 1

@@ -25,8 +25,8 @@ from signoff.bot.cli.options import DATABASE_URL, DEMO, load_settings, options
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
 
 if TYPE_CHECKING:
-    from signoff.runtime.adapters.sql import SqlStore
     from signoff.runtime.audit import Head, Problem, Record, Selection
+    from signoff.runtime.ports import Store
 
 RUN = click.option("--run", "run_id", metavar="RUN", help="Only this run.")
 
@@ -159,10 +159,10 @@ def audit_export(since: datetime | None, run_id: str | None, database_url: str |
 
 
 @contextlib.contextmanager
-def _store(database_url: str | None, demo: bool) -> Iterator[tuple[SqlStore | None, str]]:
+def _store(database_url: str | None, demo: bool) -> Iterator[tuple[Store | None, str]]:
     """The store to read (None: the zero-configuration file does not exist yet), and where it is."""
     from signoff.bot.cli.stored import read_store
-    from signoff.runtime.adapters.db import masked
+    from signoff.bot.wiring import masked
 
     settings = load_settings({"database_url": database_url}, demo=demo)
     store = read_store(settings.database_url, demo)
@@ -174,7 +174,7 @@ def _store(database_url: str | None, demo: bool) -> Iterator[tuple[SqlStore | No
 
 
 @contextlib.contextmanager
-def _records(store: SqlStore, selection: Selection, where: str) -> Iterator[Iterator[Record]]:
+def _records(store: Store, selection: Selection, where: str) -> Iterator[Iterator[Record]]:
     """The selected records; for one run, only if the database knows it (its row or its link)."""
     from signoff.runtime.audit import RunRow
 

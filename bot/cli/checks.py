@@ -14,8 +14,15 @@ from signoff.bot.cli.policy import policy_summary
 from signoff.bot.cli.rendering import one_line
 from signoff.bot.cli.toolview import check_http, check_mcp
 from signoff.bot.settings import Settings
-from signoff.bot.wiring import load_approval_policy, load_tools, model_env, resolve_model_spec
-from signoff.runtime.adapters.db import ensure_schema, is_default_sqlite, make_engine, masked
+from signoff.bot.wiring import (
+    check_schema,
+    is_default_sqlite,
+    load_approval_policy,
+    load_tools,
+    masked,
+    model_env,
+    resolve_model_spec,
+)
 from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.errors import ConfigError, SignoffError
 from signoff.runtime.models import check_model
@@ -121,11 +128,7 @@ def check_database(settings: Settings) -> str:
         return f"ok database: {url} does not exist yet; `signoff run` creates it on first use"
     options = {"connect_args": {"connect_timeout": 5}} if backend == "postgresql" else {}
     try:
-        engine = make_engine(url, **options)
-        try:
-            ensure_schema(engine)
-        finally:
-            engine.dispose()
+        check_schema(url, **options)
     except ConfigError as exc:
         return f"FAIL database: {_scrub(str(exc), url)}"
     return f"ok database: {masked(url)} is reachable and its schema is current"

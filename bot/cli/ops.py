@@ -21,18 +21,10 @@ from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
 @DATABASE_URL
 def db_upgrade(database_url: str | None) -> int:
     """Create or upgrade the schema to the newest revision; prints `before -> after`."""
-    from sqlalchemy.exc import OperationalError
-
-    from signoff.runtime.adapters.db import database_error, make_engine, masked, upgrade
+    from signoff.bot.wiring import masked, upgrade_schema
 
     settings = load_settings({"database_url": database_url})
-    engine = make_engine(settings.database_url)
-    try:
-        before, after = upgrade(engine)
-    except OperationalError as exc:
-        raise database_error(masked(settings.database_url), exc) from None
-    finally:
-        engine.dispose()
+    before, after = upgrade_schema(settings.database_url)
     click.echo(f"{masked(settings.database_url)}: {before or '(empty)'} -> {after}"
                + (" (already current)" if before == after else ""))
     return EXIT_OK

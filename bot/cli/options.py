@@ -85,7 +85,7 @@ def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _database_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from signoff.runtime.adapters.db import url_problem
+    from signoff.bot.wiring import url_problem
 
     problem = url_problem(value) if value is not None else None
     if problem is not None:
@@ -132,7 +132,7 @@ def load_settings(flags: Mapping[str, Any], *, demo: bool = False) -> Settings:
 
 def is_zero_config(database_url: str, demo: bool) -> bool:
     """The SQLite file `signoff run` (or `signoff demo`) uses when nothing is configured."""
-    from signoff.runtime.adapters.db import is_default_sqlite
+    from signoff.bot.wiring import is_default_sqlite
 
     return is_default_sqlite(database_url) or (demo and database_url == DEMO_DATABASE_URL)
 
@@ -141,7 +141,7 @@ def may_create(database_url: str, demo: bool) -> bool:
     """Whether a command that writes runs may create the database or upgrade its schema: the
     zero-configuration files, and a SQLite file that does not exist yet, anywhere. A database that
     exists (PostgreSQL, someone's SQLite file) is never changed without `signoff db upgrade`."""
-    from signoff.runtime.adapters.db import is_new_sqlite
+    from signoff.bot.wiring import is_new_sqlite
 
     return is_zero_config(database_url, demo) or is_new_sqlite(database_url)
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from signoff.bot.cli.console import Console
     from signoff.bot.cli.notifier import TerminalNotifier
     from signoff.bot.settings import Settings
-    from signoff.runtime.adapters.sql import SqlStore
+    from signoff.runtime.ports import Store
     from signoff.runtime.runner import Runner
 
 TERMINAL_SOURCE = "cli"
@@ -79,8 +79,8 @@ def demo(goal: str, quiet: bool, user: str, **flags: Any) -> int:
 
 def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, demo: bool) -> int:
     from signoff.bot.cli.deciding import drive
+    from signoff.bot.wiring import check_writable, masked
     from signoff.bot.words import model_label
-    from signoff.runtime.adapters.db import check_writable, masked
 
     console = make_console(quiet)
     check_writable(settings.database_url)
@@ -101,7 +101,7 @@ def run_in_terminal(settings: Settings, goal: str, *, user: str, quiet: bool, de
     return finish(console, final, hint, runner.store.executions(final.run_id))
 
 
-def terminal_runner(settings: Settings, console: Console, *, store: SqlStore | None = None,
+def terminal_runner(settings: Settings, console: Console, *, store: Store | None = None,
                     auto_upgrade: bool | None = None) -> tuple[Runner, TerminalNotifier]:
     """A runner that tells `console`, where the person at the keyboard decides (their own runs too)."""
     from signoff.bot.cli.notifier import TerminalNotifier
@@ -120,7 +120,7 @@ def terminal_runner(settings: Settings, console: Console, *, store: SqlStore | N
 def resume_hint(run_id: str, settings: Settings, demo: bool) -> str:
     """The `runs resume` command line, with the flags that differ from what it would read by itself."""
     from signoff.bot.settings import ENV_VARS
-    from signoff.runtime.adapters.db import masked
+    from signoff.bot.wiring import masked
 
     base: Mapping[str, str] = demo_env() if demo else os.environ
     command = f"signoff runs resume {run_id}" + (" --demo" if demo else "")

@@ -39,7 +39,7 @@ def runs_list(limit: int, status: str | None, requester: str | None, database_ur
     """The most recent runs, newest first."""
     from signoff.bot.cli.rendering import one_line
     from signoff.bot.cli.stored import demo_has_runs, runs_store
-    from signoff.runtime.adapters.db import sqlite_file
+    from signoff.bot.wiring import sqlite_file
 
     settings, store = runs_store(database_url, demo)
     found = store.list_runs(requester=requester, status=status, limit=limit) if store is not None else []
@@ -119,8 +119,8 @@ def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: 
     from signoff.bot.cli.deciding import drive
     from signoff.bot.cli.running import resume_hint, terminal_runner
     from signoff.bot.cli.stored import read_store, the_run
+    from signoff.bot.wiring import check_writable
     from signoff.bot.words import model_label
-    from signoff.runtime.adapters.db import check_writable
     from signoff.runtime.state import REOPENABLE, TERMINAL
 
     settings = load_settings({"database_url": database_url, "tools": tools, "outbox": outbox,

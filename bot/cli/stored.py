@@ -15,12 +15,18 @@ from signoff.bot.cli.options import DEMO_DATABASE_URL, is_zero_config, load_sett
 from signoff.bot.cli.replays import verdict_lines
 from signoff.bot.cli.running import IN_TERMINAL, TERMINAL_SOURCE
 from signoff.bot.settings import Settings
-from signoff.bot.wiring import load_approval_policy, load_tools, open_store
-from signoff.runtime.adapters.db import is_default_sqlite, masked, sqlite_file
-from signoff.runtime.adapters.sql import SqlStore
+from signoff.bot.wiring import (
+    is_default_sqlite,
+    load_approval_policy,
+    load_tools,
+    masked,
+    open_store,
+    sqlite_file,
+)
 from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.errors import ConfigError, SignoffError
 from signoff.runtime.loop import Caller
+from signoff.runtime.ports import Store
 from signoff.runtime.records import RunRecord
 from signoff.runtime.replay import Replayed, replay
 from signoff.runtime.state import TERMINAL, secret_names
@@ -28,12 +34,12 @@ from signoff.tools.base import Tool
 
 
 def runs_store(database_url: str | None, demo: bool, tools: str | None = None,
-               policy: str | None = None) -> tuple[Settings, SqlStore | None]:
+               policy: str | None = None) -> tuple[Settings, Store | None]:
     settings = load_settings({"database_url": database_url, "tools": tools, "policy": policy}, demo=demo)
     return settings, read_store(settings.database_url, demo)
 
 
-def read_store(database_url: str, demo: bool) -> SqlStore | None:
+def read_store(database_url: str, demo: bool) -> Store | None:
     """The store to read runs from; None when it is the zero-configuration file and that does not
     exist yet. Reading never creates a database: any other missing file is an error."""
     path = sqlite_file(database_url)
@@ -45,7 +51,7 @@ def read_store(database_url: str, demo: bool) -> SqlStore | None:
     return open_store(database_url, auto_upgrade=is_zero_config(database_url, demo))
 
 
-def the_run(store: SqlStore | None, run_id: str, database_url: str, demo: bool = False) -> RunRecord:
+def the_run(store: Store | None, run_id: str, database_url: str, demo: bool = False) -> RunRecord:
     run = store.get_run(run_id) if store is not None else None
     if run is None:
         where = masked(database_url) + ("" if store is not None else " (it does not exist yet)")
@@ -54,7 +60,7 @@ def the_run(store: SqlStore | None, run_id: str, database_url: str, demo: bool =
     return run
 
 
-def _demo_store(database_url: str) -> SqlStore | None:
+def _demo_store(database_url: str) -> Store | None:
     """The demo's database, when `database_url` is the default one and the demo has left a file."""
     demo_file = sqlite_file(DEMO_DATABASE_URL)
     if not is_default_sqlite(database_url) or demo_file is None or not demo_file.exists():
@@ -83,7 +89,7 @@ def demo_has_runs(database_url: str) -> bool:
             store.close()
 
 
-def finished_runs(store: SqlStore, since: datetime | None) -> list[RunRecord]:
+def finished_runs(store: Store, since: datetime | None) -> list[RunRecord]:
     """Every readable run that has ended, started on or after `since` (UTC) if given; listed without history."""
     after = since.replace(tzinfo=UTC) if since is not None else None
     return [r for status in sorted(TERMINAL) for r in store.list_runs(status=status, limit=100_000)
@@ -106,7 +112,7 @@ class RunPolicies:
         return self.loaded[in_terminal]
 
 
-def replay_each(store: SqlStore, toolset: dict[str, Tool], chosen: list[RunRecord], *, reread: bool,
+def replay_each(store: Store, toolset: dict[str, Tool], chosen: list[RunRecord], *, reread: bool,
                 stall_after: int | None, policies: RunPolicies) -> list[Replayed]:
     """Replay each run; print the verdict of each one, or with `reread` (runs listed without their
     history, read here one at a time) only of those that diverged."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from signoff.bot.cli.rendering import as_text, find_call, one_line, step_lines
 from signoff.bot.words import plain_budget_line
-from signoff.runtime.adapters.sql import SqlStore
+from signoff.runtime.ports import Store
 from signoff.runtime.records import RunRecord
 from signoff.runtime.state import REDACTED, redact
 
@@ -20,7 +20,7 @@ def dumps(value: Any, **options: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=_json_default, **options)
 
 
-def run_records(store: SqlStore, run: RunRecord, keys: frozenset[str]) -> dict[str, Any]:
+def run_records(store: Store, run: RunRecord, keys: frozenset[str]) -> dict[str, Any]:
     """Everything stored about a run, secrets redacted, as JSON-ready data."""
     row = dataclasses.asdict(dataclasses.replace(run, checked=None))
     del row["checked"]  # the typed copy of `state`, kept for a worker to resume from

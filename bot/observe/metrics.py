@@ -9,18 +9,15 @@ every replica reports the same value: aggregate those with `max`, not `sum`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, func, select
 
 from signoff.bot.observe.commits import ENDING_EVENTS, ending, model_turn, seconds
-from signoff.runtime.adapters.tables import approvals, runs
 from signoff.runtime.records import RunRecord
 
 log = logging.getLogger("signoff.bot.observe.metrics")
@@ -158,24 +155,12 @@ class Pending:
     """Of those, how many have waited more than half the time their rule gives them."""
 
 
-class SharedState:
-    """Reads what every replica shares from the database, one cheap query each (both are indexed)."""
+class SharedState(Protocol):
+    """What every replica shares, read from the database when Prometheus scrapes (`wiring.shared_state`)."""
 
-    def __init__(self, engine: Engine, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
-        self.engine, self.clock = engine, clock
+    def pending_approvals(self) -> Pending: ...
 
-    def pending_approvals(self) -> Pending:
-        query = select(approvals.c.requested_at, approvals.c.expires_at).where(approvals.c.status == "pending")
-        with self.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        now = self.clock()
-        late = sum(1 for requested, expires in rows if now - requested > (expires - requested) / 2)
-        return Pending(len(rows), late)
-
-    def runs_needing_reconciliation(self) -> int:
-        query = select(func.count()).select_from(runs).where(runs.c.status == "needs_reconciliation")
-        with self.engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
+    def runs_needing_reconciliation(self) -> int: ...
 
 
 class SharedGauges(Collector):

@@ -34,7 +34,6 @@ from slack_sdk.web import SlackResponse
 from signoff.bot.observe.logs import SecretFilter as SecretFilter  # where it was defined before logs.py
 from signoff.bot.observe.logs import configure_logging as configure_log_output
 from signoff.bot.observe.logs import quiet
-from signoff.bot.observe.metrics import SharedState
 from signoff.bot.observe.observers import Observation, serve_observation
 from signoff.bot.settings import Settings
 from signoff.bot.slack.app import AppOptions, build_app
@@ -58,13 +57,13 @@ from signoff.bot.wiring import (
     model_env,
     policy_factory,
     runner_config,
+    shared_state,
     stop_mcp_servers,
 )
 from signoff.bot.words import DEMO_MODEL
-from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.agent import Policy
 from signoff.runtime.errors import ConfigError
-from signoff.runtime.ports import Observer
+from signoff.runtime.ports import Observer, Store
 from signoff.runtime.runner import Runner
 from signoff.tools.base import Tool
 
@@ -170,7 +169,7 @@ class Parts:
     """Pieces a caller (tests, an embedding program) supplies instead of building them from settings."""
 
     client: WebClient | None = None
-    store: SqlStore | None = None
+    store: Store | None = None
     tools: dict[str, Tool] | None = None
     policies: Callable[[str], Policy] | None = None
     app_options: AppOptions | None = None
@@ -201,9 +200,8 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
                               may_approve=approvers.may_approve, may_see=approvers.may_see,
                               observer=observation.observer)
     store = runner.store
-    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
     notifier.reads = store  # the store is opened with the runner, after the notifier it tells
-    observation.metrics.watch(SharedState(store.engine))
+    observation.metrics.watch(shared_state(store))
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="signoff-run")
     workers = Workers(runner, pool)
     options = parts.app_options or AppOptions(

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import machine, peer_loop, peers, pg, report, scale, slack_ack, startup, steps  # noqa: E402
+from bench import code_shape, machine, peer_loop, peers, pg, report, scale, slack_ack, startup, steps  # noqa: E402
 
 
 def postgres_url() -> str:
@@ -175,3 +175,57 @@ def test_policy_benchmark_times_a_50_rule_policy_against_the_built_in_one():
     assert result["rules_50"]["none"]["when_evaluated_mean"] == 0  # no tool a `when` could be asked about
     assert result["built_in"]["median_us"] > 0
     assert "50 rules" in policy.markdown(result)
+
+
+SHAPED_EVENTS = """from typing import Any, Dict, Literal, Mapping
+
+Kind = Literal["x"]
+
+
+def record(event: dict[str, Any], extra: Dict[str, Any]) -> Mapping[str, Any]:
+    out: dict[str, Any] = {"type": "approval_recorded", "by": event["by"]}
+    if event["type"] == "run_created" or "grant_created" == event.get("type"):
+        out.setdefault("note", event.pop("note", None))
+    match event["type"]:
+        case "cancelled" | "expired":
+            pass
+    return out
+"""
+
+
+def shaped_tree(root: Path) -> None:
+    """A library of three modules (13, 401 and 85 lines) and two test modules the measure skips."""
+    def module(path: str, text: str) -> None:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+
+    def body(lines: int, indent: str = "    ") -> str:
+        return "".join(f"{indent}x = {n}\n" for n in range(lines))
+
+    module("runtime/events.py", SHAPED_EVENTS)
+    module("bot/long.py", "def helper():\n" + body(40) + "# padding\n" * 360)  # a 41-line function
+    module("tools/deco.py", "@first\n@second\ndef wrapped():\n" + body(39)  # 40 lines: decorators do not count
+           + "class Box:\n    def method(self):\n" + body(41, "        "))
+    module("runtime/tests/test_skipped.py", 'x = {"type": "not_library"}\nx["not_library"]\n')
+    module("tests/test_skipped.py", "def f():\n" + body(50))
+
+
+def test_code_shape_counts_lengths_loose_mappings_string_keys_and_bare_event_types(tmp_path, capsys):
+    shaped_tree(tmp_path)
+
+    shape = code_shape.measure(tmp_path)
+
+    assert shape["modules"] == {"count": 3, "lines": 13 + 401 + 85, "max": {"path": "bot/long.py", "lines": 401},
+                                "over_limit": [{"path": "bot/long.py", "lines": 401}]}
+    assert shape["functions"]["over_limit"] == [{"path": "tools/deco.py", "name": "Box.method", "lines": 42},
+                                                {"path": "bot/long.py", "name": "helper", "lines": 41}]
+    assert shape["loose_mappings"] == {"dict[str, Any]": 2, "Dict[str, Any]": 1, "Mapping[str, Any]": 1}
+    assert shape["string_keys"] == {"subscripts": 3, "calls": 3, "total": 6, "distinct": 3,
+                                    "keys": {"type": 3, "note": 2, "by": 1}}  # `Literal["x"]` is a type
+    assert shape["event_types"] == {"distinct": 5, "types": {
+        "approval_recorded": 1, "cancelled": 1, "expired": 1, "grant_created": 1, "run_created": 1}}
+    assert code_shape.main(["--root", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {**shape, "root": str(tmp_path.resolve())}
+    text = code_shape.markdown(shape)
+    assert "- Modules over 400 lines: 1\n  - `bot/long.py` (401)\n" in text
+    assert "  - `tools/deco.py:Box.method` (42)\n" in text and "- `Dict[str, Any]`: 1\n" in text

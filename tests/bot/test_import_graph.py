@@ -1,6 +1,8 @@
 """The bot package's modules import one another without a cycle, each imports on its own, and the
 imports go one way: the shared modules (settings, wiring, words, arguments) import neither surface,
-the Slack edge nothing of the CLI, and the CLI the Slack edge only inside a function (`signoff serve`)."""
+the Slack edge nothing of the CLI, and the CLI the Slack edge only inside a function (`signoff serve`).
+Stores are built in one place: of the bot, only the composition root (wiring) builds one or imports an
+adapter, and the runtime's pure core imports no adapter at all."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 from pathlib import Path
 
 import signoff.bot
+import signoff.runtime
 
 PACKAGE = Path(signoff.bot.__file__).parent
 BOT = "signoff.bot"
@@ -159,3 +162,70 @@ def test_every_bot_module_imports_on_its_own_in_a_fresh_interpreter():
         if probe.returncode != 0:
             failed[module] = err.strip().splitlines()[-1:]
     assert failed == {}
+
+
+# -- where stores are built ----------------------------------------------------------------------
+
+COMPOSITION_ROOT = f"{BOT}.wiring"
+ADAPTERS = "signoff.runtime.adapters"
+STORE_BUILDERS = frozenset({"SqlStore", "MemoryStore", "make_engine", "create_engine"})
+"""What builds a store, or the engine under one."""
+RUNTIME = Path(signoff.runtime.__file__).parent
+OUTSIDE_THE_CORE = {"adapters", "migrations"}
+"""The runtime's packages that are not its pure core: the stores and the schema's migrations."""
+SEQUENCING_IO = {"signoff.runtime.runner", "signoff.runtime.worker", "signoff.runtime.telling"}
+"""The runtime's modules that sequence I/O, through the store's Protocols (see tests/runtime/test_purity.py)."""
+
+
+def store_problems(module: str, source: str) -> list[str]:
+    """Each import of an adapter and each store built in `source` (the text of `module`), anywhere in it."""
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            adapters = sorted(n for n in import_names(node, module) if n == ADAPTERS or n.startswith(ADAPTERS + "."))
+            problems += [f"{module} imports {adapters[0]}"] if adapters else []
+        elif isinstance(node, ast.Call):
+            called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            problems += [f"{module} calls {called}"] if called in STORE_BUILDERS else []
+    return problems
+
+
+def core_sources() -> dict[str, Path]:
+    """The runtime's pure core, by module name: all of it but its adapters, migrations and the modules
+    that sequence I/O."""
+    found = {}
+    for path in sorted(RUNTIME.rglob("*.py")):
+        parts = path.relative_to(RUNTIME).with_suffix("").parts
+        name = ".".join(["signoff.runtime", *(parts[:-1] if parts[-1] == "__init__" else parts)])
+        if parts[0] not in OUTSIDE_THE_CORE and name not in SEQUENCING_IO:
+            found[name] = path
+    return found
+
+
+def test_the_store_check_catches_each_adapter_import_and_each_store_built():
+    assert store_problems("m", "from signoff.runtime.adapters.db import masked, sqlite_file") == [
+        "m imports signoff.runtime.adapters.db"]
+    assert store_problems("m", "def f():\n    from signoff.runtime import adapters\n") == [
+        "m imports signoff.runtime.adapters"]
+    assert store_problems("m", "if TYPE_CHECKING:\n    import signoff.runtime.adapters.sql\n") == [
+        "m imports signoff.runtime.adapters.sql"]
+    assert store_problems("m", "store = SqlStore(make_engine(url))") == ["m calls SqlStore", "m calls make_engine"]
+    assert store_problems("m", "store = memory.MemoryStore()") == ["m calls MemoryStore"]
+    assert store_problems("m", "from signoff.bot.wiring import open_store\nstore = open_store(url)") == []
+    assert store_problems("m", "from signoff.runtime.ports import Store") == []
+
+
+def test_only_the_composition_root_builds_a_store_or_imports_an_adapter():
+    root = store_problems(COMPOSITION_ROOT, SOURCES[COMPOSITION_ROOT].read_text(encoding="utf-8"))
+    assert f"{COMPOSITION_ROOT} calls SqlStore" in root  # the check reads the modules it is given
+    problems = [p for module in sorted(MODULES - {COMPOSITION_ROOT})
+                for p in store_problems(module, SOURCES[module].read_text(encoding="utf-8"))]
+    assert problems == []
+
+
+def test_the_pure_core_imports_no_adapter():
+    core = core_sources()
+    assert {"signoff.runtime.loop", "signoff.runtime.agent", "signoff.runtime.ports"} <= set(core)
+    assert not set(core) & SEQUENCING_IO and not any(".adapters" in name for name in core)
+    problems = [p for module, path in core.items() for p in store_problems(module, path.read_text(encoding="utf-8"))]
+    assert problems == []

@@ -10,10 +10,10 @@ from bot_fakes import Script, final, tool_call
 from prometheus_client.parser import text_string_to_metric_families
 
 from signoff.bot.observe.logs import RUNS_LOGGER
-from signoff.bot.observe.metrics import SharedState
 from signoff.bot.settings import Settings
 from signoff.bot.slack.blocks import APPROVE_ACTION
 from signoff.bot.slack.serve import Parts, compose
+from signoff.bot.wiring import SqlSharedState
 from signoff.runtime.adapters.db import make_engine
 from signoff.runtime.adapters.sql import SqlStore
 
@@ -134,8 +134,8 @@ def test_approvals_past_half_their_ttl_are_counted_at_scrape_time(signoff):
     signoff.script.decisions = [tool_call("issue_refund", order_id="42", amount_usd=80.0)]
     signoff.command("Refund order 42")  # the default TTL: 30 minutes
     now = signoff.clock.now()
-    assert SharedState(signoff.engine, clock=lambda: now + timedelta(minutes=14)).pending_approvals().past_half_ttl == 0
-    late = SharedState(signoff.engine, clock=lambda: now + timedelta(minutes=16)).pending_approvals()
+    assert SqlSharedState(signoff.engine, clock=lambda: now + timedelta(minutes=14)).pending_approvals().past_half_ttl == 0
+    late = SqlSharedState(signoff.engine, clock=lambda: now + timedelta(minutes=16)).pending_approvals()
     assert (late.count, late.past_half_ttl) == (1, 1)
 
 

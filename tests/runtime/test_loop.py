@@ -8,6 +8,7 @@ import pytest
 from agent_fakes import Outbox, Script, call, final, last_observation, observations, standard_tools
 
 from signoff.runtime import Agent, ModelUnavailable, Tool, ToolFailed
+from signoff.runtime.agent import NoReply
 
 
 def make_agent(*decisions: Any, outbox: Outbox | None = None, **options: Any) -> Agent:
@@ -40,6 +41,16 @@ def test_goal_is_the_first_history_entry():
     agent.start("say hi")
     assert agent.state["history"][0] == {"role": "user", "content": "say hi"}
     assert agent.state["goal"] == "say hi"
+
+
+def test_a_policy_with_no_turn_to_give_yet_stops_the_driver_with_the_run_still_running():
+    replies: list[Any] = [NoReply(), final("42")]
+    events: list[dict] = []
+    agent = Agent(lambda history: replies.pop(0), [], on_event=events.append)
+    assert agent.start("answer") == "running"
+    assert agent.state["steps"] == 0 and agent.state["usage"]["model_calls"] == 0
+    assert [e["type"] for e in events] == ["run_started"]
+    assert agent.run() == "done" and agent.state["answer"] == "42"
 
 
 def without_provenance(entry: dict) -> dict:
