@@ -27,30 +27,19 @@ from signoff.runtime.approval_policy import (
 from signoff.runtime.budget import exhausted_limit, usage_report
 from signoff.runtime.decisions import is_plain_json, jsonable, malformed, shortened
 from signoff.runtime.grants import grant_refusal, grant_unfit
-from signoff.runtime.records import GrantRecord
-from signoff.runtime.schema import (
-    REOPENABLE,
-    TERMINAL,
-    Asked,
-    Batch,
-    BatchCall,
+from signoff.runtime.history import (
     ErrorKind,
     FinalAnswer,
-    Fingerprint,
-    GrantOffer,
     HistoryEntry,
     MalformedReply,
-    PendingCall,
-    Preview,
-    RunState,
     RuntimeFeedback,
-    Status,
     ToolCall,
     ToolError,
     ToolResult,
-    Usage,
-    Value,
 )
+from signoff.runtime.pending_calls import Asked, Batch, BatchCall, GrantOffer, PendingCall, Preview
+from signoff.runtime.records import GrantRecord
+from signoff.runtime.schema import REOPENABLE, TERMINAL, Fingerprint, RunState, Status, Usage
 from signoff.runtime.schema import Stop as StopReason
 from signoff.runtime.stalls import Repeats
 from signoff.runtime.state import call_fingerprint, idempotency_key, redact, secret_names
@@ -65,6 +54,7 @@ from signoff.runtime.tool_calls import (
     Unknown,
 )
 from signoff.runtime.turns import Catalogue, Provenance, read_turn
+from signoff.runtime.values import Value
 from signoff.tools.base import Tool, without
 
 V = TypeVar("V", bound=Value)

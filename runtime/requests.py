@@ -14,6 +14,7 @@ from signoff.runtime.budget import Budget
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.durations import spoken
 from signoff.runtime.errors import InvalidTransition
+from signoff.runtime.history import ErrorKind, Goal
 from signoff.runtime.loop import (
     CallModel,
     Context,
@@ -31,15 +32,8 @@ from signoff.runtime.loop import (
     repeat_of,
     settle,
 )
-from signoff.runtime.schema import (
-    TERMINAL,
-    BudgetLimits,
-    Edited,
-    ErrorKind,
-    Goal,
-    PendingCall,
-    RunState,
-)
+from signoff.runtime.pending_calls import Edited, PendingCall
+from signoff.runtime.schema import TERMINAL, BudgetLimits, RunState
 from signoff.runtime.state import Redacted, is_secret_name
 from signoff.tools.base import CheckedArgs, Tool
 

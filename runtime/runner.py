@@ -37,6 +37,7 @@ from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState, InvalidTransition
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.loop import MAX_BATCH_CALLS, Caller, classify, defaulted_of
+from signoff.runtime.pending_calls import PendingCall
 from signoff.runtime.people import SELF_APPROVAL, MayApprove
 from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import (
@@ -68,7 +69,7 @@ from signoff.runtime.rules import (
     RETRY,
     CommandRule,
 )
-from signoff.runtime.schema import REOPENABLE, PendingCall
+from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, new_state, parse_state, redact, secret_names
 from signoff.runtime.telling import Teller, skip_unreadable
 from signoff.runtime.worker import Worker

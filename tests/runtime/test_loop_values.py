@@ -146,7 +146,8 @@ def _imported(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("module", ["loop.py", "requests.py", "commands.py", "schema.py", "budget.py", "rules.py"])
+@pytest.mark.parametrize("module", ["loop.py", "requests.py", "commands.py", "schema.py", "values.py", "history.py",
+                                    "pending_calls.py", "budget.py", "rules.py"])
 def test_the_step_functions_read_no_clock_and_touch_no_thread_file_or_socket(module: str):
     forbidden = {"time", "datetime", "threading", "os", "io", "socket", "subprocess", "random", "secrets", "queue"}
     assert _imported(RUNTIME / module) & forbidden <= ({"datetime"} if module == "rules.py" else set())
