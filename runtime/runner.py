@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from signoff.runtime.agent import Policy
 from signoff.runtime.approval_policy import ApprovalPolicy, Ask, Deny, default_policy
+from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.budget import Budget, extension
 from signoff.runtime.commands import (
     Cancel,
@@ -36,7 +37,7 @@ from signoff.runtime.decisions import jsonable
 from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState, InvalidTransition
 from signoff.runtime.failpoints import Failpoints
-from signoff.runtime.loop import MAX_BATCH_CALLS, Caller, classify, defaulted_of
+from signoff.runtime.judging import Caller, classify, defaulted_of
 from signoff.runtime.pending_calls import PendingCall
 from signoff.runtime.people import SELF_APPROVAL, MayApprove
 from signoff.runtime.ports import Notifier, Observer, Store

@@ -20,7 +20,7 @@ from signoff.runtime.adapters.db import is_default_sqlite, masked, sqlite_file
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.errors import ConfigError, SignoffError
-from signoff.runtime.loop import Caller
+from signoff.runtime.judging import Caller
 from signoff.runtime.records import RunRecord
 from signoff.runtime.replay import Replayed, replay
 from signoff.runtime.state import TERMINAL, secret_names

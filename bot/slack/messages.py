@@ -90,7 +90,7 @@ from signoff.bot.words import (
 )
 from signoff.runtime.digests import batch_place
 from signoff.runtime.durations import spoken
-from signoff.runtime.loop import denied_by_rule
+from signoff.runtime.judging import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, Redacted, redact
