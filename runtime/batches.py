@@ -40,34 +40,43 @@ def propose_batch(draft: Draft, context: Context, decision: dict[str, Any], prov
             call = call.evolved(call_id=f"{call.call_id}.{place}")
         call_ids.add(call.call_id)
         key = idempotency_key(run_id, step, place)
-        fate: Fate
-        if place > MAX_BATCH_CALLS:
-            fate = NotMade(f"not made: at most {MAX_BATCH_CALLS} calls are made of one reply; propose it again "
-                           "once these are settled", "refused")
-        else:
-            fate = judged(draft, context, call, key, proposed)
-        if not isinstance(fate, NotMade) and slots is not None:
-            if slots == 0:
-                fate = NotMade(f"not made: the run's budget of {limit} tool calls is used up by the calls before "
-                               "it", "refused")
-            else:
-                slots -= 1
+        fate = judged(draft, context, call, key, proposed) if place <= MAX_BATCH_CALLS else _BEYOND_THE_CAP
+        fate, slots = _within_budget(fate, slots, limit)
         made.append((call, key, fate))
-    calls = []
-    for call, key, fate in made:
-        match fate:
-            case RunsUnasked(pending=pending, allowed_by=allowed_by, granted_by=granted_by):
-                calls.append(BatchCall(call_id=call.call_id, tool=call.tool, key=key, pending=pending, runs=True,
-                                       allowed_by=allowed_by, granted_by=granted_by))
-            case AsksAPerson(pending=pending):
-                calls.append(BatchCall(call_id=call.call_id, tool=call.tool, key=key, pending=pending))
-            case NotMade():
-                calls.append(BatchCall(call_id=call.call_id, tool=call.tool, key=key))
-    draft.evolve(batch=Batch(step=step, calls=calls))
+    draft.evolve(batch=Batch(step=step, calls=[_batch_call(call, key, fate) for call, key, fate in made]))
     for call, _, fate in made:
         if isinstance(fate, NotMade):
             observe(draft, call, error=fate.error, kind=fate.kind, rule=fate.rule)
     return draft.go_on()
+
+
+_BEYOND_THE_CAP = NotMade(f"not made: at most {MAX_BATCH_CALLS} calls are made of one reply; propose it again "
+                          "once these are settled", "refused")
+"""The fate of a call past the first `MAX_BATCH_CALLS` of a reply."""
+
+
+def _within_budget(fate: Fate, slots: int | None, limit: int | float | None) -> tuple[Fate, int | None]:
+    """`fate` as the run's budget of `limit` tool calls leaves it, and the calls the budget has left
+    after it (`slots`: those it had left before; None: no limit). A call past the budget is not made."""
+    if isinstance(fate, NotMade) or slots is None:
+        return fate, slots
+    if slots == 0:
+        return NotMade(f"not made: the run's budget of {limit} tool calls is used up by the calls before "
+                       "it", "refused"), slots
+    return fate, slots - 1
+
+
+def _batch_call(call: ToolCall, key: str, fate: Fate) -> BatchCall:
+    """`call` as the turn being settled holds it: let run, waiting for a person, or not made (its
+    outcome is set as the model is told it)."""
+    match fate:
+        case RunsUnasked(pending=pending, allowed_by=allowed_by, granted_by=granted_by):
+            return BatchCall(call_id=call.call_id, tool=call.tool, key=key, pending=pending, runs=True,
+                             allowed_by=allowed_by, granted_by=granted_by)
+        case AsksAPerson(pending=pending):
+            return BatchCall(call_id=call.call_id, tool=call.tool, key=key, pending=pending)
+        case NotMade():
+            return BatchCall(call_id=call.call_id, tool=call.tool, key=key)
 
 
 def continue_batch(state: RunState, context: Context) -> Step:

@@ -34,7 +34,7 @@ from signoff.runtime.stalls import Repeats
 from signoff.runtime.state import call_fingerprint, redact, secret_names
 from signoff.runtime.turns import Catalogue
 from signoff.runtime.values import valid
-from signoff.tools.base import Tool, without
+from signoff.tools.base import CheckedArgs, Tool, without
 
 # -- what the loop knows besides the state ---------------------------------------------------------
 
@@ -197,14 +197,30 @@ def judged(draft: Draft, context: Context, call: ToolCall, key: str, proposed: s
     pending = valid(PendingCall, type(args) is dict and is_plain_json(args),  # as the tool validated them
                     tool=name, args=args, key=key, step=step, call_id=call.call_id, contract=tool.contract)
     if tool.side_effect:
-        fingerprint = call_fingerprint(name, args)
-        repeated = repeat_of(draft.state, name, args, key)
+        repeated = _repeated(draft.state, name, args, key, proposed)
         if repeated is not None:
-            return NotMade(f"refused: {repeated}; it is not proposed again", "duplicate")
-        if fingerprint in proposed:
-            return NotMade(f"refused: an identical {name} call is already proposed in this reply; it is made once",
-                           "duplicate")
-        proposed.add(fingerprint)
+            return repeated
+    return _ruled(draft, context, tool, pending, checked)
+
+
+def _repeated(state: RunState, name: str, args: Mapping[str, Any], key: str, proposed: set[str]) -> NotMade | None:
+    """The refusal of a side effect that repeats a call the run settled, another of the turn being
+    settled, or one proposed earlier in this reply (`proposed`, by fingerprint, which it joins)."""
+    fingerprint = call_fingerprint(name, args)
+    repeated = repeat_of(state, name, args, key)
+    if repeated is not None:
+        return NotMade(f"refused: {repeated}; it is not proposed again", "duplicate")
+    if fingerprint in proposed:
+        return NotMade(f"refused: an identical {name} call is already proposed in this reply; it is made once",
+                       "duplicate")
+    proposed.add(fingerprint)
+    return None
+
+
+def _ruled(draft: Draft, context: Context, tool: Tool, pending: PendingCall, checked: CheckedArgs) -> Fate:
+    """What the policy in force makes of `pending`, its arguments as the tool `checked` them: it runs
+    (a read no rule names, a rule's allow, a grant), a rule denies it, or a person is asked."""
+    key, name, args = pending.key, pending.tool, checked.args
     verdict = context.verdict(tool, args, draft.usage, checked.defaulted)
     ruled = {"policy": context.approval_policy.digest, **({"errors": list(verdict.errors)} if verdict.errors else {})}
     match verdict:
