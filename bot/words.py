@@ -276,7 +276,7 @@ def approval_words(status: str, decided_by: str | None) -> str:
 
 
 def grant_offer(asked: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """What "approve and allow similar" would grant (`schema.GrantOffer` as JSON), or None where the
+    """What "approve and allow similar" would grant (`pending_calls.GrantOffer` as JSON), or None where the
     approval's rule offers no grant."""
     offer = (asked or {}).get("grant")
     return offer if isinstance(offer, Mapping) and offer.get("for_seconds") else None
@@ -312,7 +312,7 @@ def timed_out_words(asked: Mapping[str, Any]) -> str:
 
 
 def edited_changes(pending: Mapping[str, Any] | None, approval: ApprovalRecord) -> Mapping[str, Any] | None:
-    """`schema.Edited` as JSON for `approval`, when a person changed the call it asks about (the
+    """`pending_calls.Edited` as JSON for `approval`, when a person changed the call it asks about (the
     run's pending call is that approval's: same key and arguments); else None."""
     pending = pending or {}
     edited = pending.get("edited")
@@ -322,7 +322,7 @@ def edited_changes(pending: Mapping[str, Any] | None, approval: ApprovalRecord) 
 
 
 def approval_preview(run: RunRecord, approval: ApprovalRecord) -> Mapping[str, Any] | None:
-    """The preview `approval` was asked with (`schema.Preview` as JSON): from the run's pending call,
+    """The preview `approval` was asked with (`pending_calls.Preview` as JSON): from the run's pending call,
     or its turn's, and only when the approval is bound to that very preview; else None."""
     calls = [run.state.get("pending"), *(c.get("pending") for c in (run.state.get("batch") or {}).get("calls", []))]
     for pending in calls:

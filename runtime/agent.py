@@ -17,12 +17,16 @@ from typing import Any, Protocol
 
 from signoff.runtime import loop, requests
 from signoff.runtime.approval_policy import ApprovalPolicy, default_policy
+from signoff.runtime.batches import continue_batch
 from signoff.runtime.budget import Budget
+from signoff.runtime.call_outcomes import after_call
 from signoff.runtime.checkpoints import Checkpoint, StateJson, StepRecord
 from signoff.runtime.errors import ModelAuthError, ModelUnavailable
 from signoff.runtime.frozen import FrozenDict, frozen, thawed
-from signoff.runtime.loop import Caller, CallModel, Context, ModelFailed, Reply, RunTool, Step
+from signoff.runtime.judging import Caller, Context, after_preview
+from signoff.runtime.loop import CallModel, ModelFailed, Reply, RunTool, Step
 from signoff.runtime.records import GrantRecord
+from signoff.runtime.replies import after_reply, budget_stop
 from signoff.runtime.schema import BudgetLimits, RunState
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, dump_state, parse_state
 from signoff.runtime.tool_calls import Executor, Outcome, PreviewChanged, call_tool, run_tool, take_preview
@@ -263,17 +267,17 @@ class Agent:
             committed = False
             match step.then:
                 case CallModel():
-                    turn = loop.budget_stop(self._run) or self._model_turn()
+                    turn = budget_stop(self._run) or self._model_turn()
                     if turn is None:  # the policy has no turn to give yet
                         return self.status
                     step = turn
                 case RunTool() as action:
-                    step = loop.after_call(self._run, self.context, action, self.ports.run(action))
+                    step = after_call(self._run, self.context, action, self.ports.run(action))
                 case loop.ContinueBatch():
-                    step = loop.continue_batch(self._run, self.context)
+                    step = continue_batch(self._run, self.context)
                 case loop.RunPreview() as preview:
-                    step = loop.after_preview(self._run, self.context, preview,
-                                              take_preview(preview.tool, thawed(preview.call.args), preview.call.key))
+                    step = after_preview(self._run, self.context, preview,
+                                         take_preview(preview.tool, thawed(preview.call.args), preview.call.key))
                 case _:
                     return self.status
 
@@ -298,7 +302,7 @@ class Agent:
         reply = self._ask()
         if isinstance(reply, Reply) and isinstance(reply.raw, NoReply):
             return None
-        return loop.after_reply(self._run, self.context, reply)
+        return after_reply(self._run, self.context, reply)
 
     def _ask(self) -> Reply | ModelFailed:
         """The policy's reply to the history so far; its failure is a value, so the run stops visibly."""

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from signoff.runtime.frozen import SCALARS, FrozenDict, FrozenList, frozen
-from signoff.runtime.schema import RunState, Value
+from signoff.runtime.schema import RunState
+from signoff.runtime.values import Value
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from signoff.runtime.durations import spoken
+from signoff.runtime.pending_calls import GrantOffer
 from signoff.runtime.records import GrantRecord
-from signoff.runtime.schema import GrantOffer
 
 
 def granted_values(asked: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:

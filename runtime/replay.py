@@ -26,7 +26,7 @@ from signoff.runtime.errors import (
     ModelUnavailable,
     OutcomeUnknown,
 )
-from signoff.runtime.loop import Caller
+from signoff.runtime.judging import Caller
 from signoff.runtime.state import load_state
 from signoff.runtime.tool_calls import ToolTimeout
 from signoff.tools.base import Tool

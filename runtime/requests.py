@@ -11,35 +11,23 @@ from typing import Any
 
 from signoff.runtime.approval_policy import Allow, Ask, Deny, Verdict
 from signoff.runtime.budget import Budget
+from signoff.runtime.call_outcomes import observe, record_execution, refuse, settle
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.durations import spoken
 from signoff.runtime.errors import InvalidTransition
-from signoff.runtime.loop import (
-    CallModel,
+from signoff.runtime.history import ErrorKind, Goal
+from signoff.runtime.judging import (
     Context,
-    Draft,
-    RunTool,
-    Step,
     ask_approval,
     asked_by,
     defaulted_of,
     denied_by_rule,
     granted,
-    observe,
-    record_execution,
-    refuse,
     repeat_of,
-    settle,
 )
-from signoff.runtime.schema import (
-    TERMINAL,
-    BudgetLimits,
-    Edited,
-    ErrorKind,
-    Goal,
-    PendingCall,
-    RunState,
-)
+from signoff.runtime.loop import CallModel, Draft, RunTool, Step
+from signoff.runtime.pending_calls import Edited, PendingCall
+from signoff.runtime.schema import TERMINAL, BudgetLimits, RunState
 from signoff.runtime.state import Redacted, is_secret_name
 from signoff.tools.base import CheckedArgs, Tool
 

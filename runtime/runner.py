@@ -30,6 +30,7 @@ from signoff.runtime.approval import (
     with_rule,
 )
 from signoff.runtime.approval_policy import ApprovalPolicy, Ask, Deny, default_policy
+from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.budget import Budget, extension
 from signoff.runtime.commands import (
     Cancel,
@@ -46,7 +47,8 @@ from signoff.runtime.decisions import jsonable
 from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState, InvalidTransition
 from signoff.runtime.failpoints import Failpoints
-from signoff.runtime.loop import MAX_BATCH_CALLS, Caller, classify, defaulted_of
+from signoff.runtime.judging import Caller, classify, defaulted_of
+from signoff.runtime.pending_calls import PendingCall
 from signoff.runtime.people import SELF_APPROVAL, MayApprove
 from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import (
@@ -78,7 +80,7 @@ from signoff.runtime.rules import (
     RETRY,
     CommandRule,
 )
-from signoff.runtime.schema import REOPENABLE, PendingCall
+from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, new_state, parse_state, redact, secret_names
 from signoff.runtime.telling import Teller, skip_unreadable
 from signoff.runtime.worker import Worker

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Sequence
 
 from signoff.runtime.digests import canonical_json
-from signoff.runtime.schema import HistoryEntry, ToolCall, ToolError, ToolResult
+from signoff.runtime.history import HistoryEntry, ToolCall, ToolError, ToolResult
 
 
 class Repeats:

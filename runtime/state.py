@@ -6,7 +6,7 @@ resuming is deserialisation. Its shape is defined once, as typed models, in `sch
 (`RunState`, `SCHEMA_VERSION` 2); a state stored by an older Signoff is upgraded when read
 (`state_versions.upgrade`), and one of an unknown version is refused.
 
-History entries (each a JSON object, appended, never rewritten; `schema.HistoryEntry`):
+History entries (each a JSON object, appended, never rewritten; `history.HistoryEntry`):
 
     {"role": "user", "content": goal}                                   the goal, always first
     {"role": "assistant", "step": n, "tool": t, "args": {...}, "call_id": c}   a tool call
@@ -42,9 +42,9 @@ from pydantic import ValidationError
 from signoff.runtime.digests import call_digest, call_fingerprint, canonical_json, idempotency_key
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.frozen import thawed
+from signoff.runtime.history import ERROR_KINDS
 from signoff.runtime.schema import (
     ACTIVE,
-    ERROR_KINDS,
     REOPENABLE,
     SCHEMA_VERSION,
     STATUSES,

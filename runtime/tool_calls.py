@@ -13,7 +13,8 @@ from typing import Any, cast
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.digests import preview_digest
 from signoff.runtime.errors import DispatchRefused, OutcomeUnknown
-from signoff.runtime.schema import Preview, Status
+from signoff.runtime.pending_calls import Preview
+from signoff.runtime.schema import Status
 from signoff.tools.base import Tool, ToolOutcomeUnknown
 
 

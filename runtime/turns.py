@@ -15,7 +15,8 @@ from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from signoff.runtime.decisions import charge_usage, jsonable
 from signoff.runtime.digests import canonical_json
-from signoff.runtime.schema import LastVersions, ReportedUsage, RunState, Versions
+from signoff.runtime.history import ReportedUsage, Versions
+from signoff.runtime.schema import LastVersions, RunState
 from signoff.tools.base import Tool
 
 

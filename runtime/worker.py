@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any, cast
 from signoff.runtime.agent import Agent, Checkpoint, Policy, holds_to_preview, preview_changed
 from signoff.runtime.approval import decider_refusal
 from signoff.runtime.approval_policy import ApprovalPolicy
+from signoff.runtime.call_outcomes import through_ledger
 from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, RequestAgain, Retry, parse_command
 from signoff.runtime.errors import Conflict, IncompatibleState, InvalidTransition
 from signoff.runtime.frozen import thawed
-from signoff.runtime.loop import Caller, RunTool, through_ledger
+from signoff.runtime.judging import Caller
+from signoff.runtime.loop import RunTool
 from signoff.runtime.people import MayApprove
 from signoff.runtime.ports import RunStore, Store
 from signoff.runtime.records import (

@@ -47,7 +47,7 @@ from signoff.runtime.adapters.tables import (
 )
 from signoff.runtime.approval_policy import Allow, Ask, Deny, Verdict
 from signoff.runtime.errors import IncompatibleState
-from signoff.runtime.loop import Caller
+from signoff.runtime.judging import Caller
 from signoff.runtime.replay import replay
 from signoff.runtime.runner import RunnerConfig
 from signoff.runtime.state import STOPPED, TERMINAL, call_digest

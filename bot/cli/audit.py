@@ -25,7 +25,8 @@ from signoff.bot.cli.options import DATABASE_URL, DEMO, load_settings, options
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
 
 if TYPE_CHECKING:
-    from signoff.runtime.audit import Head, Problem, Record, Selection
+    from signoff.runtime.audit import Head, Record, Selection
+    from signoff.runtime.audit_verify import Problem
     from signoff.runtime.ports import Store
 
 RUN = click.option("--run", "run_id", metavar="RUN", help="Only this run.")
@@ -77,7 +78,9 @@ def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, 
     wrong: edited, missing, reordered, added, deleted run, unchained, or rewritten (the chain no
     longer passes through the head given with `--since-head`).
     """
-    from signoff.runtime.audit import Head, Selection, read_export, verify
+    from signoff.runtime.audit import Head, Selection
+    from signoff.runtime.audit_export import read_export
+    from signoff.runtime.audit_verify import verify
 
     if since_head is not None and run_id is not None:
         raise click.UsageError("--since-head checks the whole chain of runs: drop --run")
@@ -145,7 +148,8 @@ def audit_export(since: datetime | None, run_id: str | None, database_url: str |
     `signoff audit verify --file` checks the file later without the database: keep it where the
     database's writers cannot change it.
     """
-    from signoff.runtime.audit import Selection, export_lines
+    from signoff.runtime.audit import Selection
+    from signoff.runtime.audit_export import export_lines
 
     selection = Selection(run_id=run_id, since=since)
     with _store(database_url, demo) as (store, where):

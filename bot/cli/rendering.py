@@ -19,7 +19,7 @@ from signoff.bot.words import (
     who_decides,
 )
 from signoff.runtime.durations import spoken
-from signoff.runtime.loop import denied_by_rule
+from signoff.runtime.judging import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import redact
 from signoff.tools.base import Tool

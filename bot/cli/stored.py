@@ -25,7 +25,7 @@ from signoff.bot.wiring import (
 )
 from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.errors import ConfigError, SignoffError
-from signoff.runtime.loop import Caller
+from signoff.runtime.judging import Caller
 from signoff.runtime.ports import Store
 from signoff.runtime.records import RunRecord
 from signoff.runtime.replay import Replayed, replay

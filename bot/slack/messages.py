@@ -90,7 +90,7 @@ from signoff.bot.words import (
 )
 from signoff.runtime.digests import batch_place
 from signoff.runtime.durations import spoken
-from signoff.runtime.loop import denied_by_rule
+from signoff.runtime.judging import denied_by_rule
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, Redacted, redact
@@ -289,7 +289,7 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
 
     Approve is on the card only when every argument is on it in full (see `shown_arguments`). The
     model's words come from the run's history, or `said` for a run read without it; who edited the
-    call and what they changed, from the run's pending call, or `edited` (`schema.Edited` as JSON).
+    call and what they changed, from the run's pending call, or `edited` (`pending_calls.Edited` as JSON).
     """
     shown = shown_arguments(run, approval, display, CARD_SECTIONS)
     edited = edited_changes(run.state.get("pending"), approval) or edited
@@ -380,7 +380,7 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
 
 
 def batch_edited(run: RunRecord, approval: ApprovalRecord) -> Mapping[str, Any] | None:
-    """Who edited this call of a turn's several and how (`schema.Edited`), from the run's state."""
+    """Who edited this call of a turn's several and how (`pending_calls.Edited`), from the run's state."""
     batch = run.state.get("batch") or {}
     call = next((c for c in batch.get("calls") or () if c.get("key") == approval.key), None)
     return edited_changes(call.get("pending") if call else run.state.get("pending"), approval)

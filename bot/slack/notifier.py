@@ -116,7 +116,7 @@ class SlackNotifier:
         self._marked_done: _Recent[tuple[str, str], bool] = _Recent()
         """Mark done requests whose outcome the thread has been told of."""
         self._edited: _Recent[str, Mapping[str, Any]] = _Recent()
-        """approval id -> who edited its call and how (`schema.Edited`), for a card re-drawn later."""
+        """approval id -> who edited its call and how (`pending_calls.Edited`), for a card re-drawn later."""
         self._granted: _Recent[str, GrantRecord] = _Recent()
         """approval id -> the grant its approve made ("Approve + allow similar")."""
         self._lock = threading.Lock()

@@ -23,7 +23,7 @@ from signoff.bot.slack.blocks import (
     REVOKE_GRANT_ACTION,
     RUN_ACTIONS,
 )
-from signoff.runtime.loop import MAX_BATCH_CALLS
+from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.people import is_slack_user
 
 _CHANNEL = re.compile(r"^[CGDU][A-Z0-9]{2,30}$")

@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 from agent_fakes import Outbox, Script, call, final, search_tool, send_email_tool
 
-from signoff.runtime import Agent, Budget, loop, requests
+from signoff.runtime import Agent, Budget, requests
 from signoff.runtime.agent import Checkpoint
-from signoff.runtime.loop import AskApproval, CallModel, Context, Finish, Reply, RunTool, Stop
+from signoff.runtime.call_outcomes import after_call
+from signoff.runtime.judging import Context
+from signoff.runtime.loop import AskApproval, CallModel, Finish, Reply, RunTool, Stop
+from signoff.runtime.replies import after_reply, budget_stop
 from signoff.runtime.schema import RunState
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 from signoff.runtime.tool_calls import Outcome, Ran, Unknown
@@ -41,12 +44,12 @@ def test_a_turn_is_computed_without_running_anything():
     assert first.then == CallModel() and first.state.status == "running"
     assert [e["type"] for e in first.events] == ["run_started"]
 
-    looked = loop.after_reply(first.state, ctx, Reply(call("search", query="refunds")))
+    looked = after_reply(first.state, ctx, Reply(call("search", query="refunds")))
     assert isinstance(looked.then, RunTool) and looked.then.in_turn
     assert looked.then.call.key == "run-1:1" and looked.then.call.args == {"query": "refunds", "limit": 3}
     assert outbox.runs == []  # the step says what to run; it ran nothing
 
-    seen = loop.after_call(looked.state, ctx, looked.then, Ran({"hits": 2}, 0.01))
+    seen = after_call(looked.state, ctx, looked.then, Ran({"hits": 2}, 0.01))
     assert seen.then == CallModel()
     assert seen.state.history[-1].result == {"hits": 2}
     assert [e["type"] for e in seen.events] == ["tool_executed"]
@@ -54,7 +57,7 @@ def test_a_turn_is_computed_without_running_anything():
 
 def test_a_side_effect_is_asked_about_and_only_the_asked_call_can_run():
     ctx = context(Outbox())
-    asked = loop.after_reply(started(), ctx, Reply(call("send_email", to="ana@example.com", subject="Refund", body="hi")))
+    asked = after_reply(started(), ctx, Reply(call("send_email", to="ana@example.com", subject="Refund", body="hi")))
     assert isinstance(asked.then, AskApproval)
     assert asked.state.status == "awaiting_approval" and asked.state.pending is not None
     assert asked.state.pending.key == "run-1:1"
@@ -65,7 +68,7 @@ def test_a_side_effect_is_asked_about_and_only_the_asked_call_can_run():
     assert denied.then == CallModel() and denied.state.pending is None
     assert denied.state.history[-1].error == "denied by human: not today"
 
-    unknown = loop.after_call(approved.state, ctx, approved.then, Unknown("started before, no outcome"))
+    unknown = after_call(approved.state, ctx, approved.then, Unknown("started before, no outcome"))
     assert unknown.then == Stop("needs_reconciliation") and unknown.state.pending == asked.state.pending
 
 
@@ -73,17 +76,17 @@ def test_transitions_are_deterministic_and_leave_their_input_alone():
     ctx = context(Outbox())
     state = started()
     before = state.model_dump()
-    one = loop.after_reply(state, ctx, Reply(final("done")))
-    two = loop.after_reply(state, ctx, Reply(final("done")))
+    one = after_reply(state, ctx, Reply(final("done")))
+    two = after_reply(state, ctx, Reply(final("done")))
     assert one == two and one.then == Finish("done")
     assert state.model_dump() == before and state.status == "running"
 
 
 def test_the_budget_is_a_step_too():
     state = started()
-    assert loop.budget_stop(state) is None
+    assert budget_stop(state) is None
     spent = state.model_copy(update={"steps": 8})
-    stop = loop.budget_stop(spent)
+    stop = budget_stop(spent)
     assert stop is not None and stop.then == Stop("budget_exhausted")
     assert stop.events[0]["budget"] == "max_steps"
 
@@ -146,7 +149,9 @@ def _imported(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("module", ["loop.py", "requests.py", "commands.py", "schema.py", "budget.py", "rules.py"])
+@pytest.mark.parametrize("module", ["loop.py", "judging.py", "call_outcomes.py", "batches.py", "replies.py",
+                                    "requests.py", "commands.py", "schema.py", "values.py", "history.py",
+                                    "pending_calls.py", "budget.py", "rules.py"])
 def test_the_step_functions_read_no_clock_and_touch_no_thread_file_or_socket(module: str):
     forbidden = {"time", "datetime", "threading", "os", "io", "socket", "subprocess", "random", "secrets", "queue"}
     assert _imported(RUNTIME / module) & forbidden <= ({"datetime"} if module == "rules.py" else set())
@@ -160,7 +165,8 @@ def _no_base_exception_subclass(path: Path) -> list[str]:
 
 def test_nothing_in_the_runner_or_the_loop_needs_a_base_exception_to_get_past_the_loop():
     found: dict[str, Any] = {name: _no_base_exception_subclass(RUNTIME / name)
-                             for name in ("agent.py", "loop.py", "requests.py", "runner.py", "worker.py")}
+                             for name in ("agent.py", "loop.py", "judging.py", "call_outcomes.py", "batches.py",
+                                          "replies.py", "requests.py", "runner.py", "worker.py")}
     assert found == {name: [] for name in found}
 
 

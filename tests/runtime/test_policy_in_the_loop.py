@@ -9,7 +9,7 @@ from agent_fakes import Outbox, Script, call, final, last_observation, standard_
 
 from signoff.runtime import Agent
 from signoff.runtime.approval_policy import ApprovalPolicy, parse_policy
-from signoff.runtime.loop import Caller
+from signoff.runtime.judging import Caller
 from signoff.runtime.replay import replay
 
 EMAIL = {"to": "ops@example.com", "subject": "Refund policy"}

@@ -10,8 +10,9 @@ from pathlib import Path
 CORE = ["signoff", "signoff.runtime", "signoff.runtime.agent", "signoff.runtime.state", "signoff.runtime.budget",
         "signoff.runtime.decisions", "signoff.runtime.tool_calls", "signoff.runtime.records", "signoff.runtime.errors",
         "signoff.runtime.failpoints", "signoff.runtime.ports", "signoff.runtime.rules", "signoff.runtime.approval",
-        "signoff.runtime.loop",
-        "signoff.runtime.requests", "signoff.runtime.commands", "signoff.runtime.schema", "signoff.tools.base"]
+        "signoff.runtime.loop", "signoff.runtime.judging", "signoff.runtime.call_outcomes", "signoff.runtime.batches",
+        "signoff.runtime.replies", "signoff.runtime.requests", "signoff.runtime.commands", "signoff.runtime.schema",
+        "signoff.runtime.values", "signoff.runtime.history", "signoff.runtime.pending_calls", "signoff.tools.base"]
 STORE_FREE = ["signoff.runtime.runner", "signoff.runtime.worker", "signoff.runtime.telling",
               "signoff.runtime.adapters.memory"]
 """The runner and what it tells people depend on the store's Protocols only, and the in-memory store

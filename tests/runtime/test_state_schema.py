@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from test_checkpoint_properties import ANSWER, DECISION, World, budget_for
 
 from signoff.runtime import ACTIVE, STATUSES, TERMINAL, WAITING_ON_HUMAN, Agent, IncompatibleState
-from signoff.runtime.schema import SCHEMA_VERSION, STOPPED, PendingCall, RunState, ToolCall, ToolResult
+from signoff.runtime.history import ToolCall, ToolResult
+from signoff.runtime.pending_calls import PendingCall
+from signoff.runtime.schema import SCHEMA_VERSION, STOPPED, RunState
 from signoff.runtime.state import call_digest, canonical_json, dump_state, load_state, parse_state
 from signoff.runtime.state_versions import downgrade_v2_to_v1, upgrade
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from signoff.runtime import Agent, Budget, Tool
 from signoff.runtime.decisions import is_plain_json, jsonable
-from signoff.runtime.schema import RunState, ToolCall, ToolResult, Versions
+from signoff.runtime.history import ToolCall, ToolResult, Versions
+from signoff.runtime.schema import RunState
 
 
 class Name(str):

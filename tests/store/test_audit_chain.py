@@ -26,16 +26,14 @@ from signoff.runtime.audit import (
     WHOLE_LOG,
     EventRow,
     Head,
-    Problem,
     RunRow,
     Seal,
     Selection,
     event_hash,
-    export_lines,
-    read_export,
     stamp,
-    verify,
 )
+from signoff.runtime.audit_export import export_lines, read_export
+from signoff.runtime.audit_verify import Problem, verify
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.ports import Store
 from signoff.runtime.records import Fresh
