@@ -214,7 +214,7 @@ class ExecutionLedger(Protocol):
         grant that lets it run unasked; checked in this transaction (in force now, by the store's
         clock, and covering this call: `grants.grant_refusal`) and its use counted, or `Ungranted`
         and nothing written, so that a revoked grant stops the very next call. `preview`: the
-        digest of the preview the call was approved with (`schema.Preview`), part of what the
+        digest of the preview the call was approved with (`pending_calls.Preview`), part of what the
         approval is bound to.
 
         Fenced on the lease: only `owner` holding a live lease may start the run's call (the lease is
@@ -322,7 +322,7 @@ class AuditLog(Protocol):
     """The audit log as `runtime.audit` verifies it: every run's chain of events, and the chain of runs."""
 
     def audit_records(self, selection: Selection = WHOLE_LOG) -> Generator[Record, None, None]:
-        """The records `selection` picks, read from one snapshot (see `runtime.audit.verify`);
+        """The records `selection` picks, read from one snapshot (see `runtime.audit_verify.verify`);
         closing the generator lets go of the snapshot."""
 
 

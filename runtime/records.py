@@ -90,7 +90,7 @@ class ApprovalRecord:
     quorum: int = 1
     """How many distinct allowed people must approve before the call runs."""
     asked: dict[str, Any] | None = None
-    """What the approval policy required (`schema.Asked` as JSON: rule, policy, approvers, quorum,
+    """What the approval policy required (`pending_calls.Asked` as JSON: rule, policy, approvers, quorum,
     ttl_seconds, allow_self_approval, confirm); None: recorded before Signoff had policies."""
     votes: tuple[Vote, ...] = ()
     """The decisions people gave, one per person, oldest first."""

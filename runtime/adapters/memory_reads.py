@@ -86,7 +86,7 @@ class MemoryReads:
                     for e in (run.events if run is not None else [])]
 
     def audit_records(self, selection: Selection = WHOLE_LOG) -> Generator[Record, None, None]:
-        """The audit log's chains as kept, in the order `audit.verify` reads them, at one moment."""
+        """The audit log's chains as kept, in the order `audit_verify.verify` reads them, at one moment."""
         with self._lock:
             chosen = sorted((r for r in self._runs.values() if selection.run_id in (None, r.run_id)),
                             key=lambda r: r.link.position if r.link is not None else 0)

@@ -212,7 +212,7 @@ class SqlReads:
             return dict(conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all())
 
     def audit_records(self, selection: Selection = WHOLE_LOG) -> Generator[Record, None, None]:
-        """The audit log's chains as stored, in the order `audit.verify` reads them, from one snapshot
+        """The audit log's chains as stored, in the order `audit_verify.verify` reads them, from one snapshot
         of the database: a write committed meanwhile is in all of them or in none. The events are
         streamed, a batch at a time."""
         with self.engine.connect() as conn:
