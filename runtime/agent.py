@@ -286,6 +286,7 @@ class Agent:
         self._run, self._view = step.state, None
         self._json.append(step.state.history[len(self._json.history):])
         self._step.events.extend(step.events)
+        self._step.effects.extend(step.effects)
         if step.execution is not None:
             self._step.execution = step.execution
         if self.on_event is not None:
@@ -295,7 +296,8 @@ class Agent:
     def _commit(self, *, last: bool) -> bool:
         step, self._step = self._step, StepRecord()
         start, self._mark = self._mark, len(self._run.history)
-        return self.ports.save(Checkpoint(self.state, start, step.events, step.execution, self._mark, last))
+        return self.ports.save(Checkpoint(self.state, start, step.events, step.execution, self._mark,
+                                          tuple(step.effects), last))
 
     def _model_turn(self) -> Step | None:
         """The step the policy's reply makes; None when it has none to give (`NoReply`)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from signoff.runtime.call_outcomes import observe
+from signoff.runtime.effects import AskAbout
 from signoff.runtime.history import ToolCall
 from signoff.runtime.judging import AsksAPerson, Context, Fate, NotMade, RunsUnasked, judged, recorded
 from signoff.runtime.loop import AskApproval, Draft, RunPreview, RunTool, Step
@@ -110,5 +111,6 @@ def continue_batch(state: RunState, context: Context) -> Step:
                        args=context.redacted(pending.tool, dict(pending.args)),
                        rule=asked.rule if asked is not None else None, quorum=asked.quorum if asked is not None else 1,
                        policy=context.approval_policy.digest, batch=len(batch.calls))
+            draft.effects.append(AskAbout(pending.key))
     draft.evolve(pending=waiting[0], status="awaiting_approval")
     return draft.then(AskApproval(waiting[0]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from signoff.runtime.decisions import is_plain_json
+from signoff.runtime.effects import CallChanged
 from signoff.runtime.history import ErrorKind, ToolCall, ToolError, ToolResult
 from signoff.runtime.judging import Context, ask_approval
 from signoff.runtime.loop import Draft, RunTool, Step
@@ -71,6 +72,7 @@ def preview_changed(draft: Draft, context: Context, call: PendingCall, now: Prev
     changed = call.evolved(preview=now.evolved(was=was.shown if was is not None else None))
     draft.emit("preview_changed", key=call.key, tool=call.tool, was=was.digest if was is not None else None,
                now=now.digest)
+    draft.effects.append(CallChanged(call.key))
     draft.revise(changed)
     draft.evolve(status="running")
     batch = draft.state.batch

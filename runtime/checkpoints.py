@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from signoff.runtime.effects import Effect
 from signoff.runtime.frozen import SCALARS, FrozenDict, FrozenList, frozen
 from signoff.runtime.schema import RunState
 from signoff.runtime.values import Value
@@ -26,6 +27,8 @@ class Checkpoint:
     """The outcome of a side-effecting call made in this step: key, tool, ok, result or error, seconds."""
     history_end: int | None = None
     """Index just past this step's last entry (None: the end of `state["history"]` as it is read)."""
+    effects: tuple[Effect, ...] = ()
+    """What the step does to approvals (`effects`), applied by the store in the same write."""
     last: bool = False
     """The driver stops after this step: the run pauses or ends here, unless whoever drives it acts
     again (a store may then let go of the run in the same write)."""
@@ -42,6 +45,7 @@ class StepRecord:
 
     events: list[dict[str, Any]] = field(default_factory=list)
     execution: dict[str, Any] | None = None
+    effects: list[Effect] = field(default_factory=list)
 
 
 _HEADER = tuple(name for name in RunState.model_fields if name != "history")

@@ -24,6 +24,7 @@ from signoff.runtime.approval_policy import (
     evaluate,
 )
 from signoff.runtime.decisions import is_plain_json, jsonable
+from signoff.runtime.effects import AskAbout
 from signoff.runtime.grants import grant_refusal, grant_unfit
 from signoff.runtime.history import ErrorKind, ToolCall
 from signoff.runtime.loop import AskApproval, Draft, RunPreview, Step
@@ -289,6 +290,7 @@ def ask_approval(draft: Draft, context: Context, pending: PendingCall, **said: A
     draft.evolve(pending=pending, status="awaiting_approval")
     draft.emit("approval_requested", key=pending.key, tool=name, args=context.redacted(name, dict(pending.args)),
                rule=asked.rule if asked is not None else None, quorum=asked.quorum if asked is not None else 1, **said)
+    draft.effects.append(AskAbout(pending.key))
     return draft.then(AskApproval(pending))
 
 

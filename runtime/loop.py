@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from signoff.runtime.effects import Effect
 from signoff.runtime.history import HistoryEntry, ToolError, ToolResult
 from signoff.runtime.pending_calls import PendingCall
 from signoff.runtime.schema import REOPENABLE, TERMINAL, RunState, Status, Usage
@@ -108,6 +109,8 @@ class Step:
     events: tuple[dict[str, Any], ...] = ()
     execution: dict[str, Any] | None = None
     """The ledger outcome of a side effect settled in this transition."""
+    effects: tuple[Effect, ...] = ()
+    """What the transition does to approvals, applied by the store with the step."""
 
 
 # -- what the world said ---------------------------------------------------------------------------
@@ -145,6 +148,7 @@ class Draft:
         self._entries: list[HistoryEntry] = []
         self.events: list[dict[str, Any]] = []
         self.execution: dict[str, Any] | None = None
+        self.effects: list[Effect] = []
 
     @property
     def state(self) -> RunState:
@@ -213,7 +217,7 @@ class Draft:
         self.events.append({"type": event_type, "run_id": self._state.run_id, "step": self.steps, **payload})
 
     def then(self, action: Action) -> Step:
-        return Step(self.state, action, tuple(self.events), self.execution)
+        return Step(self.state, action, tuple(self.events), self.execution, tuple(self.effects))
 
     def stop(self, status: Status, reason: str, **detail: Any) -> Step:
         stop = StopReason.model_validate({"reason": reason, "step": self.steps, **detail})

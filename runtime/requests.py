@@ -14,6 +14,7 @@ from signoff.runtime.budget import Budget
 from signoff.runtime.call_outcomes import observe, record_execution, refuse, settle
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.durations import spoken
+from signoff.runtime.effects import AskMoreOf, CallChanged, Overruled
 from signoff.runtime.errors import InvalidTransition
 from signoff.runtime.history import ErrorKind, Goal
 from signoff.runtime.judging import (
@@ -83,6 +84,7 @@ def reconsider(state: RunState, context: Context, reason: str, key: str | None =
     draft = Draft(state)
     draft.emit("call_reconsidered", key=pending.key, tool=pending.tool, reason=reason, was=pending.contract,
                now=tool.contract if tool else None)
+    draft.effects.append(CallChanged(pending.key))
     if tool is None:
         return _withdraw(draft, pending, f"{reason}; tool {pending.tool} is no longer registered", "unknown_tool")
     try:
@@ -347,6 +349,7 @@ def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: 
         case Deny(rule=rule, reason=reason):
             draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=reason,
                        at_dispatch=True, **ruled)
+            draft.effects.append(Overruled(pending.key))
             return _withdraw(draft, pending, f"{denied_by_rule(rule, reason)} (the policy changed after it "
                                              "was approved)", "denied_by_rule", rule=rule)
         case Ask(rule=rule, requirement=requirement):
@@ -360,6 +363,7 @@ def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: 
             draft.revise(pending.evolved(asked=raised))
             draft.emit("approval_reopened", key=pending.key, tool=pending.tool, rule=rule, quorum=raised.quorum,
                        approvals=approvals, **ruled)
+            draft.effects.append(AskMoreOf(pending.key))
             return draft.go_on()
     return None
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.approval import ApprovalRequest, Reopening
+from signoff.runtime.effects import AskAbout, AskMoreOf, CallChanged, Overruled
 from signoff.runtime.frozen import thawed
 from signoff.runtime.records import CommandRefusal
 from signoff.runtime.schema import REOPENABLE
@@ -55,17 +56,17 @@ def step_write(checkpoint: Checkpoint, approval_ttl: timedelta) -> StepWrite:
     a call proposed before Signoff had policies (its pending call says nothing of a ttl)."""
     state = checkpoint.state
     status = state["status"]
-    events = checkpoint.events
+    effects = checkpoint.effects
     waiting = status == "awaiting_approval"
-    asked = [e["key"] for e in events if e["type"] == "approval_requested"] if waiting else []
-    reopened = [e["key"] for e in events if e["type"] == "approval_reopened"] if waiting else []
+    asked = [effect.key for effect in effects if isinstance(effect, AskAbout)] if waiting else []
+    reopened = [effect.key for effect in effects if isinstance(effect, AskMoreOf)] if waiting else []
     ended = status in TERMINAL
     return StepWrite(
         approvals=tuple(_request(call_of(state, key), approval_ttl) for key in dict.fromkeys(asked)),
-        superseded=tuple(e["key"] for e in events if e["type"] in ("call_reconsidered", "preview_changed")),
+        superseded=tuple(effect.key for effect in effects if isinstance(effect, CallChanged)),
         close_open_approvals=ended,
         refuse_waiting_command=f"the run already ended ({status})" if ended else None,
-        overruled=tuple(e["key"] for e in events if e["type"] == "call_denied_by_rule" and e.get("at_dispatch")),
+        overruled=tuple(effect.key for effect in effects if isinstance(effect, Overruled)),
         reopen=_reopening(call_of(state, reopened[-1])) if reopened else None,
     )
 

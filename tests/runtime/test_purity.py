@@ -9,7 +9,7 @@ from pathlib import Path
 
 CORE = ["signoff", "signoff.runtime", "signoff.runtime.agent", "signoff.runtime.state", "signoff.runtime.budget",
         "signoff.runtime.decisions", "signoff.runtime.tool_calls", "signoff.runtime.records", "signoff.runtime.errors",
-        "signoff.runtime.failpoints", "signoff.runtime.ports", "signoff.runtime.rules", "signoff.runtime.approval",
+        "signoff.runtime.failpoints", "signoff.runtime.ports", "signoff.runtime.rules", "signoff.runtime.approval", "signoff.runtime.effects",
         "signoff.runtime.loop", "signoff.runtime.judging", "signoff.runtime.call_outcomes", "signoff.runtime.batches",
         "signoff.runtime.replies", "signoff.runtime.requests", "signoff.runtime.commands", "signoff.runtime.schema",
         "signoff.runtime.values", "signoff.runtime.history", "signoff.runtime.pending_calls", "signoff.tools.base"]

@@ -25,6 +25,7 @@ from signoff.runtime.adapters.memory import KeyInUse
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.agent import Checkpoint, Policy
 from signoff.runtime.budget import Budget
+from signoff.runtime.effects import Effect
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.models.scripted import ScriptedPolicy
 from signoff.runtime.ports import Store
@@ -209,15 +210,16 @@ def create(store: Store, run_id: str = "run-a") -> RunRecord:
 
 def step(state: dict[str, Any], *entries: dict[str, Any], events: list[dict[str, Any]] | None = None,
          status: str = "running", pending: dict[str, Any] | None = None,
-         execution: dict[str, Any] | None = None) -> Checkpoint:
-    """The next checkpoint after `state`: one more step that appended `entries`."""
+         execution: dict[str, Any] | None = None, effects: tuple[Effect, ...] = ()) -> Checkpoint:
+    """The next checkpoint after `state`: one more step that appended `entries`, doing `effects`
+    to approvals (as the loop says them beside the events)."""
     state = copy.deepcopy(state)
     start = len(state["history"])
     state["history"].extend(entries)
     state["steps"] += 1
     state["status"], state["pending"] = status, pending
     return Checkpoint(state, start, events if events is not None else [{"type": "decision", "step": state["steps"]}],
-                      execution)
+                      execution, effects=effects)
 
 
 def lookup_step(state: dict[str, Any], marker: str) -> Checkpoint:

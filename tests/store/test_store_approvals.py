@@ -21,6 +21,7 @@ from store_harness import (
     step,
 )
 
+from signoff.runtime.effects import AskAbout
 from signoff.runtime.errors import Conflict
 from signoff.runtime.ports import Store
 from signoff.runtime.records import (
@@ -60,7 +61,7 @@ def await_approval(store: Store, run_id: str = "run-a") -> ApprovalRecord:
     pending = pending_call(run_id, 1)
     checkpoint = step(store.get_run(run_id).state,
                       {"role": "assistant", "step": 1, "tool": "send_email", "args": ARGS, "call_id": "c1"},
-                      events=[{"type": "approval_requested", "key": pending["key"]}],
+                      events=[{"type": "approval_requested", "key": pending["key"]}], effects=(AskAbout(pending["key"]),),
                       status="awaiting_approval", pending=pending)
     saved = store.save_step(run_id, owner="w1", version=1, checkpoint=checkpoint, write=step_write(checkpoint, TTL),
                             lease=LEASE)
@@ -91,7 +92,7 @@ def test_a_step_whose_approval_cannot_be_written_is_not_saved(store: Store) -> N
     run = store.get_run("run-a")
     before = snapshot(store, "run-a")
     same_key_again = step(run.state, {"role": "runtime", "step": 2, "error": "x"},
-                          events=[{"type": "approval_requested", "key": "run-a:1"}],
+                          events=[{"type": "approval_requested", "key": "run-a:1"}], effects=(AskAbout("run-a:1"),),
                           status="awaiting_approval", pending=pending_call("run-a", 1))
     with pytest.raises(duplicate_error(store)):
         save(store, "run-a", run.version, same_key_again)

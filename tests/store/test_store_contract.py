@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from store_harness import LEASE, REQUESTER, ManualClock, create, lookup_step, save, snapshot, step
 
+from signoff.runtime.effects import AskAbout
 from signoff.runtime.errors import Conflict
 from signoff.runtime.ports import Store
 from signoff.runtime.rules import CANCEL
@@ -75,7 +76,8 @@ def test_a_stale_version_conflicts_and_writes_nothing(store: Store) -> None:
     pending = {"tool": "send_email", "args": {"to": "x@example.com"}, "key": "run-a:1", "step": 1, "call_id": "c1"}
     stale = step(state, {"role": "assistant", "step": 1, "tool": "send_email", "args": pending["args"],
                          "call_id": "c1"},
-                 events=[{"type": "approval_requested", "key": "run-a:1"}], status="awaiting_approval",
+                 events=[{"type": "approval_requested", "key": "run-a:1"}], effects=(AskAbout("run-a:1"),),
+                 status="awaiting_approval",
                  pending=pending)
     with pytest.raises(Conflict):
         save(store, "run-a", 1, stale)

@@ -9,6 +9,7 @@ from store_harness import APPROVER, LEASE, REQUESTER, commit, create, step
 from test_store_approvals import ARGS, approve, await_approval, pending_call
 
 from signoff.runtime.budget import Budget
+from signoff.runtime.effects import AskAbout, CallChanged
 from signoff.runtime.ports import Store
 from signoff.runtime.records import RunRecord
 from signoff.runtime.rules import CANCEL, RETRY, CommandRule
@@ -59,6 +60,7 @@ def test_a_reconsidered_call_supersedes_its_approval_and_asks_again_under_the_sa
     run = store.get_run("run-a")
     again = step(run.state, events=[{"type": "call_reconsidered", "key": "run-a:1", "reason": "the tool changed"},
                                     {"type": "approval_requested", "key": "run-a:1", "supersedes": True}],
+                 effects=(CallChanged("run-a:1"), AskAbout("run-a:1")),
                  status="awaiting_approval", pending={**pending_call("run-a", 1), "contract": "c2"})
     saved = commit(store, "run-a", run.version, again)
     assert [(a.approval_id, a.status) for a in saved.cancelled] == [(first.approval_id, "superseded")]
