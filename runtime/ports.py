@@ -4,9 +4,10 @@
 keeps runs, approvals and the execution ledger (`adapters/sql.py` on SQLite or PostgreSQL,
 `adapters/memory.py` in one process). Every store method that writes is atomic: it happens whole
 or not at all, and concurrent callers, threads or replicas, see it so. Times (leases, expiries,
-`requested_at`) are the store's clock, one clock for every replica. The rules (when an approval
-opens or closes, which statuses a request needs) come from `runtime/rules.py` as data; a store
-applies them and decides none itself.
+`requested_at`) are the store's clock, one clock for every replica. A store decides no rule: what
+happens to an approval is a transition of `runtime/approval.py` (the store loads and locks the
+approval, asks the transition, saves what it returns), and what a step or a request does besides
+comes from `runtime/rules.py` as data.
 """
 
 from __future__ import annotations

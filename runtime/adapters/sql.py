@@ -1,9 +1,11 @@
-"""The durable store on SQLAlchemy 2.0 (with its reads in `reads.py` and row helpers in `rows.py`).
+"""The durable store on SQLAlchemy 2.0 (with its reads in `reads.py`, approvals as rows in
+`approval_rows.py` and row helpers in `rows.py`).
 
-Every decision and every execution is a compare-and-set (`UPDATE ... WHERE status = ...`), so
-exactly one of any number of concurrent writers wins, on SQLite and on PostgreSQL alike.
-Each public write is one transaction. What a write does beyond its own rows (the approvals a step
-opens or closes, what a person's request does at once) comes from `runtime/rules.py` as data.
+Every write is one transaction that takes the run's row first, so writers on any replica follow
+one another run by run; an approval is loaded, handed to a transition of `runtime/approval.py`,
+and the change saved as a compare-and-set (`UPDATE ... WHERE status = ...`), so exactly one of any
+number of concurrent deciders wins, on SQLite and on PostgreSQL alike. What a write does beyond
+its own rows comes from `runtime/rules.py` as data: the store decides no rule.
 """
 
 from __future__ import annotations
