@@ -398,9 +398,8 @@ class MemoryStore(MemoryReads):
     def nudge_due(self, limit: int = 100) -> list[Nudged]:
         with self._lock:
             now = self.now()
-            due = sorted((a for a in self._approvals.values() if a.record.status == "pending"
-                          and a.record.nudge_at is not None and a.record.nudge_at <= now),
-                         key=lambda a: a.record.nudge_at or now)
+            due = sorted((a for a in self._approvals.values() if a.record.nudge_at is not None),
+                         key=lambda a: a.record.nudge_at or now)  # `nudge` says which are due
             made = [nudged for a in due if (nudged := nudge(a.out(), now)) is not None][:limit]
             self._save(None, [change for _, change in made])
             return [nudged for nudged, _ in made]

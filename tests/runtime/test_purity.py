@@ -69,3 +69,19 @@ def test_imports_flow_from_the_slack_edge_to_the_engine_to_the_tool_contract_nev
             for name in imported_packages(path) & forbidden:
                 wrong.append(f"{path.relative_to(root)} imports {name}")
     assert wrong == []
+
+
+APPROVAL_RULES = {"signoff.runtime.grants", "signoff.runtime.people", "signoff.runtime.approval_policy",
+                  "signoff.runtime.judging", "signoff.runtime.requests"}
+"""Where the rules an approval is decided by live besides `runtime/approval.py`: whom a grant covers,
+who may approve, the policy, the loop's judgement of a call, people's requests."""
+
+
+def test_the_stores_decide_no_approval_rule_they_apply_the_aggregates_transitions():
+    root = Path(__file__).resolve().parents[2]
+    wrong = []
+    for path in sorted((root / "runtime" / "adapters").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in APPROVAL_RULES:
+                wrong.append(f"{path.relative_to(root)} imports {node.module}")
+    assert wrong == []
