@@ -11,6 +11,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from signoff.bot.arguments import ToolDisplay, argument_lines, argument_pairs
+from signoff.bot.slack.approval_buttons import (
+    approval_value,
+    approve_button,
+    approve_similar_button,
+    deny_button,
+    edit_button,
+)
 from signoff.bot.slack.blocks import (
     APPROVAL_BLOCK,
     ARGS_MODAL,
@@ -21,17 +28,12 @@ from signoff.bot.slack.blocks import (
     MAX_VIEW_BLOCKS,
     VIEW_ARGS_ACTION,
     actions,
-    approval_value,
-    approve_button,
-    approve_similar_button,
     budget_line,
     button,
     clip,
     code,
     code_sections,
     context,
-    deny_button,
-    edit_button,
     escape,
     model_says,
     safe,

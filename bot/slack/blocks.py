@@ -16,10 +16,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from signoff.bot.untrusted import flat, shown_lines
-from signoff.bot.words import LIMIT_NAMES, budget_figures, grant_offer, similar_words
-from signoff.runtime.durations import spoken
+from signoff.bot.words import LIMIT_NAMES, budget_figures
 from signoff.runtime.people import is_slack_user, is_user_group
-from signoff.runtime.records import ApprovalRecord
 
 APPROVE_ACTION = "signoff.approve"
 APPROVE_SIMILAR_ACTION = "signoff.approve_similar"
@@ -30,7 +28,7 @@ EDIT_ACTION = "signoff.edit"
 EDIT_MODAL = "signoff.edit_modal"
 APPROVE_ALL_ACTION = "signoff.approve_all"
 """On the card of a turn's several calls: approve each of them the clicker may approve; carries
-`batch_value`, every pending call's approval id and digest."""
+`approval_buttons.batch_value`, every pending call's approval id and digest."""
 REVOKE_GRANT_ACTION = "signoff.revoke_grant"
 """End a grant at once, from App Home; carries the grant id."""
 VIEW_ARGS_ACTION = "signoff.view_args"
@@ -54,8 +52,8 @@ APPROVAL_BLOCK = "signoff.approval"
 """The block of decision buttons under an approval request, on its card and in its modal."""
 
 APPROVAL_ACTIONS = (APPROVE_ACTION, APPROVE_SIMILAR_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, EDIT_ACTION)
-"""Buttons about one approval; each carries `approval_value` (Approve all carries `batch_value`)."""
-"""Buttons on an approval request; each carries `approval_value`."""
+"""Buttons about one approval; each carries `approval_buttons.approval_value` (Approve all carries
+`approval_buttons.batch_value`)."""
 RUN_ACTIONS = (
     EXTEND_ACTION, CLOSE_ACTION, RETRY_ACTION, RECONCILE_DONE_ACTION, RECONCILE_RETRY_ACTION, RECONCILE_ABORT_ACTION,
     REQUEST_AGAIN_ACTION,
@@ -211,85 +209,9 @@ def button(label: str, action_id: str, value: str, style: str | None = None) -> 
     return element
 
 
-def approval_value(approval: ApprovalRecord) -> str:
-    """What an approval button carries: only the approval id and the digest it is bound to."""
-    return f"{approval.approval_id}:{approval.digest}"
-
-
-def batch_value(approvals: Sequence[ApprovalRecord]) -> str:
-    """What Approve all carries: each call's `approval_value`, comma-separated, nothing else."""
-    return ",".join(approval_value(approval) for approval in approvals)
-
-
-def approve_button(approval: ApprovalRecord, *, tool_confirms: bool = False) -> dict[str, Any]:
-    """Approve; behind an "are you sure?" dialog when the policy rule that asked says `confirm` or
-    the tool is marked `confirm` (`tool_confirms`)."""
-    element = button("Approve", APPROVE_ACTION, approval_value(approval), "primary")
-    if (approval.asked or {}).get("confirm") is True or tool_confirms:
-        element["confirm"] = approve_confirmation(approval, tool_confirms=tool_confirms)
-    return element
-
-
-def approve_confirmation(approval: ApprovalRecord, *, tool_confirms: bool = False) -> dict[str, Any]:
-    """Block Kit's confirmation dialog for Approve: Slack shows it before it sends the click."""
-    asked = approval.asked or {}
-    rule = asked.get("rule")
-    if asked.get("confirm") is True:
-        why = f" Policy rule {rule} asks you to confirm." if isinstance(rule, str) and rule else ""
-    else:
-        why = f" {approval.tool} asks you to confirm every approval." if tool_confirms else ""
-    runs = f"once {approval.quorum} people have approved" if approval.quorum > 1 else "right away"
-    text = f"You approve {approval.tool} with key {approval.key} and the arguments as shown; it runs {runs}.{why}"
-    return {"title": plain_text(f"Approve {approval.tool}?", MAX_CONFIRM_TITLE),
-            "text": plain_text(text, MAX_CONFIRM_TEXT),
-            "confirm": plain_text("Approve", MAX_CONFIRM_BUTTON), "deny": plain_text("Cancel", MAX_CONFIRM_BUTTON),
-            "style": "primary"}
-
-
-def approve_all_button(approvals: Sequence[ApprovalRecord], *, confirming: Sequence[str] = ()) -> dict[str, Any]:
-    """Approve all the calls of `approvals` (the card's calls the clicker can approve there); behind a
-    dialog that says what it approves, always: one click decides several calls. `confirming`: the
-    tools among them whose rule or contract asks for a confirmation."""
-    element = button(f"Approve all {len(approvals)}", APPROVE_ALL_ACTION, batch_value(approvals), "primary")
-    tools = ", ".join(sorted({approval.tool for approval in approvals}))
-    why = f" {', '.join(confirming)} asks you to confirm." if confirming else ""
-    text = (f"You approve {len(approvals)} calls ({tools}), each with its key and its arguments as shown; "
-            f"each one you may approve runs once its approvals are complete.{why}")
-    element["confirm"] = {"title": plain_text(f"Approve {len(approvals)} calls?", MAX_CONFIRM_TITLE),
-                          "text": plain_text(text, MAX_CONFIRM_TEXT),
-                          "confirm": plain_text("Approve all", MAX_CONFIRM_BUTTON),
-                          "deny": plain_text("Cancel", MAX_CONFIRM_BUTTON), "style": "primary"}
-    return element
-
-
 def plain_text(text: str, limit: int) -> dict[str, Any]:
     """A plain_text object, escaped like any text Slack decodes (it shows no mrkdwn), cut to `limit`."""
     return {"type": "plain_text", "text": safe(text, limit)}
-
-
-def approve_similar_button(approval: ApprovalRecord, *, tool_confirms: bool = False) -> dict[str, Any] | None:
-    """*Approve + allow similar for 30 min*, where the approval's rule offers a grant (None where it
-    offers none); behind "are you sure?" when the tool asks it of every approval."""
-    offer = grant_offer(approval.asked)
-    if offer is None:
-        return None
-    lasting = spoken(offer["for_seconds"])
-    element = button(f"Approve + allow similar for {lasting}", APPROVE_SIMILAR_ACTION, approval_value(approval))
-    if tool_confirms:
-        text = (f"You approve {approval.tool} with key {approval.key} and the arguments as shown, and let "
-                f"{similar_words(offer)} run unasked for {lasting}. {approval.tool} asks you to confirm every "
-                "approval.")
-        element["confirm"] = {**approve_confirmation(approval, tool_confirms=True),
-                              "text": plain_text(text, MAX_CONFIRM_TEXT)}
-    return element
-
-
-def deny_button(approval: ApprovalRecord) -> dict[str, Any]:
-    return button("Deny", DENY_ACTION, approval_value(approval), "danger")
-
-
-def edit_button(approval: ApprovalRecord) -> dict[str, Any]:
-    return button("Edit", EDIT_ACTION, approval_value(approval))
 
 
 def actions(block_id: str, elements: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines, key_text, literal
+from signoff.bot.slack.approval_buttons import approval_value, approve_all_button
 from signoff.bot.slack.argument_blocks import (
     CARD_PREVIEW_CHARS,
     CARD_SECTIONS,
@@ -45,8 +46,6 @@ from signoff.bot.slack.blocks import (
     VIEW_RESULT_ACTION,
     Message,
     actions,
-    approval_value,
-    approve_all_button,
     budget_limits,
     budget_line,
     button,
