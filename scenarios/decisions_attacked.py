@@ -20,8 +20,8 @@ from scenarios.leaks import forms, shown
 from scenarios.outcome import Outcome, observed
 from scenarios.serve import Reply, Serve, buttons, next_trigger
 from scenarios.world import Policy, World, wait_until
-from signoff.bot.slack.argument_blocks import EDIT_INPUT
 from signoff.bot.slack.blocks import APPROVE_ACTION, APPROVE_ALL_ACTION, APPROVE_SIMILAR_ACTION, EDIT_ACTION
+from signoff.bot.slack.edit_form import EDIT_INPUT
 from signoff.runtime.adapters.tables import events
 from signoff.runtime.state import TERMINAL, call_digest
 from signoff.tools.base import Tool

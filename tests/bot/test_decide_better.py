@@ -19,14 +19,6 @@ from pydantic import BaseModel, Field
 from slack_harness import Response, Signoff, buttons, find_button
 
 from signoff.bot.arguments import ToolDisplay
-from signoff.bot.slack.argument_blocks import (
-    EDIT_INPUT,
-    FieldErrors,
-    edit_block,
-    edit_errors,
-    edit_fields,
-    read_edit,
-)
 from signoff.bot.slack.blocks import (
     APPROVE_ACTION,
     APPROVE_SIMILAR_ACTION,
@@ -34,6 +26,14 @@ from signoff.bot.slack.blocks import (
     EDIT_ACTION,
     REQUEST_AGAIN_ACTION,
     REVOKE_GRANT_ACTION,
+)
+from signoff.bot.slack.edit_form import (
+    EDIT_INPUT,
+    FieldErrors,
+    edit_block,
+    edit_errors,
+    edit_fields,
+    read_edit,
 )
 from signoff.bot.slack.messages import approval_message
 from signoff.runtime.records import ApprovalRecord, RunRecord

@@ -17,8 +17,8 @@ from bot_fakes import Ledger, final, tool_call
 from pydantic import BaseModel
 from slack_harness import Signoff, buttons
 
-from signoff.bot.slack.argument_blocks import EDIT_INPUT
 from signoff.bot.slack.blocks import APPROVE_ACTION, APPROVE_ALL_ACTION, APPROVE_SIMILAR_ACTION, EDIT_ACTION
+from signoff.bot.slack.edit_form import EDIT_INPUT
 from signoff.runtime.records import RunRecord
 from signoff.tools.base import Tool
 
