@@ -3,7 +3,7 @@ be before Bolt reads it, and how long each took to answer.
 
 A body is read within a deadline, and only a few late bodies are awaited at once, so senders that
 trickle their bytes cannot hold every server thread. It is then screened, because Bolt parses a
-body before it verifies its signature and assumes Slack's shapes (`bot.slack.payloads.screen_request`).
+body before it verifies its signature and assumes Slack's shapes (`bot.slack.screening.screen_request`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.adapter.wsgi.http_request import WsgiHttpRequest
 from slack_bolt.request.internals import build_context
 
-from signoff.bot.slack.payloads import screen_request
+from signoff.bot.slack.screening import screen_request
 
 if TYPE_CHECKING:
     from signoff.bot.observe.metrics import Metrics

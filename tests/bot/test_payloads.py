@@ -207,7 +207,7 @@ def test_fuzzed_button_values_never_parse_into_wrong_ids(value, action_id):
 
 from urllib.parse import urlencode  # noqa: E402
 
-from signoff.bot.slack.payloads import screen_body, screen_request  # noqa: E402
+from signoff.bot.slack.screening import screen_body, screen_request  # noqa: E402
 
 
 def _form(payload: object) -> bytes:
