@@ -43,12 +43,15 @@ from signoff.bot.slack.blocks import (
 )
 from signoff.bot.slack.edit_form import editable
 from signoff.bot.words import approval_preview, counted, model_words, preview_text
+from signoff.runtime.digests import batch_place
 from signoff.runtime.records import ApprovalRecord, RunRecord
 
 CARD_SECTIONS = 2
 """Code sections of arguments a channel card holds; with the rest it stays under Slack's ~12k characters."""
 HOME_SECTIONS = 1
 """Per approval in App Home, which lists up to 15 of them in one 100-block view."""
+BATCH_SECTIONS = 1
+"""Code sections of each call's arguments on a card of several calls (each is Approved beside them in full)."""
 MODAL_SECTIONS = MAX_VIEW_BLOCKS - 3
 """The modal's own blocks: what is asked, the expiry, the Approve button."""
 _SHORT_VALUE = 300
@@ -105,6 +108,8 @@ def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
 
 CARD_PREVIEW_CHARS = 1200
 """How much of a preview a card shows; *View full arguments* shows all of it."""
+BATCH_PREVIEW_CHARS = 400
+"""How much of each call's preview a card of several calls shows."""
 
 
 def preview_blocks(preview: Mapping[str, Any], room: int | None) -> list[dict[str, Any]]:
@@ -127,6 +132,18 @@ def preview_blocks(preview: Mapping[str, Any], room: int | None) -> list[dict[st
     parts = [text[i:i + chunk] for i in range(0, len(text), chunk)] or [""]
     return [*blocks, section(f"{label}:\n" + code(parts[0], chunk + 8)),
             *(section(code(part, chunk + 8)) for part in parts[1:])]
+
+
+def full_preview_button(run: RunRecord, approval: ApprovalRecord, shown: ShownArguments) -> list[dict[str, Any]]:
+    """*View full arguments*, beside a card that cuts the call's preview short and has no such
+    button already: the modal shows the preview whole."""
+    preview = approval_preview(run, approval)
+    if preview is None or approval.status != "pending" or any(b["action_id"] == VIEW_ARGS_ACTION for b in shown.buttons):
+        return []
+    room = BATCH_PREVIEW_CHARS if batch_place(approval.key) is not None else CARD_PREVIEW_CHARS
+    if len(preview_text(preview.get("shown"))) <= room:
+        return []
+    return [button("View full preview", VIEW_ARGS_ACTION, approval_value(approval))]
 
 
 def too_long_for_slack(run_id: str) -> str:

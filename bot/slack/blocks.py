@@ -16,8 +16,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from signoff.bot.untrusted import flat, shown_lines
-from signoff.bot.words import LIMIT_NAMES, budget_figures
+from signoff.bot.words import LIMIT_NAMES, budget_figures, model_label, stop_words
 from signoff.runtime.people import is_slack_user, is_user_group
+from signoff.runtime.records import RunRecord
 
 APPROVE_ACTION = "signoff.approve"
 APPROVE_SIMILAR_ACTION = "signoff.approve_similar"
@@ -219,6 +220,37 @@ def actions(block_id: str, elements: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # -- shared pieces -----------------------------------------------------------------------------
+
+GOAL_CHARS = 600
+"""How much of a run's goal a message quotes."""
+STATUS_EMOJI = {
+    "idle": ":hourglass_flowing_sand:", "running": ":gear:", "awaiting_approval": ":raised_hand:",
+    "done": ":white_check_mark:", "budget_exhausted": ":battery:", "failed": ":x:",
+    "cancelled": ":no_entry_sign:", "expired": ":hourglass:", "needs_reconciliation": ":warning:",
+    "stalled": ":repeat:",
+}
+"""The emoji beside each run status, wherever a run's status is shown."""
+
+
+def fallback_text(text: str) -> str:
+    """A message's plain `text` fallback: escaped, cut to Slack's limit."""
+    return safe(text, MAX_FALLBACK)
+
+
+def model_name(spec: str) -> str:
+    """The model a run uses, as people read it (`words.model_label`), escaped."""
+    return safe(model_label(spec), 160)
+
+
+def stop_reason(run: RunRecord, limit: int) -> str:
+    """Why the run stopped (`words.stop_words`), escaped, with whoever stopped it as a mention."""
+    stop = run.stop or {}
+    return with_mentions(stop_words(stop, run.state), limit, [stop.get("by"), run.requester])
+
+
+def rule_name(rule: str) -> str:
+    """A policy rule's name in code; the name is the operator's, escaped all the same."""
+    return f"`{safe(rule, 80).replace('`', 'ˋ')}`"
 
 
 def budget_line(state: Mapping[str, Any]) -> str:

@@ -6,7 +6,7 @@ from typing import Any, assert_never
 
 from slack_bolt import Ack
 
-from signoff.bot.slack import messages
+from signoff.bot.slack import command_replies
 from signoff.bot.slack.blocks import Message, notice, safe
 from signoff.bot.slack.payloads import (
     CancelRun,
@@ -62,13 +62,14 @@ class Commands:
                 run = self._visible_run(run_id, who)
                 if run is None:
                     return notice(no_visible_run(run_id)), None
-                return messages.status_message(run, self.runner.pending_approval(run_id)), None
+                return command_replies.status_message(run, self.runner.pending_approval(run_id)), None
             case ListRuns():
-                return messages.list_message(self.runner.runs_for(who), self.runner.waiting_on(who)), None
+                return command_replies.list_message(self.runner.runs_for(who),
+                                                    self.runner.waiting_on(who)), None
             case CancelRun(run_id=run_id):
                 return self._cancel(run_id, who), None
             case ShowHelp():
-                return messages.help_message(), None
+                return command_replies.help_message(), None
             case _:
                 assert_never(command.request)
 
@@ -82,7 +83,7 @@ class Commands:
         latest = self._visible_run(runs[0].run_id, who) if runs else None
         if latest is None:
             return notice(NO_RUNS)
-        return messages.status_message(latest, self.runner.pending_approval(latest.run_id))
+        return command_replies.status_message(latest, self.runner.pending_approval(latest.run_id))
 
     def _visible_run(self, run_id: str, who: str) -> RunRecord | None:
         run = self.runner.get_run(run_id, history=False)
@@ -114,7 +115,7 @@ class Commands:
             self.seen.forget(where.trigger_id)
             return notice(f"Could not start a run: {safe(exc, 300)}"), None
         self.seen.settle(where.trigger_id, run.run_id)
-        return messages.started_message(run), run
+        return command_replies.started_message(run), run
 
 
 def _bare_subcommand(body: dict[str, Any]) -> str | None:

@@ -12,10 +12,9 @@ from slack_bolt import Ack
 from slack_sdk.errors import SlackApiError
 
 from signoff.bot.slack import argument_blocks, blocks, messages
-from signoff.bot.slack.argument_blocks import MODAL_SECTIONS, outcome_modal
+from signoff.bot.slack.argument_blocks import BATCH_SECTIONS, MODAL_SECTIONS, outcome_modal
 from signoff.bot.slack.edit_form import FieldErrors, edit_errors, edit_fields, edit_modal, read_edit
 from signoff.bot.slack.home import Home
-from signoff.bot.slack.messages import BATCH_SECTIONS
 from signoff.bot.slack.notices import Notices
 from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.payloads import (

@@ -8,7 +8,7 @@ from typing import Any, assert_never
 
 from slack_bolt import Ack
 
-from signoff.bot.slack import messages
+from signoff.bot.slack import home_tab
 from signoff.bot.slack.notices import Notices
 from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.payloads import GrantClick, parse_click
@@ -30,7 +30,7 @@ class Home:
             self.publish(viewer)
 
     def publish(self, viewer: str) -> None:
-        view = messages.home_view(viewer, self.runner.waiting_on(viewer), self.runner.runs_for(viewer),
+        view = home_tab.home_view(viewer, self.runner.waiting_on(viewer), self.runner.runs_for(viewer),
                                   displays={name: self.notifier.display(name) for name in self.notifier.tools},
                                   grants=self.runner.grants_for(viewer))
         self.notifier.client.views_publish(user_id=viewer, view=view)

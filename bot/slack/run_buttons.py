@@ -13,7 +13,7 @@ from typing import Any, assert_never
 from slack_bolt import Ack
 from slack_sdk.errors import SlackApiError
 
-from signoff.bot.slack import blocks, messages
+from signoff.bot.slack import blocks, messages, tool_results
 from signoff.bot.slack.blocks import safe
 from signoff.bot.slack.notices import Notices
 from signoff.bot.slack.notifier import Ref, SlackNotifier
@@ -123,7 +123,7 @@ class RunButtons:
             return
         secrets = self.notifier.display(str(entry.get("tool") or "")).secret_names
         self.notifier.client.views_open(trigger_id=click.where.trigger_id,
-                                        view=messages.result_modal(run, entry, secret_names=secrets))
+                                        view=tool_results.result_modal(run, entry, secret_names=secrets))
 
     def _run_command(self, click: RunClick) -> RunOutcome:
         who, run_id, shown = click.where.user, click.run_id, click.shown_version
@@ -176,7 +176,7 @@ _CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,30}$")
 
 
 def parse_result_click(body: Any) -> ResultClick | Malformed:
-    """A `block_actions` body of *View full result*, carrying `messages.result_value`."""
+    """A `block_actions` body of *View full result*, carrying `tool_results.result_value`."""
     if not isinstance(body, dict) or body.get("type") != "block_actions":
         return Malformed("not a button click")
     actions, user = body.get("actions"), body.get("user")

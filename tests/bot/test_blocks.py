@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from signoff.bot.arguments import ToolDisplay
-from signoff.bot.slack import blocks, messages
+from signoff.bot.slack import blocks, command_replies, messages
 from signoff.bot.slack.blocks import (
     APPROVE_ACTION,
     DENY_ACTION,
@@ -22,13 +22,8 @@ from signoff.bot.slack.blocks import (
     escape,
     safe,
 )
-from signoff.bot.slack.messages import (
-    approval_message,
-    decided_message,
-    deny_modal,
-    home_view,
-    stopped_message,
-)
+from signoff.bot.slack.home_tab import home_view
+from signoff.bot.slack.messages import approval_message, decided_message, deny_modal, stopped_message
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 from tests.fakes.slack import block_kit_problems, view_problems
 
@@ -136,7 +131,7 @@ def test_hostile_goal_and_arguments_cannot_mention_or_link():
                     messages.run_message(run), messages.stopped_message(make_run(goal=HOSTILE, status="failed",
                                                                                state={"stop": {"reason": HOSTILE}})),
                     messages.tool_result_message(run, {"tool": "x", "step": 1, "result": HOSTILE}),
-                    messages.status_message(run)):
+                    command_replies.status_message(run)):
         assert_no_injection(message)
         assert block_kit_problems(message.blocks) == []
 
@@ -162,8 +157,8 @@ def test_huge_goal_and_arguments_stay_within_block_kit_limits():
                   messages.answer_message(make_run(state={"answer": HUGE})),
                   messages.tool_result_message(run, {"tool": "x", "step": 1, "result": {"rows": [HUGE]}}),
                   messages.tool_result_message(run, {"tool": "x", "step": 1, "error": HUGE, "error_kind": "exception"}),
-                  messages.status_message(make_run(goal=HUGE, state={"answer": HUGE, "stop": {"reason": HUGE}})),
-                  messages.list_message([make_run(goal=HUGE)] * 50, [(run, approval)] * 50)):
+                  command_replies.status_message(make_run(goal=HUGE, state={"answer": HUGE, "stop": {"reason": HUGE}})),
+                  command_replies.list_message([make_run(goal=HUGE)] * 50, [(run, approval)] * 50)):
         assert block_kit_problems(other.blocks) == [], other.text[:80]
         assert_no_injection(other)
 
@@ -261,7 +256,7 @@ def test_action_ids_are_distinct_and_within_limits():
 
 
 def test_help_and_notice_have_fallback_text():
-    for message in (messages.help_message(), blocks.notice("Already approved by <@U0LEAD>")):
+    for message in (command_replies.help_message(), blocks.notice("Already approved by <@U0LEAD>")):
         assert message.text and block_kit_problems(message.blocks) == []
 
 

@@ -18,6 +18,7 @@ from bot_fakes import NOW, final, make_approval, make_run, tool_call
 from slack_harness import Response, Signoff, buttons, find_button
 
 from signoff.bot.arguments import ToolDisplay
+from signoff.bot.slack.approval_cards import deciders_line
 from signoff.bot.slack.argument_blocks import arguments_modal
 from signoff.bot.slack.blocks import (
     APPROVE_ACTION,
@@ -27,7 +28,7 @@ from signoff.bot.slack.blocks import (
     MAX_CONFIRM_TEXT,
     MAX_CONFIRM_TITLE,
 )
-from signoff.bot.slack.messages import approval_message, deciders_line
+from signoff.bot.slack.messages import approval_message
 from signoff.bot.slack.replies import approval_outcome, decided_text
 from signoff.bot.words import people
 from signoff.runtime.records import ApprovalRecord, RunRecord, Vote

@@ -13,7 +13,7 @@ from bot_fakes import make_approval, make_run, tool_call
 from slack_harness import Signoff, buttons, find_button
 
 from signoff.bot.arguments import ToolDisplay
-from signoff.bot.slack import messages
+from signoff.bot.slack import command_replies, messages
 from signoff.bot.slack.argument_blocks import CARD_SECTIONS, shown_arguments
 from signoff.bot.slack.blocks import APPROVE_ACTION, EXTEND_ACTION, RECONCILE_DONE_ACTION
 from signoff.bot.slack.commands import NO_RUNS, NOTHING_TO_CANCEL
@@ -171,8 +171,8 @@ def test_status_and_cancel_without_a_run_mean_the_persons_latest(signoff, slack)
 
 def test_counts_of_one_are_said_in_the_singular():
     run, approval = make_run(), make_approval()
-    assert messages.list_message([run], [(run, approval)]).text == "1 approval waiting on you; 1 recent run"
-    assert messages.list_message([run, run], []).text == "0 approvals waiting on you; 2 recent runs"
+    assert command_replies.list_message([run], [(run, approval)]).text == "1 approval waiting on you; 1 recent run"
+    assert command_replies.list_message([run, run], []).text == "0 approvals waiting on you; 2 recent runs"
 
 
 def test_a_notice_pressed_reads_queued_until_a_worker_takes_the_request():

@@ -24,7 +24,8 @@ from signoff.bot.slack.blocks import (
     VIEW_ARGS_ACTION,
     code_section_lines,
 )
-from signoff.bot.slack.messages import approval_message, decided_message, home_view
+from signoff.bot.slack.home_tab import home_view
+from signoff.bot.slack.messages import approval_message, decided_message
 from signoff.runtime.state import call_digest
 from signoff.tools.base import Tool
 from tests.fakes.slack import block_kit_problems, view_problems

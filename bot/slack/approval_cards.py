@@ -1,0 +1,114 @@
+"""The pieces of an approval card: its top (what it asks, the goal, the model's words), each call on
+the card of a turn's several, and where a request stands, as the card, App Home, `/signoff list` and
+`status` say it: who may decide it, how far its quorum is, who edited the call before anyone approved it.
+`messages` puts them together. Pure: records in, blocks and mrkdwn out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from signoff.bot.slack.argument_blocks import (
+    BATCH_PREVIEW_CHARS,
+    ShownArguments,
+    full_preview_button,
+    preview_blocks,
+)
+from signoff.bot.slack.blocks import (
+    APPROVAL_BLOCK,
+    GOAL_CHARS,
+    actions,
+    code,
+    context,
+    header,
+    model_says,
+    rule_name,
+    run_link,
+    safe,
+    section,
+    slack_date,
+    user,
+)
+from signoff.bot.slack.replies import approval_outcome
+from signoff.bot.words import approval_preview, approval_progress, edited_changes, who_decides
+from signoff.runtime.records import ApprovalRecord, RunRecord
+
+
+def card_head(run: RunRecord, title: str, said: str | None) -> list[dict[str, Any]]:
+    """The top of an approval card: what it asks (`title`), the run's goal and who asked it, and what
+    the model said beside the call, if anything."""
+    link = run_link(run.origin, "see the run")
+    return [header(title),
+            section(f"*Goal* (asked by {user(run.requester)}{f' · {link}' if link else ''})\n"
+                    f">{safe(run.goal, GOAL_CHARS)}"),
+            *([section(model_says(said))] if said else [])]
+
+
+def batch_call_blocks(run: RunRecord, place: int, approval: ApprovalRecord,
+                      shown: ShownArguments) -> list[dict[str, Any]]:
+    """One call on the card of a turn's several (`place`: its number there): its arguments, preview
+    and edit; then its outcome once decided, or who decides, until when, and its own buttons (a click
+    on them decides that call alone)."""
+    edited = batch_edited(run, approval)
+    preview = approval_preview(run, approval)
+    blocks = [section(f"*{place}. `{safe(approval.tool, 64)}`* · key `{safe(approval.key, 120)}`\n{shown.label}"),
+              *shown.sections, *(preview_blocks(preview, BATCH_PREVIEW_CHARS) if preview else []),
+              *([section(edited_line(edited))] if edited else [])]
+    if approval.status != "pending":
+        return [*blocks, section(approval_outcome(approval)[0])]
+    deciders, progress = deciders_line(approval), quorum_progress(approval)
+    standing = [f"*Who decides* {deciders}"] if deciders else []
+    standing.append(f"expires {slack_date(approval.expires_at)}")
+    return [*blocks, context(*standing, *([progress] if progress else [])),
+            actions(f"{APPROVAL_BLOCK}.{place}", [*shown.buttons, *full_preview_button(run, approval, shown)])]
+
+
+def batch_edited(run: RunRecord, approval: ApprovalRecord) -> Mapping[str, Any] | None:
+    """Who edited this call of a turn's several and how (`pending_calls.Edited`), from the run's state."""
+    batch = run.state.get("batch") or {}
+    call = next((c for c in batch.get("calls") or () if c.get("key") == approval.key), None)
+    return edited_changes(call.get("pending") if call else run.state.get("pending"), approval)
+
+
+def edited_line(edited: Mapping[str, Any]) -> str:
+    """Who changed the call before anyone approved it, and each change from what the model
+    proposed, e.g. `amount_usd: "500.00" -> "50.00"` (as `requests.argument_changes` wrote them)."""
+    by = edited.get("by")
+    changes = [str(change) for change in edited.get("changes") or ()]
+    return (f":pencil2: *Edited* by {user(by) if by else 'someone'} before anyone approved it. Changed from what "
+            f"the model proposed:\n{code(chr(10).join(changes) or 'nothing', 1500)}")
+
+
+_NAMED_APPROVERS = 12
+"""Approvers a card names; a longer list is counted (the policy file has them all)."""
+_LISTED_VOTES = 20
+
+
+def deciders_line(approval: ApprovalRecord) -> str | None:
+    """Who may decide and under which part of the policy, e.g. `2 approvals from @finance · rule
+    `big-refunds``; None for an approval recorded before Signoff had policies (its card is as it was)."""
+    if approval.asked is None:
+        return None
+    approvers = [str(a) for a in approval.asked.get("approvers") or ()]
+    asked = {**approval.asked, "quorum": approval.quorum, "approvers": approvers[:_NAMED_APPROVERS], "rule": None}
+    more = len(approvers) - _NAMED_APPROVERS
+    who = who_decides(asked, user) + (f" and {more} more" if more > 0 else "")
+    rule = approval.rule
+    return f"{who} · " + (f"rule {rule_name(rule)}" if rule else "default policy")
+
+
+def quorum_progress(approval: ApprovalRecord) -> str | None:
+    """How far a pending quorum is, each approval with who gave it and when; None for a quorum of one."""
+    if approval.quorum <= 1 or approval.status != "pending":
+        return None
+    votes = [vote for vote in approval.votes if vote.approved]
+    given = [f":white_check_mark: {user(vote.user)} {slack_date(vote.at)}" for vote in votes[:_LISTED_VOTES]]
+    if len(votes) > _LISTED_VOTES:
+        given.append(f"and {len(votes) - _LISTED_VOTES} more")
+    return f"*Approvals* {len(votes)} of {approval.quorum}: " + (", ".join(given) if given else "none yet")
+
+
+def waiting_progress(approval: ApprovalRecord) -> str:
+    """` · 1 of 2 approvals: @lee` for a quorum that is filling up, else nothing (Home, list, status)."""
+    return f" · {approval_progress(approval, user)}" if approval.quorum > 1 else ""
