@@ -8,30 +8,20 @@ evaluated for a call never lets it run unasked.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import hashlib
 import json
-import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypeAlias, TypeGuard, assert_never, get_args
 
-import celpy
 import yaml
-from celpy.adapter import json_to_cel
-from celpy.celparser import CELParseError
-from celpy.celtypes import BoolType
-from celpy.evaluation import CELEvalError, Context, base_functions
 
-from signoff.runtime.cel_fast import Check, compile_check, plain_variables
-from signoff.runtime.cel_strict import STRICT_FUNCTIONS, ValueRead, value_reads
+from signoff.runtime.cel_strict import ValueRead
 from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
+from signoff.runtime.policy_cel import Facts, When, WhenError, one_line
 from signoff.tools.strict_yaml import load_yaml
-
-# celpy logs every evaluation's variables at DEBUG: the model's arguments, secrets included.
-logging.getLogger("celpy").setLevel(logging.INFO)
 
 Decision = Literal["allow", "ask", "deny"]
 OnExpiry = Literal["end", "continue"]
@@ -41,8 +31,6 @@ ON_EXPIRY: tuple[str, ...] = ("end", "continue")
 DECISIONS: tuple[str, ...] = get_args(Decision)
 BUILT_IN = "built-in"
 """The `source` of `default_policy()`."""
-VARIABLES = ("args", "tool", "requester", "channel", "usage")
-"""What a `when` expression may look at."""
 
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _POLICY_FIELDS = ("defaults", "rules")
@@ -219,15 +207,11 @@ class Rule:
     remind: tuple[float, ...] | None = None
     escalate: Escalation | None = None
     _glob: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    _program: celpy.Runner | None = field(init=False, repr=False, compare=False)
-    _check: Check | None = field(init=False, repr=False, compare=False)
-    """celpy's decision, made fast where `cel_fast` can be sure of it; None: celpy decides every call."""
+    _when: When | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_glob", _compile_glob(self.tool))
-        program, check = (None, None) if self.when is None else _compile_when(self.when)
-        object.__setattr__(self, "_program", program)
-        object.__setattr__(self, "_check", check)
+        object.__setattr__(self, "_when", None if self.when is None else _compile_when(self.when))
 
     def names(self, tool: str) -> bool:
         """Whether the rule's glob matches this tool name (case-sensitive)."""
@@ -236,39 +220,15 @@ class Rule:
     def holds(self, call: ProposedCall) -> bool | str:
         """Whether `when` is true for `call` (a rule without one holds for every call); a string says
         why it could not be evaluated."""
-        return True if self.when is None else self._holds(_Facts(call))
+        return True if self._when is None else self._when.holds(_facts(call))
 
     def value_reads(self) -> tuple[ValueRead, ...]:
         """The arguments `when` converts or compares, where a value it was not written for is an error."""
-        return () if self.when is None else value_reads(_cel().compile(self.when))
+        return () if self._when is None else self._when.value_reads()
 
     def holds_in_celpy(self, call: ProposedCall) -> bool | str:
         """`holds` as celpy alone decides it, without the fast check: the meaning that check must keep."""
-        return True if self.when is None else self._holds_in_celpy(_Facts(call))
-
-    def _holds(self, facts: _Facts) -> bool | str:
-        if self._check is not None and facts.plain is not None:
-            decided = self._check(facts.plain)
-            if decided is not None:
-                return decided
-        return self._holds_in_celpy(facts)
-
-    def _holds_in_celpy(self, facts: _Facts) -> bool | str:
-        assert self._program is not None, "only a rule with `when` has an expression to evaluate"
-        context = facts.for_celpy()
-        if isinstance(context, str):
-            return context
-        try:
-            result = self._program.evaluate(context)
-        # The arguments are a model's: whatever they make celpy raise (CELEvalError, or a
-        # RecursionError from deep nesting) is this call's evaluation error, never a crash.
-        except Exception as exc:
-            return _cel_message(exc)
-        if isinstance(result, CELEvalError):
-            return _cel_message(result)
-        if not isinstance(result, BoolType):
-            return f"expected true or false, got {_cel_type_name(type(result))} {_one_line(str(result), 80)}"
-        return bool(result)
+        return True if self._when is None else self._when.holds_in_celpy(_facts(call))
 
 
 @dataclass(frozen=True)
@@ -348,12 +308,12 @@ def evaluate(policy: ApprovalPolicy, call: ProposedCall) -> Verdict:
     not. Each such error is kept in the verdict's `errors`.
     """
     errors: list[str] = []
-    facts: _Facts | None = None  # read once, and only if some rule has a `when`
+    facts: Facts | None = None  # read once, and only if some rule has a `when`
     for rule in policy.rules_naming(call.tool):
-        if rule.when is not None:
+        if rule._when is not None:
             if facts is None:
-                facts = _Facts(call)
-            holds = rule._holds(facts)
+                facts = _facts(call)
+            holds = rule._when.holds(facts)
             if isinstance(holds, str):
                 errors.append(f"rule {rule.name!r}: {holds}")
                 if rule.decision == "allow":
@@ -393,31 +353,15 @@ def _requirement(rule: Rule, defaults: Requirement) -> Requirement:
     )
 
 
-class _Facts:
-    """One call's values as its `when`s see them: plain for the fast checks, and converted for celpy
-    only if an expression needs it."""
-
-    def __init__(self, call: ProposedCall) -> None:
-        self.call = call
-        self.plain = plain_variables(call.tool, call.args, call.requester, call.channel, call.usage)
-        self._context: Context | str | None = None
-
-    def for_celpy(self) -> Context | str:
-        """The CEL activation for the call, or why its values cannot be read."""
-        if self._context is None:
-            self._context = _celpy_context(self.call)
-        return self._context
+def _facts(call: ProposedCall) -> Facts:
+    return Facts(call.tool, call.args, call.requester, call.channel, call.usage)
 
 
-def _celpy_context(call: ProposedCall) -> Context | str:
+def _compile_when(text: str) -> When:
     try:
-        return {"args": json_to_cel(dict(call.args)), "tool": celpy.celtypes.StringType(call.tool),
-                "requester": celpy.celtypes.StringType(call.requester),
-                "channel": celpy.celtypes.StringType(call.channel), "usage": json_to_cel(dict(call.usage))}
-    # Untrusted JSON: too deep a nesting (RecursionError), a value that is not JSON (ValueError),
-    # `args` that is no mapping at all (TypeError)... each only means no `when` can hold.
-    except Exception as exc:
-        return f"the call's values cannot be read: {_one_line(f'{type(exc).__name__}: {exc}')}"
+        return When(text)
+    except WhenError as exc:
+        raise PolicyError(str(exc)) from None
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -431,7 +375,7 @@ def _load_yaml(text: str, source: str) -> Any:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         raise PolicyError(f"{source}: not valid YAML{where}: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{source}: not valid YAML: {_one_line(str(exc))}") from None
+        raise PolicyError(f"{source}: not valid YAML: {one_line(str(exc))}") from None
 
 
 def _defaults(raw: Any, fallback: Requirement) -> Requirement:
@@ -650,91 +594,6 @@ def _compile_glob(glob: str) -> re.Pattern[str]:
     return re.compile(fnmatch.translate(glob))
 
 
-# -- CEL -----------------------------------------------------------------------------------------
-
-_MACROS = {"all": 1, "exists": 1, "exists_one": 1, "map": 1, "filter": 1, "reduce": 2}
-"""Comprehension macros and how many variables each binds (`reduce` is a celpy extension)."""
-_OPERATORS = {"relation_lt": "<", "relation_le": "<=", "relation_gt": ">", "relation_ge": ">=",
-              "relation_eq": "==", "relation_ne": "!=", "relation_in": "in", "addition_add": "+",
-              "addition_sub": "-", "multiplication_mul": "*", "multiplication_div": "/",
-              "multiplication_mod": "%", "unary_neg": "-", "unary_not": "!"}
-_PYTHON_CLASS = re.compile(r"<class '(?:\w+\.)*(\w+)'>")
-_RULE_TOKEN = re.compile(r"Token\('RULE', '(\w+)'\)")
-_INNER_ERROR = re.compile(r"""CELEvalError\(\*\((?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'),""")
-
-
-@functools.cache
-def _cel() -> celpy.Environment:
-    # Made on first use, not at import: creating one raises the interpreter's recursion limit.
-    return celpy.Environment()
-
-
-def _compile_when(text: str) -> tuple[celpy.Runner, Check | None]:
-    """celpy's program for `text`, and the fast check that stands in for it where it can."""
-    environment = _cel()
-    try:
-        tree = environment.compile(text)
-    except CELParseError as exc:
-        raise PolicyError(f"when {text!r} does not compile: {_parse_message(exc)}") from None
-    unknown = sorted(_free_names(tree) - set(VARIABLES) - set(base_functions) - {"google"})
-    if unknown:
-        raise PolicyError(f"when {text!r} refers to {', '.join(unknown)}; an expression may use "
-                          f"{', '.join(VARIABLES)}")
-    return environment.program(tree, functions=STRICT_FUNCTIONS), compile_check(tree, environment, VARIABLES)
-
-
-def _free_names(tree: celpy.Expression[Any]) -> set[str]:
-    """The plain identifiers an expression reads, less the variables its macros bind."""
-    used: set[str] = set()
-    bound: set[str] = set()
-    for node in tree.iter_subtrees():
-        if node.data == "ident":
-            used.add(str(node.children[0]))
-        elif node.data == "member_dot_arg" and len(node.children) == 3 and str(node.children[1]) in _MACROS:
-            arguments = node.children[2]
-            assert isinstance(arguments, celpy.Expression)
-            for variable in arguments.children[:_MACROS[str(node.children[1])]]:
-                if isinstance(variable, celpy.Expression):
-                    bound |= {str(n.children[0]) for n in variable.iter_subtrees() if n.data == "ident"}
-    return used - bound
-
-
-def _parse_message(exc: CELParseError) -> str:
-    # celpy's message is only a caret picture; the parser's own error (lark's UnexpectedToken or
-    # UnexpectedCharacters, which celpy re-raises from) says what was found there.
-    token, char = getattr(exc.__context__, "token", None), getattr(exc.__context__, "char", None)
-    if token is not None:
-        what = "unexpected end of expression" if token.type == "$END" else f"unexpected {str(token)!r}"
-    elif isinstance(char, str):
-        what = f"unexpected character {char!r}"
-    else:
-        what = _one_line(str(exc.args[0]) if exc.args else "syntax error")
-    return f"{what} at line {exc.line}, column {exc.column}" if exc.line else what
-
-
-def _cel_message(exc: BaseException) -> str:
-    """celpy's message, on one line and without its internals (class paths, the whole activation)."""
-    if not isinstance(exc, CELEvalError):
-        return _one_line(f"{type(exc).__name__}: {exc}")
-    text = str(exc.args[0]) if exc.args else "evaluation error"
-    if "CELEvalError" in text:
-        # `a && b` with both sides in error says only that; the sides' own errors are in its details.
-        inner = [double or single for double, single in _INNER_ERROR.findall(" ".join(map(str, exc.args[1:])))]
-        text = "; ".join(i.replace("\\'", "'").replace('\\"', '"') for i in inner) or text
-    text = text.split(" (in activation", 1)[0]
-    text = _RULE_TOKEN.sub(lambda m: repr(_OPERATORS.get(m.group(1), m.group(1))), text)
-    text = _PYTHON_CLASS.sub(lambda m: _cel_type_name(m.group(1)), text)
-    return _one_line(text.removeprefix("found "))
-
-
-def _cel_type_name(kind: type | str) -> str:
-    """A celtypes class as CEL names its type: `IntType` is `int`, Python's `NoneType` is `null`."""
-    name = kind if isinstance(kind, str) else kind.__name__
-    if name == "NoneType":
-        return "null"
-    return name.removesuffix("Type").lower() if name.endswith("Type") else name
-
-
 # -- small shared pieces -----------------------------------------------------------------------
 
 
@@ -753,11 +612,6 @@ def _rule_json(rule: Rule) -> dict[str, Any]:
             **({"grant": rule.grant.to_json()} if rule.grant is not None else {}),
             **({"remind": list(rule.remind)} if rule.remind is not None else {}),
             **({"escalate": rule.escalate.to_json()} if rule.escalate is not None else {})}
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 def _yaml_kind(value: Any) -> str:

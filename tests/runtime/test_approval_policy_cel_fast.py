@@ -14,8 +14,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from signoff.runtime.approval_policy import VARIABLES, ProposedCall, Rule
+from signoff.runtime.approval_policy import ProposedCall, Rule
 from signoff.runtime.cel_fast import compile_check, plain_variables
+from signoff.runtime.policy_cel import VARIABLES
 
 # celpy raises the recursion limit when its first environment is made; hypothesis warns if that
 # happens inside a test, so it happens here.
