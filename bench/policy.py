@@ -21,13 +21,8 @@ from typing import Any
 
 from bench import report
 from bench.stats import percentile
-from signoff.runtime.approval_policy import (
-    ApprovalPolicy,
-    ProposedCall,
-    default_policy,
-    evaluate,
-    parse_policy,
-)
+from signoff.runtime.approval_policy import ApprovalPolicy, ProposedCall, default_policy, evaluate
+from signoff.runtime.policy_file import parse_policy
 
 FULL = {"calls": 2_000, "repeats": 5, "parses": 20}
 QUICK = {"calls": 100, "repeats": 1, "parses": 2}

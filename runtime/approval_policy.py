@@ -1,6 +1,6 @@
 """Approval policy as code: rules that allow, ask or deny each proposed tool call. Pure: no I/O, no Slack, no SQL.
 
-`parse_policy` reads the YAML text once, compiling each `when` to CEL; `evaluate` then decides every
+`policy_file.parse_policy` reads a policy file into an `ApprovalPolicy`; `evaluate` then decides every
 call: the first rule that names the tool and whose `when` holds wins, and an expression that cannot be
 evaluated for a call never lets it run unasked.
 """
@@ -16,12 +16,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypeAlias, TypeGuard, assert_never, get_args
 
-import yaml
-
 from signoff.runtime.cel_strict import ValueRead
-from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
-from signoff.runtime.policy_cel import Facts, When, WhenError, one_line
-from signoff.tools.strict_yaml import load_yaml
+from signoff.runtime.policy_cel import Facts, When, WhenError
 
 Decision = Literal["allow", "ask", "deny"]
 OnExpiry = Literal["end", "continue"]
@@ -32,15 +28,7 @@ DECISIONS: tuple[str, ...] = get_args(Decision)
 BUILT_IN = "built-in"
 """The `source` of `default_policy()`."""
 
-_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-_POLICY_FIELDS = ("defaults", "rules")
-_DEFAULT_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "on_expiry", "remind", "escalate")
-_ASK_FIELDS = ("approvers", "quorum", "ttl", "allow_self_approval", "confirm", "on_expiry", "grant", "remind",
-               "escalate")
-_ESCALATE_FIELDS = ("after", "to")
-_GRANT_FIELDS = ("for", "same", "scope")
 GrantScope = Literal["run", "requester"]
-_RULE_FIELDS = ("name", "tool", "when", "decision", *_ASK_FIELDS, "reason")
 _TOOLS_REMEMBERED = 1024
 _LONGEST_TOOL_REMEMBERED = 200
 
@@ -244,6 +232,13 @@ class ApprovalPolicy:
     _naming: dict[str, tuple[Rule, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The rules that name each tool seen so far, in order: every call would otherwise match every glob."""
 
+    @classmethod
+    def build(cls, defaults: Requirement, rules: tuple[Rule, ...], source: str) -> ApprovalPolicy:
+        """The policy of these rules and defaults, with its digest."""
+        canonical = {"defaults": defaults.to_json(), "rules": [_rule_json(rule) for rule in rules]}
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return cls(defaults, rules, source, hashlib.sha256(text.encode()).hexdigest()[:16])
+
     def rule(self, name: str) -> Rule | None:
         """The rule called `name`, if there is one."""
         return next((rule for rule in self.rules if rule.name == name), None)
@@ -263,42 +258,10 @@ class ApprovalPolicy:
         return naming
 
 
-def parse_policy(text: str, *, source: str, approvers: Iterable[str] = (), ttl: timedelta = timedelta(minutes=30),
-                 allow_self_approval: bool = False) -> ApprovalPolicy:
-    """The policy written in `text` (YAML), or a `PolicyError` naming `source`, the rule and the problem.
-
-    `approvers`, `ttl` and `allow_self_approval` stand in for defaults the file leaves out.
-    """
-    document = _load_yaml(text, source)
-    if not isinstance(document, dict):
-        found = "empty" if document is None else f"a {_yaml_kind(document)}"
-        raise PolicyError(f"{source}: expected a mapping with 'defaults' and 'rules' at the top, the file is {found}")
-    try:
-        _known_fields(document, _POLICY_FIELDS)
-        defaults = _defaults(document.get("defaults", {}), Requirement(tuple(approvers), 1, ttl, allow_self_approval))
-    except PolicyError as exc:
-        raise PolicyError(f"{source}: {exc}") from None
-    raw_rules = document.get("rules", [])
-    if not isinstance(raw_rules, list):
-        raise PolicyError(f"{source}: rules must be a list, got {_yaml_kind(raw_rules)}")
-    rules: list[Rule] = []
-    for position, raw in enumerate(raw_rules, start=1):
-        label = _rule_label(raw, position)
-        try:
-            rule = _rule(raw, defaults)
-            earlier = next((n for n, r in enumerate(rules, start=1) if r.name == rule.name), None)
-            if earlier is not None:
-                raise PolicyError(f"the name is used twice (rules {earlier} and {position})")
-        except PolicyError as exc:
-            raise PolicyError(f"{source}: {label}: {exc}") from None
-        rules.append(rule)
-    return _policy(defaults, tuple(rules), source)
-
-
 def default_policy(approvers: Iterable[str] = (), ttl: timedelta = timedelta(minutes=30),
                    allow_self_approval: bool = False) -> ApprovalPolicy:
     """The built-in policy, with no rules: side effects ask the defaults, reads run unasked."""
-    return _policy(Requirement(tuple(approvers), 1, ttl, allow_self_approval), (), BUILT_IN)
+    return ApprovalPolicy.build(Requirement(tuple(approvers), 1, ttl, allow_self_approval), (), BUILT_IN)
 
 
 def evaluate(policy: ApprovalPolicy, call: ProposedCall) -> Verdict:
@@ -364,221 +327,6 @@ def _compile_when(text: str) -> When:
         raise PolicyError(str(exc)) from None
 
 
-# -- loading -----------------------------------------------------------------------------------
-
-
-def _load_yaml(text: str, source: str) -> Any:
-    try:
-        return load_yaml(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise PolicyError(f"{source}: not valid YAML{where}: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"{source}: not valid YAML: {one_line(str(exc))}") from None
-
-
-def _defaults(raw: Any, fallback: Requirement) -> Requirement:
-    if not isinstance(raw, dict):
-        raise PolicyError(f"defaults: expected a mapping, got {_yaml_kind(raw)}")
-    try:
-        _known_fields(raw, _DEFAULT_FIELDS)
-        defaults = Requirement(
-            approvers=_approvers(raw["approvers"]) if "approvers" in raw else fallback.approvers,
-            quorum=_quorum(raw["quorum"]) if "quorum" in raw else fallback.quorum,
-            ttl=_ttl(raw["ttl"]) if "ttl" in raw else fallback.ttl,
-            allow_self_approval=_flag(raw, "allow_self_approval", fallback.allow_self_approval),
-            on_expiry=_on_expiry(raw["on_expiry"]) if "on_expiry" in raw else fallback.on_expiry,
-            remind=_remind(raw["remind"]) if "remind" in raw else fallback.remind,
-            escalate=_escalate(raw["escalate"]) if "escalate" in raw else fallback.escalate,
-        )
-        _check_quorum(defaults.quorum, defaults.approvers)
-    except PolicyError as exc:
-        raise PolicyError(f"defaults: {exc}") from None
-    return defaults
-
-
-def _rule(raw: Any, defaults: Requirement) -> Rule:
-    if not isinstance(raw, dict):
-        raise PolicyError(f"expected a mapping with name, tool and decision, got {_yaml_kind(raw)}")
-    _known_fields(raw, _RULE_FIELDS)
-    for required in ("name", "tool"):
-        if required not in raw:
-            raise PolicyError(f"{required} is missing")
-    decision = raw.get("decision", "ask")
-    if decision not in DECISIONS:
-        raise PolicyError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
-    _fields_fit_decision(raw, decision)
-    approvers = _approvers(raw["approvers"]) if "approvers" in raw else None
-    if approvers == ():
-        raise PolicyError("approvers is empty, so no one could approve; list at least one, "
-                          "or leave the field out to use the default approvers")
-    quorum = _quorum(raw["quorum"]) if "quorum" in raw else None
-    if decision == "ask":
-        _check_quorum(defaults.quorum if quorum is None else quorum,
-                      defaults.approvers if approvers is None else approvers, inherited=approvers is None)
-    grant = _grant(raw["grant"]) if "grant" in raw else None
-    if grant is not None and (defaults.quorum if quorum is None else quorum) > 1:
-        raise PolicyError("grant is never offered where a quorum above 1 is needed: one person's yes cannot "
-                          "stand for several later calls that each need more people")
-    if grant is not None and _flag(raw, "confirm", False):
-        raise PolicyError("grant is never offered with confirm: true: each call of the rule asks 'are you sure?'")
-    return Rule(name=_text(raw, "name"), tool=_text(raw, "tool", allow_empty=True), decision=decision,
-                when=_text(raw, "when") if "when" in raw else None, approvers=approvers, quorum=quorum,
-                ttl=_ttl(raw["ttl"]) if "ttl" in raw else None,
-                allow_self_approval=_flag(raw, "allow_self_approval", None), confirm=_flag(raw, "confirm", False),
-                reason=_text(raw, "reason") if "reason" in raw else None,
-                on_expiry=_on_expiry(raw["on_expiry"]) if "on_expiry" in raw else None, grant=grant,
-                remind=_remind(raw["remind"]) if "remind" in raw else None,
-                escalate=_escalate(raw["escalate"]) if "escalate" in raw else None)
-
-
-def _remind(value: Any) -> tuple[float, ...]:
-    """`[50%, 90%]`: the fractions of the time limit at which approvers are reminded."""
-    if not isinstance(value, list):
-        raise PolicyError(f"remind must be a list of percentages of the ttl, like [50%, 90%], got {_yaml_kind(value)}")
-    fractions = []
-    for item in value:
-        text = item.strip() if isinstance(item, str) else None
-        number = text[:-1] if text and text.endswith("%") else None
-        try:
-            percent = float(number) if number is not None else None
-        except ValueError:
-            percent = None
-        if percent is None or not 0 < percent < 100:
-            raise PolicyError(f"remind: {item!r} is not a percentage of the ttl between 0% and 100%, like 50%")
-        fractions.append(percent / 100)
-    return tuple(sorted(set(fractions)))
-
-
-def _escalate(raw: Any) -> Escalation:
-    if not isinstance(raw, dict):
-        raise PolicyError(f"escalate: expected a mapping with after and to, got {_yaml_kind(raw)}")
-    try:
-        _known_fields(raw, _ESCALATE_FIELDS)
-        for required in _ESCALATE_FIELDS:
-            if required not in raw:
-                raise PolicyError(f"{required} is missing")
-        to = _approvers(raw["to"])
-        if not to:
-            raise PolicyError("to is empty: name who is added")
-        return Escalation(after=_ttl(raw["after"]), to=to)
-    except PolicyError as exc:
-        raise PolicyError(f"escalate: {exc}") from None
-
-
-def _grant(raw: Any) -> Grant:
-    if not isinstance(raw, dict):
-        raise PolicyError(f"grant: expected a mapping with for, same and scope, got {_yaml_kind(raw)}")
-    try:
-        _known_fields(raw, _GRANT_FIELDS)
-        if "for" not in raw:
-            raise PolicyError("for is missing (how long later calls may run unasked, e.g. 30m)")
-        same = raw.get("same", [])
-        if not isinstance(same, list) or not all(isinstance(name, str) and name for name in same):
-            raise PolicyError("same must be a list of argument names")
-        scope = raw.get("scope", "run")
-        if scope not in ("run", "requester"):
-            raise PolicyError(f"scope must be run or requester, got {scope!r}")
-        return Grant(lasting=_ttl(raw["for"]), same=tuple(same), scope="run" if scope == "run" else "requester")
-    except PolicyError as exc:
-        raise PolicyError(f"grant: {exc}") from None
-
-
-def _on_expiry(value: Any) -> OnExpiry:
-    if value == "end":
-        return "end"
-    if value == "continue":
-        return "continue"
-    raise PolicyError(f"on_expiry must be end (the run ends as expired) or continue (the model is told nobody "
-                      f"decided in time, and the run goes on), got {value!r}")
-
-
-def _fields_fit_decision(raw: dict[str, Any], decision: str) -> None:
-    if decision != "ask" and (misplaced := [name for name in _ASK_FIELDS if name in raw]):
-        raise PolicyError(f"{', '.join(misplaced)} would be ignored on {_a(decision)} rule (only ask rules use "
-                          f"{', '.join(_ASK_FIELDS)}); remove it or make the rule ask")
-    if decision != "deny" and "reason" in raw:
-        raise PolicyError(f"reason would be ignored on {_a(decision)} rule (only a deny rule tells the model "
-                          "why); remove it or make the rule deny")
-
-
-def _a(decision: str) -> str:
-    return f"an {decision}" if decision[0] in "aeiou" else f"a {decision}"
-
-
-def _rule_label(raw: Any, position: int) -> str:
-    name = raw.get("name") if isinstance(raw, dict) else None
-    return f"rule {name!r}" if isinstance(name, str) and name.strip() else f"rule {position}"
-
-
-def _known_fields(raw: dict[Any, Any], allowed: tuple[str, ...]) -> None:
-    unknown = [key for key in raw if key not in allowed]
-    if unknown:
-        plural = "s" if len(unknown) > 1 else ""
-        raise PolicyError(f"unknown field{plural} {', '.join(repr(k) for k in unknown)} "
-                          f"(allowed: {', '.join(allowed)})")
-
-
-def _approvers(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise PolicyError(f"approvers must be a list of Slack ids, got {value!r}")
-    for approver in value:
-        if not (is_slack_user(approver) or is_user_group(approver) or approver == CHANNEL_MEMBERS):
-            raise PolicyError(f"approver {approver!r} is not a Slack user id (U..., W...), a user group id "
-                              f"(S...) or {CHANNEL_MEMBERS!r}")
-    return tuple(value)
-
-
-def _check_quorum(quorum: int, approvers: tuple[str, ...], inherited: bool = False) -> None:
-    """Refuse a quorum that named people alone cannot reach; groups and `*` may hold anyone, so they pass."""
-    people = sorted(set(approvers), key=approvers.index)
-    if not people or any(not is_slack_user(a) for a in people):
-        return
-    if quorum > len(people):
-        plural = "" if len(people) == 1 else "s"
-        whose = "the default" if inherited else "its"
-        raise PolicyError(f"quorum {quorum} is more than {whose} {len(people)} approver{plural} "
-                          f"({', '.join(people)}) can give")
-
-
-def _quorum(value: Any) -> int:
-    if not _is_count(value) or value < 1:
-        raise PolicyError(f"quorum must be a whole number of people, 1 or more, got {value!r}")
-    return int(value)
-
-
-def _ttl(value: Any) -> timedelta:
-    """`90s`, `15m`, `2h`, `1h30m`, `1d`, or a whole number of seconds; longer than zero."""
-    match = _DURATION.fullmatch(value.strip().lower()) if isinstance(value, str) else None
-    if _is_count(value):
-        seconds = int(value)
-    elif match and any(match.groups()):
-        days, hours, minutes, secs = (int(part or 0) for part in match.groups())
-        seconds = ((days * 24 + hours) * 60 + minutes) * 60 + secs
-    else:
-        raise PolicyError(f"ttl must be a duration like 90s, 15m, 2h, 1h30m or 1d, or a number of seconds, "
-                          f"got {value!r}")
-    if seconds <= 0:
-        raise PolicyError(f"ttl must be longer than zero, got {value!r}")
-    return timedelta(seconds=seconds)
-
-
-def _flag(raw: Mapping[str, Any], name: str, missing: bool | None) -> Any:
-    value = raw.get(name, missing)
-    if value is not missing and not isinstance(value, bool):
-        raise PolicyError(f"{name} must be true or false, got {value!r}")
-    return value
-
-
-def _text(raw: Mapping[str, Any], name: str, allow_empty: bool = False) -> str:
-    """A string field; an empty one is refused unless a later check says better why."""
-    value = raw[name]
-    if not isinstance(value, str) or not (allow_empty or value.strip()):
-        raise PolicyError(f"{name} must be non-empty text, got {value!r}")
-    return value
-
-
 def _compile_glob(glob: str) -> re.Pattern[str]:
     if not glob:
         raise PolicyError("tool glob is empty; write the tool's name, or a pattern such as 'send_*'")
@@ -594,15 +342,6 @@ def _compile_glob(glob: str) -> re.Pattern[str]:
     return re.compile(fnmatch.translate(glob))
 
 
-# -- small shared pieces -----------------------------------------------------------------------
-
-
-def _policy(defaults: Requirement, rules: tuple[Rule, ...], source: str) -> ApprovalPolicy:
-    canonical = {"defaults": defaults.to_json(), "rules": [_rule_json(rule) for rule in rules]}
-    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return ApprovalPolicy(defaults, rules, source, hashlib.sha256(text.encode()).hexdigest()[:16])
-
-
 def _rule_json(rule: Rule) -> dict[str, Any]:
     return {"name": rule.name, "tool": rule.tool, "decision": rule.decision, "when": rule.when,
             "approvers": None if rule.approvers is None else list(rule.approvers), "quorum": rule.quorum,
@@ -612,11 +351,6 @@ def _rule_json(rule: Rule) -> dict[str, Any]:
             **({"grant": rule.grant.to_json()} if rule.grant is not None else {}),
             **({"remind": list(rule.remind)} if rule.remind is not None else {}),
             **({"escalate": rule.escalate.to_json()} if rule.escalate is not None else {})}
-
-
-def _yaml_kind(value: Any) -> str:
-    return {dict: "mapping", list: "list", str: "text", bool: "boolean", int: "number",
-            float: "number", type(None): "nothing"}.get(type(value), type(value).__name__)
 
 
 def _is_count(value: object) -> TypeGuard[int]:

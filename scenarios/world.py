@@ -33,9 +33,9 @@ from signoff.runtime.approval_policy import (
     Verdict,
     default_policy,
     evaluate,
-    parse_policy,
 )
 from signoff.runtime.people import CHANNEL_MEMBERS
+from signoff.runtime.policy_file import parse_policy
 from signoff.runtime.runner import RunnerConfig
 from signoff.tools.base import Tool
 from tests.fakes.slack import FakeSlack

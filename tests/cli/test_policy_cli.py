@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from signoff.runtime.approval_policy import (
-    Allow,
-    Ask,
-    Deny,
-    ProposedCall,
-    Requirement,
-    evaluate,
-    parse_policy,
-)
+from signoff.runtime.approval_policy import Allow, Ask, Deny, ProposedCall, Requirement, evaluate
+from signoff.runtime.policy_file import parse_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "policy.example.yaml"

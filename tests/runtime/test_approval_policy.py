@@ -22,8 +22,8 @@ from signoff.runtime.approval_policy import (
     Rule,
     default_policy,
     evaluate,
-    parse_policy,
 )
+from signoff.runtime.policy_file import parse_policy
 
 EXAMPLE = """\
 defaults:

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from signoff.runtime.approval_policy import Allow, Ask, Deny, ProposedCall, Rule, evaluate, parse_policy
+from signoff.runtime.approval_policy import Allow, Ask, Deny, ProposedCall, Rule, evaluate
+from signoff.runtime.policy_file import parse_policy
 
 HOSTILE_NUMBERS: list[Any] = [None, True, False, math.nan, math.inf, -math.inf, 2**63, -(2**63) - 1, 10**30,
                               [], [1], {}, {"usd": 1}]

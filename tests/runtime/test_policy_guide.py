@@ -7,7 +7,8 @@ import re
 import textwrap
 from pathlib import Path
 
-from signoff.runtime.approval_policy import Allow, Ask, Deny, ProposedCall, evaluate, parse_policy
+from signoff.runtime.approval_policy import Allow, Ask, Deny, ProposedCall, evaluate
+from signoff.runtime.policy_file import parse_policy
 
 POLICY_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "policy.md"
 

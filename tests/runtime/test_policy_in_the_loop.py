@@ -8,8 +8,9 @@ import pytest
 from agent_fakes import Outbox, Script, call, final, last_observation, standard_tools
 
 from signoff.runtime import Agent
-from signoff.runtime.approval_policy import ApprovalPolicy, parse_policy
+from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.judging import Caller
+from signoff.runtime.policy_file import parse_policy
 from signoff.runtime.replay import replay
 
 EMAIL = {"to": "ops@example.com", "subject": "Refund policy"}

@@ -20,8 +20,8 @@ from store_harness import (
     side_effects,
 )
 
-from signoff.runtime.approval_policy import parse_policy
 from signoff.runtime.commands import Cancel
+from signoff.runtime.policy_file import parse_policy
 from signoff.runtime.ports import Store
 from signoff.runtime.records import Counted, Decided, RunRecord
 from signoff.runtime.rules import CANCEL, StepWrite

@@ -14,7 +14,8 @@ import pytest
 from store_harness import APPROVER, LOOKUP, REQUESTER, SEND, Told, build_runner, side_effects
 
 from signoff.runtime.adapters.memory import MemoryStore
-from signoff.runtime.approval_policy import ApprovalPolicy, parse_policy
+from signoff.runtime.approval_policy import ApprovalPolicy
+from signoff.runtime.policy_file import parse_policy
 from signoff.runtime.ports import Store
 from signoff.runtime.records import (
     AlreadyCounted,
