@@ -34,7 +34,9 @@ ALREADY = "already requested again"
 
 def run_request_again(kind: str = "sqlite", runs: int = 3, seed: int = 17) -> Outcome:
     outcome = Outcome(f"expiry/request-again/2x/{kind}", "expiry", runs=runs)
-    env = {"SIGNOFF_APPROVAL_TTL": "2s"}
+    # Short enough to expire twice in a run, long enough that a loaded machine posts the fresh
+    # approval and the poll below sees it pending before it expires again.
+    env = {"SIGNOFF_APPROVAL_TTL": "4s"}
     with observed(outcome, lambda: World(kind, SCRIPT, env=env)) as world:
         race_each_run(world, outcome, RACES, runs, seed,
                       lambda serves, rng, index, race: _drive(world, serves, rng, outcome, index, race))
