@@ -154,8 +154,8 @@ class Runner:
 
         With a `request_id` (e.g. Slack's trigger_id) a replayed request returns the run it
         started the first time, on whichever replica it lands. `drive`: the caller executes the
-        run next, so it is created held for this runner (its `lease_owner`, for `execute`); one
-        left unused holds the run until it expires (`RunnerConfig.lease`).
+        run next (`execute(run_id)`), so it is created held for this runner; one left unused holds
+        the run until it expires (`RunnerConfig.lease`).
         """
         goal = (goal or "").strip()
         if not goal:
@@ -170,17 +170,20 @@ class Runner:
                                     lease_to=lease, lease=self.config.lease)
         if lease is not None and run.run_id != run_id:
             self.worker.void(lease)  # the earlier run of a replayed request is not this runner's to drive
+        elif lease is not None:
+            self.worker.took(run_id, lease)
         if run.run_id == run_id:  # not a replayed request's earlier run: nothing was written for that
             self.teller.observe(run, [{"type": "run_created", "run_id": run_id, "goal": goal, "requester": requester,
                                        "origin": run.origin, "model": run.model}])
         return run
 
-    def execute(self, run_id: str, lease: str | None = None) -> str | None:
+    def execute(self, run_id: str) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended.
 
-        `lease`: the lease a decision or a new run took for this runner (`Decided.lease`, the
-        `lease_owner` of `start_run(drive=True)`), used once instead of a claim of its own."""
-        return self.worker.execute(run_id, lease)
+        A run a decision or a new run of this runner took the lease of (`decide(drive=True)`,
+        `start_run(drive=True)`) is driven under that lease, once, instead of a claim: the caller
+        says only which run to drive, and never handles a lease."""
+        return self.worker.execute(run_id)
 
     # -- people's decisions ----------------------------------------------------------------
 
@@ -191,9 +194,10 @@ class Runner:
 
         `grant`: approve and allow similar calls, as the approval's rule offers (refused where it
         offers none). `unoffered`: why the surface the decision came from could not have offered it
-        (the edge's own check of what it showed; None: it could). `drive`: the caller goes on to execute the run itself, so the decision also
-        takes the run's lease for this runner in its own transaction (`Decided.lease`, for
-        `execute`); one left unused holds the run until it expires (`RunnerConfig.lease`)."""
+        (the edge's own check of what it showed; None: it could). `drive`: the caller goes on to
+        drive the run (`execute(run_id)`), so the decision also takes the run's lease for this
+        runner in its own transaction (`Decided.lease` says it did); one left unused holds the run
+        until it expires (`RunnerConfig.lease`)."""
         approval = self.store.get_approval(approval_id)
         if approval is None:
             return Missing("approval")
@@ -213,7 +217,9 @@ class Runner:
         lease = self.worker.hand_out() if drive else None
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
                                     lease_to=lease, lease=self.config.lease)
-        if lease is not None and not (isinstance(outcome, Decided) and outcome.lease == lease):
+        if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
+            self.worker.took(approval.run_id, lease)
+        elif lease is not None:
             self.worker.void(lease)
         self.teller.observe(run, _vote_events(outcome, user))
         if isinstance(outcome, Decided):

@@ -213,6 +213,7 @@ class Worker:
         self.config, self.teller, self.clock = config, teller, clock
         self.may_approve: MayApprove = may_approve or (lambda user, run, approvers: None)
         self._handed: set[str] = set()
+        self._holding: dict[str, str] = {}
         self._handed_lock = threading.Lock()
 
     def new_owner(self) -> str:
@@ -221,9 +222,10 @@ class Worker:
         return f"{self.config.worker_id}/{secrets.token_hex(3)}"
 
     def hand_out(self) -> str:
-        """A lease owner for a write that takes the lease before any pass (a decision, a new run):
-        `execute` drives under it once. Only owners handed out here are taken: a lease read off a
-        run (say, a replayed request's earlier run) is another pass's, never this caller's."""
+        """A lease owner for a write that takes the lease before any pass (a decision, a new run);
+        `took` then says which run it holds, and the next `execute` of that run drives under it.
+        Only owners handed out here are taken: a lease read off a run (say, a replayed request's
+        earlier run) is another pass's, never this caller's."""
         owner = self.new_owner()
         with self._handed_lock:
             self._handed.add(owner)
@@ -234,20 +236,25 @@ class Worker:
         with self._handed_lock:
             self._handed.discard(owner)
 
-    def _redeem(self, owner: str) -> bool:
+    def took(self, run_id: str, owner: str) -> None:
+        """The write given `owner` took `run_id`'s lease: the run's next `execute` here drives under it."""
         with self._handed_lock:
-            if owner not in self._handed:
-                return False
-            self._handed.remove(owner)
-            return True
+            if owner in self._handed:
+                self._handed.remove(owner)
+                self._holding[run_id] = owner
 
-    def execute(self, run_id: str, lease: str | None = None) -> str | None:
+    def _redeem(self, run_id: str) -> str | None:
+        with self._handed_lock:
+            return self._holding.pop(run_id, None)
+
+    def execute(self, run_id: str) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended.
 
-        `lease`: an owner `hand_out` gave a write that took the run's lease (a decision, a new
-        run), so no claim is needed; any other is ignored. Every write the pass makes is fenced on
-        it, as on a claimed one."""
-        run = self._held(run_id, lease) if lease is not None and self._redeem(lease) else None
+        A run whose lease a write of this worker took (a decision, a new run: `took`) is driven
+        under that lease, once, with no claim; any other is claimed. Every write the pass makes is
+        fenced on its lease."""
+        lease = self._redeem(run_id)
+        run = self._held(run_id, lease) if lease is not None else None
         owner = lease if run is not None and lease is not None else self.new_owner()
         if run is None:
             run = self.store.claim(run_id, owner, self.config.lease)

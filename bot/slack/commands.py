@@ -50,7 +50,7 @@ class Commands:
         if started is not None:
             # Only after the answer is on its way: a replica dying in the run's first step must
             # not also swallow the "Started run ..." reply.
-            self.workers.submit(started.run_id, lease=started.lease_owner)
+            self.workers.submit(started.run_id)
 
     def _answer(self, command: Command) -> tuple[Message, RunRecord | None]:
         """The reply to the command, and the run it started (to hand to a worker once replied)."""

@@ -116,19 +116,19 @@ class Decisions:
 
     def _approve_all(self, click: BatchClick) -> None:
         said: list[str] = []
-        runs: dict[str, str | None] = {}  # each run decided, and the lease a decision took on it (the first)
+        runs: dict[str, None] = {}  # each run decided, in order: driven here once, whichever decision took its lease
         for approval_id, digest in click.approvals:
             outcome = self.runner.decide(approval_id, digest, click.where.user, approved=True, drive=True,
                                          unoffered=self._unoffered(BATCH_SECTIONS))
             if isinstance(outcome, Decided | AlreadyDecided | Expired):
                 self._refresh_clicked(outcome.approval, click.where)
             if isinstance(outcome, Decided):
-                runs[outcome.approval.run_id] = runs.get(outcome.approval.run_id) or outcome.lease
+                runs[outcome.approval.run_id] = None
             # A refusal carries no approval: read it (after the ack, and only then) to name its call.
             found = self.runner.get_approval(approval_id) if isinstance(outcome, NotAllowed | Mismatch) else None
             said.append(batch_outcome_line(outcome, found.tool if found is not None else None))
-        for run_id, lease in runs.items():
-            self.workers.submit(run_id, lease=lease)
+        for run_id in runs:
+            self.workers.submit(run_id)
         self.notices.tell(click.where, "*Approve all*\n" + "\n".join(said))
 
     def on_approve_similar(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
@@ -272,7 +272,7 @@ class Decisions:
         if isinstance(outcome, Decided):
             # First: the decision holds the run for this replica, so the run goes on here whatever
             # Slack does with the messages below.
-            self.workers.submit(outcome.approval.run_id, lease=outcome.lease)
+            self.workers.submit(outcome.approval.run_id)
         if isinstance(outcome, Decided | AlreadyDecided | Expired):
             self._refresh_clicked(outcome.approval, where)
         match outcome:

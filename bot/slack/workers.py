@@ -25,13 +25,10 @@ class Workers:
     def __init__(self, runner: Runner, pool: Executor) -> None:
         self.runner, self.pool = runner, pool
         self._state: dict[str, str] = {}
-        self._leases: dict[str, str] = {}
         self._changed = threading.Condition()
 
-    def submit(self, run_id: str, lease: str | None = None) -> None:
+    def submit(self, run_id: str) -> None:
         with self._changed:
-            if lease is not None:
-                self._leases[run_id] = lease
             state = self._state.get(run_id)
             if state in ("queued", "again"):
                 return
@@ -44,9 +41,8 @@ class Workers:
     def _execute(self, run_id: str) -> None:
         with self._changed:
             self._state[run_id] = "running"
-            lease = self._leases.pop(run_id, None)
         try:
-            status = self.runner.execute(run_id, lease=lease)
+            status = self.runner.execute(run_id)
             log.debug("run %s: worker pass ended with %s", run_id, status)
         except IncompatibleState as exc:  # damaged or from a newer Signoff: an operator must look; no traceback
             log.error("run %s cannot be executed: %s", run_id, exc)

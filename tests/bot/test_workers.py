@@ -11,13 +11,11 @@ class GatedRunner:
 
     def __init__(self) -> None:
         self.passes: list[str] = []
-        self.leases: list[str | None] = []
         self.started = threading.Event()
         self.gate = threading.Event()
 
-    def execute(self, run_id: str, lease: str | None = None) -> str:
+    def execute(self, run_id: str) -> str:
         self.passes.append(run_id)
-        self.leases.append(lease)
         self.started.set()
         self.gate.wait(5)
         return "done"
@@ -55,7 +53,7 @@ def test_a_failing_pass_does_not_stop_the_pool():
         def __init__(self) -> None:
             self.calls = 0
 
-        def execute(self, run_id: str, lease: str | None = None) -> str:
+        def execute(self, run_id: str) -> str:
             self.calls += 1
             raise RuntimeError("database went away")
 
@@ -68,17 +66,18 @@ def test_a_failing_pass_does_not_stop_the_pool():
     pool.shutdown()
 
 
-def test_a_lease_a_decision_took_reaches_the_pass_already_queued_for_the_run():
-    """A recovery sweep queued the run, then a click decided it and took its lease: the one pass
-    must drive under that lease, or it would find the run held and leave it until the lease lapsed."""
+def test_a_run_decided_while_a_pass_is_queued_for_it_is_driven_by_that_one_pass():
+    """A recovery sweep queued the run, then a click decided it and took its lease: the edge only
+    says "drive run-1" again, and the one queued pass drives it (the runner redeems the lease its
+    decision took: tests/store/test_decider_drives.py), with no second pass behind it."""
     runner, pool = GatedRunner(), ThreadPoolExecutor(max_workers=1)
     blocker = GatedRunner()
     workers = Workers(runner, pool)
     pool.submit(blocker.gate.wait, 5)
     workers.submit("run-1")
-    workers.submit("run-1", lease="replica-a/1f2e3d")
+    workers.submit("run-1")
     blocker.gate.set()
     runner.gate.set()
     assert workers.drain(5)
-    assert runner.passes == ["run-1"] and runner.leases == ["replica-a/1f2e3d"]
+    assert runner.passes == ["run-1"]
     pool.shutdown()

@@ -46,7 +46,7 @@ def test_a_decision_that_drives_takes_the_lease_and_its_runner_finishes_the_run(
     assert isinstance(decided, Decided) and decided.lease is not None
     assert store.get_run(run.run_id).lease_owner == decided.lease
     assert other.execute(run.run_id) is None, "another replica must not drive a run its decider holds"
-    assert runner.execute(run.run_id, lease=decided.lease) == "done"
+    assert runner.execute(run.run_id) == "done"
     assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]
     finished = store.get_run(run.run_id)
     assert finished.status == "done" and finished.lease_owner is None and finished.lease_expires_at is None
@@ -66,7 +66,7 @@ def test_a_denial_that_drives_takes_the_lease_too(store: Store, effects: Path) -
     run, approval_id, digest = paused(runner)
     decided = runner.decide(approval_id, digest, APPROVER, False, note="not today", drive=True)
     assert isinstance(decided, Decided) and decided.lease is not None
-    assert runner.execute(run.run_id, lease=decided.lease) == "done"
+    assert runner.execute(run.run_id) == "done"
     assert side_effects(effects) == []
 
 
@@ -80,7 +80,7 @@ def test_a_vote_short_of_its_quorum_takes_no_lease(store: Store, effects: Path) 
     assert store.get_run(run.run_id).lease_owner is None
     second = runner.decide(approval_id, digest, SECOND, True, drive=True)
     assert isinstance(second, Decided) and second.lease is not None
-    assert runner.execute(run.run_id, lease=second.lease) == "done"
+    assert runner.execute(run.run_id) == "done"
     assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]
 
 
@@ -91,7 +91,7 @@ def test_a_decision_on_a_run_another_worker_holds_leaves_that_lease_alone(store:
     decided = runner.decide(approval_id, digest, APPROVER, True, drive=True)
     assert isinstance(decided, Decided) and decided.lease is None
     assert store.get_run(run.run_id).lease_owner == "recovery/elsewhere"
-    assert runner.execute(run.run_id, lease=decided.lease) is None
+    assert runner.execute(run.run_id) is None
     store.release(run.run_id, "recovery/elsewhere")
     assert runner.execute(run.run_id) == "done"
     assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]
@@ -108,7 +108,7 @@ def test_a_decider_that_never_drives_holds_the_run_only_until_its_lease_lapses(
     clock.advance(seconds=31)
     assert run.run_id in other.recover()
     assert other.execute(run.run_id) == "done"
-    assert runner.execute(run.run_id, lease=decided.lease) is None, "the lapsed lease was taken over and used up"
+    assert runner.execute(run.run_id) is None, "the lapsed lease was taken over and used up"
     assert side_effects(effects) == [(SEND, f"{run.run_id}:1")]
 
 
@@ -120,7 +120,7 @@ def test_a_lease_handed_over_is_fenced_once_it_lapsed_and_another_took_the_run(
     assert isinstance(decided, Decided) and decided.lease is not None
     clock.advance(seconds=31)
     assert store.hold(run.run_id, "recovery/elsewhere", LEASE)
-    assert runner.execute(run.run_id, lease=decided.lease) is None
+    assert runner.execute(run.run_id) is None
     assert side_effects(effects) == []
     store.release(run.run_id, "recovery/elsewhere")
     assert runner.execute(run.run_id) == "done"
@@ -144,7 +144,7 @@ def test_a_worker_with_people_to_tell_lets_go_only_after_telling_them(store: Sto
     assert store.get_run(run.run_id).lease_owner is None
     decided = runner.decide(approval_id, digest, APPROVER, True, drive=True)
     assert isinstance(decided, Decided)
-    assert runner.execute(run.run_id, lease=decided.lease) == "done"
+    assert runner.execute(run.run_id) == "done"
     finished = store.get_run(run.run_id)
     assert finished.lease_owner is None and finished.shown_status == "done"
     assert told.of("run_finished") == [run.run_id]
@@ -171,7 +171,7 @@ def test_a_run_started_to_be_driven_is_held_by_its_starter_from_the_start(store:
     run = runner.start_run("tell Ana her refund is approved", REQUESTER, model="scripted:send", drive=True)
     assert run.lease_owner is not None and store.get_run(run.run_id).lease_owner == run.lease_owner
     assert other.execute(run.run_id) is None
-    assert runner.execute(run.run_id, lease=run.lease_owner) == "awaiting_approval"
+    assert runner.execute(run.run_id) == "awaiting_approval"
     assert store.get_run(run.run_id).lease_owner is None
 
 
@@ -185,5 +185,5 @@ def test_a_lease_read_off_a_replayed_requests_run_is_not_driven_under(store: Sto
     again = runner.start_run("tell Ana her refund is approved", REQUESTER, model="scripted:send",
                              request_id="trigger-1", drive=True)
     assert again.run_id == first.run_id and again.lease_owner == "replica-b/9a8b7c"
-    assert runner.execute(again.run_id, lease=again.lease_owner) is None
+    assert runner.execute(again.run_id) is None
     assert store.get_run(first.run_id).version == first.version, "nothing ran under the other pass's lease"
