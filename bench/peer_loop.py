@@ -146,7 +146,8 @@ class SignoffLoop(Loop):
 
     def runner(self, steps: int) -> Any:
         from signoff.runtime.budget import Budget
-        from signoff.runtime.runner import Runner, RunnerConfig
+        from signoff.runtime.runner import Runner
+        from signoff.runtime.runner_config import RunnerConfig
 
         if steps not in self.runners:
             policy = SignoffPolicy(steps, pause=True)

@@ -116,7 +116,8 @@ def replica(url: str, index: int, share: int, total: int, seed: int, go: IO[str]
     from signoff.runtime.adapters.sql import SqlStore
     from signoff.runtime.budget import Budget
     from signoff.runtime.records import Decided
-    from signoff.runtime.runner import Runner, RunnerConfig
+    from signoff.runtime.runner import Runner
+    from signoff.runtime.runner_config import RunnerConfig
 
     engine = make_engine(url)
     counts = Counts(engine)

@@ -22,7 +22,8 @@ from signoff.runtime.adapters.db import make_engine, upgrade
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.adapters.tables import approvals, events, run_history, runs
 from signoff.runtime.budget import Budget
-from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.runtime.state import call_digest
 
 FULL = {"runs": 10_000, "runner_sample": 100, "requesters": 100, "repeats": 20, "settle_s": 3.0}

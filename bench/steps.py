@@ -25,7 +25,8 @@ from signoff.runtime.adapters.db import make_engine, upgrade
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.adapters.tables import run_history, runs
 from signoff.runtime.budget import Budget
-from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 
 FULL = {"sizes": (10, 100, 1000), "repeats": {10: 5, 100: 3, 1000: 1}, "floor_samples": 100, "edge": 50,
         "experiment_sizes": (10, 100)}

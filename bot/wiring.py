@@ -30,13 +30,15 @@ from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.adapters.tables import approvals, runs
 from signoff.runtime.agent import Policy
 from signoff.runtime.approval_policy import ApprovalPolicy, PolicyError, default_policy
+from signoff.runtime.deciders import MaySee
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.models import policy_from_spec
 from signoff.runtime.people import MayApprove
 from signoff.runtime.policy_file import parse_policy
 from signoff.runtime.ports import Notifier, Observer, Store
-from signoff.runtime.runner import MaySee, Runner, RunnerConfig
+from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.tools.base import Tool
 from signoff.tools.mcp import McpConfigError, McpServers
 from signoff.tools.registry import MCP_PREFIX, ToolsetError, load_toolsets

@@ -57,7 +57,7 @@ from signoff.runtime.tool_calls import (
 from signoff.tools.base import Tool
 
 if TYPE_CHECKING:
-    from signoff.runtime.runner import RunnerConfig
+    from signoff.runtime.runner_config import RunnerConfig
 
 log = logging.getLogger("signoff.runner")
 

@@ -49,7 +49,7 @@ from signoff.runtime.approval_policy import Allow, Ask, Deny, Verdict
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.judging import Caller
 from signoff.runtime.replay import replay
-from signoff.runtime.runner import RunnerConfig
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.runtime.state import STOPPED, TERMINAL, call_digest
 from signoff.tools.base import CheckedArgs, Tool
 

@@ -36,7 +36,7 @@ from signoff.runtime.approval_policy import (
 )
 from signoff.runtime.people import CHANNEL_MEMBERS
 from signoff.runtime.policy_file import parse_policy
-from signoff.runtime.runner import RunnerConfig
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.tools.base import Tool
 from tests.fakes.slack import FakeSlack
 

@@ -30,7 +30,7 @@ from signoff.bot.words import edited_changes, goes_on_after_expiry, grant_offer
 from signoff.runtime.digests import batch_place
 from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
-from signoff.runtime.runner import RunnerConfig
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, STOPPED
 from signoff.tools.base import Tool

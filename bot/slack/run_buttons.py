@@ -21,9 +21,10 @@ from signoff.bot.slack.payloads import Malformed, RunClick, Where, parse_click
 from signoff.bot.slack.replies import already_text, done_text, no_visible_run, not_done_text
 from signoff.bot.slack.workers import Workers
 from signoff.bot.words import own_run_refusal
+from signoff.runtime.deciders import SELF_REQUEST
 from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import AlreadyDone, Done, Missing, NotAllowed, Refused, RunOutcome, RunRecord
-from signoff.runtime.runner import SELF_REQUEST, Runner
+from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.slack.run_buttons")
 

@@ -16,7 +16,8 @@ from signoff.runtime.adapters.db import make_engine
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.errors import ConfigError, ModelUnavailable
 from signoff.runtime.records import Decided
-from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 
 pytest.importorskip("opentelemetry.sdk.trace")
 from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402

@@ -21,7 +21,8 @@ from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.budget import Budget
 from signoff.runtime.errors import ModelUnavailable
 from signoff.runtime.models.scripted import ScriptedPolicy
-from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.runtime.state import SCHEMA_VERSION
 from signoff.tools.registry import load_toolsets
 from tests.replay.toolset import TOOLSET

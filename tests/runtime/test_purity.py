@@ -13,7 +13,8 @@ CORE = ["signoff", "signoff.runtime", "signoff.runtime.agent", "signoff.runtime.
         "signoff.runtime.loop", "signoff.runtime.judging", "signoff.runtime.call_outcomes", "signoff.runtime.batches",
         "signoff.runtime.replies", "signoff.runtime.requests", "signoff.runtime.commands", "signoff.runtime.schema",
         "signoff.runtime.values", "signoff.runtime.history", "signoff.runtime.pending_calls", "signoff.tools.base"]
-STORE_FREE = ["signoff.runtime.runner", "signoff.runtime.worker", "signoff.runtime.telling",
+STORE_FREE = ["signoff.runtime.runner", "signoff.runtime.deciders", "signoff.runtime.run_requests",
+              "signoff.runtime.runner_config", "signoff.runtime.worker", "signoff.runtime.telling",
               "signoff.runtime.adapters.memory"]
 """The runner and what it tells people depend on the store's Protocols only, and the in-memory store
 needs no database library: none of them may pull one in."""

@@ -31,7 +31,8 @@ from signoff.runtime.models.scripted import ScriptedPolicy
 from signoff.runtime.ports import Store
 from signoff.runtime.records import RunRecord, Saved
 from signoff.runtime.rules import step_write
-from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.runtime.state import new_state
 from signoff.tools.base import Tool
 

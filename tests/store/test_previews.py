@@ -18,7 +18,8 @@ from signoff.runtime.digests import call_digest, preview_digest
 from signoff.runtime.models.scripted import ScriptedPolicy
 from signoff.runtime.ports import Store
 from signoff.runtime.records import Decided, Done
-from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.tools.base import Tool
 
 

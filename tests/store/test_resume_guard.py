@@ -11,7 +11,8 @@ from store_harness import APPROVER, REQUESTER, SEND, build_runner, make_tools, s
 
 from signoff.runtime.ports import Store
 from signoff.runtime.records import Decided
-from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 
 
 def approved_then_deployed(store: Store, effects: Path, **change: object) -> tuple[Runner, str, str]:

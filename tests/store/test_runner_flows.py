@@ -32,7 +32,8 @@ from signoff.runtime.errors import ModelUnavailable
 from signoff.runtime.failpoints import FailpointHit
 from signoff.runtime.ports import Store
 from signoff.runtime.records import AlreadyDecided, Decided, Done, Expired, Mismatch, NotAllowed, RunRecord
-from signoff.runtime.runner import Runner, RunnerConfig
+from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.tools.base import Tool
 
 
