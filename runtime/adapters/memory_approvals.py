@@ -1,0 +1,206 @@
+"""The memory store's writes of approvals, grants and the execution ledger, each atomic under its lock.
+
+An approval is handed to a transition of `runtime/approval.py` and the `Change` kept whole
+(`_save`), as the SQL store saves it; a call starts only through `begin_execution`, fenced on the
+run's lease.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from signoff.runtime.adapters.ids import new_grant_id
+from signoff.runtime.adapters.memory_reads import MemoryReads, newest_first
+from signoff.runtime.adapters.memory_rows import (
+    Execution,
+    Run,
+    freeze,
+    thaw,
+)
+from signoff.runtime.approval import (
+    Change,
+    dispatch,
+    expire,
+    nudge,
+    overdue,
+    use_grant,
+    vote,
+)
+from signoff.runtime.errors import Conflict
+from signoff.runtime.records import (
+    ApprovalRecord,
+    Decided,
+    ExecutionStart,
+    Existing,
+    Fresh,
+    GrantRecord,
+    Missing,
+    Nudged,
+    Restart,
+    Ungranted,
+    Voted,
+)
+from signoff.runtime.rules import (
+    claimable,
+    execution_started,
+    is_retry_request,
+)
+from signoff.runtime.state import call_digest, canonical_json
+
+_Kept = TypeVar("_Kept", ApprovalRecord, GrantRecord)
+
+
+class MemoryApprovals(MemoryReads):
+    """Approvals, grants and the execution ledger: their writes."""
+
+    def _save(self, run: Run | None, changes: Iterable[Change]) -> list[ApprovalRecord]:
+        """Keep `changes` whole, as `approval_rows.save_changes` writes them: each approval as it is
+        now, the grant it made, and its events on its run (`run`, or the approval's own)."""
+        now = self.now()
+        saved = []
+        for change in changes:
+            self._approvals[change.after.approval_id].record = copied(change.after)
+            if change.grant is not None:
+                self._grants[change.grant.grant_id] = copied(change.grant)
+            (run or self._run(change.after.run_id)).append(list(change.events), now)
+            saved.append(self._approvals[change.after.approval_id].out())
+        return saved
+
+    # -- the execution ledger --------------------------------------------------------------
+
+    def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
+                        lease: timedelta, dispatch_window: timedelta,
+                        restart: Restart | None = None, allowed_by: str | None = None,
+                        granted_by: str | None = None, preview: str | None = None) -> ExecutionStart:
+        digest = call_digest(tool, args, key, preview)
+        with self._lock:
+            now = self.now()
+            run = self._runs.get(run_id)
+            if run is None or run.lease_owner != owner or run.lease_expires_at is None or run.lease_expires_at <= now:
+                raise Conflict(f"run {run_id}: this worker no longer holds its lease; {key} was not started")
+            run.lease_expires_at = now + lease
+            existing = self._executions.get(key)
+            if existing is not None:
+                return self._restart(run, tool, existing, restart, now)
+            if granted_by is not None:
+                grant = use_grant(self._grants.get(granted_by), granted_by, run_id=run_id, requester=run.requester,
+                                  tool=tool, args=args, now=now)
+                if isinstance(grant, Ungranted):
+                    return grant
+                self._grants[granted_by] = grant
+                return self._started(run, key, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
+            if allowed_by is not None:  # the policy let it run without a person: no approval to consume
+                return self._started(run, key, tool, digest, now, allowed_by=allowed_by)
+            latest = newest_first([a for a in self._by_key.get(key, []) if a.record.status != "superseded"],
+                                   "requested_at")
+            used = dispatch(latest[0].out() if latest else None, run_id=run_id, key=key, digest=digest, now=now,
+                            window=dispatch_window)
+            if isinstance(used, tuple):
+                refusal, expired = used
+                self._save(run, [expired] if expired is not None else [])
+                return refusal
+            self._save(run, [used])
+            return self._started(run, key, tool, digest, now, approval_id=used.after.approval_id)
+
+    def _started(self, run: Run, key: str, tool: str, digest: str, now: datetime, **why: str | int) -> Fresh:
+        """The ledger row of a call starting now, its first attempt, with the event saying what let it."""
+        self._executions[key] = Execution(key=key, run_id=run.run_id, tool=tool, digest=digest, status="started",
+                                          attempts=1, started_at=now, added=next(self._added))
+        run.append([execution_started(key, tool, **why)], now)
+        return Fresh(1)
+
+    def _restart(self, run: Run, tool: str, existing: Execution, restart: Restart | None,
+                 now: datetime) -> ExecutionStart:
+        """The ledger already has the key: its outcome, or a restart `restart` allows."""
+        if existing.status != "started" or restart is None:
+            return Existing(existing.status, thaw(existing.result), existing.error)
+        version = by = None
+        if restart == "requested":
+            request = thaw(run.command)
+            if not is_retry_request(request):
+                return Existing(existing.status, None, None)  # the request was used up already: ask again
+            version = run.version = run.version + 1
+            by = request.get("by")
+            run.command = run.shown_status = None
+        existing.attempts += 1
+        existing.started_at, existing.finished_at = now, None
+        run.append([{"type": "execution_retried", "key": existing.key, "tool": tool,
+                     "attempt": existing.attempts, "because": restart, "by": by}], now)
+        return Fresh(existing.attempts, version)
+
+    def complete_execution(self, execution: dict[str, Any]) -> None:
+        with self._lock:
+            self._finish(execution, self.now())
+
+    def _finish(self, execution: dict[str, Any], now: datetime) -> None:
+        row = self._executions.get(execution["key"])
+        if row is not None:
+            row.finish(execution, now)
+
+    # -- approvals -----------------------------------------------------------------------
+
+    def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
+               digest: str | None = None, grant: bool = False, lease_to: str | None = None,
+               lease: timedelta | None = None) -> Voted:
+        with self._lock:
+            now = self.now()
+            approval = self._approvals.get(approval_id)
+            if approval is None:
+                return Missing("approval")
+            run = self._run(approval.record.run_id)
+            voted, change = vote(approval.out(), user=user, approved=approved, now=now, note=note, digest=digest,
+                                 grant_id=new_grant_id() if grant else None)
+            if change is not None:
+                self._save(run, [change])
+            if isinstance(voted, Decided) and lease_to is not None and lease is not None and (
+                    claimable(run.status, run.command) and run.free(now)):
+                run.lease_owner, run.lease_expires_at = lease_to, now + lease
+                return dataclasses.replace(voted, lease=lease_to)
+            return voted
+
+    def nudge_due(self, limit: int = 100) -> list[Nudged]:
+        with self._lock:
+            now = self.now()
+            due = sorted((a for a in self._approvals.values() if a.record.nudge_at is not None),
+                         key=lambda a: a.record.nudge_at or now)  # `nudge` says which are due
+            made = [nudged for a in due if (nudged := nudge(a.out(), now)) is not None][:limit]
+            self._save(None, [change for _, change in made])
+            return [nudged for nudged, _ in made]
+
+    def revoke_grant(self, grant_id: str, user: str) -> GrantRecord | None:
+        with self._lock:
+            grant = self._grants.get(grant_id)
+            if grant is None or grant.revoked_at is not None:
+                return grant
+            now = self.now()
+            revoked = self._grants[grant_id] = dataclasses.replace(grant, revoked_at=now, revoked_by=user)
+            self._run(grant.run_id).append([{"type": "grant_revoked", "grant_id": grant_id, "by": user}], now)
+            return revoked
+
+    def expire_due(self) -> list[ApprovalRecord]:
+        with self._lock:
+            now = self.now()
+            return self._save(None, [expire(a.out(), now) for a in self._approvals.values() if overdue(a.record, now)])
+
+    def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
+        with self._lock:
+            approval = self._approvals.get(approval_id)
+            if approval is None:
+                return None
+            return approval.change(message=thaw(freeze(message)), shown_status="pending")
+
+    def mark_approval_shown(self, approval_id: str, status: str) -> None:
+        with self._lock:
+            if approval_id in self._approvals:
+                self._approvals[approval_id].change(shown_status=status)
+
+
+def copied(value: _Kept) -> _Kept:
+    """`value` with its JSON fields copied through canonical JSON, so nothing the caller holds is
+    shared with what the store keeps (as a row read back from a database is a fresh value)."""
+    copies = {name: thaw(canonical_json(getattr(value, name))) for name in ("args", "asked", "message", "same")
+              if hasattr(value, name) and getattr(value, name) is not None}
+    return dataclasses.replace(value, **copies)
