@@ -15,10 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -26,6 +25,8 @@ from slack_sdk.errors import SlackApiError
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.slack import messages
 from signoff.bot.slack.blocks import Message
+from signoff.bot.slack.recent import Recent
+from signoff.bot.slack.updates import update_with_retries
 from signoff.bot.words import edited_changes, goes_on_after_expiry, grant_offer
 from signoff.runtime.digests import batch_place
 from signoff.runtime.people import is_slack_user
@@ -42,8 +43,6 @@ UNPOSTABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "r
 TELL_REQUESTER = STOPPED | REOPENABLE
 """A run stopped and waiting for a person's request, or ended as its requester may open again
 (expired: Request again): its requester is told in a DM too, with the notice's buttons."""
-REMEMBERED = 2000
-"""Runs, notices and cards a notifier remembers; the oldest are forgotten first."""
 
 Ref = tuple[str, str]
 """Where a message is: (channel, ts)."""
@@ -62,29 +61,6 @@ class Reads(Protocol):
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
                        exclude_requester: str | None = None, unposted: bool = False,
                        older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]: ...
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class _Recent(Generic[K, V]):
-    """A dict that forgets its oldest entries beyond `limit`; callers hold the notifier's lock."""
-
-    def __init__(self, limit: int = REMEMBERED) -> None:
-        self.limit, self._items = limit, OrderedDict[K, V]()
-
-    def put(self, key: K, value: V) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.limit:
-            self._items.popitem(last=False)
-
-    def get(self, key: K) -> V | None:
-        return self._items.get(key)
-
-    def pop(self, key: K) -> V | None:
-        return self._items.pop(key, None)
-
 
 class SlackNotifier:
     """Posts runs, approval requests and outcomes to Slack, threading progress under the run message."""
@@ -107,17 +83,17 @@ class SlackNotifier:
         self._threads: dict[str, tuple[str, str]] = {}
         self._dms: dict[str, str] = {}
         self._told_expired: set[str] = set()
-        self._copies: _Recent[tuple[str, int], list[Ref]] = _Recent()
+        self._copies: Recent[tuple[str, int], list[Ref]] = Recent()
         """(run id, version) -> every copy of the stopped-run notice posted for the run at that version."""
-        self._followed: _Recent[str, list[_Followed]] = _Recent()
+        self._followed: Recent[str, list[_Followed]] = Recent()
         """run id -> notices someone acted on, to show where the run went next."""
-        self._said: _Recent[str, str] = _Recent()
+        self._said: Recent[str, str] = Recent()
         """approval id -> the model's words on its card, for a card re-drawn from a run read without history."""
-        self._marked_done: _Recent[tuple[str, str], bool] = _Recent()
+        self._marked_done: Recent[tuple[str, str], bool] = Recent()
         """Mark done requests whose outcome the thread has been told of."""
-        self._edited: _Recent[str, Mapping[str, Any]] = _Recent()
+        self._edited: Recent[str, Mapping[str, Any]] = Recent()
         """approval id -> who edited its call and how (`pending_calls.Edited`), for a card re-drawn later."""
-        self._granted: _Recent[str, GrantRecord] = _Recent()
+        self._granted: Recent[str, GrantRecord] = Recent()
         """approval id -> the grant its approve made ("Approve + allow similar")."""
         self._lock = threading.Lock()
 
@@ -395,22 +371,7 @@ class SlackNotifier:
         return channel
 
     def _update(self, channel: str, ts: str, message: Message) -> None:
-        """chat.update with backoff on 429 (honouring Retry-After) and 5xx; safe because idempotent."""
-        for attempt in range(1, self.update_attempts + 1):
-            try:
-                self.client.chat_update(channel=channel, ts=ts, **message.as_kwargs())
-                return
-            except SlackApiError as exc:
-                status = exc.response.status_code
-                if attempt == self.update_attempts or not (status == 429 or status >= 500):
-                    raise
-                delay = _retry_after(exc.response.headers) if status == 429 else 0.25 * 2 ** (attempt - 1)
-            except OSError:
-                if attempt == self.update_attempts:
-                    raise
-                delay = 0.25 * 2 ** (attempt - 1)
-            log.info("chat.update %s/%s: retrying in %.2fs (attempt %d)", channel, ts, delay, attempt)
-            self.sleep(delay)
+        update_with_retries(self.client, channel, ts, message, attempts=self.update_attempts, sleep=self.sleep)
 
 
 class _Followed:
@@ -419,14 +380,3 @@ class _Followed:
     def __init__(self, ref: Ref, note: str) -> None:
         self.ref, self.note = ref, note
         self.shown: str | None = None
-
-
-def _retry_after(headers: Mapping[str, Any]) -> float:
-    for key, value in headers.items():
-        if key.lower() == "retry-after":
-            raw = value[0] if isinstance(value, list) else value
-            try:
-                return min(max(float(raw), 0.0), 30.0)
-            except (TypeError, ValueError):
-                break
-    return 1.0
