@@ -24,6 +24,7 @@ from slack_sdk.errors import SlackApiError
 
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.slack import messages
+from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, asked_with
 from signoff.bot.slack.blocks import Message
 from signoff.bot.slack.recent import Recent
 from signoff.bot.slack.updates import update_with_retries
@@ -95,6 +96,8 @@ class SlackNotifier:
         """approval id -> who edited its call and how (`pending_calls.Edited`), for a card re-drawn later."""
         self._granted: Recent[str, GrantRecord] = Recent()
         """approval id -> the grant its approve made ("Approve + allow similar")."""
+        self._asked: Recent[str, AskedWith] = Recent()
+        """approval id -> what its card showed of the moment it was asked (preview, budget), kept on every redraw."""
         self._lock = threading.Lock()
 
     # -- runtime.ports.Notifier ---------------------------------------------------------------
@@ -122,7 +125,8 @@ class SlackNotifier:
                 self._said.put(approval.approval_id, said)
             if edited:
                 self._edited.put(approval.approval_id, edited)
-        message = messages.approval_message(run, approval, display=self.display(approval.tool))
+        message = messages.approval_message(run, approval, display=self.display(approval.tool),
+                                            asked=self._asked_as(run, [approval])[approval.approval_id])
         response = self._post(channel, message)
         self._show_followed(run, done=True)  # the run waits for a person now
         return {"channel": response["channel"], "ts": response["ts"]}
@@ -167,7 +171,7 @@ class SlackNotifier:
         with self._lock:
             said = next((s for a in approvals if (s := self._said.get(a.approval_id))), None)
         return messages.batch_message(run, approvals, displays={a.tool: self.display(a.tool) for a in approvals},
-                                      said=said)
+                                      said=said, asked=self._asked_as(run, approvals))
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self._show_outcome(run, approval)
@@ -290,6 +294,20 @@ class SlackNotifier:
 
     # -- what this process remembers ------------------------------------------------------------
 
+    def _asked_as(self, run: RunRecord, approvals: Iterable[ApprovalRecord]) -> dict[str, AskedWith]:
+        """What each approval's card shows of the moment it was asked, by approval id: as this
+        process first drew it while the run waited on the call, else as the run shows it if it
+        still does; a card drawn after the run moved on, by a process that never saw it asked,
+        shows neither preview nor budget rather than the run's newer state."""
+        found = {}
+        with self._lock:
+            for approval in approvals:
+                known = self._asked.get(approval.approval_id) or asked_with(run, approval)
+                if known is not None:
+                    self._asked.put(approval.approval_id, known)
+                found[approval.approval_id] = known or FORGOTTEN
+        return found
+
     def _show_followed(self, run: RunRecord, *, done: bool) -> None:
         """Bring the notices `follow` names up to where `run` stands; `done`: the worker has left it
         there (waiting, stopped, ended), so they are shown once more and forgotten."""
@@ -329,12 +347,12 @@ class SlackNotifier:
         with self._lock:
             said = self._said.get(approval.approval_id)
             edited = self._edited.get(approval.approval_id)
-        display = self.display(approval.tool)
+        display, asked = self.display(approval.tool), self._asked_as(run, [approval])[approval.approval_id]
         if approval.status == "pending":
-            message = messages.approval_message(run, approval, display=display, said=said, edited=edited)
+            message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked)
         else:
             message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
-                                               grant=self._grant_of(approval))
+                                               grant=self._grant_of(approval), asked=asked)
         self._update(where["channel"], where["ts"], message)
 
     def _thread(self, run: RunRecord) -> tuple[str, str] | None:
