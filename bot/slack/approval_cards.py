@@ -6,7 +6,7 @@ the card of a turn's several, and where a request stands, as the card, App Home,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +134,19 @@ def quorum_progress(approval: ApprovalRecord) -> str | None:
     if len(votes) > _LISTED_VOTES:
         given.append(f"and {len(votes) - _LISTED_VOTES} more")
     return f"*Approvals* {len(votes)} of {approval.quorum}: " + (", ".join(given) if given else "none yet")
+
+
+_WAITING_NAMED = 5
+"""Calls a run's message names while it waits; the cards have them all."""
+
+
+def waiting_lines(approvals: Sequence[ApprovalRecord]) -> list[str]:
+    """What a run waits for, on its message: each pending call and who decides it, as its card says it."""
+    waiting = [approval for approval in approvals if approval.status == "pending"]
+    lines = [f"`{safe(approval.tool, 64)}`: " + (deciders_line(approval) or "the approvers")
+             for approval in waiting[:_WAITING_NAMED]]
+    more = len(waiting) - _WAITING_NAMED
+    return lines + ([f"and {more} more"] if more > 0 else [])
 
 
 def waiting_progress(approval: ApprovalRecord) -> str:

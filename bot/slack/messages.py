@@ -21,6 +21,7 @@ from signoff.bot.slack.approval_cards import (
     deciders_line,
     edited_line,
     quorum_progress,
+    waiting_lines,
     waiting_progress,
 )
 from signoff.bot.slack.argument_blocks import (
@@ -89,18 +90,28 @@ _ANSWER_CHARS = 2900
 # -- run messages ------------------------------------------------------------------------------
 
 
-def run_message(run: RunRecord) -> Message:
-    """The message that announces a run in its channel; progress threads under it."""
-    emoji = STATUS_EMOJI.get(run.status, "")
+def run_message(run: RunRecord, *, now: str | None = None, waiting: Sequence[ApprovalRecord] = ()) -> Message:
+    """The message that announces a run in its channel; progress threads under it. It shows the
+    run as it stands `now` (default: its status) with its budget used so far, and, while it waits,
+    the calls it waits on and who decides them (`waiting`: its approvals)."""
+    status = now or run.status
+    emoji = STATUS_EMOJI.get(status, "")
     blocks = [
         section(f"*Run for* {user(run.requester)}\n>{safe(run.goal, GOAL_CHARS)}"),
-        context(f"{emoji} *{status_words(run.status)}* · model: {model_name(run.model)}",
+        context(f"{emoji} *{status_words(status)}* · model: {model_name(run.model)}",
                 f"budget: {budget_line(run.state)} · run `{safe(run.run_id, 80)}`"),
     ]
-    outcome = _outcome_line(run)
+    outcome = _waiting_line(waiting) if status == "awaiting_approval" else _outcome_line(run)
     if outcome:
         blocks.append(section(outcome))
-    return Message(fallback_text(f"Signoff run {run.run_id} ({run.status}): {run.goal}"), blocks)
+    return Message(fallback_text(f"Signoff run {run.run_id} ({status_words(status)}): {run.goal}"), blocks)
+
+
+def _waiting_line(approvals: Sequence[ApprovalRecord]) -> str | None:
+    lines = waiting_lines(approvals)
+    if not lines:
+        return None
+    return "*Waiting for approval* of " + (lines[0] if len(lines) == 1 else "each of:\n" + "\n".join(lines))
 
 
 def _outcome_line(run: RunRecord) -> str | None:

@@ -27,6 +27,7 @@ from signoff.bot.slack import messages
 from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, asked_with
 from signoff.bot.slack.blocks import Message
 from signoff.bot.slack.recent import Recent
+from signoff.bot.slack.run_headers import RunHeaders
 from signoff.bot.slack.updates import update_with_retries
 from signoff.bot.words import edited_changes, goes_on_after_expiry, grant_offer
 from signoff.runtime.digests import batch_place
@@ -98,6 +99,7 @@ class SlackNotifier:
         """approval id -> the grant its approve made ("Approve + allow similar")."""
         self._asked: Recent[str, AskedWith] = Recent()
         """approval id -> what its card showed of the moment it was asked (preview, budget), kept on every redraw."""
+        self._headers = RunHeaders(self._update)
         self._lock = threading.Lock()
 
     # -- runtime.ports.Notifier ---------------------------------------------------------------
@@ -110,6 +112,7 @@ class SlackNotifier:
         ref = {"channel": response["channel"], "ts": response["ts"]}
         with self._lock:
             self._threads[run.run_id] = (ref["channel"], ref["ts"])
+        self._headers.told(run)
         return ref
 
     def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
@@ -129,6 +132,7 @@ class SlackNotifier:
                                             asked=self._asked_as(run, [approval])[approval.approval_id])
         response = self._post(channel, message)
         self._show_followed(run, done=True)  # the run waits for a person now
+        self._headers.waiting(run, self._thread(run), [approval])
         return {"channel": response["channel"], "ts": response["ts"]}
 
     def batch_requested(self, run: RunRecord, approvals: list[ApprovalRecord]) -> dict[str, Any] | None:
@@ -142,6 +146,7 @@ class SlackNotifier:
                     self._said.put(approval.approval_id, said)
         response = self._post(channel, self._batch_message(run, approvals))
         self._show_followed(run, done=True)  # the run waits for people now
+        self._headers.waiting(run, self._thread(run), approvals)
         return {"channel": response["channel"], "ts": response["ts"]}
 
     def _batch_card(self, run: RunRecord, approval: ApprovalRecord, channel: str) -> dict[str, Any]:
@@ -151,9 +156,12 @@ class SlackNotifier:
         shown = next((a.message for a in calls if a.message and a.message.get("ts")), None)
         if shown is not None:
             self._update(shown["channel"], shown["ts"], self._batch_message(run, calls))
-            return {"channel": shown["channel"], "ts": shown["ts"]}
-        response = self._post(channel, self._batch_message(run, calls))
-        return {"channel": response["channel"], "ts": response["ts"]}
+            ref = {"channel": shown["channel"], "ts": shown["ts"]}
+        else:
+            response = self._post(channel, self._batch_message(run, calls))
+            ref = {"channel": response["channel"], "ts": response["ts"]}
+        self._headers.waiting(run, self._thread(run), calls)
+        return ref
 
     def _batch_of(self, run: RunRecord, approval: ApprovalRecord) -> list[ApprovalRecord]:
         """The approvals in force of `approval`'s turn, in the order of its calls, with `approval` as given."""
@@ -213,6 +221,7 @@ class SlackNotifier:
             message = messages.tool_result_message(run, entry, secret_names=secrets,
                                                    marked_done=self._marked_done_by(run, entry), grant=grant)
             self._post(thread[0], message, thread_ts=thread[1])
+        self._headers.working(run, thread)
         self._show_followed(run, done=False)
 
     def run_finished(self, run: RunRecord) -> None:
@@ -220,6 +229,7 @@ class SlackNotifier:
         if thread is not None:
             self._post(thread[0], messages.answer_message(run), thread_ts=thread[1])
             self._update(thread[0], thread[1], messages.run_message(run))
+            self._headers.told(run)
         self._show_followed(run, done=True)
 
     def run_stopped(self, run: RunRecord) -> None:
@@ -231,6 +241,7 @@ class SlackNotifier:
             posted = self._post(thread[0], message, thread_ts=thread[1])
             copies.append((posted["channel"], posted["ts"]))
             self._update(thread[0], thread[1], messages.run_message(run))
+            self._headers.told(run)
         if run.status in TELL_REQUESTER and is_slack_user(run.requester):
             copies.append(self._dm(run.requester, message))
         with self._lock:
@@ -342,7 +353,9 @@ class SlackNotifier:
         if not where.get("channel") or not where.get("ts"):
             return
         if batch_place(approval.key) is not None:
-            self._update(where["channel"], where["ts"], self._batch_message(run, self._batch_of(run, approval)))
+            calls = self._batch_of(run, approval)
+            self._update(where["channel"], where["ts"], self._batch_message(run, calls))
+            self._headers.going_on(run, self._thread(run), calls)
             return
         with self._lock:
             said = self._said.get(approval.approval_id)
@@ -354,6 +367,7 @@ class SlackNotifier:
             message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
                                                grant=self._grant_of(approval), asked=asked)
         self._update(where["channel"], where["ts"], message)
+        self._headers.going_on(run, self._thread(run), [approval])
 
     def _thread(self, run: RunRecord) -> tuple[str, str] | None:
         if run.origin.get("channel") and run.origin.get("ts"):
