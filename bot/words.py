@@ -305,6 +305,13 @@ def goes_on_after_expiry(asked: Mapping[str, Any] | None) -> bool:
     return (asked or {}).get("on_expiry") == "continue"
 
 
+def run_goes_on_after(approval: ApprovalRecord) -> bool:
+    """Whether a run waiting on `approval` goes on once it is as it is: decided (approved, denied,
+    edited: the model is told), or expired under a rule that says the run goes on without the call."""
+    return approval.status in ("approved", "denied", "superseded") or (
+        approval.status == "expired" and goes_on_after_expiry(approval.asked))
+
+
 def timed_out_words(asked: Mapping[str, Any]) -> str:
     """What the model is told when nobody decided in time (`requests.expire` says it so), e.g. `no
     one decided within 30 min; the call was not made`."""

@@ -6,7 +6,8 @@ the card of a turn's several, and where a request stands, as the card, App Home,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from signoff.bot.slack.argument_blocks import (
@@ -19,6 +20,7 @@ from signoff.bot.slack.blocks import (
     APPROVAL_BLOCK,
     GOAL_CHARS,
     actions,
+    budget_line,
     code,
     context,
     header,
@@ -35,6 +37,32 @@ from signoff.bot.words import approval_preview, approval_progress, edited_change
 from signoff.runtime.records import ApprovalRecord, RunRecord
 
 
+@dataclass(frozen=True)
+class AskedWith:
+    """What a card shows of the moment its call was asked about, which every later drawing of it
+    keeps: once the call is decided the run moves on (its pending call cleared, its usage grown),
+    and a card redrawn from that newer state would lose what the decision was made on."""
+
+    preview: Mapping[str, Any] | None
+    """The preview the approval was asked with and is bound to (`words.approval_preview`)."""
+    budget: str | None
+    """The budget line as it stood then (`blocks.budget_line`); None: no longer known, and the card
+    shows none rather than the run's newer figures."""
+
+
+FORGOTTEN = AskedWith(preview=None, budget=None)
+"""A card drawn after its run moved on, by a process that did not see it asked (a restart, another replica)."""
+
+
+def asked_with(run: RunRecord, approval: ApprovalRecord) -> AskedWith | None:
+    """What `run` shows of asking `approval` while it still waits on that very call (its pending
+    call, or one of its turn's, has the approval's key and arguments); None once it has moved on."""
+    calls = [run.state.get("pending"), *(c.get("pending") for c in (run.state.get("batch") or {}).get("calls", []))]
+    waits = run.status == "awaiting_approval" and any(
+        call and call.get("key") == approval.key and call.get("args") == approval.args for call in calls)
+    return AskedWith(approval_preview(run, approval), budget_line(run.state)) if waits else None
+
+
 def card_head(run: RunRecord, title: str, said: str | None) -> list[dict[str, Any]]:
     """The top of an approval card: what it asks (`title`), the run's goal and who asked it, and what
     the model said beside the call, if anything."""
@@ -45,13 +73,12 @@ def card_head(run: RunRecord, title: str, said: str | None) -> list[dict[str, An
             *([section(model_says(said))] if said else [])]
 
 
-def batch_call_blocks(run: RunRecord, place: int, approval: ApprovalRecord,
-                      shown: ShownArguments) -> list[dict[str, Any]]:
+def batch_call_blocks(run: RunRecord, place: int, approval: ApprovalRecord, shown: ShownArguments,
+                      preview: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """One call on the card of a turn's several (`place`: its number there): its arguments, preview
-    and edit; then its outcome once decided, or who decides, until when, and its own buttons (a click
-    on them decides that call alone)."""
+    (as it was asked with) and edit; then its outcome once decided, or who decides, until when, and
+    its own buttons (a click on them decides that call alone)."""
     edited = batch_edited(run, approval)
-    preview = approval_preview(run, approval)
     blocks = [section(f"*{place}. `{safe(approval.tool, 64)}`* · key `{safe(approval.key, 120)}`\n{shown.label}"),
               *shown.sections, *(preview_blocks(preview, BATCH_PREVIEW_CHARS) if preview else []),
               *([section(edited_line(edited))] if edited else [])]
@@ -107,6 +134,19 @@ def quorum_progress(approval: ApprovalRecord) -> str | None:
     if len(votes) > _LISTED_VOTES:
         given.append(f"and {len(votes) - _LISTED_VOTES} more")
     return f"*Approvals* {len(votes)} of {approval.quorum}: " + (", ".join(given) if given else "none yet")
+
+
+_WAITING_NAMED = 5
+"""Calls a run's message names while it waits; the cards have them all."""
+
+
+def waiting_lines(approvals: Sequence[ApprovalRecord]) -> list[str]:
+    """What a run waits for, on its message: each pending call and who decides it, as its card says it."""
+    waiting = [approval for approval in approvals if approval.status == "pending"]
+    lines = [f"`{safe(approval.tool, 64)}`: " + (deciders_line(approval) or "the approvers")
+             for approval in waiting[:_WAITING_NAMED]]
+    more = len(waiting) - _WAITING_NAMED
+    return lines + ([f"and {more} more"] if more > 0 else [])
 
 
 def waiting_progress(approval: ApprovalRecord) -> str:

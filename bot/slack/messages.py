@@ -9,17 +9,19 @@ Every untrusted string (goals, arguments, tool output, answers, reasons) passes 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay
 from signoff.bot.slack.approval_buttons import approve_all_button
 from signoff.bot.slack.approval_cards import (
+    AskedWith,
     batch_call_blocks,
     card_head,
     deciders_line,
     edited_line,
     quorum_progress,
+    waiting_lines,
     waiting_progress,
 )
 from signoff.bot.slack.argument_blocks import (
@@ -88,18 +90,28 @@ _ANSWER_CHARS = 2900
 # -- run messages ------------------------------------------------------------------------------
 
 
-def run_message(run: RunRecord) -> Message:
-    """The message that announces a run in its channel; progress threads under it."""
-    emoji = STATUS_EMOJI.get(run.status, "")
+def run_message(run: RunRecord, *, now: str | None = None, waiting: Sequence[ApprovalRecord] = ()) -> Message:
+    """The message that announces a run in its channel; progress threads under it. It shows the
+    run as it stands `now` (default: its status) with its budget used so far, and, while it waits,
+    the calls it waits on and who decides them (`waiting`: its approvals)."""
+    status = now or run.status
+    emoji = STATUS_EMOJI.get(status, "")
     blocks = [
         section(f"*Run for* {user(run.requester)}\n>{safe(run.goal, GOAL_CHARS)}"),
-        context(f"{emoji} *{status_words(run.status)}* · model: {model_name(run.model)}",
+        context(f"{emoji} *{status_words(status)}* · model: {model_name(run.model)}",
                 f"budget: {budget_line(run.state)} · run `{safe(run.run_id, 80)}`"),
     ]
-    outcome = _outcome_line(run)
+    outcome = _waiting_line(waiting) if status == "awaiting_approval" else _outcome_line(run)
     if outcome:
         blocks.append(section(outcome))
-    return Message(fallback_text(f"Signoff run {run.run_id} ({run.status}): {run.goal}"), blocks)
+    return Message(fallback_text(f"Signoff run {run.run_id} ({status_words(status)}): {run.goal}"), blocks)
+
+
+def _waiting_line(approvals: Sequence[ApprovalRecord]) -> str | None:
+    lines = waiting_lines(approvals)
+    if not lines:
+        return None
+    return "*Waiting for approval* of " + (lines[0] if len(lines) == 1 else "each of:\n" + "\n".join(lines))
 
 
 def _outcome_line(run: RunRecord) -> str | None:
@@ -143,17 +155,19 @@ def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
 
 
 def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
-                     said: str | None = None, edited: Mapping[str, Any] | None = None) -> Message:
+                     said: str | None = None, edited: Mapping[str, Any] | None = None,
+                     asked: AskedWith | None = None) -> Message:
     """An approval request: what would run, with what, for whom, until when, and what the model said
     beside the call; Approve (and Approve + allow similar, where its rule offers it), Deny and Edit.
 
     Approve is on the card only when every argument is on it in full (see `shown_arguments`). The
     model's words come from the run's history, or `said` for a run read without it; who edited the
-    call and what they changed, from the run's pending call, or `edited` (`pending_calls.Edited` as JSON).
+    call and what they changed, from the run's pending call, or `edited` (`pending_calls.Edited` as JSON);
+    its preview and the budget, as `asked` has them (default: as the run shows them now).
     """
     shown = shown_arguments(run, approval, display, CARD_SECTIONS)
     edited = edited_changes(run.state.get("pending"), approval) or edited
-    blocks = _approval_body(run, approval, display, shown, said, edited)
+    blocks = _approval_body(run, approval, display, shown, said, edited, asked)
     progress = quorum_progress(approval)
     if progress:
         blocks.append(section(progress))
@@ -165,12 +179,13 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
 
 def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
                     said: str | None = None, edited: Mapping[str, Any] | None = None,
-                    grant: GrantRecord | None = None) -> Message:
-    """The approval request after the fact: the same card, its buttons replaced by the outcome
-    (`grant`: the grant its approve made, "allowing similar calls for 30 min")."""
+                    grant: GrantRecord | None = None, asked: AskedWith | None = None) -> Message:
+    """The approval request after the fact: the same card, with the preview and budget it was
+    decided on (`asked`), its buttons replaced by the outcome (`grant`: the grant its approve made,
+    "allowing similar calls for 30 min")."""
     shown = shown_arguments(run, approval, display, CARD_SECTIONS)
-    blocks = _approval_body(run, approval, display, shown, said, edited_changes(run.state.get("pending"), approval)
-                            or edited)
+    edited = edited_changes(run.state.get("pending"), approval) or edited
+    blocks = _approval_body(run, approval, display, shown, said, edited, asked)
     line, _ = approval_outcome(approval, grant)
     blocks.append(section(line))
     text = f"{approval_fallback(approval, grant)}: {safe(approval.tool, 64)} for run {safe(run.run_id, 80)}"
@@ -178,10 +193,12 @@ def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDi
 
 
 def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
-                  displays: Mapping[str, ToolDisplay] | None = None, said: str | None = None) -> Message:
+                  displays: Mapping[str, ToolDisplay] | None = None, said: str | None = None,
+                  asked: Mapping[str, AskedWith] | None = None) -> Message:
     """The requests of one turn's several calls on one card, in the order the model made them: each
     call with its arguments, who decides and where it stands, its own buttons while it waits (a
-    click on them decides that call alone), and Approve all for the calls approvable on the card."""
+    click on them decides that call alone), and Approve all for the calls approvable on the card.
+    Previews and the budget are as `asked` has them, by approval id (default: as the run shows them now)."""
     displays = displays or {}
     said = (card_words(run, approvals[0]) if approvals else None) or said
     blocks = card_head(run, f"Approve {len(approvals)} call{'' if len(approvals) == 1 else 's'}?", said)
@@ -189,7 +206,8 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
     for place, approval in enumerate(approvals, start=1):
         display = displays.get(approval.tool, UNKNOWN_TOOL)
         shown = shown_arguments(run, approval, display, BATCH_SECTIONS)
-        blocks += batch_call_blocks(run, place, approval, shown)
+        preview = asked[approval.approval_id].preview if asked is not None else approval_preview(run, approval)
+        blocks += batch_call_blocks(run, place, approval, shown, preview)
         # Approvable as `approvable_in(approval, display, BATCH_SECTIONS)` says: the click is checked so.
         if approval.status == "pending" and shown.whole:
             approvable.append(approval)
@@ -197,7 +215,8 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
                 confirming.append(approval.tool)
     if len(approvable) > 1:
         blocks.append(actions(f"{APPROVAL_BLOCK}.all", [approve_all_button(approvable, confirming=confirming)]))
-    blocks.append(context(f"run `{safe(run.run_id, 80)}` · budget used: {budget_line(run.state)}"))
+    budget = _asked_budget(run, asked.values() if asked is not None else None)
+    blocks.append(context(f"run `{safe(run.run_id, 80)}`" + (f" · budget used: {budget}" if budget else "")))
     waiting = sum(1 for approval in approvals if approval.status == "pending")
     text = (f"Approval needed: {waiting} of {len(approvals)} calls ("
             f"{', '.join(dict.fromkeys(a.tool for a in approvals))}) for run {run.run_id}" if waiting else
@@ -210,20 +229,30 @@ def card_words(run: RunRecord, approval: ApprovalRecord) -> str | None:
     return model_words(run.state.get("history") or (), approval.step)
 
 
+def _asked_budget(run: RunRecord, asked: Iterable[AskedWith] | None) -> str | None:
+    """The budget line a card shows: as its calls were asked (calls asked together share it), or,
+    with nothing `asked`, as the run shows it now."""
+    if asked is None:
+        return budget_line(run.state)
+    return next((was.budget for was in asked if was.budget), None)
+
+
 def _approval_body(
     run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, shown: ShownArguments, said: str | None,
-    edited: Mapping[str, Any] | None = None,
+    edited: Mapping[str, Any] | None = None, asked: AskedWith | None = None,
 ) -> list[dict[str, Any]]:
     about = f"\n{untrusted(display.description, 300)}" if display.description else ""
     deciders = deciders_line(approval)
+    preview = asked.preview if asked is not None else approval_preview(run, approval)
+    budget = _asked_budget(run, [asked] if asked is not None else None)
     return [
         *card_head(run, f"Approve {approval.tool}?", card_words(run, approval) or said),
         section(f"*Tool* `{safe(approval.tool, 64)}`{about}\n{shown.label}"),
         *shown.sections,
-        *(preview_blocks(preview, CARD_PREVIEW_CHARS) if (preview := approval_preview(run, approval)) else []),
+        *(preview_blocks(preview, CARD_PREVIEW_CHARS) if preview else []),
         *([section(edited_line(edited))] if edited else []),
         *([section(f"*Who decides* {deciders}")] if deciders else []),
-        context(f"key `{safe(approval.key, 120)}` · budget used: {budget_line(run.state)}",
+        context(f"key `{safe(approval.key, 120)}`" + (f" · budget used: {budget}" if budget else ""),
                 f"expires {slack_date(approval.expires_at)}"),
     ]
 

@@ -15,17 +15,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.slack import messages
+from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, asked_with
 from signoff.bot.slack.blocks import Message
+from signoff.bot.slack.recent import Recent
+from signoff.bot.slack.run_headers import RunHeaders
+from signoff.bot.slack.updates import update_with_retries
 from signoff.bot.words import edited_changes, goes_on_after_expiry, grant_offer
 from signoff.runtime.digests import batch_place
 from signoff.runtime.people import is_slack_user
@@ -42,8 +45,6 @@ UNPOSTABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived", "r
 TELL_REQUESTER = STOPPED | REOPENABLE
 """A run stopped and waiting for a person's request, or ended as its requester may open again
 (expired: Request again): its requester is told in a DM too, with the notice's buttons."""
-REMEMBERED = 2000
-"""Runs, notices and cards a notifier remembers; the oldest are forgotten first."""
 
 Ref = tuple[str, str]
 """Where a message is: (channel, ts)."""
@@ -62,29 +63,6 @@ class Reads(Protocol):
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
                        exclude_requester: str | None = None, unposted: bool = False,
                        older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]: ...
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class _Recent(Generic[K, V]):
-    """A dict that forgets its oldest entries beyond `limit`; callers hold the notifier's lock."""
-
-    def __init__(self, limit: int = REMEMBERED) -> None:
-        self.limit, self._items = limit, OrderedDict[K, V]()
-
-    def put(self, key: K, value: V) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.limit:
-            self._items.popitem(last=False)
-
-    def get(self, key: K) -> V | None:
-        return self._items.get(key)
-
-    def pop(self, key: K) -> V | None:
-        return self._items.pop(key, None)
-
 
 class SlackNotifier:
     """Posts runs, approval requests and outcomes to Slack, threading progress under the run message."""
@@ -107,18 +85,21 @@ class SlackNotifier:
         self._threads: dict[str, tuple[str, str]] = {}
         self._dms: dict[str, str] = {}
         self._told_expired: set[str] = set()
-        self._copies: _Recent[tuple[str, int], list[Ref]] = _Recent()
+        self._copies: Recent[tuple[str, int], list[Ref]] = Recent()
         """(run id, version) -> every copy of the stopped-run notice posted for the run at that version."""
-        self._followed: _Recent[str, list[_Followed]] = _Recent()
+        self._followed: Recent[str, list[_Followed]] = Recent()
         """run id -> notices someone acted on, to show where the run went next."""
-        self._said: _Recent[str, str] = _Recent()
+        self._said: Recent[str, str] = Recent()
         """approval id -> the model's words on its card, for a card re-drawn from a run read without history."""
-        self._marked_done: _Recent[tuple[str, str], bool] = _Recent()
+        self._marked_done: Recent[tuple[str, str], bool] = Recent()
         """Mark done requests whose outcome the thread has been told of."""
-        self._edited: _Recent[str, Mapping[str, Any]] = _Recent()
+        self._edited: Recent[str, Mapping[str, Any]] = Recent()
         """approval id -> who edited its call and how (`pending_calls.Edited`), for a card re-drawn later."""
-        self._granted: _Recent[str, GrantRecord] = _Recent()
+        self._granted: Recent[str, GrantRecord] = Recent()
         """approval id -> the grant its approve made ("Approve + allow similar")."""
+        self._asked: Recent[str, AskedWith] = Recent()
+        """approval id -> what its card showed of the moment it was asked (preview, budget), kept on every redraw."""
+        self._headers = RunHeaders(self._update)
         self._lock = threading.Lock()
 
     # -- runtime.ports.Notifier ---------------------------------------------------------------
@@ -131,6 +112,7 @@ class SlackNotifier:
         ref = {"channel": response["channel"], "ts": response["ts"]}
         with self._lock:
             self._threads[run.run_id] = (ref["channel"], ref["ts"])
+        self._headers.told(run)
         return ref
 
     def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
@@ -146,9 +128,11 @@ class SlackNotifier:
                 self._said.put(approval.approval_id, said)
             if edited:
                 self._edited.put(approval.approval_id, edited)
-        message = messages.approval_message(run, approval, display=self.display(approval.tool))
+        message = messages.approval_message(run, approval, display=self.display(approval.tool),
+                                            asked=self._asked_as(run, [approval])[approval.approval_id])
         response = self._post(channel, message)
         self._show_followed(run, done=True)  # the run waits for a person now
+        self._headers.waiting(run, self._thread(run), [approval])
         return {"channel": response["channel"], "ts": response["ts"]}
 
     def batch_requested(self, run: RunRecord, approvals: list[ApprovalRecord]) -> dict[str, Any] | None:
@@ -162,6 +146,7 @@ class SlackNotifier:
                     self._said.put(approval.approval_id, said)
         response = self._post(channel, self._batch_message(run, approvals))
         self._show_followed(run, done=True)  # the run waits for people now
+        self._headers.waiting(run, self._thread(run), approvals)
         return {"channel": response["channel"], "ts": response["ts"]}
 
     def _batch_card(self, run: RunRecord, approval: ApprovalRecord, channel: str) -> dict[str, Any]:
@@ -171,9 +156,12 @@ class SlackNotifier:
         shown = next((a.message for a in calls if a.message and a.message.get("ts")), None)
         if shown is not None:
             self._update(shown["channel"], shown["ts"], self._batch_message(run, calls))
-            return {"channel": shown["channel"], "ts": shown["ts"]}
-        response = self._post(channel, self._batch_message(run, calls))
-        return {"channel": response["channel"], "ts": response["ts"]}
+            ref = {"channel": shown["channel"], "ts": shown["ts"]}
+        else:
+            response = self._post(channel, self._batch_message(run, calls))
+            ref = {"channel": response["channel"], "ts": response["ts"]}
+        self._headers.waiting(run, self._thread(run), calls)
+        return ref
 
     def _batch_of(self, run: RunRecord, approval: ApprovalRecord) -> list[ApprovalRecord]:
         """The approvals in force of `approval`'s turn, in the order of its calls, with `approval` as given."""
@@ -191,7 +179,7 @@ class SlackNotifier:
         with self._lock:
             said = next((s for a in approvals if (s := self._said.get(a.approval_id))), None)
         return messages.batch_message(run, approvals, displays={a.tool: self.display(a.tool) for a in approvals},
-                                      said=said)
+                                      said=said, asked=self._asked_as(run, approvals))
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self._show_outcome(run, approval)
@@ -233,6 +221,7 @@ class SlackNotifier:
             message = messages.tool_result_message(run, entry, secret_names=secrets,
                                                    marked_done=self._marked_done_by(run, entry), grant=grant)
             self._post(thread[0], message, thread_ts=thread[1])
+        self._headers.working(run, thread)
         self._show_followed(run, done=False)
 
     def run_finished(self, run: RunRecord) -> None:
@@ -240,6 +229,7 @@ class SlackNotifier:
         if thread is not None:
             self._post(thread[0], messages.answer_message(run), thread_ts=thread[1])
             self._update(thread[0], thread[1], messages.run_message(run))
+            self._headers.told(run)
         self._show_followed(run, done=True)
 
     def run_stopped(self, run: RunRecord) -> None:
@@ -251,6 +241,7 @@ class SlackNotifier:
             posted = self._post(thread[0], message, thread_ts=thread[1])
             copies.append((posted["channel"], posted["ts"]))
             self._update(thread[0], thread[1], messages.run_message(run))
+            self._headers.told(run)
         if run.status in TELL_REQUESTER and is_slack_user(run.requester):
             copies.append(self._dm(run.requester, message))
         with self._lock:
@@ -314,6 +305,20 @@ class SlackNotifier:
 
     # -- what this process remembers ------------------------------------------------------------
 
+    def _asked_as(self, run: RunRecord, approvals: Iterable[ApprovalRecord]) -> dict[str, AskedWith]:
+        """What each approval's card shows of the moment it was asked, by approval id: as this
+        process first drew it while the run waited on the call, else as the run shows it if it
+        still does; a card drawn after the run moved on, by a process that never saw it asked,
+        shows neither preview nor budget rather than the run's newer state."""
+        found = {}
+        with self._lock:
+            for approval in approvals:
+                known = self._asked.get(approval.approval_id) or asked_with(run, approval)
+                if known is not None:
+                    self._asked.put(approval.approval_id, known)
+                found[approval.approval_id] = known or FORGOTTEN
+        return found
+
     def _show_followed(self, run: RunRecord, *, done: bool) -> None:
         """Bring the notices `follow` names up to where `run` stands; `done`: the worker has left it
         there (waiting, stopped, ended), so they are shown once more and forgotten."""
@@ -348,18 +353,21 @@ class SlackNotifier:
         if not where.get("channel") or not where.get("ts"):
             return
         if batch_place(approval.key) is not None:
-            self._update(where["channel"], where["ts"], self._batch_message(run, self._batch_of(run, approval)))
+            calls = self._batch_of(run, approval)
+            self._update(where["channel"], where["ts"], self._batch_message(run, calls))
+            self._headers.going_on(run, self._thread(run), calls)
             return
         with self._lock:
             said = self._said.get(approval.approval_id)
             edited = self._edited.get(approval.approval_id)
-        display = self.display(approval.tool)
+        display, asked = self.display(approval.tool), self._asked_as(run, [approval])[approval.approval_id]
         if approval.status == "pending":
-            message = messages.approval_message(run, approval, display=display, said=said, edited=edited)
+            message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked)
         else:
             message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
-                                               grant=self._grant_of(approval))
+                                               grant=self._grant_of(approval), asked=asked)
         self._update(where["channel"], where["ts"], message)
+        self._headers.going_on(run, self._thread(run), [approval])
 
     def _thread(self, run: RunRecord) -> tuple[str, str] | None:
         if run.origin.get("channel") and run.origin.get("ts"):
@@ -395,22 +403,7 @@ class SlackNotifier:
         return channel
 
     def _update(self, channel: str, ts: str, message: Message) -> None:
-        """chat.update with backoff on 429 (honouring Retry-After) and 5xx; safe because idempotent."""
-        for attempt in range(1, self.update_attempts + 1):
-            try:
-                self.client.chat_update(channel=channel, ts=ts, **message.as_kwargs())
-                return
-            except SlackApiError as exc:
-                status = exc.response.status_code
-                if attempt == self.update_attempts or not (status == 429 or status >= 500):
-                    raise
-                delay = _retry_after(exc.response.headers) if status == 429 else 0.25 * 2 ** (attempt - 1)
-            except OSError:
-                if attempt == self.update_attempts:
-                    raise
-                delay = 0.25 * 2 ** (attempt - 1)
-            log.info("chat.update %s/%s: retrying in %.2fs (attempt %d)", channel, ts, delay, attempt)
-            self.sleep(delay)
+        update_with_retries(self.client, channel, ts, message, attempts=self.update_attempts, sleep=self.sleep)
 
 
 class _Followed:
@@ -419,14 +412,3 @@ class _Followed:
     def __init__(self, ref: Ref, note: str) -> None:
         self.ref, self.note = ref, note
         self.shown: str | None = None
-
-
-def _retry_after(headers: Mapping[str, Any]) -> float:
-    for key, value in headers.items():
-        if key.lower() == "retry-after":
-            raw = value[0] if isinstance(value, list) else value
-            try:
-                return min(max(float(raw), 0.0), 30.0)
-            except (TypeError, ValueError):
-                break
-    return 1.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -82,3 +83,67 @@ def test_a_preview_that_fails_is_said_on_the_card_and_the_call_can_still_be_appr
     assert signoff.click(card, APPROVE_ACTION, "U0LEAD").status == 200
     signoff.settle()
     assert signoff.run(run.run_id).status == "done" and ledger.total == 1
+
+
+def test_a_decided_card_keeps_the_preview_and_budget_it_was_approved_on_when_redrawn_later(
+        make_signoff, slack, ledger):
+    signoff, other_replica = make_signoff(), make_signoff()
+    signoff.script.decisions = [tool_call("issue_refund", order_id="42", amount_usd=20.0),
+                                tool_call("lookup_order", order_id="42"), final("Refunded.")]
+    assert signoff.command("Refund $20 of order 42").status == 200
+    run = signoff.only_run()
+    card = signoff.approval_message()
+    preview = '\\"refundable_now\\": 120.0'
+    assert "*Preview*: what it will do" in text_of(card) and preview in text_of(card)
+    assert "budget used: steps 1/8" in text_of(card)
+
+    assert signoff.click(card, APPROVE_ACTION, "U0LEAD").status == 200
+    signoff.settle()
+    moved_on = signoff.run(run.run_id)  # the call ran and the run went on: its pending call cleared, its usage grown
+    assert moved_on.status == "done" and moved_on.state["pending"] is None and moved_on.state["steps"] == 3
+    store = signoff.runner.store
+    approval = store.list_approvals(run_id=run.run_id)[0]
+    assert approval.status == "consumed"
+
+    # Recovery finds the card showing another status than the stored one (its update was lost),
+    # and redraws it from the run as it is now.
+    updates = len(slack.calls_to("chat.update"))
+    store.mark_approval_shown(approval.approval_id, "pending")
+    signoff.runner.teller.resync(timedelta(0))
+    assert len(slack.calls_to("chat.update")) == updates + 1
+    redrawn = text_of(slack.message(card["channel"], card["ts"]))
+    assert "*Approved* by <@U0LEAD>" in redrawn and APPROVE_ACTION not in redrawn
+    assert "*Preview*: what it will do" in redrawn and preview in redrawn
+    assert "budget used: steps 1/8" in redrawn and "steps 3/8" not in redrawn
+
+    # A replica that never saw it asked cannot know them any more: it shows neither, rather than
+    # the run's newer usage as what the call was approved on.
+    store.mark_approval_shown(approval.approval_id, "pending")
+    other_replica.runner.teller.resync(timedelta(0))
+    elsewhere = text_of(slack.message(card["channel"], card["ts"]))
+    assert "*Approved* by <@U0LEAD>" in elsewhere and "budget used" not in elsewhere and "steps 3/8" not in elsewhere
+
+
+def test_a_turns_card_keeps_each_calls_preview_and_its_budget_when_redrawn_after_the_run_went_on(signoff, slack):
+    signoff.script.decisions = [{"calls": [{**tool_call("issue_refund", order_id="42", amount_usd=20.0),
+                                            "call_id": "c-20"},
+                                           {**tool_call("issue_refund", order_id="43", amount_usd=30.0),
+                                            "call_id": "c-30"}]}, final("Refunded both.")]
+    assert signoff.command("Refund orders 42 and 43").status == 200
+    run = signoff.only_run()
+    card = signoff.approval_message()
+    asked = text_of(card)
+    assert asked.count("*Preview*: what it will do") == 2 and "budget used: steps 1/8" in asked
+    for block in [b for b in card["blocks"] if b["type"] == "actions"
+                  and b["elements"][0]["action_id"] == APPROVE_ACTION][:2]:
+        assert signoff.click({**card, "blocks": [block]}, APPROVE_ACTION, "U0LEAD").status == 200
+        signoff.settle()
+    assert signoff.run(run.run_id).status == "done" and signoff.run(run.run_id).state["batch"] is None
+
+    store = signoff.runner.store
+    for approval in store.list_approvals(run_id=run.run_id):  # recovery redraws the card of the turn
+        store.mark_approval_shown(approval.approval_id, "pending")
+    signoff.runner.teller.resync(timedelta(0))
+    now = text_of(slack.message(card["channel"], card["ts"]))
+    assert now.count("*Approved* by <@U0LEAD>") == 2
+    assert now.count("*Preview*: what it will do") == 2 and "budget used: steps 1/8" in now
