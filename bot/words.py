@@ -333,11 +333,20 @@ def approval_preview(run: RunRecord, approval: ApprovalRecord) -> Mapping[str, A
     or its turn's, and only when the approval is bound to that very preview; else None."""
     calls = [run.state.get("pending"), *(c.get("pending") for c in (run.state.get("batch") or {}).get("calls", []))]
     for pending in calls:
-        if pending and pending.get("key") == approval.key and isinstance(pending.get("preview"), Mapping):
-            preview: Mapping[str, Any] = pending["preview"]
-            if call_digest(approval.tool, approval.args, approval.key, preview.get("digest")) == approval.digest:
-                return preview
+        if pending and pending.get("key") == approval.key:
+            bound = bound_preview(approval, pending.get("preview"))
+            if bound is not None:
+                return bound
     return None
+
+
+def bound_preview(approval: ApprovalRecord, preview: Any) -> Mapping[str, Any] | None:
+    """`preview` (`schema.Preview` as JSON) if `approval` is bound to it (its digest covers the
+    preview's), else None: a card never shows a preview other than the one decided on."""
+    if not isinstance(preview, Mapping):
+        return None
+    return preview if call_digest(approval.tool, approval.args, approval.key,
+                                  preview.get("digest")) == approval.digest else None
 
 
 def preview_text(shown: Any) -> str:

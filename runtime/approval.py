@@ -93,6 +93,8 @@ class ApprovalRequest:
     contract: str | None = None
     quorum: int = 1
     asked: dict[str, Any] | None = None
+    asked_with: dict[str, Any] | None = None
+    """What the run shows of the call as it asks (`ApprovalRecord.asked_with`)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def opened(request: ApprovalRequest, *, approval_id: str, run_id: str, requester
         approval_id=approval_id, run_id=run_id, step=request.step, tool=request.tool, args=request.args,
         key=request.key, digest=request.digest, status="pending", requester=requester, requested_at=now,
         expires_at=expires_at, contract=request.contract, quorum=request.quorum, asked=request.asked,
-        nudge_at=first_nudge(request.asked, now, expires_at), nudges=0)
+        nudge_at=first_nudge(request.asked, now, expires_at), nudges=0, asked_with=request.asked_with)
 
 
 def reopen(approval: ApprovalRecord, reopening: Reopening) -> Change | None:

@@ -98,6 +98,10 @@ class ApprovalRecord:
     """When its people are next reminded, or its escalation's added (None: nothing left to do)."""
     nudges: int = 0
     """How many of its reminders and escalations were made."""
+    asked_with: dict[str, Any] | None = None
+    """What the run showed when the approval was asked, which every later drawing of its card
+    keeps: `preview` (the `pending_calls.Preview` it is bound to, or None) and the budget figures
+    then (`budget`, `usage`, `steps`). None: asked before Signoff kept it."""
 
     @property
     def rule(self) -> str | None:

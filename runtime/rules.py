@@ -62,7 +62,7 @@ def step_write(checkpoint: Checkpoint, approval_ttl: timedelta) -> StepWrite:
     reopened = [effect.key for effect in effects if isinstance(effect, AskMoreOf)] if waiting else []
     ended = status in TERMINAL
     return StepWrite(
-        approvals=tuple(_request(call_of(state, key), approval_ttl) for key in dict.fromkeys(asked)),
+        approvals=tuple(_request(state, call_of(state, key), approval_ttl) for key in dict.fromkeys(asked)),
         superseded=tuple(effect.key for effect in effects if isinstance(effect, CallChanged)),
         close_open_approvals=ended,
         refuse_waiting_command=f"the run already ended ({status})" if ended else None,
@@ -82,14 +82,22 @@ def call_of(state: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     raise KeyError(f"the step asks about {key}, which the run does not wait on")
 
 
-def _request(pending: Mapping[str, Any], ttl: timedelta) -> ApprovalRequest:
+def _request(state: Mapping[str, Any], pending: Mapping[str, Any], ttl: timedelta) -> ApprovalRequest:
     asked = pending.get("asked")
     return ApprovalRequest(step=pending["step"], tool=pending["tool"], args=pending["args"], key=pending["key"],
                            digest=call_digest(pending["tool"], pending["args"], pending["key"],
                                               (pending.get("preview") or {}).get("digest")),
                            ttl=timedelta(seconds=asked["ttl_seconds"]) if asked else ttl,
                            contract=pending.get("contract"), quorum=asked["quorum"] if asked else 1,
-                           asked=thawed(asked) if asked else None)
+                           asked=thawed(asked) if asked else None, asked_with=asked_with(state, pending))
+
+
+def asked_with(state: Mapping[str, Any], pending: Mapping[str, Any]) -> dict[str, Any]:
+    """What the run shows of `pending` as it asks about it, kept with the approval for every later
+    drawing of its card: the preview it is bound to, and the budget figures as they are now."""
+    preview = pending.get("preview")
+    return {"preview": thawed(preview) if preview else None, "budget": thawed(state["budget"]),
+            "usage": thawed(state["usage"]), "steps": state["steps"]}
 
 
 def _reopening(pending: Mapping[str, Any]) -> Reopening:

@@ -33,7 +33,7 @@ from signoff.bot.slack.blocks import (
     user,
 )
 from signoff.bot.slack.replies import approval_outcome
-from signoff.bot.words import approval_preview, approval_progress, edited_changes, who_decides
+from signoff.bot.words import approval_preview, approval_progress, bound_preview, edited_changes, who_decides
 from signoff.runtime.records import ApprovalRecord, RunRecord
 
 
@@ -55,8 +55,13 @@ FORGOTTEN = AskedWith(preview=None, budget=None)
 
 
 def asked_with(run: RunRecord, approval: ApprovalRecord) -> AskedWith | None:
-    """What `run` shows of asking `approval` while it still waits on that very call (its pending
-    call, or one of its turn's, has the approval's key and arguments); None once it has moved on."""
+    """What `approval`'s card showed when it was asked: as the approval keeps it (`asked_with`),
+    or, for one asked before approvals kept it, as `run` shows it while it still waits on that very
+    call (its pending call, or one of its turn's, has the approval's key and arguments); None once
+    it has moved on."""
+    kept = approval.asked_with
+    if kept is not None:
+        return AskedWith(bound_preview(approval, kept.get("preview")), budget_line(kept))
     calls = [run.state.get("pending"), *(c.get("pending") for c in (run.state.get("batch") or {}).get("calls", []))]
     waits = run.status == "awaiting_approval" and any(
         call and call.get("key") == approval.key and call.get("args") == approval.args for call in calls)

@@ -25,7 +25,7 @@ from signoff.runtime.errors import Conflict
 from signoff.runtime.records import ApprovalRecord, GrantRecord, Vote
 from signoff.runtime.state import canonical_json
 
-_JSON_COLUMNS = ("args", "message", "asked")
+_JSON_COLUMNS = ("args", "message", "asked", "asked_with")
 
 
 def approvals_where(conn: Connection, *conditions: ColumnElement[bool], limit: int | None = None,

@@ -201,6 +201,6 @@ class MemoryApprovals(MemoryReads):
 def copied(value: _Kept) -> _Kept:
     """`value` with its JSON fields copied through canonical JSON, so nothing the caller holds is
     shared with what the store keeps (as a row read back from a database is a fresh value)."""
-    copies = {name: thaw(canonical_json(getattr(value, name))) for name in ("args", "asked", "message", "same")
+    copies = {name: thaw(canonical_json(getattr(value, name))) for name in ("args", "asked", "asked_with", "message", "same")
               if hasattr(value, name) and getattr(value, name) is not None}
     return dataclasses.replace(value, **copies)

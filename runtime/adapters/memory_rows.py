@@ -105,7 +105,8 @@ class Approval:
     def out(self) -> ApprovalRecord:
         """A copy for the caller."""
         return dataclasses.replace(self.record, args=json_copy(self.record.args),
-                                   message=json_copy(self.record.message), asked=json_copy(self.record.asked))
+                                   message=json_copy(self.record.message), asked=json_copy(self.record.asked),
+                                   asked_with=json_copy(self.record.asked_with))
 
     def change(self, **values: Any) -> ApprovalRecord:
         self.record = dataclasses.replace(self.record, **values)

@@ -300,6 +300,7 @@ def approval_record(row: Row[Any], votes: tuple[Vote, ...] | None = None) -> App
     data["args"] = json.loads(data["args"])
     data["message"] = loads(data["message"])
     data["asked"] = loads(data["asked"])
+    data["asked_with"] = loads(data["asked_with"])
     if votes is None:
         decided = data["decided_by"] is not None and data["status"] in ("approved", "consumed", "denied")
         votes = (Vote(user=data["decided_by"], approved=data["status"] != "denied", at=data["decided_at"],

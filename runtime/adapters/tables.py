@@ -122,6 +122,8 @@ approvals = Table(
     # The next reminder or escalation (None: none left), and how many were made.
     Column("nudge_at", UTCDateTime, nullable=True),
     Column("nudges", Integer, nullable=False, server_default=text("0")),
+    # What its card showed when it was asked (JSON: the preview it is bound to, the budget figures then).
+    Column("asked_with", Text, nullable=True),
     # One approval in force per call; a superseded one (its tool changed) stays for the record.
     Index(None, "key"),
     Index("uq_approvals_live_key", "key", unique=True, sqlite_where=text(LIVE_APPROVAL),

@@ -116,12 +116,13 @@ def test_a_decided_card_keeps_the_preview_and_budget_it_was_approved_on_when_red
     assert "*Preview*: what it will do" in redrawn and preview in redrawn
     assert "budget used: steps 1/8" in redrawn and "steps 3/8" not in redrawn
 
-    # A replica that never saw it asked cannot know them any more: it shows neither, rather than
-    # the run's newer usage as what the call was approved on.
+    # A replica that never saw it asked (or this one after a restart) draws it the same: the
+    # approval keeps what its card showed when it was asked.
     store.mark_approval_shown(approval.approval_id, "pending")
     other_replica.runner.teller.resync(timedelta(0))
     elsewhere = text_of(slack.message(card["channel"], card["ts"]))
-    assert "*Approved* by <@U0LEAD>" in elsewhere and "budget used" not in elsewhere and "steps 3/8" not in elsewhere
+    assert "*Approved* by <@U0LEAD>" in elsewhere and "*Preview*: what it will do" in elsewhere
+    assert preview in elsewhere and "budget used: steps 1/8" in elsewhere and "steps 3/8" not in elsewhere
 
 
 def test_a_turns_card_keeps_each_calls_preview_and_its_budget_when_redrawn_after_the_run_went_on(signoff, slack):
