@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from signoff.bot.settings import Settings
 
 DEMO_DATABASE_URL = "sqlite:///signoff-demo.db"
+DEMO_OUTBOX = "./signoff-demo-outbox"
+"""Beside the demo's database, apart from the `./outbox` that `signoff run` and `signoff serve` share:
+each `signoff demo` empties its refund ledger, and no one else's refunds are in it."""
 DEMO_GOAL = "Ada Lovelace says order A-1001 arrived damaged. Refund her and let her know."
 
 
@@ -32,7 +35,7 @@ def demo_env() -> dict[str, str]:
     from signoff.bot.words import DEMO_MODEL
 
     return {"SIGNOFF_DATABASE_URL": DEMO_DATABASE_URL, "SIGNOFF_MODEL": DEMO_MODEL, "SIGNOFF_TOOLS": "demo",
-            "SIGNOFF_POLICY": str(PACKAGE_DIR / "demo_policy.yaml")}
+            "SIGNOFF_OUTBOX": DEMO_OUTBOX, "SIGNOFF_POLICY": str(PACKAGE_DIR / "demo_policy.yaml")}
 
 FLAG_VARS = {
     "model": "SIGNOFF_MODEL", "tools": "SIGNOFF_TOOLS", "max_steps": "SIGNOFF_MAX_STEPS",
@@ -106,7 +109,8 @@ QUIET = click.option("--quiet", "-q", is_flag=True, help="Print only the outcome
 USER = click.option("--user", default=default_user, show_default="cli:$USER",
                     help="Who starts and decides, as recorded in the audit log.")
 DEMO = click.option("--demo", is_flag=True,
-                    help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, demo tools and policy), as `signoff demo` does.")
+                    help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, {DEMO_OUTBOX}, demo tools and policy), "
+                         "as `signoff demo` does.")
 RUN_OPTIONS = options(
     click.option("--model", help="Model spec: openai:<model>, anthropic:<model> or scripted:<path>."),
     TOOLS, MCP_CONFIG,

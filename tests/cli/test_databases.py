@@ -90,4 +90,4 @@ def test_a_read_only_database_file_says_the_file_is_not_writable(signoff):
     assert resumed.code == 1, resumed.out
     assert resumed.err == ("error: the database at sqlite:///signoff-demo.db is not writable: file signoff-demo.db "
                            "is not writable\n")
-    assert not signoff.outbox.exists()  # nothing ran that could not be recorded
+    assert not signoff.demo_outbox.exists()  # nothing ran that could not be recorded
