@@ -56,7 +56,7 @@ def check(state: CliState, policy: str | None) -> int:
         click.echo(f"FAIL config: {exc}; {env_file}")
         return EXIT_ERROR
     click.echo(f"ok config: SIGNOFF_* and SLACK_* settings are valid; {env_file}")
-    results = check_lines(settings, os.environ)
+    results = [state.naming_flags(line) for line in check_lines(settings, os.environ)]
     for line in results:
         click.echo(line)
     return EXIT_ERROR if any(line.startswith("FAIL") for line in results) else EXIT_OK

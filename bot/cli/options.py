@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from signoff.bot.cli import CliState
 from signoff.bot.cli.console import Console
 
 if TYPE_CHECKING:
@@ -129,9 +130,12 @@ def load_settings(flags: Mapping[str, Any], *, demo: bool = False) -> Settings:
     from signoff.bot.settings import Settings
 
     base: Mapping[str, str] = demo_env() if demo else os.environ
-    overrides = {FLAG_VARS[name]: str(value) for name, value in flags.items()
-                 if name in FLAG_VARS and value is not None}
-    return Settings.from_env({**base, **overrides})
+    given = {name: value for name, value in flags.items() if name in FLAG_VARS and value is not None}
+    context = click.get_current_context(silent=True)
+    state = context.find_object(CliState) if context is not None else None
+    if state is not None:
+        state.flag_for.update({FLAG_VARS[name]: "--" + name.replace("_", "-") for name in given})
+    return Settings.from_env({**base, **{FLAG_VARS[name]: str(value) for name, value in given.items()}})
 
 
 def is_zero_config(database_url: str, demo: bool) -> bool:
