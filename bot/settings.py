@@ -111,7 +111,15 @@ def _api_url(value: Any) -> str:
     return url if url.endswith("/") else url + "/"
 
 
+def sqlalchemy_database_url(url: str) -> str:
+    """`url` as SQLAlchemy names its database: `postgres://...` (as many hosts hand it out, and
+    psql takes it) is `postgresql://...`, which SQLAlchemy alone knows."""
+    scheme, separator, rest = url.partition("://")
+    return f"postgresql{separator}{rest}" if separator and scheme == "postgres" else url
+
+
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+DatabaseUrl = Annotated[str, BeforeValidator(lambda v: sqlalchemy_database_url(str(v)))]
 SlackIds = Annotated[frozenset[str], BeforeValidator(_parse_ids)]
 ChannelId = Annotated[str, BeforeValidator(_channel_id)]
 ApiUrl = Annotated[str, BeforeValidator(_api_url)]
@@ -146,7 +154,7 @@ class Settings(BaseModel):
     slack_signing_secret: SecretStr | None = _field("SLACK_SIGNING_SECRET")
     slack_app_token: SecretStr | None = _field("SLACK_APP_TOKEN")
     slack_api_url: ApiUrl = _field("SLACK_API_URL")
-    database_url: str = _field("SIGNOFF_DATABASE_URL", repr=False)
+    database_url: DatabaseUrl = _field("SIGNOFF_DATABASE_URL", repr=False)
     model: str = _field("SIGNOFF_MODEL", min_length=1)
     tools: str = _field("SIGNOFF_TOOLS", min_length=1)
     mcp_config: str | None = _field("SIGNOFF_MCP_CONFIG")

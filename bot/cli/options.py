@@ -89,12 +89,16 @@ def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _database_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    from signoff.bot.settings import sqlalchemy_database_url
     from signoff.bot.wiring import url_problem
 
-    problem = url_problem(value) if value is not None else None
+    url = sqlalchemy_database_url(value)
+    problem = url_problem(url)
     if problem is not None:
         raise click.BadParameter(problem, ctx, param)  # names the flag, not SIGNOFF_DATABASE_URL
-    return value
+    return url
 
 
 _POSITIVE_INT, _POSITIVE = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
