@@ -60,6 +60,17 @@ ENV_VARS: dict[str, str] = {name: default for name, default, _ in _TABLE}
 ENV_DESCRIPTIONS: dict[str, str] = {name: text for name, _, text in _TABLE}
 """One line per variable, for the settings table in docs/getting-started.md and `--help` texts."""
 
+
+
+def unknown_variables(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """Each `SIGNOFF_*` name in `environ` that is not one of `ENV_VARS`, with the one it most looks
+    like (or None): a misspelt name is never read, so its value silently never applies."""
+    from difflib import get_close_matches
+
+    return {name: next(iter(get_close_matches(name, ENV_VARS, n=1, cutoff=0.85)), None)
+            for name in sorted(environ) if name.startswith("SIGNOFF_") and name not in ENV_VARS}
+
+
 SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"})
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
