@@ -60,6 +60,17 @@ ENV_VARS: dict[str, str] = {name: default for name, default, _ in _TABLE}
 ENV_DESCRIPTIONS: dict[str, str] = {name: text for name, _, text in _TABLE}
 """One line per variable, for the settings table in docs/getting-started.md and `--help` texts."""
 
+
+
+def unknown_variables(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """Each `SIGNOFF_*` name in `environ` that is not one of `ENV_VARS`, with the one it most looks
+    like (or None): a misspelt name is never read, so its value silently never applies."""
+    from difflib import get_close_matches
+
+    return {name: next(iter(get_close_matches(name, ENV_VARS, n=1, cutoff=0.85)), None)
+            for name in sorted(environ) if name.startswith("SIGNOFF_") and name not in ENV_VARS}
+
+
 SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"})
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -111,7 +122,15 @@ def _api_url(value: Any) -> str:
     return url if url.endswith("/") else url + "/"
 
 
+def sqlalchemy_database_url(url: str) -> str:
+    """`url` as SQLAlchemy names its database: `postgres://...` (as many hosts hand it out, and
+    psql takes it) is `postgresql://...`, which SQLAlchemy alone knows."""
+    scheme, separator, rest = url.partition("://")
+    return f"postgresql{separator}{rest}" if separator and scheme == "postgres" else url
+
+
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+DatabaseUrl = Annotated[str, BeforeValidator(lambda v: sqlalchemy_database_url(str(v)))]
 SlackIds = Annotated[frozenset[str], BeforeValidator(_parse_ids)]
 ChannelId = Annotated[str, BeforeValidator(_channel_id)]
 ApiUrl = Annotated[str, BeforeValidator(_api_url)]
@@ -146,7 +165,7 @@ class Settings(BaseModel):
     slack_signing_secret: SecretStr | None = _field("SLACK_SIGNING_SECRET")
     slack_app_token: SecretStr | None = _field("SLACK_APP_TOKEN")
     slack_api_url: ApiUrl = _field("SLACK_API_URL")
-    database_url: str = _field("SIGNOFF_DATABASE_URL", repr=False)
+    database_url: DatabaseUrl = _field("SIGNOFF_DATABASE_URL", repr=False)
     model: str = _field("SIGNOFF_MODEL", min_length=1)
     tools: str = _field("SIGNOFF_TOOLS", min_length=1)
     mcp_config: str | None = _field("SIGNOFF_MCP_CONFIG")

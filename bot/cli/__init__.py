@@ -50,6 +50,15 @@ class CliState:
 
     env_file: EnvFile | None = None
     debug: bool = False
+    flag_for: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The settings a flag gave, and the flag: `{"SIGNOFF_POLICY": "--policy"}`."""
+
+    def naming_flags(self, message: str) -> str:
+        """`SIGNOFF_POLICY: cannot read x.yaml` as `--policy: cannot read x.yaml` when --policy gave
+        it: an error names the setting it is about (`NAME: problem`), and here a flag was typed."""
+        for name, flag in self.flag_for.items():
+            message = message.replace(f"{name}: ", f"{flag}: ")
+        return message
 
 
 class LazyGroup(click.Group):
@@ -106,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         _interrupted("a run in progress continues with `signoff runs resume`")
         code = EXIT_INTERRUPTED
     except Exception as exc:
-        _report(exc, state.debug)
+        _report(exc, state)
         code = EXIT_ERROR
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
@@ -127,14 +136,14 @@ def _run(argv: list[str] | None, state: CliState) -> object:
             wiring.stop_mcp_servers()
 
 
-def _report(exc: Exception, debug: bool) -> None:
+def _report(exc: Exception, state: CliState) -> None:
     # Imported only now: `signoff --help` must not load SQLAlchemy, nor the runtime.
     from sqlalchemy.exc import SQLAlchemyError
 
     from signoff.bot.cli.rendering import one_line
     from signoff.runtime.errors import SignoffError
 
-    if debug:
+    if state.debug:
         traceback.print_exception(exc)
     bug = not isinstance(exc, SignoffError | SQLAlchemyError | OSError)
     if isinstance(exc, SQLAlchemyError):
@@ -144,8 +153,8 @@ def _report(exc: Exception, debug: bool) -> None:
     elif bug:
         message = f"unexpected {type(exc).__name__}: {exc}"
     else:
-        message = str(exc) or type(exc).__name__
-    hint = " (--debug shows the traceback)" if bug and not debug else ""
+        message = state.naming_flags(str(exc) or type(exc).__name__)
+    hint = " (--debug shows the traceback)" if bug and not state.debug else ""
     click.echo(f"error: {one_line(message, 2000)}{hint}", err=True)
 
 

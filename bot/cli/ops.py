@@ -46,6 +46,7 @@ def check(state: CliState, policy: str | None) -> int:
     exits 1 if any check failed.
     """
     from signoff.bot.cli.checks import check_lines
+    from signoff.bot.settings import unknown_variables
     from signoff.runtime.errors import ConfigError
 
     # Which .env was read: it may be where a value (or a bad one) came from.
@@ -56,7 +57,10 @@ def check(state: CliState, policy: str | None) -> int:
         click.echo(f"FAIL config: {exc}; {env_file}")
         return EXIT_ERROR
     click.echo(f"ok config: SIGNOFF_* and SLACK_* settings are valid; {env_file}")
-    results = check_lines(settings, os.environ)
+    for name, likely in unknown_variables(os.environ).items():
+        click.echo(f"warn config: {name} is not a setting, so it is ignored"
+                   + (f"; did you mean {likely}?" if likely else ""))
+    results = [state.naming_flags(line) for line in check_lines(settings, os.environ)]
     for line in results:
         click.echo(line)
     return EXIT_ERROR if any(line.startswith("FAIL") for line in results) else EXIT_OK

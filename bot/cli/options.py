@@ -16,12 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from signoff.bot.cli import CliState
 from signoff.bot.cli.console import Console
 
 if TYPE_CHECKING:
     from signoff.bot.settings import Settings
 
 DEMO_DATABASE_URL = "sqlite:///signoff-demo.db"
+DEMO_OUTBOX = "./signoff-demo-outbox"
+"""Beside the demo's database, apart from the `./outbox` that `signoff run` and `signoff serve` share:
+each `signoff demo` empties its refund ledger, and no one else's refunds are in it."""
 DEMO_GOAL = "Ada Lovelace says order A-1001 arrived damaged. Refund her and let her know."
 
 
@@ -32,7 +36,7 @@ def demo_env() -> dict[str, str]:
     from signoff.bot.words import DEMO_MODEL
 
     return {"SIGNOFF_DATABASE_URL": DEMO_DATABASE_URL, "SIGNOFF_MODEL": DEMO_MODEL, "SIGNOFF_TOOLS": "demo",
-            "SIGNOFF_POLICY": str(PACKAGE_DIR / "demo_policy.yaml")}
+            "SIGNOFF_OUTBOX": DEMO_OUTBOX, "SIGNOFF_POLICY": str(PACKAGE_DIR / "demo_policy.yaml")}
 
 FLAG_VARS = {
     "model": "SIGNOFF_MODEL", "tools": "SIGNOFF_TOOLS", "max_steps": "SIGNOFF_MAX_STEPS",
@@ -85,12 +89,16 @@ def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _database_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    from signoff.bot.settings import sqlalchemy_database_url
     from signoff.bot.wiring import url_problem
 
-    problem = url_problem(value) if value is not None else None
+    url = sqlalchemy_database_url(value)
+    problem = url_problem(url)
     if problem is not None:
         raise click.BadParameter(problem, ctx, param)  # names the flag, not SIGNOFF_DATABASE_URL
-    return value
+    return url
 
 
 _POSITIVE_INT, _POSITIVE = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
@@ -106,7 +114,8 @@ QUIET = click.option("--quiet", "-q", is_flag=True, help="Print only the outcome
 USER = click.option("--user", default=default_user, show_default="cli:$USER",
                     help="Who starts and decides, as recorded in the audit log.")
 DEMO = click.option("--demo", is_flag=True,
-                    help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, demo tools and policy), as `signoff demo` does.")
+                    help=f"Use the demo's configuration ({DEMO_DATABASE_URL}, {DEMO_OUTBOX}, demo tools and policy), "
+                         "as `signoff demo` does.")
 RUN_OPTIONS = options(
     click.option("--model", help="Model spec: openai:<model>, anthropic:<model> or scripted:<path>."),
     TOOLS, MCP_CONFIG,
@@ -125,9 +134,12 @@ def load_settings(flags: Mapping[str, Any], *, demo: bool = False) -> Settings:
     from signoff.bot.settings import Settings
 
     base: Mapping[str, str] = demo_env() if demo else os.environ
-    overrides = {FLAG_VARS[name]: str(value) for name, value in flags.items()
-                 if name in FLAG_VARS and value is not None}
-    return Settings.from_env({**base, **overrides})
+    given = {name: value for name, value in flags.items() if name in FLAG_VARS and value is not None}
+    context = click.get_current_context(silent=True)
+    state = context.find_object(CliState) if context is not None else None
+    if state is not None:
+        state.flag_for.update({FLAG_VARS[name]: "--" + name.replace("_", "-") for name in given})
+    return Settings.from_env({**base, **{FLAG_VARS[name]: str(value) for name, value in given.items()}})
 
 
 def is_zero_config(database_url: str, demo: bool) -> bool:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from signoff.bot.cli.options import (
     DEMO_GOAL,
+    DEMO_OUTBOX,
     RUN_OPTIONS,
     deciding_command,
     demo_env,
@@ -65,15 +67,21 @@ def demo(goal: str, quiet: bool, user: str, **flags: Any) -> int:
     The script looks up the customer's orders, searches the handbook, then proposes an email
     (it waits for your answer), a $42 refund (the policy's rule small-refunds lets it run) and
     a $129 goodwill refund (rule large-refunds refuses it). The email lands as an .eml file in
-    ./outbox, the refund in ./outbox/refunds.jsonl. Ignores SIGNOFF_* variables; the flags still
-    apply (--policy FILE to try your own rules). To answer without a terminal:
+    ./signoff-demo-outbox, the refund in ./signoff-demo-outbox/refunds.jsonl. Every demo starts
+    from a fresh world: it forgets the earlier demos' refunds (their runs and emails stay).
+    Ignores SIGNOFF_* variables; the flags still apply (--policy FILE to try your own rules;
+    --outbox DIR writes into DIR and keeps the refunds already there). To answer without a terminal:
 
     \b
         printf 'a\\n' | signoff demo               # approve the email
         printf 'd\\ntoo early\\n' | signoff demo   # deny it, with the reason the model is told
 
     """
+    from signoff.tools.demo.ledger import forget_refunds
+
     settings = load_settings(flags, demo=True)
+    if settings.outbox == DEMO_OUTBOX:  # the demo's own world; an outbox given with --outbox is someone's
+        forget_refunds(Path(settings.outbox))
     return run_in_terminal(settings, goal, user=user, quiet=quiet, demo=True)
 
 

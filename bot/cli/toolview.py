@@ -22,15 +22,18 @@ if TYPE_CHECKING:
 
 CODE = "code"
 """Where a Python tool's gate comes from: the `Tool(...)` that declares it."""
+HEADER = ["TOOL", "GATE", "IDEMPOTENCY", "TIMEOUT", "FROM", "DESCRIPTION"]
+"""`signoff tools`' first line: what each column of `tool_row` is."""
 
 
 @click.command("tools")
 @options(TOOLS, MCP_CONFIG, OUTBOX, DEMO)
 def tools(tools: str | None, mcp_config: str | None, outbox: str | None, demo: bool) -> int:
-    """Print every tool the model will see (SIGNOFF_TOOLS, or --tools), one a line: its name,
-    whether a call runs by itself (read-only) or waits for an approval, whether it is idempotent,
-    its time limit, where each of those came from (code, annotation, method, override, server, api,
-    default), and its description. MCP servers are started to list their tools, then stopped.
+    """Print every tool the model will see (SIGNOFF_TOOLS, or --tools), one a line under a header:
+    its name, whether a call runs by itself (read-only) or waits for an approval, whether it is
+    idempotent, its time limit, where each of those came from (code, annotation, method, override,
+    server, api, default), and its description. MCP servers are started to list their tools, then
+    stopped.
     """
     from signoff.bot.wiring import load_tools, mcp_servers
     from signoff.tools.http import http_gate
@@ -40,7 +43,7 @@ def tools(tools: str | None, mcp_config: str | None, outbox: str | None, demo: b
     servers = mcp_servers(settings)
     rows = [tool_row(tool, (servers.gate_of(tool.name) if servers else None) or http_gate(tool))
             for tool in loaded.values()]
-    for line in aligned(rows):
+    for line in aligned([HEADER, *rows] if rows else rows):
         click.echo(line)
     for tool in loaded.values():
         gate = servers.gate_of(tool.name) if servers else None

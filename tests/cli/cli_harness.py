@@ -94,7 +94,13 @@ class Signoff:
 
     @property
     def outbox(self) -> Path:
+        """Where `signoff run` (and `serve`) write the demo tools' emails and refunds."""
         return self.cwd / "outbox"
+
+    @property
+    def demo_outbox(self) -> Path:
+        """Where `signoff demo` (and `--demo`) write them, beside the demo's database."""
+        return self.cwd / "signoff-demo-outbox"
 
 
 def python_unprivileged(arguments: list[str]) -> list[str]:

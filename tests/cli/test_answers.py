@@ -8,7 +8,7 @@ import pytest
 
 
 def emails(signoff) -> list[str]:
-    return sorted(p.name for p in signoff.outbox.glob("*.eml"))
+    return sorted(p.name for p in signoff.demo_outbox.glob("*.eml"))
 
 
 @pytest.mark.parametrize("answer", ["yes", "y", "Yes"])

@@ -90,4 +90,25 @@ def test_a_read_only_database_file_says_the_file_is_not_writable(signoff):
     assert resumed.code == 1, resumed.out
     assert resumed.err == ("error: the database at sqlite:///signoff-demo.db is not writable: file signoff-demo.db "
                            "is not writable\n")
-    assert not signoff.outbox.exists()  # nothing ran that could not be recorded
+    assert not signoff.demo_outbox.exists()  # nothing ran that could not be recorded
+
+
+@pytest.mark.postgres
+def test_a_postgres_url_is_taken_as_postgresql_from_the_flag_and_the_variable(signoff, tmp_path):
+    from tests.conftest import fresh_database_url
+
+    databases = fresh_database_url("postgres", tmp_path)
+    url = next(databases)
+    as_hosts_give_it = "postgres://" + url.split("://", 1)[1]  # what psql takes, and many hosts hand out
+    try:
+        # In processes of their own: they leave connections open, which the driver warns of in this one.
+        demo = signoff("demo", "--quiet", "--database-url", as_hosts_give_it, answers="a\n")
+        listed = signoff("runs", "list", env={"SIGNOFF_DATABASE_URL": as_hosts_give_it})
+        checked = signoff("check", env={"SIGNOFF_DATABASE_URL": as_hosts_give_it})
+    finally:
+        next(databases, None)
+
+    assert demo.code == 0, demo.err
+    assert listed.code == 0, listed.err
+    assert listed.lines[1].split()[:2] == [demo.out.split()[0], "done"]
+    assert "ok database: postgresql://" in checked.out and "its schema is current" in checked.out, checked.out

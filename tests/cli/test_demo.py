@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from cli_harness import Signoff
 
 
 def refunds(signoff: Signoff) -> list[dict]:
-    ledger = signoff.outbox / "refunds.jsonl"
+    ledger = signoff.demo_outbox / "refunds.jsonl"
     return [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
 
 
 def emails(signoff: Signoff) -> list[str]:
-    return sorted(p.name for p in signoff.outbox.glob("*.eml"))
+    return sorted(p.name for p in signoff.demo_outbox.glob("*.eml"))
+
+
+def as_any_run(out: str) -> str:
+    """`out` without what differs from run to run of the same story: the run id, clock times and
+    the digests derived from them (message ids, file names, refund ids)."""
+    return re.sub(r"\brun-[0-9a-f]{10}|\d\d:\d\d:\d\d|[0-9a-f]{12,}", "*", out)
 
 
 def run_id_of(line: str) -> str:
@@ -96,6 +103,26 @@ def test_quit_leaves_the_run_paused_and_resume_finishes_it(signoff):
     assert [r["key"] for r in refunds(signoff)] == [f"{run_id}:4"]
 
 
+@pytest.mark.slow
+def test_a_second_demo_in_the_same_folder_goes_as_the_first_and_leaves_the_shared_outbox_alone(signoff):
+    signoff.outbox.mkdir()  # what `signoff run` in this folder made: a refund of its own, on the demo's order
+    theirs = '{"amount_usd": "42.00", "key": "run-theirs:1", "order_id": "A-1001"}\n'
+    (signoff.outbox / "refunds.jsonl").write_text(theirs)
+
+    first = signoff("demo", answers="a\n")
+    second = signoff("demo", answers="a\n")
+
+    assert (first.code, second.code) == (0, 0), first.err + second.err
+    first_id, second_id = run_id_of(first.lines[-1]), run_id_of(second.lines[-1])
+    assert first_id != second_id
+    assert as_any_run(second.out) == as_any_run(first.out)  # step for step, the same story and outcome
+    assert first.lines[-1].startswith(f"{first_id} done: Order A-1001")
+    assert [(r["key"], r["amount_usd"]) for r in refunds(signoff)] == [(f"{second_id}:4", "42.00")]
+    assert len(emails(signoff)) == 2  # each demo's email stays to be read
+    assert [p.name for p in signoff.outbox.iterdir()] == ["refunds.jsonl"]
+    assert (signoff.outbox / "refunds.jsonl").read_text() == theirs
+
+
 def test_resuming_a_finished_run_changes_nothing(signoff):
     done = signoff.here("demo", "--quiet", answers="a\n")
     run_id = run_id_of(done.out)
@@ -120,9 +147,9 @@ def test_spelled_out_answers_work_too(signoff):
     denied = signoff.here("demo", answers="DENY\nnot today\n")
 
     assert approved.code == 0, approved.err
-    # The second demo's refund was made by the first, so the tool refuses it: nothing it let run took effect.
-    assert denied.code == 5, denied.err
-    assert denied.lines[-1].split(" ", 1)[1].startswith("done, but 1 of 1 approved call failed: Order A-1001")
+    # Each demo starts from a fresh world, so the second one's refund runs as the first one's did.
+    assert denied.code == 0, denied.err
+    assert denied.lines[-1].split(" ", 1)[1].startswith("done: Order A-1001")
     assert len(emails(signoff)) == 1
     assert "Approve [a], deny [d], edit [e] or quit [q]? approve" in approved.out  # piped answers are echoed
     assert "Approve [a], deny [d], edit [e] or quit [q]? DENY" in denied.out and "denied by cli:" in denied.out

@@ -14,7 +14,7 @@ from signoff.bot.settings import Settings
 
 
 def test_a_run_whose_every_approved_call_failed_says_so_even_when_quiet(signoff):
-    (signoff.cwd / "outbox").write_text("not a directory")  # every email and refund fails to be written
+    signoff.demo_outbox.write_text("not a directory")  # every email and refund fails to be written
 
     result = signoff.here("demo", "--quiet", answers="a\n")
 
@@ -29,19 +29,20 @@ def test_a_run_whose_every_approved_call_failed_says_so_even_when_quiet(signoff)
 
 @pytest.mark.slow
 def test_a_read_only_outbox_fails_both_approved_calls(signoff):
-    (signoff.cwd / "outbox").mkdir()
-    os.chmod(signoff.cwd / "outbox", 0o555)
+    signoff.demo_outbox.mkdir()
+    os.chmod(signoff.demo_outbox, 0o555)
 
     result = signoff("demo", answers="a\n", unprivileged=True)
 
     assert result.code == 5, result.err
     assert " done, but 2 of 2 approved calls failed: " in result.lines[-1]
-    assert list((signoff.cwd / "outbox").iterdir()) == []
+    assert list(signoff.demo_outbox.iterdir()) == []
 
 
 def test_a_run_with_one_failed_call_of_two_says_so_and_exits_0(signoff):
-    first = signoff.here("demo", "--quiet", answers="a\n")
-    second = signoff.here("demo", "--quiet", answers="a\n")  # its refund was made by the first run
+    # An outbox given with --outbox keeps its refunds from one demo to the next, as `signoff run`'s does.
+    first = signoff.here("demo", "--quiet", "--outbox", "shared", answers="a\n")
+    second = signoff.here("demo", "--quiet", "--outbox", "shared", answers="a\n")  # its refund was made by the first
 
     assert first.code == 0 and " done: " in first.out
     assert second.code == 0, second.err
@@ -49,7 +50,7 @@ def test_a_run_with_one_failed_call_of_two_says_so_and_exits_0(signoff):
 
 
 def test_resuming_a_finished_run_repeats_its_outcome_and_exit_code(signoff):
-    (signoff.cwd / "outbox").write_text("not a directory")
+    signoff.demo_outbox.write_text("not a directory")
     run_id = signoff.here("demo", "--quiet", answers="a\n").out.split()[0]
 
     again = signoff.here("runs", "resume", run_id, "--demo")

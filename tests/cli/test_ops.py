@@ -140,6 +140,18 @@ def test_empty_goal_is_a_usage_error(signoff):
     assert "GOAL: the goal is empty" in result.err
 
 
+def test_tools_prints_a_header_over_its_columns(signoff):
+    result = signoff("tools", "--demo")
+
+    assert result.code == 0, result.err
+    header, *rows = result.lines
+    assert header.split() == ["TOOL", "GATE", "IDEMPOTENCY", "TIMEOUT", "FROM", "DESCRIPTION"]
+    assert [row.split()[:4] for row in rows] == [
+        ["search_handbook", "read-only", "-", "5s"], ["lookup_orders", "read-only", "-", "5s"],
+        ["send_email", "approval", "idempotent", "10s"], ["issue_refund", "approval", "idempotent", "10s"]]
+    assert all(row.index(" gate: code ") == header.index(" FROM ") for row in rows)  # each under its heading
+
+
 def test_manifest_prints_the_packaged_manifest_identical_to_deploy(signoff):
     packaged = ROOT / "bot" / "slack-manifest.yaml"
     deployed = ROOT / "deploy" / "slack-manifest.yaml"

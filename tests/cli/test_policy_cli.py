@@ -99,7 +99,7 @@ def test_check_fails_on_a_bad_policy_with_the_rule_and_the_problem(signoff):
 
     assert result.code == 1
     assert [line for line in result.lines if line.startswith("FAIL")] == [
-        "FAIL policy: SIGNOFF_POLICY: policy.yaml: rule 'big-refunds': quorum 3 is more than its 2 approvers "
+        "FAIL policy: --policy: policy.yaml: rule 'big-refunds': quorum 3 is more than its 2 approvers "
         "(U0ANA, U0BEN) can give"]
 
 
@@ -120,9 +120,20 @@ def test_a_bad_policy_stops_run_before_anything_starts(signoff):
     result = signoff.here("run", "anything", "--policy", "policy.yaml")
 
     assert result.code == 1
-    assert result.err == ("error: SIGNOFF_POLICY: policy.yaml: rule 'x': tool glob 'send_[' has a '[' at "
+    assert result.err == ("error: --policy: policy.yaml: rule 'x': tool glob 'send_[' has a '[' at "
                           "position 6 that is never closed\n")
     assert result.out == "" and not (signoff.cwd / "signoff.db").exists()
+
+
+def test_a_policy_error_names_the_flag_or_the_variable_that_gave_the_file(signoff):
+    by_flag = signoff("run", "anything", "--policy", "nope.yaml")
+    by_variable = signoff("run", "anything", env={"SIGNOFF_POLICY": "nope.yaml"})
+    checked = signoff.here("check", "--policy", "nope.yaml")
+
+    assert (by_flag.code, by_variable.code) == (1, 1)
+    assert by_flag.err == "error: --policy: cannot read nope.yaml: No such file or directory\n"
+    assert by_variable.err == "error: SIGNOFF_POLICY: cannot read nope.yaml: No such file or directory\n"
+    assert "FAIL policy: --policy: cannot read nope.yaml: No such file or directory" in checked.lines
 
 
 def test_serve_refuses_to_start_with_a_bad_policy(signoff):
@@ -132,7 +143,7 @@ def test_serve_refuses_to_start_with_a_bad_policy(signoff):
     result = signoff.here("serve", "--policy", "policy.yaml", env=slack)
 
     assert result.code == 1
-    assert result.err == ("error: SIGNOFF_POLICY: policy.yaml: rule 'x': quorum must be a whole number of people, "
+    assert result.err == ("error: --policy: policy.yaml: rule 'x': quorum must be a whole number of people, "
                           "1 or more, got 0\n")
 
 
@@ -304,7 +315,7 @@ def test_explain_with_a_bad_policy_is_the_one_line_error(signoff):
     result = explain(signoff, "send_email", "{}", "--policy", "policy.yaml")
 
     assert result.code == 1
-    assert result.err == ("error: SIGNOFF_POLICY: policy.yaml: rule 'x': decision must be one of allow, ask, deny, "
+    assert result.err == ("error: --policy: policy.yaml: rule 'x': decision must be one of allow, ask, deny, "
                           "got 'maybe'\n")
 
 

@@ -68,3 +68,17 @@ def test_an_approval_ttl_in_days_is_accepted(signoff):
     [approval] = story["approvals"]
     lasts = datetime.fromisoformat(approval["expires_at"]) - datetime.fromisoformat(approval["requested_at"])
     assert lasts == timedelta(days=1)
+
+
+def test_check_warns_of_a_signoff_variable_that_is_no_setting_and_names_the_likely_one(signoff):
+    (signoff.cwd / ".env").write_text("SIGNOFF_MAXSTEPS=3\n")
+
+    result = signoff("check", env={"SIGNOFF_APROVERS": "U0LEAD", "SIGNOFF_SOMETHING_ELSE": "1"})
+
+    assert result.code == 0, result.out
+    assert [line for line in result.lines if line.startswith("warn config")] == [
+        "warn config: SIGNOFF_APROVERS is not a setting, so it is ignored; did you mean SIGNOFF_APPROVERS?",
+        "warn config: SIGNOFF_MAXSTEPS is not a setting, so it is ignored; did you mean SIGNOFF_MAX_STEPS?",
+        "warn config: SIGNOFF_SOMETHING_ELSE is not a setting, so it is ignored"]
+    (signoff.cwd / ".env").unlink()
+    assert signoff.here("check").lines[1].startswith("ok tools: ")  # nothing to warn of

@@ -44,7 +44,7 @@ def test_quiet_demo_at_a_terminal_shows_what_it_asks_about(terminal, signoff):
     assert "+-- Approval needed: send_email" in asked and '|   to: "ada@example.com"' in asked
     assert "model:" not in shell.screen and "step 1" not in shell.screen  # the progress stays quiet
     assert shell.screen.splitlines()[-1].startswith(f"{run_id_on(shell.screen)} done: Order A-1001")
-    assert len(list(signoff.outbox.glob("*.eml"))) == 1
+    assert len(list(signoff.demo_outbox.glob("*.eml"))) == 1
 
 
 def test_quiet_demo_with_piped_answers_prints_only_the_outcome(signoff):
@@ -53,7 +53,7 @@ def test_quiet_demo_with_piped_answers_prints_only_the_outcome(signoff):
     assert result.code == 0, result.err
     [outcome] = result.lines
     assert " done: Order A-1001" in outcome
-    assert len(list(signoff.outbox.glob("*.eml"))) == 1
+    assert len(list(signoff.demo_outbox.glob("*.eml"))) == 1
 
 
 @pytest.mark.slow
@@ -71,7 +71,7 @@ def test_ctrl_c_at_the_prompt_says_how_to_resume_and_the_run_resumes(terminal, s
     resumed = signoff.here("runs", "resume", run_id, "--demo", answers="a\n")
     assert resumed.code == 0, resumed.err
     assert resumed.lines[-1].startswith(f"{run_id} done: ")
-    assert len(list(signoff.outbox.glob("*.eml"))) == 1
+    assert len(list(signoff.demo_outbox.glob("*.eml"))) == 1
 
 
 @pytest.mark.slow
@@ -94,4 +94,4 @@ def test_yes_typed_at_a_terminal_approves(terminal, signoff):
 
     assert shell.wait() == 0, shell.screen
     assert "approved by cli:" in shell.screen
-    assert len(list(signoff.outbox.glob("*.eml"))) == 1
+    assert len(list(signoff.demo_outbox.glob("*.eml"))) == 1

@@ -57,6 +57,18 @@ def refunded_per_order(outbox: Path) -> dict[str, Decimal]:
     return {order_id: refunded_total(records, order_id) for order_id in {r["order_id"] for r in records}}
 
 
+def forget_refunds(outbox: Path) -> None:
+    """Empty the refund ledger in `outbox`, so every order is as refundable as the built-in data says.
+
+    Truncated under the exclusive lock rather than deleted, so a process appending at the same
+    moment writes into the ledger that is read next, not into a file no one will open again.
+    """
+    path = ledger_path(outbox)
+    if path.exists():
+        with locked(path) as ledger:
+            ledger.truncate(0)
+
+
 def _parse(text: str) -> list[dict[str, Any]]:
     records = []
     for number, line in enumerate(text.splitlines(), start=1):
