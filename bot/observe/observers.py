@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from signoff.bot.observe.logs import LogObserver
 from signoff.bot.observe.metrics import Metrics
 from signoff.bot.observe.trace_settings import trace_exporters
+from signoff.extras import install_extra
 from signoff.runtime.ports import Observer
 from signoff.runtime.records import RunRecord
 
@@ -62,7 +63,7 @@ def _traces(environ: Mapping[str, str]) -> Traces | None:
     try:
         from signoff.bot.observe.traces import traces_from_env
     except ImportError as exc:
-        log.warning("OTEL_* asks for traces, but OpenTelemetry is not installed (%s): pip install 'signoff[otel]'; "
-                    "serving without traces", exc)
+        log.warning("OTEL_* asks for traces, but OpenTelemetry is not installed (%s): %s; serving without traces",
+                    exc, install_extra("otel"))
         return None
     return traces_from_env(environ)

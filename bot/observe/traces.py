@@ -35,6 +35,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from signoff.bot.observe.commits import ModelTurn, ending, model_turn, provider_and_model, seconds
 from signoff.bot.observe.trace_settings import trace_exporters
+from signoff.extras import install_extra
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.records import RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
@@ -104,7 +105,7 @@ def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError:
         raise ConfigError("OTEL_TRACES_EXPORTER=otlp: the OTLP exporter is not installed; "
-                          "pip install 'signoff[otel]'") from None
+                          f"{install_extra('otel')}") from None
     return OTLPSpanExporter()
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import QueuePool
 
+from signoff.extras import install_extra
 from signoff.runtime.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///signoff.db"
@@ -58,7 +59,7 @@ def make_engine(url: str = DEFAULT_DATABASE_URL, **options: Any) -> Engine:
     try:
         return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=10, **options)
     except ModuleNotFoundError:
-        raise ConfigError("PostgreSQL needs psycopg: pip install 'signoff[postgres]'") from None
+        raise ConfigError(f"PostgreSQL needs psycopg: {install_extra('postgres')}") from None
 
 
 def _sqlite_engine(url: str, **options: Any) -> Engine:

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from signoff.extras import install_extra
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.models.pricing import PriceTable
 from signoff.runtime.models.prompt import (
@@ -32,7 +33,7 @@ from signoff.tools.base import Tool
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
-INSTALL_HINT = "the anthropic client is not installed: pip install 'signoff[anthropic]'"
+INSTALL_HINT = f"the anthropic client is not installed: {install_extra('anthropic')}"
 
 
 def make_client(env: Mapping[str, str], timeout_s: float) -> Any:

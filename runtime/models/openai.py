@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from signoff.extras import install_extra
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.models.pricing import PriceTable
 from signoff.runtime.models.prompt import (
@@ -30,7 +31,7 @@ from signoff.runtime.models.retry import RetryPolicy, call_with_retries, transla
 from signoff.tools.base import Tool
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-INSTALL_HINT = "the openai client is not installed: pip install 'signoff[openai]'"
+INSTALL_HINT = f"the openai client is not installed: {install_extra('openai')}"
 
 
 def make_client(env: Mapping[str, str], timeout_s: float) -> Any:

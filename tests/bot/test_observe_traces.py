@@ -153,4 +153,4 @@ def test_otel_variables_without_the_extra_serve_without_traces_and_say_so(monkey
     with caplog.at_level(logging.WARNING):
         observation = serve_observation({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
     assert observation.traces is None
-    assert any("pip install 'signoff[otel]'" in r.getMessage() for r in caplog.records)
+    assert any('pip install -e ".[otel]"' in r.getMessage() for r in caplog.records)

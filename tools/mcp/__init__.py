@@ -1,7 +1,7 @@
 """MCP servers as toolsets: `SIGNOFF_MCP_CONFIG=mcp.json` names them, `SIGNOFF_TOOLS=mcp:git` picks them.
 
 The configuration and the gates (`config`, `gates`) need nothing beyond pydantic; talking to the
-servers (`connection`, `transport`) needs the `mcp` extra (`pip install 'signoff[mcp]'`), imported
+servers (`connection`, `transport`) needs the `mcp` extra (`signoff.extras.install_extra`), imported
 only when a server is started.
 """
 

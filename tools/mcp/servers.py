@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from signoff.extras import install_extra
 from signoff.tools.base import Tool
 from signoff.tools.mcp.config import McpConfig, McpConfigError, load_config
 from signoff.tools.mcp.gates import Gate, GateRule
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from signoff.tools.mcp.connection import ServerConnection
     from signoff.tools.mcp.toolset import ServerTools
 
-INSTALL_HINT = "MCP servers need the mcp extra: pip install 'signoff[mcp]'"
+INSTALL_HINT = f"MCP servers need the mcp extra: {install_extra('mcp')}"
 
 
 @dataclass(frozen=True)
