@@ -64,7 +64,7 @@ def signoff_approve(runner: Any, run_id: str, approval_id: str, digest: str, use
 
     outcome = runner.decide(approval_id, digest, user, True, drive=True)
     assert isinstance(outcome, Decided), outcome
-    status: str | None = runner.execute(run_id, lease=outcome.lease)
+    status: str | None = runner.execute(run_id)
     return status
 
 
@@ -158,7 +158,7 @@ class SignoffLoop(Loop):
     def create(self, steps: int) -> Any:
         runner = self.runner(steps)
         run = runner.start_run(GOAL, REQUESTER, drive=True)
-        status = runner.execute(run.run_id, lease=run.lease_owner)
+        status = runner.execute(run.run_id)
         assert status == "awaiting_approval", status
         return steps, run.run_id
 

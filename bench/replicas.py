@@ -105,7 +105,7 @@ def approve_and_finish(runner: Any, approval: Any, user: str, counts: Counts) ->
     if not isinstance(outcome, Decided):
         return outcome, None
     with counts.during("finish"):
-        return outcome, runner.execute(approval.run_id, lease=outcome.lease)
+        return outcome, runner.execute(approval.run_id)
 
 
 def replica(url: str, index: int, share: int, total: int, seed: int, go: IO[str], out: IO[str]) -> dict[str, Any]:
@@ -154,7 +154,7 @@ def replica(url: str, index: int, share: int, total: int, seed: int, go: IO[str]
                 run = runner.start_run(GOAL, requester, drive=True)
             started += 1
             with counts.during("drive"):
-                status = runner.execute(run.run_id, lease=run.lease_owner)
+                status = runner.execute(run.run_id)
             ran(run.run_id, status, "drive")
             busy = True
         with counts.during("poll"):
