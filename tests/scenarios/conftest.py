@@ -35,9 +35,13 @@ SUITE_GROUP = "scenario-suite"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "suite_outcomes" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(SUITE_GROUP))
+    """The suite's tests in one xdist group, and first: the longest piece of work starts first, so
+    the other workers share out the rest while it runs."""
+    suite = [item for item in items if "suite_outcomes" in getattr(item, "fixturenames", ())]
+    for item in suite:
+        item.add_marker(pytest.mark.xdist_group(SUITE_GROUP))
+    chosen = set(suite)
+    items[:] = [*suite, *(item for item in items if item not in chosen)]
 
 
 @pytest.fixture(scope="session")
