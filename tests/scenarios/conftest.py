@@ -4,8 +4,8 @@ lanes as `python -m scenarios` runs them, and each test reads its scenario's out
 `SIGNOFF_SCENARIOS=quick` runs the smaller sizes. The report is written where `python -m scenarios`
 writes it, and the table is printed at the end of the session (CI keeps it in its output).
 
-Under pytest-xdist every test that reads an outcome is in one group (`--dist loadgroup` sends it to
-one worker), so the suite runs once, on that worker's own database; the worker sends the table back.
+Under pytest-xdist the suite's tests are all in one file, which `--dist loadfile` keeps on one worker,
+so the suite runs once, on that worker's own database; the worker sends the table back.
 """
 
 from __future__ import annotations
@@ -31,15 +31,12 @@ SIZES = Sizes.named(os.environ.get("SIGNOFF_SCENARIOS", "full"))
 SCENARIOS = {s.name: s for s in scenarios(SIZES)}
 _ran: list[Outcome] = []
 _wall: list[float] = []
-SUITE_GROUP = "scenario-suite"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The suite's tests in one xdist group, and first: the longest piece of work starts first, so
-    the other workers share out the rest while it runs."""
+    """The suite's tests first: under xdist the longest piece of work starts first, and the other
+    workers share out the rest while it runs."""
     suite = [item for item in items if "suite_outcomes" in getattr(item, "fixturenames", ())]
-    for item in suite:
-        item.add_marker(pytest.mark.xdist_group(SUITE_GROUP))
     chosen = set(suite)
     items[:] = [*suite, *(item for item in items if item not in chosen)]
 
@@ -71,3 +68,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def _table() -> str:
     return report.text(_ran, _wall[0]) + f"report: {DEFAULT_REPORT}\n"
+
