@@ -1,7 +1,9 @@
 """Shared fixtures: a fresh database per test, on SQLite and (where reachable) PostgreSQL.
 
 PostgreSQL tests skip when no server answers, but fail when `CI` is set, so CI always covers them.
-Each PostgreSQL test gets a schema of its own, dropped afterwards.
+Each PostgreSQL test gets a schema of its own, dropped afterwards. Under pytest-xdist each worker
+also gets a database of its own (`<database>_gw0`, ...), made afresh when the worker starts and
+dropped when it ends, so nothing one worker does to its database (or its connections) reaches another.
 """
 
 from __future__ import annotations
@@ -11,13 +13,87 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 
 from signoff.runtime.adapters.db import make_engine, upgrade
 
 POSTGRES_URL = os.environ.get("SIGNOFF_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 _postgres_reachable: bool | None = None
+_WORKER_DATABASE_LOCK = 0x5167_0ff0
+"""The advisory lock held while a worker makes its database: the workers make theirs one at a time."""
+_worker_database = pytest.StashKey[tuple[str, str]]()
+"""On an xdist worker: the server's URL and the name of the database made for this worker."""
+_worker_summaries: list[tuple[str, str]] = []
+"""On the xdist controller: (title, text) sections the workers sent back for the end of the session."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under xdist, point this worker's tests (and the processes they start) at a database of its own."""
+    global POSTGRES_URL
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    base = make_url(POSTGRES_URL)
+    name = f"{base.database or 'postgres'}_{worker}"
+    try:
+        _recreate_database(POSTGRES_URL, name)
+    except (OperationalError, ModuleNotFoundError):
+        return  # no PostgreSQL here: its tests skip (or fail, in CI) against the URL as it was given
+    POSTGRES_URL = base.set(database=name).render_as_string(hide_password=False)
+    os.environ["SIGNOFF_TEST_POSTGRES_URL"] = POSTGRES_URL
+    config.stash[_worker_database] = (base.render_as_string(hide_password=False), name)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = config.stash.get(_worker_database, None)
+    if made is not None:
+        _drop_database(*made)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """A worker has finished: keep the summary sections it sent (see `worker_summary`)."""
+    _worker_summaries.extend(tuple(section) for section in node.workeroutput.get("summaries", []))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for title, body in _worker_summaries:
+        terminalreporter.section(title)
+        terminalreporter.write(body)
+
+
+def worker_summary(config: pytest.Config, title: str, body: str) -> bool:
+    """On an xdist worker, send a section for the controller to print at the end; False elsewhere
+    (a worker's own terminal summary is never shown)."""
+    output = getattr(config, "workeroutput", None)
+    if output is None:
+        return False
+    output.setdefault("summaries", []).append((title, body))
+    return True
+
+
+def _recreate_database(server_url: str, name: str) -> None:
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3})
+    try:
+        with admin.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _WORKER_DATABASE_LOCK})
+            try:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _WORKER_DATABASE_LOCK})
+    finally:
+        admin.dispose()
+
+
+def _drop_database(server_url: str, name: str) -> None:
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3})
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
 
 
 def postgres_or_skip() -> str:

@@ -9,15 +9,23 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 # Runs in the child before `signoff`: a session of its own, whose controlling terminal is the pty
 # it has as stdin (so the terminal's Ctrl-C signals it).
 _ATTACH = ("import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
            "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
+HUNG_AFTER_S = 180.0
+"""How long `wait` gives a program to end before it takes it for hung: only a bound on a hang, far
+beyond what the busiest machine needs, and within pytest-timeout's 300 s a test so that the failure
+shows what the program was doing."""
 
 
 class Terminal:
@@ -26,8 +34,10 @@ class Terminal:
     def __init__(self, *args: str, cwd: Path, env: dict[str, str]) -> None:
         self.master, slave = pty.openpty()
         try:
+            # faulthandler: if the program hangs, SIGABRT puts every thread's stack on the screen.
             self.process = subprocess.Popen([sys.executable, "-c", _ATTACH, "-m", "signoff.bot.cli", *args],
-                                            cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave)
+                                            cwd=cwd, env={**env, "PYTHONFAULTHANDLER": "1"},
+                                            stdin=slave, stdout=slave, stderr=slave)
         finally:
             os.close(slave)  # the child has its own copies: when it ends, reading the master says so
         self.screen = ""
@@ -43,12 +53,29 @@ class Terminal:
     def type(self, keys: str) -> None:
         os.write(self.master, keys.encode())
 
-    def wait(self, timeout: float = 60) -> int:
-        """Read until the program has ended; its exit code."""
+    def wait(self, timeout: float = HUNG_AFTER_S) -> int:
+        """The program's exit code, once it has ended, with everything it printed on the screen.
+
+        Waits for the end itself, however long a busy machine takes to get there: the terminal
+        closing (every copy of its other end gone), then the process's exit. `timeout` only bounds a
+        hung program, which fails with its threads' stacks on the screen.
+        """
         deadline = time.monotonic() + timeout
         while self._read(deadline - time.monotonic()):
             pass
-        return self.process.wait(timeout=max(deadline - time.monotonic(), 1))
+        try:
+            return self.process.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            self._hung(timeout)
+
+    def _hung(self, timeout: float) -> NoReturn:
+        """Fail a program still running after `timeout` s, with what it was doing on the screen."""
+        self.process.send_signal(signal.SIGABRT)  # faulthandler prints the stacks, then it ends
+        end = time.monotonic() + 10
+        while self._read(end - time.monotonic()):
+            pass
+        raise AssertionError(f"the program was still running {timeout:.0f} s into wait(); "
+                             f"the screen:\n{self.screen}")
 
     def close(self) -> None:
         if self.process.poll() is None:

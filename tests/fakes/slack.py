@@ -556,8 +556,9 @@ class FakeSocketMode:
     def url(self) -> str:
         return f"ws://127.0.0.1:{self._listener.getsockname()[1]}/link/?ticket=test"
 
-    def wait_connected(self, timeout: float = 10.0) -> None:
-        """Wait until the app has connected and been greeted."""
+    def wait_connected(self, timeout: float = 120.0) -> None:
+        """Wait until the app has connected and been greeted; `timeout` only bounds an app that never
+        connects (a loaded machine can take many seconds to get a fresh process that far)."""
         assert self._connected.wait(timeout), "the app never connected"
 
     def _accept(self) -> None:
