@@ -24,17 +24,19 @@ from scenarios.world import World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION
 
 SLOW_SCRIPT = [
-    {"tool": "lookup", "args": {"query": "order A-3003", "delay_s": 3.0}},
+    {"tool": "lookup", "args": {"query": "order A-3003", "delay_s": 5.0}},
     {"tool": "send_note", "args": {"to": "hal@example.com", "text": "Your refund is on its way."}},
-    {"tool": "lookup", "args": {"query": "order A-3003 again", "delay_s": 3.0}},
+    {"tool": "lookup", "args": {"query": "order A-3003 again", "delay_s": 5.0}},
     {"final": "Hal was told."},
 ]
 SCRIPT = [
     {"tool": "send_note", "args": {"to": "ida@example.com", "text": "Your order shipped."}},
     {"final": "Ida was told."},
 ]
-LEASE_SECONDS = "2"
-"""Much shorter than the slow lookups, so only the heartbeat keeps a live worker's lease."""
+LEASE_SECONDS = "4"
+"""Shorter than the slow lookups, so only the heartbeat keeps a live worker's lease; long enough that
+a heartbeat (every third of it) delayed by a loaded machine, the test run's other worker beside it,
+still lands in time."""
 
 
 def run_replica_ahead(runs: int = 6) -> Outcome:
