@@ -280,8 +280,13 @@ class Worker:
                 self.store.release(run_id, owner, shown_status=told)
 
     def _held(self, run_id: str, owner: str) -> RunRecord | None:
-        """The run, if `owner` holds its lease still (a lease that lapsed meanwhile is fenced at the
-        first write); None if another took it or the run is gone."""
+        """The run, if `owner` holds its lease still; None if another took it or the run is gone.
+
+        The lease is renewed first: the pass may have waited in a busy pool for most of the lease
+        the decision took, and its heartbeat's first beat comes a third of a lease later, by when
+        another replica could take a lease that lapsed in between."""
+        if not self.store.renew(run_id, owner, self.config.lease):
+            return None
         try:
             run = self.store.get_run(run_id)
         except IncompatibleState:
