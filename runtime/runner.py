@@ -83,13 +83,11 @@ class Runner(RunRequests):
             raise ValueError(f"the goal is {len(goal)} characters; the limit is {MAX_GOAL_CHARS}")
         run_id = "run-" + secrets.token_hex(5)
         state = new_state(run_id, (budget or self.config.budget).to_json())
-        lease = self.worker.hand_out() if drive else None
+        lease = self.worker.new_owner() if drive else None
         run = self.store.create_run(state, goal=goal, requester=requester, origin=origin or {},
                                     model=model or self.config.model, request_id=request_id,
                                     lease_to=lease, lease=self.config.lease)
-        if lease is not None and run.run_id != run_id:
-            self.worker.void(lease)  # the earlier run of a replayed request is not this runner's to drive
-        elif lease is not None:
+        if lease is not None and run.run_id == run_id:  # a replayed request's earlier run is not ours to drive
             self.worker.took(run_id, lease)
         if run.run_id == run_id:  # not a replayed request's earlier run: nothing was written for that
             self.teller.observe(run, [{"type": "run_created", "run_id": run_id, "goal": goal, "requester": requester,
@@ -133,13 +131,11 @@ class Runner(RunRequests):
             return NotAllowed(reason)
         if grant and not (approved and offers_grant(approval)):
             return NotAllowed("this call's rule offers no grant: approve it alone")
-        lease = self.worker.hand_out() if drive else None
+        lease = self.worker.new_owner() if drive else None
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
                                     lease_to=lease, lease=self.config.lease)
         if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
             self.worker.took(approval.run_id, lease)
-        elif lease is not None:
-            self.worker.void(lease)
         self.teller.observe(run, vote_events(outcome, user))
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")

@@ -212,40 +212,31 @@ class Worker:
         self.store, self.tools, self.policies = store, tools, policies
         self.config, self.teller, self.clock = config, teller, clock
         self.may_approve: MayApprove = may_approve or (lambda user, run, approvers: None)
-        self._handed: set[str] = set()
-        self._holding: dict[str, str] = {}
-        self._handed_lock = threading.Lock()
+        self._holding: dict[str, tuple[str, float]] = {}
+        """Run id -> the lease owner a write of this runner took it for, and when (by `clock`)."""
+        self._holding_lock = threading.Lock()
 
     def new_owner(self) -> str:
         """A lease owner for one pass: this worker, and the pass, so that two threads of one worker
         exclude each other too."""
         return f"{self.config.worker_id}/{secrets.token_hex(3)}"
 
-    def hand_out(self) -> str:
-        """A lease owner for a write that takes the lease before any pass (a decision, a new run);
-        `took` then says which run it holds, and the next `execute` of that run drives under it.
-        Only owners handed out here are taken: a lease read off a run (say, a replayed request's
-        earlier run) is another pass's, never this caller's."""
-        owner = self.new_owner()
-        with self._handed_lock:
-            self._handed.add(owner)
-        return owner
-
-    def void(self, owner: str) -> None:
-        """Forget an owner handed out whose write took no lease."""
-        with self._handed_lock:
-            self._handed.discard(owner)
-
     def took(self, run_id: str, owner: str) -> None:
-        """The write given `owner` took `run_id`'s lease: the run's next `execute` here drives under it."""
-        with self._handed_lock:
-            if owner in self._handed:
-                self._handed.remove(owner)
-                self._holding[run_id] = owner
+        """A write of this runner took `run_id`'s lease for `owner` (a decision, a new run): the run's
+        next `execute` here drives under it, with no claim. Only such writes register a lease, so a
+        pass never drives under a lease read off a run (another pass's)."""
+        now = self.clock()
+        with self._holding_lock:
+            # A lease whose pass never came (its caller failed) has lapsed: forget it, not keep it forever.
+            lapsed = [run for run, (_, at) in self._holding.items() if now - at > self.config.lease.total_seconds()]
+            for run in lapsed:
+                del self._holding[run]
+            self._holding[run_id] = (owner, now)
 
     def _redeem(self, run_id: str) -> str | None:
-        with self._handed_lock:
-            return self._holding.pop(run_id, None)
+        with self._holding_lock:
+            held = self._holding.pop(run_id, None)
+        return held[0] if held is not None else None
 
     def execute(self, run_id: str) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended.
