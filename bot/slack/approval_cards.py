@@ -51,7 +51,7 @@ class AskedWith:
 
 
 FORGOTTEN = AskedWith(preview=None, budget=None)
-"""A card drawn after its run moved on, by a process that did not see it asked (a restart, another replica)."""
+"""A card of an approval asked before approvals kept `asked_with`, drawn after its run moved on."""
 
 
 def asked_with(run: RunRecord, approval: ApprovalRecord) -> AskedWith | None:

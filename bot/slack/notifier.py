@@ -97,8 +97,6 @@ class SlackNotifier:
         """approval id -> who edited its call and how (`pending_calls.Edited`), for a card re-drawn later."""
         self._granted: Recent[str, GrantRecord] = Recent()
         """approval id -> the grant its approve made ("Approve + allow similar")."""
-        self._asked: Recent[str, AskedWith] = Recent()
-        """approval id -> what its card showed of the moment it was asked (preview, budget), kept on every redraw."""
         self._headers = RunHeaders(self._update)
         self._lock = threading.Lock()
 
@@ -305,19 +303,12 @@ class SlackNotifier:
 
     # -- what this process remembers ------------------------------------------------------------
 
-    def _asked_as(self, run: RunRecord, approvals: Iterable[ApprovalRecord]) -> dict[str, AskedWith]:
-        """What each approval's card shows of the moment it was asked, by approval id: as this
-        process first drew it while the run waited on the call, else as the run shows it if it
-        still does; a card drawn after the run moved on, by a process that never saw it asked,
-        shows neither preview nor budget rather than the run's newer state."""
-        found = {}
-        with self._lock:
-            for approval in approvals:
-                known = self._asked.get(approval.approval_id) or asked_with(run, approval)
-                if known is not None:
-                    self._asked.put(approval.approval_id, known)
-                found[approval.approval_id] = known or FORGOTTEN
-        return found
+    @staticmethod
+    def _asked_as(run: RunRecord, approvals: Iterable[ApprovalRecord]) -> dict[str, AskedWith]:
+        """What each approval's card shows of the moment it was asked, by approval id: as the
+        approval keeps it (`approval_cards.asked_with`); neither preview nor budget for one asked
+        before approvals kept it, once its run moved on, rather than the run's newer state."""
+        return {approval.approval_id: asked_with(run, approval) or FORGOTTEN for approval in approvals}
 
     def _show_followed(self, run: RunRecord, *, done: bool) -> None:
         """Bring the notices `follow` names up to where `run` stands; `done`: the worker has left it
