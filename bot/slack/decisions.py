@@ -37,6 +37,7 @@ from signoff.bot.slack.replies import (
 )
 from signoff.bot.slack.workers import Workers
 from signoff.bot.words import approval_progress
+from signoff.runtime.approval import bound_to
 from signoff.runtime.records import (
     AlreadyCounted,
     AlreadyDecided,
@@ -189,7 +190,8 @@ class Decisions:
                 return {}, approval
             case Refused(reason=reason):
                 now = self.runner.get_approval(submission.approval_id)
-                if now is None or self.runner.unopenable(now, submission.digest) in ("changed", "decided"):
+                # Decided or replaced meanwhile (no clock read: this answer is the form's acknowledgement).
+                if now is None or now.status != "pending" or not bound_to(now, submission.digest):
                     return _in_place(decided_text(now) if now is not None else APPROVAL_GONE), None
                 return _errors(edit_errors(fields, reason)), None
             case NotAllowed(reason=reason):
