@@ -158,7 +158,7 @@ def free_port() -> int:
 def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read().decode()[-3000:]
+        assert process.poll() is None, (process.stderr.read().decode()[-3000:] if process.stderr else "it exited")
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                 return
@@ -225,8 +225,11 @@ def test_socket_mode_process_connects_and_still_answers_health_checks(slack: Fak
     env.update(SLACK_BOT_TOKEN=slack.token, SLACK_APP_TOKEN=slack.app_token, SLACK_API_URL=slack.url,
                SIGNOFF_DATABASE_URL=sqlite_url, SIGNOFF_PORT=str(port), SIGNOFF_OUTBOX=str(tmp_path / "outbox"),
                SIGNOFF_LOG_LEVEL="WARNING", SIGNOFF_APPROVERS="*")
+    # Its output goes to a file, not a pipe nobody reads while it runs: a pipe that fills blocks
+    # the process at its next log line, wherever that is (the Socket Mode thread, say).
+    output = (tmp_path / "serve.log").open("wb")
     process = subprocess.Popen([sys.executable, "-m", "signoff.bot.cli", "serve"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               stdout=output, stderr=subprocess.STDOUT)
     try:
         wait_healthy(f"http://127.0.0.1:{port}", process)
         ws.wait_connected()
@@ -234,8 +237,9 @@ def test_socket_mode_process_connects_and_still_answers_health_checks(slack: Fak
     finally:
         process.send_signal(signal.SIGTERM)
         try:
-            process.communicate(timeout=10)  # reads and closes its pipes, which `wait` would leave open
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.communicate()
+            process.wait()
+        output.close()
         ws.close()
