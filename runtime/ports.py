@@ -133,9 +133,10 @@ class RunStore(Protocol):
 
     # -- leases ---------------------------------------------------------------------------
 
-    def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
+    def claim(self, run_id: str, owner: str, lease: timedelta, *, history: bool = True) -> RunRecord | None:
         """Take the run's lease until now + `lease` if nobody else holds a live one (the holder may
-        claim again) and the run has not ended (`rules.NOT_ENDED`); returns the run with its history, or None.
+        claim again) and the run has not ended (`rules.NOT_ENDED`); returns the run with its history
+        (without it, as `get_run(history=False)` reads it, when `history` is False), or None.
 
         A run whose state cannot be read is let go again and `IncompatibleState` raised, so it
         does not stay held from other workers.

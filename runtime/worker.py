@@ -26,6 +26,7 @@ from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, RequestAga
 from signoff.runtime.errors import Conflict, IncompatibleState, InvalidTransition
 from signoff.runtime.frozen import thawed
 from signoff.runtime.judging import Caller
+from signoff.runtime.kept_runs import KeptRuns
 from signoff.runtime.loop import RunTool
 from signoff.runtime.people import MayApprove
 from signoff.runtime.ports import RunStore, Store
@@ -215,6 +216,8 @@ class Worker:
         self._holding: dict[str, tuple[str, float]] = {}
         """Run id -> the lease owner a write of this runner took it for, and when (by `clock`)."""
         self._holding_lock = threading.Lock()
+        self.kept = KeptRuns()
+        """The runs this worker let pause, as it left them: a decision's pass resumes from there."""
 
     def new_owner(self) -> str:
         """A lease owner for one pass: this worker, and the pass, so that two threads of one worker
@@ -233,10 +236,9 @@ class Worker:
                 del self._holding[run]
             self._holding[run_id] = (owner, now)
 
-    def _redeem(self, run_id: str) -> str | None:
+    def _redeem(self, run_id: str) -> tuple[str, float] | None:
         with self._holding_lock:
-            held = self._holding.pop(run_id, None)
-        return held[0] if held is not None else None
+            return self._holding.pop(run_id, None)
 
     def execute(self, run_id: str) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended.
@@ -245,14 +247,17 @@ class Worker:
         under that lease, once, with no claim; any other is claimed. Every write the pass makes is
         fenced on its lease."""
         lease = self._redeem(run_id)
-        run = self._held(run_id, lease) if lease is not None else None
-        owner = lease if run is not None and lease is not None else self.new_owner()
+        run = self._held(run_id, *lease) if lease is not None else None
+        owner = lease[0] if run is not None and lease is not None else self.new_owner()
         if run is None:
-            run = self.store.claim(run_id, owner, self.config.lease)
+            run = self.store.claim(run_id, owner, self.config.lease, history=False)
+        if run is None:
+            return None
+        run = self._whole(run, owner)
         if run is None:
             return None
         session = Session(run, run.version, owner)
-        told = None
+        told, status = None, None
         try:
             with Heartbeat(self.store, run_id, owner, self.config.lease):
                 status, told = self._drive(session)
@@ -267,23 +272,36 @@ class Worker:
             log.warning("run %s: %s; the worker holding it continues", run_id, exc)
             return None
         finally:
+            if status is None:  # the pass failed somewhere: what it kept of the run may not be the run
+                self.kept.forget(run_id)
             if not session.released:
                 self.store.release(run_id, owner, shown_status=told)
 
-    def _held(self, run_id: str, owner: str) -> RunRecord | None:
-        """The run, if `owner` holds its lease still; None if another took it or the run is gone.
+    def _held(self, run_id: str, owner: str, taken_at: float) -> RunRecord | None:
+        """The run (without its history), if `owner` holds its lease still; None if another took it
+        or the run is gone.
 
-        The lease is renewed first: the pass may have waited in a busy pool for most of the lease
-        the decision took, and its heartbeat's first beat comes a third of a lease later, by when
-        another replica could take a lease that lapsed in between."""
-        if not self.store.renew(run_id, owner, self.config.lease):
+        A lease taken more than a quarter of a lease ago is renewed first: the pass may have waited
+        in a busy pool for most of the lease the decision took, and its heartbeat's first beat comes
+        a third of a lease later, by when another replica could take a lease that lapsed in between.
+        One taken just now lasts past that beat, and is spared the write."""
+        lease = self.config.lease.total_seconds()
+        if self.clock() - taken_at > lease / 4 and not self.store.renew(run_id, owner, self.config.lease):
             return None
-        try:
-            run = self.store.get_run(run_id)
-        except IncompatibleState:
-            self.store.release(run_id, owner)  # as a claim does: don't keep it from other workers
-            raise
+        run = self.store.get_run(run_id, history=False)
         return run if run is not None and run.lease_owner == owner else None
+
+    def _whole(self, run: RunRecord, owner: str) -> RunRecord | None:
+        """`run`, read without its history, with its history: as this worker kept it when it let the
+        run pause, if that is still the run as stored, else read again."""
+        whole = self.kept.whole(run)
+        if whole is not None:
+            return whole
+        try:
+            return self.store.get_run(run.run_id)
+        except IncompatibleState:
+            self.store.release(run.run_id, owner)  # as a claim does: don't keep it from other workers
+            raise
 
     def _drive(self, session: Session) -> tuple[str, str | None]:
         """Drive the run until it pauses or ends: its status, and the ending people were told, if any."""
@@ -292,11 +310,14 @@ class Worker:
             if not run.origin.get("ts"):
                 run = self.teller.announce(run)
                 session.run = run
-            self._advance(self._agent(session), session)
+            agent = self._agent(session)
+            self._advance(agent, session)
             if not session.interrupted:
                 break
             run = self.store.get_run(run.run_id) or run
             session.reload(run)
+        if agent.status not in TERMINAL:  # a run that ended is not resumed
+            self.kept.keep(run.run_id, session.version, agent.run_state, agent.state)
         if not self.teller.tells:  # nobody to tell: the run is as this worker last saved it
             return session.status, None
         final = self.store.get_run(run.run_id, history=False) or run

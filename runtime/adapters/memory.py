@@ -107,7 +107,7 @@ class MemoryStore(MemoryApprovals):
 
     # -- leases --------------------------------------------------------------------------
 
-    def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
+    def claim(self, run_id: str, owner: str, lease: timedelta, *, history: bool = True) -> RunRecord | None:
         with self._lock:
             now = self.now()
             run = self._runs.get(run_id)
@@ -115,7 +115,7 @@ class MemoryStore(MemoryApprovals):
                 return None
             run.lease_owner, run.lease_expires_at = owner, now + lease
             try:
-                return run.record(history=True)
+                return run.record(history=history)
             except IncompatibleState:
                 self.release(run_id, owner)  # don't keep an unreadable run from other workers
                 raise

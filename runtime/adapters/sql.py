@@ -111,7 +111,7 @@ class SqlStore(SqlApprovals):
             return earlier
         return run_record(row, list(state["history"]))
 
-    def claim(self, run_id: str, owner: str, lease: timedelta) -> RunRecord | None:
+    def claim(self, run_id: str, owner: str, lease: timedelta, *, history: bool = True) -> RunRecord | None:
         """Take the run's lease if nobody holds a live one; None if somebody does or the run ended."""
         with self._tx() as conn:
             now = self._now(conn)
@@ -119,7 +119,7 @@ class SqlStore(SqlApprovals):
         if claimed != 1:
             return None
         try:
-            return self.get_run(run_id)
+            return self.get_run(run_id, history=history)
         except IncompatibleState:
             # Unreadable here (corrupted, or written by a newer Signoff): don't keep it from other workers.
             self.release(run_id, owner)
