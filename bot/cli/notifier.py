@@ -39,15 +39,17 @@ class TerminalNotifier:
         """Approvals whose card this process has printed."""
         self.told_malformed: set[tuple[str, int]] = set()
         """(run, step) of each malformed reply this process has reported or was told to skip."""
+        self.looked_at: dict[str, int] = {}
+        """By run: how much of its history was searched for malformed replies (it only grows)."""
 
     def skip_earlier(self, run: RunRecord) -> None:
         """Report only what `run` does from here on (a resumed run's earlier steps are not news)."""
-        self.told_malformed |= {(run.run_id, step) for step in _malformed_steps(run)}
+        self.told_malformed |= {(run.run_id, step) for step in self._malformed_steps(run)}
 
     def _tell_malformed(self, run: RunRecord) -> None:
         """Report the replies the loop could not use; no notifier call carries them, so each call
         reports those since the last (a run's history is in order, so these come first)."""
-        for step in _malformed_steps(run):
+        for step in self._malformed_steps(run):
             if (run.run_id, step) not in self.told_malformed:
                 self.told_malformed.add((run.run_id, step))
                 for line in malformed_lines(run.state.get("history", []), step):
@@ -124,7 +126,13 @@ class TerminalNotifier:
         """How the person at the keyboard is shown `tool_name`, as Slack shows it to approvers."""
         return ToolDisplay.of(self.tools.get(tool_name), self.redact_keys)
 
+    def _malformed_steps(self, run: RunRecord) -> list[int]:
+        """The steps of malformed replies in the part of `run`'s history not searched before: each
+        step's entries are searched once, not again at every step after it."""
+        history = run.state.get("history", [])
+        start = min(self.looked_at.get(run.run_id, 0), len(history))
+        self.looked_at[run.run_id] = len(history)
+        return [int(history[i].get("step") or 0) for i in range(start, len(history))
+                if history[i].get("role") == "assistant" and "malformed" in history[i]]
 
-def _malformed_steps(run: RunRecord) -> list[int]:
-    return [int(entry.get("step") or 0) for entry in run.state.get("history", [])
-            if entry.get("role") == "assistant" and "malformed" in entry]
+

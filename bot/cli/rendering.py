@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -40,10 +40,19 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def find_call(history: Iterable[Mapping[str, Any]], result: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The assistant entry that asked for the call a tool entry answers."""
-    for entry in history:
-        if (entry.get("role") == "assistant" and "tool" in entry and entry.get("step") == result.get("step")
+def find_call(history: Sequence[Mapping[str, Any]], result: Mapping[str, Any],
+              before: int | None = None) -> Mapping[str, Any] | None:
+    """The assistant entry that asked for the call a tool entry answers, among the entries before
+    index `before` (by default, all of them).
+
+    Searched backwards, and no further than the result's step: a call comes shortly before its
+    result, so finding it costs the same however long the run."""
+    step = result.get("step")
+    for index in range(len(history) if before is None else before, 0, -1):
+        entry = history[index - 1]
+        if isinstance(step, int) and isinstance(entry.get("step"), int) and entry["step"] < step:
+            break
+        if (entry.get("role") == "assistant" and "tool" in entry and entry.get("step") == step
                 and entry.get("call_id") == result.get("call_id")):
             return entry
     return None

@@ -110,7 +110,7 @@ def version_lines(history: list[Mapping[str, Any]], contracts: Mapping[str, Mapp
 
 def history_lines(history: list[Mapping[str, Any]]) -> list[str]:
     lines = []
-    for entry in history:
+    for index, entry in enumerate(history):
         match entry.get("role"):
             case "user":
                 lines.append(f"  goal: {one_line(entry.get('content', ''), 300)}")
@@ -119,7 +119,7 @@ def history_lines(history: list[Mapping[str, Any]]) -> list[str]:
             case "assistant" if "malformed" in entry:
                 lines.append(f"  step {entry.get('step')}  malformed reply: {one_line(entry['malformed'], 200)}")
             case "tool":
-                lines += step_lines(find_call(history, entry), entry, frozenset())
+                lines += step_lines(find_call(history, entry, before=index), entry, frozenset())
             case "runtime":
                 lines.append(f"  step {entry.get('step')}  runtime: {one_line(entry.get('error', ''), 300)}")
     return lines

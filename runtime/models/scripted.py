@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,10 @@ class ScriptedPolicy:
         self.decisions = copy.deepcopy(list(decisions))
         self.name = name
         self.model = {"name": f"{name} (scripted, not a model)", "system_prompt_sha256": None}
+        self._counted: OrderedDict[int, _Counted] = OrderedDict()
+        """By the identity of a run's first history entry: its replies counted so far, so each call
+        counts only the entries added since the last (the agent hands the same entries every time)."""
+        self._lock = threading.Lock()
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedPolicy:
@@ -42,7 +49,7 @@ class ScriptedPolicy:
         return cls(data, name=f"scripted:{path.name}")
 
     def __call__(self, history: list[dict[str, Any]]) -> dict[str, Any]:
-        index = replies_so_far(history)
+        index = self._replies_so_far(history)
         if index >= len(self.decisions):
             decision: dict[str, Any] = {
                 "final": f"The script ran out after {len(self.decisions)} decision(s); "
@@ -52,6 +59,43 @@ class ScriptedPolicy:
             decision = copy.deepcopy(self.decisions[index])
         decision.setdefault("model", dict(self.model))
         return decision
+
+
+    def _replies_so_far(self, history: list[dict[str, Any]]) -> int:
+        """`replies_so_far(history)`, counting only the entries added since this run's last call."""
+        if not history:
+            return 0
+        with self._lock:
+            counted = self._counted.pop(id(history[0]), None)
+            if counted is None or not counted.continued_by(history):
+                counted = _Counted(history[0])
+            counted.add(history)
+            self._counted[id(history[0])] = counted
+            while len(self._counted) > COUNTED_RUNS:
+                self._counted.popitem(last=False)
+            return len(counted.steps)
+
+
+COUNTED_RUNS = 64
+"""Runs whose replies a scripted policy keeps counted."""
+
+
+@dataclass
+class _Counted:
+    first: Any
+    """The run's first entry, held so its identity stays its own while it is counted."""
+    length: int = 0
+    last: Any = None
+    steps: set[Any] = field(default_factory=set)
+
+    def continued_by(self, history: list[dict[str, Any]]) -> bool:
+        """Whether `history` is the history counted so far with entries added (the same entries)."""
+        return (history[0] is self.first and len(history) >= self.length
+                and (self.length == 0 or history[self.length - 1] is self.last))
+
+    def add(self, history: list[dict[str, Any]]) -> None:
+        self.steps.update(entry.get("step") for entry in history[self.length:] if entry.get("role") == "assistant")
+        self.length, self.last = len(history), history[-1]
 
 
 def replies_so_far(history: list[dict[str, Any]]) -> int:
