@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,startup,replicas,targets]`: run the benchmarks, write the figures.
+"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,startup,replicas,cli,targets]`: run the benchmarks, write the figures.
 
 Each benchmark saves JSON to bench/results/ and rewrites its generated block in BENCHMARKS.md.
 `targets` measures nothing: it judges every target from the saved results, so it runs last.
@@ -14,9 +14,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import machine, peers, pg, policy, replicas, report, scale, slack_ack, startup, steps, targets
+from bench import (
+    cli_steps,
+    machine,
+    peers,
+    pg,
+    policy,
+    replicas,
+    report,
+    scale,
+    slack_ack,
+    startup,
+    steps,
+    targets,
+)
 
-BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "startup", "replicas", "targets")
+BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "startup", "replicas", "cli", "targets")
 SUMMARIES = ("targets",)
 """Benchmarks that only read what the others saved: they run after every other one chosen."""
 
@@ -48,10 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         "policy": lambda: policy.run(args.quick),
         "startup": lambda: startup.run(args.quick),
         "replicas": lambda: replicas.run(args.quick, postgres),
+        "cli": lambda: cli_steps.run(args.quick),
         "targets": lambda: targets.run(),
     }
     writers = {"steps": steps.markdown, "peers": peers.markdown, "slack": slack_ack.markdown, "policy": policy.markdown,
                "scale": scale.markdown, "startup": startup.markdown, "replicas": replicas.markdown,
+               "cli": cli_steps.markdown,
                "targets": targets.markdown}
     for name in chosen:
         started = time.perf_counter()

@@ -1,7 +1,7 @@
 """The performance targets, each judged met or missed from the figures the benchmarks saved.
 
 Measures nothing: it reads the JSON results in bench/results/ that exist (machine, steps, peers,
-slack, scale, policy, startup, replicas) and prints one table, target | figure | verdict. A target
+slack, scale, policy, startup, replicas, cli) and prints one table, target | figure | verdict. A target
 whose benchmark has no saved result, or whose result has no figure for it, is "not measured". Each
 ratio is taken within one benchmark run, as the figures beside it were. `python -m bench` runs this
 last, so the table reads the figures that run just wrote; `python -m bench.targets` reads what is there.
@@ -18,7 +18,7 @@ from typing import Any
 from bench import peers, report
 from bench.stats import ms, times
 
-SOURCES = ("machine", "steps", "peers", "slack", "scale", "policy", "startup", "replicas")
+SOURCES = ("machine", "steps", "peers", "slack", "scale", "policy", "startup", "replicas", "cli")
 ROUND_TRIP_SHARE = 0.5
 """Signoff's approval round trip: at most this share of LangGraph's."""
 SEQUENTIAL_RUNS = 1000
@@ -27,6 +27,7 @@ ACK_BURST, ACK_BURST_P99_MS = 100, 200.0
 ACK_STEADY_RATE, ACK_STEADY_P99_MS = 20, 50.0
 CLICK_TO_TOOL_P99_MS = 300.0
 HELP_MS, SERVE_READY_MS = 250.0, 2000.0
+CLI_STEP_MS, CLI_LAST_OVER_FIRST = 1.0, 1.2
 POLICY_US, POLICY_RULES = 50.0, 50
 AUDIT_SHARE_OF_STEP = 0.05
 SEE_PROSE = "see the prose"
@@ -66,7 +67,7 @@ def _source(data: dict[str, Any]) -> dict[str, Any]:
 
 def judge(found: dict[str, dict[str, Any]]) -> list[Row]:
     rows: list[Row] = []
-    for part in (round_trips, sequential, per_step, replicas, slack, startup, policy, audit_chain):
+    for part in (round_trips, sequential, per_step, cli_steps, replicas, slack, startup, policy, audit_chain):
         rows += part(found)
     return rows
 
@@ -262,6 +263,20 @@ def _steady(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if isinstance(top, dict):
         found.update({backend: data for backend, data in top.items() if isinstance(data, dict)})
     return found
+
+
+def cli_steps(found: dict[str, dict[str, Any]]) -> list[Row]:
+    target = (f"`signoff run --quiet` per step ≤ {CLI_STEP_MS:g} ms, flat (last/first ≤ {CLI_LAST_OVER_FIRST:g}), "
+              "fresh process, SQLite")
+    result = found.get("cli")
+    if result is None or result.get("per_step_ms") is None:
+        return [_missing(target, "no cli result")]
+    sizes = result["sizes"]
+    flat = result.get("last_over_first")
+    figure = (f"{ms(result['per_step_ms'])} ms a step (N={sizes[0]} → {sizes[-1]}, wall time); median between "
+              f"steps {ms(result['first_ms'])} → {ms(result['last_ms'])} ms, last/first {flat}")
+    met = result["per_step_ms"] <= CLI_STEP_MS and flat is not None and flat <= CLI_LAST_OVER_FIRST
+    return [_row(target, figure, met, result)]
 
 
 # -- start-up, policy, audit ---------------------------------------------------------------------------

@@ -16,7 +16,19 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import code_shape, machine, peer_loop, peers, pg, report, scale, slack_ack, startup, steps  # noqa: E402
+from bench import (  # noqa: E402
+    cli_steps,
+    code_shape,
+    machine,
+    peer_loop,
+    peers,
+    pg,
+    report,
+    scale,
+    slack_ack,
+    startup,
+    steps,
+)
 
 
 def postgres_url() -> str:
@@ -229,3 +241,12 @@ def test_code_shape_counts_lengths_loose_mappings_string_keys_and_bare_event_typ
     text = code_shape.markdown(shape)
     assert "- Modules over 400 lines: 1\n  - `bot/long.py` (401)\n" in text
     assert "  - `tools/deco.py:Box.method` (42)\n" in text and "- `Dict[str, Any]`: 1\n" in text
+
+
+def test_cli_step_benchmark_runs_the_real_command_and_judges_per_step_and_flatness():
+    result = cli_steps.run(quick=True)
+    assert result["sizes"] == [5, 50] and all(len(walls) == 1 for walls in result["wall_s"].values())
+    assert result["first_ms"] > 0 and result["last_ms"] > 0 and result["last_over_first"] > 0
+    text = cli_steps.markdown(result)
+    assert "| N=50 |" in text and "last/first" in text
+    json.dumps(result)
