@@ -165,7 +165,7 @@ def argument_changes(before: Mapping[str, Any], after: Mapping[str, Any],
     `note: added "..."`, `cc: removed`; a secret one (named in `secrets`) only by its fingerprints,
     `iban: changed [redacted: 22 chars, #1a2b3c4d] -> [redacted: 22 chars, #5e6f7a8b]`."""
     changes = []
-    for name in [*before, *(n for n in after if n not in before)]:
+    for name in sorted({*before, *after}):  # by name: the same list whichever order the arguments came in
         secret = is_secret_name(name, secrets)
         shown = _fingerprinted if secret else _shown
         if name not in after:

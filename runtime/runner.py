@@ -106,7 +106,7 @@ class Runner(RunRequests):
 
     def decide(self, approval_id: str, digest: str, user: str, approved: bool, note: str = "",
                grant: bool = False, drive: bool = False,
-               unoffered: Callable[[ApprovalRecord], str | None] | None = None) -> DecisionOutcome:
+               unoffered: Callable[[ApprovalRecord], str | None] | None = None, show: bool = True) -> DecisionOutcome:
         """Record one person's decision on one approval; the caller then runs `execute(run_id)`.
 
         `grant`: approve and allow similar calls, as the approval's rule offers (refused where it
@@ -114,7 +114,9 @@ class Runner(RunRequests):
         (the edge's own check of what it showed; None: it could). `drive`: the caller goes on to
         drive the run (`execute(run_id)`), so the decision also takes the run's lease for this
         runner in its own transaction (`Decided.lease` says it did); one left unused holds the run
-        until it expires (`RunnerConfig.lease`)."""
+        until it expires (`RunnerConfig.lease`). `show=False` leaves bringing the card in line to
+        the caller (`show_decision`), which hands the run to a worker first: the tool then does not
+        wait for the message service."""
         approval = self.store.get_approval(approval_id)
         if approval is None:
             return Missing("approval")
@@ -139,12 +141,26 @@ class Runner(RunRequests):
         self.teller.observe(run, vote_events(outcome, user))
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
+        if show:
+            self._show(run, outcome)
+        return outcome
+
+    def show_decision(self, outcome: DecisionOutcome) -> None:
+        """Bring the approval's message in line with what a decision did (decided, counted, found
+        expired); nothing for a decision that changed nothing. Should it never happen (a crash),
+        `recover` shows the approval as stored."""
+        if isinstance(outcome, Decided | Counted | Expired):
+            run = self.store.get_run(outcome.approval.run_id, history=False)
+            if run is not None:
+                self._show(run, outcome)
+
+    def _show(self, run: RunRecord, outcome: DecisionOutcome) -> None:
+        if isinstance(outcome, Decided):
             self.teller.show_approval(run, outcome.approval)
         elif isinstance(outcome, Counted):
             self.teller.show_approval(run, outcome.approval, method="approval_updated")
         elif isinstance(outcome, Expired) and outcome.just_now:
             self.teller.show_approval(run, outcome.approval, method="approval_expired")
-        return outcome
 
     def running_call(self, run_id: str) -> tuple[str, str] | None:
         """(tool, key) of the run's side effect that is running now (started, no outcome yet)."""

@@ -89,7 +89,7 @@ class Decisions:
 
     def _approve(self, click: ApprovalClick, grant: bool = False) -> None:
         outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, grant=grant,
-                                     drive=True, unoffered=self._unoffered(MODAL_SECTIONS))
+                                     drive=True, unoffered=self._unoffered(MODAL_SECTIONS), show=False)
         self._after_decision(outcome, click.where, modal=click.where.modal_id)
 
     def _unoffered(self, room: int) -> Callable[[ApprovalRecord], str | None]:
@@ -118,11 +118,11 @@ class Decisions:
     def _approve_all(self, click: BatchClick) -> None:
         said: list[str] = []
         runs: dict[str, None] = {}  # each run decided, in order: driven here once, whichever decision took its lease
+        outcomes: list[DecisionOutcome] = []
         for approval_id, digest in click.approvals:
             outcome = self.runner.decide(approval_id, digest, click.where.user, approved=True, drive=True,
-                                         unoffered=self._unoffered(BATCH_SECTIONS))
-            if isinstance(outcome, Decided | AlreadyDecided | Expired):
-                self._refresh_clicked(outcome.approval, click.where)
+                                         unoffered=self._unoffered(BATCH_SECTIONS), show=False)
+            outcomes.append(outcome)
             if isinstance(outcome, Decided):
                 runs[outcome.approval.run_id] = None
             # A refusal carries no approval: read it (after the ack, and only then) to name its call.
@@ -130,6 +130,10 @@ class Decisions:
             said.append(batch_outcome_line(outcome, found.tool if found is not None else None))
         for run_id in runs:
             self.workers.submit(run_id)
+        for outcome in outcomes:  # the runs are on their way: their tools do not wait for these updates
+            self.runner.show_decision(outcome)
+            if isinstance(outcome, Decided | AlreadyDecided | Expired):
+                self._refresh_clicked(outcome.approval, click.where)
         self.notices.tell(click.where, "*Approve all*\n" + "\n".join(said))
 
     def on_approve_similar(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
@@ -265,7 +269,7 @@ class Decisions:
 
         def deny() -> None:
             outcome = self.runner.decide(submission.approval_id, submission.digest, submission.where.user,
-                                         approved=False, note=submission.reason, drive=True)
+                                         approved=False, note=submission.reason, drive=True, show=False)
             self._after_decision(outcome, submission.where)
         return deny
 
@@ -273,8 +277,9 @@ class Decisions:
         """Act on a decision's outcome and say what it was; `modal` is the view clicked in, if any."""
         if isinstance(outcome, Decided):
             # First: the decision holds the run for this replica, so the run goes on here whatever
-            # Slack does with the messages below.
+            # Slack does with the messages below, and its tool does not wait for them.
             self.workers.submit(outcome.approval.run_id)
+        self.runner.show_decision(outcome)
         if isinstance(outcome, Decided | AlreadyDecided | Expired):
             self._refresh_clicked(outcome.approval, where)
         match outcome:

@@ -226,8 +226,7 @@ class SlackNotifier:
         thread = self._thread(run)
         if thread is not None:
             self._post(thread[0], messages.answer_message(run), thread_ts=thread[1])
-            self._update(thread[0], thread[1], messages.run_message(run))
-            self._headers.told(run)
+            self._headers.ended(run, thread)
         self._show_followed(run, done=True)
 
     def run_stopped(self, run: RunRecord) -> None:
@@ -238,8 +237,7 @@ class SlackNotifier:
         if thread is not None:
             posted = self._post(thread[0], message, thread_ts=thread[1])
             copies.append((posted["channel"], posted["ts"]))
-            self._update(thread[0], thread[1], messages.run_message(run))
-            self._headers.told(run)
+            self._headers.ended(run, thread)
         if run.status in TELL_REQUESTER and is_slack_user(run.requester):
             copies.append(self._dm(run.requester, message))
         with self._lock:

@@ -21,6 +21,7 @@ log = logging.getLogger("signoff.bot.slack.notifier")
 
 Shows = tuple[str, ...]
 """What a run's message shows: its status, then the approvals it waits on."""
+TURNS = 64
 
 
 class RunHeaders:
@@ -28,13 +29,21 @@ class RunHeaders:
 
     def __init__(self, update: Callable[[str, str, Message], None]) -> None:
         self._update = update
-        self._shows: Recent[str, Shows] = Recent()
+        self._shows: Recent[str, tuple[int, Shows]] = Recent()
+        """By run: the run's version its message was last drawn from, and what it shows."""
         self._lock = threading.Lock()
+        self._turns = [threading.Lock() for _ in range(TURNS)]
+        """Updates of one run's message take turns (by run, in stripes): a decision's thread and the
+        run's worker both update it, and the older run must never be drawn over the newer."""
 
     def told(self, run: RunRecord) -> None:
-        """The notifier drew the run's message as `run` stands (posted it, or showed its ending)."""
+        """The notifier posted the run's message as `run` stands."""
         with self._lock:
-            self._shows.put(run.run_id, (run.status,))
+            self._shows.put(run.run_id, (run.version, (run.status,)))
+
+    def ended(self, run: RunRecord, thread: tuple[str, str]) -> None:
+        """Draw the run's message as it ended."""
+        self._show(run, thread, (run.status,), messages.run_message(run), again=True)
 
     def working(self, run: RunRecord, thread: tuple[str, str] | None) -> None:
         """A step of `run` told its result: it works (said once, at its first step or the first since a pause)."""
@@ -55,16 +64,25 @@ class RunHeaders:
                 asked_with(run, a) is not None and run_goes_on_after(a) for a in approvals):
             self._show(run, thread, ("running",), messages.run_message(run, now="running"))
 
-    def _show(self, run: RunRecord, thread: tuple[str, str] | None, shows: Shows, message: Message) -> None:
+    def _show(self, run: RunRecord, thread: tuple[str, str] | None, shows: Shows, message: Message,
+              again: bool = False) -> None:
         """Update the run's message if what it shows changed. A failure is logged only: the card or
         result that came with it is told all the same, and the run's ending draws it anew."""
-        with self._lock:
-            if thread is None or self._shows.get(run.run_id) == shows:
-                return
-            self._shows.put(run.run_id, shows)
-        try:
-            self._update(*thread, message)
-        except (SlackApiError, OSError) as exc:
+        if thread is None:
+            return
+        with self._turns[hash(run.run_id) % TURNS]:
             with self._lock:
-                self._shows.pop(run.run_id)
-            log.warning("run %s: could not show it %s on its message: %s", run.run_id, shows[0], exc)
+                shown = self._shows.get(run.run_id)
+            if shown is not None and (run.version < shown[0] or (shown[1] == shows and not again)):
+                return  # drawn from a newer run already, or showing this already
+            try:
+                self._update(*thread, message)
+            except (SlackApiError, OSError) as exc:
+                with self._lock:
+                    self._shows.pop(run.run_id)
+                log.warning("run %s: could not show it %s on its message: %s", run.run_id, shows[0], exc)
+                if again:
+                    raise  # an ending's update is told again by recovery, which needs to know it failed
+                return
+            with self._lock:
+                self._shows.put(run.run_id, (run.version, shows))

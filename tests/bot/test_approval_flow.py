@@ -67,6 +67,23 @@ def test_approve_executes_exactly_once_and_finishes_in_the_thread(signoff, slack
     assert (approval.status, approval.decided_by) == ("consumed", "U0LEAD")
 
 
+def test_an_approved_tool_runs_without_waiting_for_slack_to_show_the_card_decided(signoff, slack, ledger):
+    refund_script(signoff)
+    start(signoff)
+    run = signoff.only_run()
+    card = signoff.approval_message()
+    hung = slack.hold("chat.update")  # Slack stops answering message updates
+    response = signoff.click(card, APPROVE_ACTION, user="U0LEAD", settle=False)
+    assert response.status == 200
+    slack.wait_for(lambda: ledger.calls == {f"{run.run_id}:2": 1}, timeout=30)
+    assert "Approved" not in json.dumps(slack.message(card["channel"], card["ts"])["blocks"])
+    hung.set()
+    signoff.settle()
+    assert ledger.calls == {f"{run.run_id}:2": 1}
+    assert "Approved* by <@U0LEAD>" in json.dumps(signoff.approval_message()["blocks"])
+    assert signoff.run(run.run_id).status == "done"
+
+
 def test_deny_with_reason_reaches_the_model(signoff, slack, ledger):
     refund_script(signoff)
     start(signoff)

@@ -63,6 +63,7 @@ class FakeSlack:
         """Open modals by view id, as last opened or updated (each carries its `id` and `hash`)."""
         self.responses: list[dict[str, Any]] = []
         self._faults: dict[str, list[_Fault]] = {}
+        self._held: dict[str, threading.Event] = {}
         self._triggers: set[str] = set()
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
@@ -112,6 +113,14 @@ class FakeSlack:
         self.fail(method, times, status=200, delay=seconds)
 
     # -- reading what happened -----------------------------------------------------------------------
+
+    def hold(self, method: str) -> threading.Event:
+        """Keep every call to `method` waiting, unanswered, until the event returned is set (as a
+        Slack that hangs would); calls already answered are not affected."""
+        released = threading.Event()
+        with self._lock:
+            self._held[method] = released
+        return released
 
     def calls_to(self, method: str, *, ok_only: bool = True) -> list[dict[str, Any]]:
         with self._lock:
@@ -164,6 +173,10 @@ class FakeSlack:
     # -- the API -----------------------------------------------------------------------------------
 
     def _dispatch(self, method: str, body: dict[str, Any], token: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
+        with self._lock:
+            held = self._held.get(method)
+        if held is not None and not held.wait(timeout=60):
+            return 200, {"ok": False, "error": "fatal_error"}, {}
         fault = self._take_fault(method)
         if fault is not None:
             time.sleep(fault.delay)
