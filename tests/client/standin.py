@@ -17,7 +17,8 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -308,3 +309,23 @@ class Garbage:
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
+
+
+@contextmanager
+def person(api: ApprovalStandIn, decide: Callable[[Stored], None]) -> Iterator[None]:
+    """A person deciding the first pending approval, in another thread, while the block runs."""
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            decide(api.wait_for_pending(timeout=60))
+        except BaseException as exc:  # reported in the test's thread
+            failures.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    if failures:
+        raise failures[0]

@@ -7,9 +7,7 @@ are to run against the real `signoff serve` once it exists.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,7 +23,7 @@ from signoff.client import (
     Unauthorized,
     Unreachable,
 )
-from tests.client.standin import ApprovalStandIn, Garbage, Stored
+from tests.client.standin import ApprovalStandIn, Garbage, Stored, person
 
 KEY = "sk-test"
 
@@ -41,26 +39,6 @@ def api() -> Iterator[ApprovalStandIn]:
 def signoff(api: ApprovalStandIn) -> Iterator[Signoff]:
     with Signoff(api.url, KEY) as client:
         yield client
-
-
-@contextmanager
-def person(api: ApprovalStandIn, decide: Callable[[Stored], None]) -> Iterator[None]:
-    """A person deciding the first pending approval, in another thread, while the block runs."""
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            decide(api.wait_for_pending(timeout=60))
-        except BaseException as exc:  # reported in the test's thread
-            failures.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    yield
-    thread.join(timeout=60)
-    assert not thread.is_alive()
-    if failures:
-        raise failures[0]
 
 
 def waits_asked(api: ApprovalStandIn) -> list[int]:
