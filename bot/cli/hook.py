@@ -21,12 +21,14 @@ and 2 would let the call go ahead.)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 590.0
 """Seconds to wait for a decision: less than Claude Code's default hook timeout (600 s), so the
 hook denies, with its reason, before Claude Code gives up on it."""
+GRACE = 5.0
+"""Seconds past `--timeout` after which the hook stops waiting for Signoff's answers at all: a long
+poll that outlasts its `wait`, or a start that hangs, still ends in "deny" in time."""
 
 
 @click.group()
@@ -55,10 +60,42 @@ def claude_code(timeout: float) -> None:
     and SIGNOFF_API_KEY. Denies when anything goes wrong (fails closed), always with exit status 0.
     """
     try:
-        answer = claude_code_answer(sys.stdin.read(), os.environ, timeout=timeout)
+        with _hard_deadline(timeout + GRACE):
+            answer = claude_code_answer(sys.stdin.read(), os.environ, timeout=timeout)
+    except OutOfTime:
+        answer = deny(f"no decision within {math.ceil(timeout)} s (Signoff answered too slowly); "
+                      "the call was not run")
     except BaseException as exc:  # a bug of ours (or Ctrl-C) is a refusal, never a silent "carry on"
         answer = deny(f"the hook failed ({type(exc).__name__}: {exc}); the call was not run")
     click.echo(json.dumps(answer))
+
+
+class OutOfTime(Exception):
+    """The hook's own deadline passed while Signoff was still being asked."""
+
+
+@contextlib.contextmanager
+def _hard_deadline(seconds: float) -> Iterator[None]:
+    """Raise `OutOfTime` in this (the main) thread after `seconds`, whatever it is blocked on.
+
+    Claude Code lets a tool call go ahead when its hook runs out of time (unless the hook's settings
+    say `"onFailure": "block"`), so the hook answers "deny" before then however slowly Signoff
+    answers. Where there is no SIGALRM (Windows), only the client's own timeouts bound the wait.
+    """
+    if not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def out_of_time(signum: int, frame: object) -> None:
+        raise OutOfTime()
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def claude_code_answer(raw: str, environ: Mapping[str, str], *, timeout: float) -> dict[str, Any]:

@@ -81,12 +81,17 @@ def hook_command(timeout: float) -> str:
     return f"{shlex.quote(sys.executable)} -m signoff hook claude-code --timeout {timeout:g}"
 
 
-def settings(command: str | None, hook_timeout: int = 120) -> dict[str, Any]:
-    """Claude Code settings with `command` as the PreToolUse hook of Bash, Write, Edit and MCP tools."""
+def settings(command: str | None, hook_timeout: int = 120, on_failure: str | None = None) -> dict[str, Any]:
+    """Claude Code settings with `command` as the PreToolUse hook of Bash, Write, Edit and MCP tools.
+
+    Without `on_failure`, a hook that fails or runs out of time lets the call go ahead; the tests
+    leave it out so that a refusal is the hook's own answer."""
     if command is None:
         return {}
-    return {"hooks": {"PreToolUse": [{"matcher": "Bash|Write|Edit|mcp__.*", "hooks": [
-        {"type": "command", "command": command, "timeout": hook_timeout}]}]}}
+    handler: dict[str, Any] = {"type": "command", "command": command, "timeout": hook_timeout}
+    if on_failure is not None:
+        handler["onFailure"] = on_failure
+    return {"hooks": {"PreToolUse": [{"matcher": "Bash|Write|Edit|mcp__.*", "hooks": [handler]}]}}
 
 
 @dataclass
@@ -128,7 +133,8 @@ class ClaudeRun:
 
 def run_claude(cli: Path, model: FakeModel, project: Path, home: Path, *, hook: str | None,
                env: dict[str, str] | None = None, args: tuple[str, ...] = ("--permission-mode", "acceptEdits"),
-               prompt: str = "Please write the file.") -> ClaudeRun:
+               prompt: str = "Please write the file.", hook_timeout: int = 120,
+               on_failure: str | None = None) -> ClaudeRun:
     """`claude -p prompt` in `project`, with `hook` as its PreToolUse hook (None: no hook).
 
     `--permission-mode acceptEdits` lets Claude Code write files in the project without asking, so a
@@ -137,7 +143,7 @@ def run_claude(cli: Path, model: FakeModel, project: Path, home: Path, *, hook: 
     project.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True)
     settings_file = home / "signoff-test-settings.json"
-    settings_file.write_text(json.dumps(settings(hook)))
+    settings_file.write_text(json.dumps(settings(hook, hook_timeout, on_failure)))
     environment = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(home),

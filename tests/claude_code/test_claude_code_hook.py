@@ -161,3 +161,20 @@ def test_nobody_deciding_within_the_timeout_denies(claude_cli: Path, model: Fake
     assert "nobody decided within 2 s" in denied(run)
     assert not (project / "hello.txt").exists()
     assert api.approvals["apr_0001"].status == "pending"
+
+
+@pytest.mark.parametrize(("on_failure", "written"), [(None, True), ("block", False)])
+def test_a_hook_claude_code_gives_up_on_lets_the_call_run_unless_on_failure_blocks(
+        claude_cli: Path, model: FakeModel, project: Path, api: ApprovalStandIn, on_failure: str | None,
+        written: bool) -> None:
+    # Why the hook's --timeout must stay under the hook's `timeout` in the settings, and why the
+    # documented settings say `"onFailure": "block"`: Claude Code cancels a hook that outlasts its
+    # timeout and then runs the call, unless onFailure is "block". Nobody decides here, so the hook
+    # (willing to wait 60 s) is still waiting when Claude Code gives up on it after 1 s.
+    run = run_claude(claude_cli, model, project, project.parent / "home", hook=hook_command(60),
+                     env={"SIGNOFF_URL": api.url, "SIGNOFF_API_KEY": KEY}, hook_timeout=1, on_failure=on_failure)
+
+    assert run.returncode == 0, run.explain()
+    assert [h["outcome"] for h in run.hooks] == ["cancelled"], run.explain()
+    assert (project / "hello.txt").exists() is written
+    assert all(approval.starts == 0 for approval in api.approvals.values())  # nobody approved anything

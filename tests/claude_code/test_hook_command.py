@@ -120,3 +120,14 @@ def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(tmp_path: Path
                           capture_output=True, text=True, timeout=120)
 
     assert done.returncode == 2 and "--timeout" in done.stderr
+
+
+def test_a_signoff_that_hangs_is_denied_by_the_hooks_own_deadline(tmp_path: Path, api: ApprovalStandIn) -> None:
+    # The long poll never answers: the client's read timeout (10 s past the wait) would end it later
+    # as "unreachable"; the hook's own deadline (--timeout plus a few seconds) ends it first.
+    api.hang = True
+
+    decision = hook(json.dumps(WRITE), tmp_path, settings_for(api), "--timeout", "1")
+
+    assert decision["permissionDecision"] == "deny"
+    assert "no decision within 1 s (Signoff answered too slowly)" in decision["permissionDecisionReason"]

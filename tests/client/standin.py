@@ -83,6 +83,8 @@ class ApprovalStandIn:
     policy: Policy = ask_every_time
     seen: list[Seen] = field(default_factory=list)
     approvals: dict[str, Stored] = field(default_factory=dict)
+    hang: bool = False
+    """When set, a long poll never answers (until the stand-in closes): a server that hangs."""
     hold: float | None = None
     """When set, a long poll answers after at most this many seconds, whatever `wait` asked (the
     contract says "up to N seconds"), so a test sees a client poll again."""
@@ -197,7 +199,10 @@ class ApprovalStandIn:
     def _wait(self, approval: Stored, wait: int) -> dict[str, Any]:
         deadline = time.monotonic() + (wait if self.hold is None else min(wait, self.hold))
         with self.changed:
-            while approval.status == "pending" and not self.closing:
+            while (approval.status == "pending" or self.hang) and not self.closing:
+                if self.hang:
+                    self.changed.wait()
+                    continue
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
