@@ -51,8 +51,9 @@ def hook() -> None:
 
 @hook.command("claude-code")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT,
-              show_default=True, help="Seconds to wait for a decision before denying. Keep it under the "
-              "hook's `timeout` in Claude Code's settings.")
+              show_default=True, help="Seconds to wait for a decision before denying. The hook's `timeout` in "
+              "Claude Code's settings must be longer, by 10 s or more (the default suits Claude Code's "
+              "default of 600 s).")
 def claude_code(timeout: float) -> None:
     """Claude Code's PreToolUse hook: ask Signoff whether a tool call may run, and answer.
 
