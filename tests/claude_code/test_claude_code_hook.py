@@ -45,9 +45,9 @@ def api() -> Iterator[ApprovalStandIn]:
 
 
 def claude(cli: Path, model: FakeModel, project: Path, url: str, *, api_key: str = KEY,
-           timeout: float = 60) -> ClaudeRun:
+           timeout: float = 60, mode: str = "acceptEdits") -> ClaudeRun:
     run = run_claude(cli, model, project, project.parent / "home", hook=hook_command(timeout),
-                     env={"SIGNOFF_URL": url, "SIGNOFF_API_KEY": api_key})
+                     env={"SIGNOFF_URL": url, "SIGNOFF_API_KEY": api_key}, args=("--permission-mode", mode))
     assert run.returncode == 0, run.explain()
     assert len(run.hooks) == 1, run.explain()
     assert run.hooks[0]["exit_code"] == 0, run.explain()
@@ -178,3 +178,31 @@ def test_a_hook_claude_code_gives_up_on_lets_the_call_run_unless_on_failure_bloc
     assert [h["outcome"] for h in run.hooks] == ["cancelled"], run.explain()
     assert (project / "hello.txt").exists() is written
     assert all(approval.starts == 0 for approval in api.approvals.values())  # nobody approved anything
+
+
+BASH = {"command": "touch marker", "description": "Make a marker"}
+
+
+def test_without_the_hook_claude_code_p_refuses_bash_in_the_default_mode(claude_cli: Path, project: Path) -> None:
+    # The control for the next test: with nobody to ask, the default permission mode refuses the command.
+    with FakeModel(tool="Bash", tool_input=BASH) as bash:
+        run = run_claude(claude_cli, bash, project, project.parent / "home", hook=None,
+                         args=("--permission-mode", "default"))
+
+    assert run.returncode == 0, run.explain()
+    assert run.result["permission_denials"], run.explain()
+    assert not (project / "marker").exists()
+
+
+def test_an_approved_bash_command_runs_where_no_permission_rule_allows_it(
+        claude_cli: Path, project: Path, api: ApprovalStandIn) -> None:
+    # The hook's "allow" stands in for the permission prompt `claude -p` cannot show.
+    with FakeModel(tool="Bash", tool_input=BASH) as bash, \
+            person(api, lambda pending: api.decide(pending.id, "approved", by="U_ALICE")):
+        run = claude(claude_cli, bash, project, api.url, mode="default")
+
+    (decision,) = run.decisions
+    assert decision["permissionDecision"] == "allow", run.explain()
+    assert (project / "marker").exists()
+    (approval,) = api.approvals.values()
+    assert (approval.tool, approval.request["preview"], approval.starts) == ("Bash", "touch marker", 1)
