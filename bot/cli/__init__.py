@@ -40,6 +40,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "check": ("signoff.bot.cli.ops:check", "Check settings, tools, policy, database, Slack and model."),
     "manifest": ("signoff.bot.cli.ops:manifest", "Print the Slack app manifest."),
     "serve": ("signoff.bot.cli.ops:serve", "Run the Slack bot."),
+    "hook": ("signoff.bot.cli.hook:hook", "Answer an agent's hook (Claude Code) from Signoff's approvals."),
 }
 """Each command: where it lives ("module:attribute"), and its line in `signoff --help`."""
 
