@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -198,6 +199,36 @@ def insert_run(conn: Connection, values: dict[str, Any], created: dict[str, Any]
     conn.execute(_INSERT_EVENTS, rows)
     digest: str = rows[0]["hash"]
     return digest, row
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """A run to create (`RunStore.create_run`'s arguments)."""
+
+    state: dict[str, Any]
+    goal: str
+    requester: str
+    origin: dict[str, Any]
+    model: str
+    request_id: str | None
+    lease_to: str | None
+    lease: timedelta | None
+
+
+def insert_new_run(conn: Connection, new: NewRun, now: datetime) -> tuple[RunRecord, str]:
+    """Insert `new`: its row, its `run_created` event and its history; the run, and the hash of its
+    first event, which the caller links into the chain of runs (`link_run`), last."""
+    state = new.state
+    created = {"type": "run_created", "goal": new.goal, "requester": new.requester, "origin": new.origin,
+               "model": new.model}
+    first, row = insert_run(conn, dict(
+        run_id=state["run_id"], goal=new.goal, requester=new.requester, origin=canonical_json(new.origin),
+        model=new.model, status=state["status"], state=dump_without_history(state),
+        history_len=0, version=1, created_at=now, updated_at=now, request_id=new.request_id,
+        lease_owner=new.lease_to, lease_expires_at=now + new.lease if new.lease_to and new.lease else None,
+    ), created, now)
+    append_history(conn, state["run_id"], 0, state["history"])
+    return run_record(row, list(state["history"])), first
 
 
 def link_run(conn: Connection, run_id: str, seq: int, event: str) -> None:

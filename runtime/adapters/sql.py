@@ -11,10 +11,11 @@ its own rows comes from `runtime/rules.py` as data: the store decides no rule.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, select, update
+from sqlalchemy import ColumnElement, Connection, Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
 from signoff.runtime.adapters.approval_rows import (
@@ -22,18 +23,18 @@ from signoff.runtime.adapters.approval_rows import (
     insert_approval,
     save_changes,
 )
+from signoff.runtime.adapters.group_commit import GroupCommit
 from signoff.runtime.adapters.ids import new_approval_id
 from signoff.runtime.adapters.rows import (
     SAVE_STEP,
+    NewRun,
     append_events,
     append_history,
-    dump_without_history,
     finish_execution,
     insert_events,
-    insert_run,
+    insert_new_run,
     json_or,
     link_run,
-    run_record,
     step_params,
 )
 from signoff.runtime.adapters.sql_approvals import SqlApprovals, lease_params
@@ -85,31 +86,58 @@ class SqlStore(SqlApprovals):
     `SqlReads`, the approvals' and the ledger's writes of `SqlApprovals`, and the runs' writes, each
     one transaction."""
 
+    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] | None = None) -> None:
+        super().__init__(engine, clock=clock)
+        self._new_runs: GroupCommit[NewRun, RunRecord | str] = GroupCommit(self._insert_runs)
+        """New runs that arrive together are inserted in one transaction (`group_commit`)."""
+
     # -- runs ----------------------------------------------------------------------------
 
     def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
                    model: str, request_id: str | None = None, lease_to: str | None = None,
                    lease: timedelta | None = None) -> RunRecord:
         """Insert a new run; with a `request_id` already used, return that request's run instead."""
+        created = self._new_runs.submit(NewRun(state, goal, requester, origin, model, request_id, lease_to, lease))
+        if isinstance(created, RunRecord):
+            return created
+        earlier = self._run_for_request(created)
+        if earlier is None:
+            raise IncompatibleState(f"request {created} started a run that cannot be read back")
+        return earlier
+
+    def _insert_runs(self, batch: Sequence[NewRun]) -> list[RunRecord | str]:
+        """Insert `batch` in one transaction: each new run, or the request id whose run exists already.
+        A request id taken meanwhile by another replica fails the transaction: each is then
+        inserted alone, so that one replay does not fail the runs beside it."""
+        # Inserted by request id, and linked into the chain of runs after every insert: two replicas'
+        # batches then wait for each other's request ids in one order, and take the chain's head
+        # last, as a single creation does, so no deadlock can form between them.
+        order = sorted(range(len(batch)), key=lambda i: (batch[i].request_id is None, batch[i].request_id or ""))
         try:
             with self._tx() as conn:
-                now = self._now(conn)
-                created = {"type": "run_created", "goal": goal, "requester": requester, "origin": origin,
-                           "model": model}
-                first, row = insert_run(conn, dict(
-                    run_id=state["run_id"], goal=goal, requester=requester, origin=canonical_json(origin),
-                    model=model, status=state["status"], state=dump_without_history(state),
-                    history_len=0, version=1, created_at=now, updated_at=now, request_id=request_id,
-                    lease_owner=lease_to, lease_expires_at=now + lease if lease_to and lease else None,
-                ), created, now)
-                append_history(conn, state["run_id"], 0, state["history"])
-                link_run(conn, state["run_id"], 1, first)
-        except IntegrityError:
-            earlier = self._run_for_request(request_id)
-            if earlier is None:
-                raise
-            return earlier
-        return run_record(row, list(state["history"]))
+                asked = [new.request_id for new in batch if new.request_id]
+                taken = set(conn.execute(select(runs.c.request_id).where(runs.c.request_id.in_(asked))).scalars()
+                            ) if asked else set()
+                now, made, links = self._now(conn), dict[int, RunRecord | str](), []
+                for index in order:
+                    new = batch[index]
+                    if new.request_id is not None and new.request_id in taken:
+                        made[index] = new.request_id
+                        continue
+                    run, first = insert_new_run(conn, new, now)
+                    made[index] = run
+                    links.append((run.run_id, first))
+                    if new.request_id:
+                        taken.add(new.request_id)
+                for run_id, first in links:
+                    link_run(conn, run_id, 1, first)
+                return [made[index] for index in range(len(batch))]
+        except IntegrityError as exc:
+            if len(batch) > 1:
+                return [made for new in batch for made in self._insert_runs([new])]
+            if batch[0].request_id:
+                return [batch[0].request_id]  # taken meanwhile: that request's run is the answer
+            raise exc
 
     def claim(self, run_id: str, owner: str, lease: timedelta, *, history: bool = True) -> RunRecord | None:
         """Take the run's lease if nobody holds a live one; None if somebody does or the run ended."""
