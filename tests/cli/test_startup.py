@@ -63,3 +63,13 @@ def test_help_lists_every_command_and_each_one_loads(signoff):
     for name in COMMANDS:
         command = cli.get_command(context, name)
         assert isinstance(command, click.Command) and command.name == name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [("runs", "list"), ("runs", "show", "run-none")], ids=" ".join)
+def test_read_commands_load_none_of_the_replay_machinery(args, tmp_path):
+    replaying = ("signoff.runtime.replay", "signoff.bot.cli.replays", "signoff.bot.cli.running")
+    probe = subprocess.run([sys.executable, "-c", PROBE, ",".join(replaying), *args], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+
+    assert json.loads(probe.stderr.strip().splitlines()[-1])["loaded"] == []
