@@ -58,6 +58,23 @@ class SecretFilter(logging.Filter):
         return True
 
 
+BOLT_SIGNATURE_LOGGER = "slack_bolt.RequestVerification"
+"""Where Bolt tells of a request whose signature does not verify: at INFO, with the whole body."""
+
+
+class _BodyLeftOut(logging.Filter):
+    """Keeps Bolt's line about a request with a bad signature, without the request's body: a body
+    carries what people typed and the response URL that posts to their channel, and a request that
+    failed the check may be anyone's. A filter, not a level: Bolt sets this logger's level to the
+    root's each time it builds an app."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if ", body: " in message:
+            record.msg, record.args = message[:message.index(", body: ")] + ", body not logged)", ()
+        return True
+
+
 def _timestamp(record: logging.LogRecord) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
 
@@ -133,6 +150,9 @@ def configure_logging(level: str | int, *, log_format: LogFormat = "text", secre
     level_number = root.getEffectiveLevel()
     # slack_sdk logs request headers (the bearer token among them) at DEBUG: keep it at INFO or above.
     logging.getLogger("slack_sdk").setLevel(max(logging.INFO, level_number))
+    bolt_signatures = logging.getLogger(BOLT_SIGNATURE_LOGGER)
+    if not any(isinstance(f, _BodyLeftOut) for f in bolt_signatures.filters):
+        bolt_signatures.addFilter(_BodyLeftOut())
     for name in CHATTY:  # at INFO they tell of every sweep and migration step: worth it only when debugging
         logging.getLogger(name).setLevel(level_number if level_number <= logging.DEBUG else max(logging.WARNING,
                                                                                                level_number))

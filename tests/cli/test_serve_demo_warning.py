@@ -4,14 +4,9 @@ once start-up has passed its checks: never before the error that stops it."""
 from __future__ import annotations
 
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
 
-import httpx
 import pytest
+from serve_harness import serving
 
 from tests.fakes.slack import FakeSlack
 
@@ -23,38 +18,10 @@ def slack_env(slack: FakeSlack, token: str) -> dict[str, str]:
             "SIGNOFF_APPROVERS": "U0LEAD"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def served(signoff, env: dict[str, str]) -> str:
     """What `signoff serve` printed by the time it answered its health check, then was stopped."""
-    port = free_port()
-    log = signoff.cwd / "serve.log"
-    with log.open("wb") as output:  # a file, not a pipe nobody reads while it runs
-        process = subprocess.Popen([sys.executable, "-m", "signoff.bot.cli", "serve"], cwd=signoff.cwd,
-                                   env={**signoff.env, **env, "SIGNOFF_PORT": str(port)},
-                                   stdout=output, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                assert process.poll() is None, log.read_text()
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.1)
-            else:
-                raise AssertionError(f"it never answered its health check:\n{log.read_text()}")
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with serving(signoff, env) as (_, log):
+        pass
     return log.read_text()
 
 
