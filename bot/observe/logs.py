@@ -233,7 +233,9 @@ def _decision(run: RunRecord, event: Mapping[str, Any], turn: ModelTurn | None) 
     fields = _fields(event, "step", "tool")
     usage = ""
     if turn is not None:
-        usage = f" ({turn.input_tokens} in / {turn.output_tokens} out tokens, ${turn.cost_usd:.4f})"
+        # A model that reports no usage (the scripted one) is not said to have cost nothing.
+        if turn.input_tokens or turn.output_tokens or turn.cost_usd:
+            usage = f" ({turn.input_tokens} in / {turn.output_tokens} out tokens, ${turn.cost_usd:.4f})"
         fields.update(model=turn.model, outcome=turn.outcome, input_tokens=turn.input_tokens,
                       output_tokens=turn.output_tokens, cost_usd=turn.cost_usd)
     return logging.INFO, f"run {run.run_id} step {event.get('step')}: {run.model} {said}{usage}", fields
@@ -327,9 +329,11 @@ def _budget_extended(run: RunRecord, event: Mapping[str, Any], turn: ModelTurn |
 
 def _ending(run: RunRecord, event: Mapping[str, Any], status: str) -> Line:
     usage = event.get("usage") or {}
+    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    cost = float(usage.get("cost_usd", 0.0))
+    paid = f"{tokens} tokens, ${cost:.4f}, " if tokens or cost else ""  # none reported: nothing to say
     spent = (f"{usage.get('model_calls', 0)} model calls, {usage.get('tool_calls', 0)} tool calls, "
-             f"{int(usage.get('input_tokens', 0)) + int(usage.get('output_tokens', 0))} tokens, "
-             f"${float(usage.get('cost_usd', 0.0)):.4f}, {float(usage.get('seconds', 0.0)):.1f}s running")
+             f"{paid}{float(usage.get('seconds', 0.0)):.1f}s running")
     fields = {"status": status, **{name: usage[name] for name in ("model_calls", "tool_calls", "input_tokens",
                                                                   "output_tokens", "cost_usd") if name in usage}}
     if status == "done":
