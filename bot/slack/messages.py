@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay
+from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
 from signoff.bot.slack.approval_buttons import approve_all_button
 from signoff.bot.slack.approval_cards import (
     AskedWith,
@@ -72,6 +72,8 @@ from signoff.bot.slack.tool_results import (
 )
 from signoff.bot.words import (
     approval_preview,
+    approval_request_line,
+    call_summary,
     edited_changes,
     model_words,
     people,
@@ -172,9 +174,13 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
     if progress:
         blocks.append(section(progress))
     blocks.append(actions(APPROVAL_BLOCK, [*shown.buttons, *full_preview_button(run, approval, shown)]))
-    by = f", edited by {edited.get('by')}" if edited else ""
-    text = f"Approval needed: {approval.tool} for run {run.run_id}{by} (expires {approval.expires_at:%H:%M} UTC)"
-    return Message(fallback_text(text), blocks)
+    # Shown alone in notifications: what would run, and for whom. Untrusted parts are escaped one by
+    # one, so the requester stays a mention.
+    summary = call_summary(argument_lines(approval.args, display))
+    text = approval_request_line(safe(approval.tool, 64), safe(summary, 200), user(run.requester),
+                                 safe(run.run_id, 80), f"{approval.expires_at:%H:%M} UTC",
+                                 user(edited.get("by")) if edited else None)
+    return Message(clip(text, MAX_FALLBACK), blocks)
 
 
 def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
