@@ -96,7 +96,7 @@ def run_message(run: RunRecord, *, now: str | None = None, waiting: Sequence[App
     """The message that announces a run in its channel; progress threads under it. It shows the
     run as it stands `now` (default: its status) with its budget used so far, and, while it waits,
     the calls it waits on and who decides them (`waiting`: its approvals)."""
-    status = now or run.status
+    status = now or _shown_status(run)
     emoji = STATUS_EMOJI.get(status, "")
     blocks = [
         section(f"*Run for* {user(run.requester)}\n>{safe(run.goal, GOAL_CHARS)}"),
@@ -107,6 +107,13 @@ def run_message(run: RunRecord, *, now: str | None = None, waiting: Sequence[App
     if outcome:
         blocks.append(section(outcome))
     return Message(fallback_text(f"Signoff run {run.run_id} ({status_words(status)}): {run.goal}"), blocks)
+
+
+def _shown_status(run: RunRecord) -> str:
+    """Where the run stands for people. A run not yet started that a worker holds the lease of is
+    being worked on: it is announced as the worker takes it, before its first step is saved (the
+    step that records it as running is its first model call, which takes a while)."""
+    return "running" if run.status == "idle" and run.lease_owner else run.status
 
 
 def _waiting_line(approvals: Sequence[ApprovalRecord]) -> str | None:
