@@ -181,6 +181,15 @@ def approval_request_line(tool: str, summary: str, requester: str, run_id: str, 
     return f"Approval needed: {tool}{about}, requested by {requester} in run {run_id}{edited}; expires {expires}"
 
 
+def batch_request_line(waiting: int, tools: Sequence[str], requester: str, run_id: str) -> str:
+    """A card of a turn's several calls where one line is all that is shown: how many of them still
+    wait, which tools, and whose run asks. Each part as its surface formats it."""
+    if not waiting:
+        return f"Decided: {len(tools)} calls for run {run_id}"
+    return (f"Approval needed: {waiting} of {len(tools)} calls ({', '.join(dict.fromkeys(tools))}), "
+            f"requested by {requester} in run {run_id}")
+
+
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

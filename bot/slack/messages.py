@@ -73,6 +73,7 @@ from signoff.bot.slack.tool_results import (
 from signoff.bot.words import (
     approval_preview,
     approval_request_line,
+    batch_request_line,
     call_summary,
     edited_changes,
     model_words,
@@ -231,10 +232,10 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
     budget = _asked_budget(run, asked.values() if asked is not None else None)
     blocks.append(context(f"run `{safe(run.run_id, 80)}`" + (f" · budget used: {budget}" if budget else "")))
     waiting = sum(1 for approval in approvals if approval.status == "pending")
-    text = (f"Approval needed: {waiting} of {len(approvals)} calls ("
-            f"{', '.join(dict.fromkeys(a.tool for a in approvals))}) for run {run.run_id}" if waiting else
-            f"Decided: {len(approvals)} calls for run {run.run_id}")
-    return Message(fallback_text(text), blocks)
+    # As a one-call card's: untrusted parts escaped one by one, so the requester stays a mention.
+    text = batch_request_line(waiting, [safe(a.tool, 64) for a in approvals], user(run.requester),
+                              safe(run.run_id, 80))
+    return Message(clip(text, MAX_FALLBACK), blocks)
 
 
 def card_words(run: RunRecord, approval: ApprovalRecord) -> str | None:

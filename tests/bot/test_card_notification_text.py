@@ -37,3 +37,16 @@ def test_untrusted_words_are_escaped_and_the_requester_stays_a_mention():
 
     assert "<!channel>" not in text and "&lt;!channel&gt;" in text
     assert "requested by <@U0ASKER>" in text
+
+
+def test_a_card_of_several_calls_says_how_many_wait_which_tools_and_who_asked(signoff, slack):
+    signoff.script.decisions = [{"calls": [{**tool_call("issue_refund", order_id="42", amount_usd=20.0),
+                                            "call_id": "c-20"},
+                                           {**tool_call("issue_refund", order_id="43", amount_usd=30.0),
+                                            "call_id": "c-30"}]}]
+    signoff.command("Refund orders 42 and 43", user="U0ASKER")
+    run = signoff.only_run()
+
+    card = signoff.approval_message()
+
+    assert card["text"] == f"Approval needed: 2 of 2 calls (issue_refund), requested by <@U0ASKER> in run {run.run_id}"
