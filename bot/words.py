@@ -157,6 +157,39 @@ def _brief(value: Any) -> str:
             return _short(literal(value), _SUMMARY_VALUE)
 
 
+# -- an approval request in one line ----------------------------------------------------------------
+
+_SUMMARY_ARGUMENTS = 2
+_SUMMARY_ARGUMENT_CHARS = 48
+
+
+def call_summary(lines: Sequence[str]) -> str:
+    """A call in short, from its argument lines (`bot.arguments.argument_lines`, secrets redacted):
+    the first two, each cut short, and how many more, e.g. `to: "ada@example.com", subject: "Your
+    refund", 1 more`."""
+    shown = [_short(line, _SUMMARY_ARGUMENT_CHARS) for line in lines[:_SUMMARY_ARGUMENTS]]
+    rest = len(lines) - len(shown)
+    return ", ".join(shown + ([f"{rest:,} more"] if rest else []))
+
+
+def approval_request_line(tool: str, summary: str, requester: str, run_id: str, expires: str,
+                          edited_by: str | None = None) -> str:
+    """An approval request where one line is all that is shown (a notification): the tool, the call
+    in short (`call_summary`), whose run asks, and until when. Each part as its surface formats it."""
+    about = f" ({summary})" if summary else ""
+    edited = f", edited by {edited_by}" if edited_by else ""
+    return f"Approval needed: {tool}{about}, requested by {requester} in run {run_id}{edited}; expires {expires}"
+
+
+def batch_request_line(waiting: int, tools: Sequence[str], requester: str, run_id: str) -> str:
+    """A card of a turn's several calls where one line is all that is shown: how many of them still
+    wait, which tools, and whose run asks. Each part as its surface formats it."""
+    if not waiting:
+        return f"Decided: {len(tools)} calls for run {run_id}"
+    return (f"Approval needed: {waiting} of {len(tools)} calls ({', '.join(dict.fromkeys(tools))}), "
+            f"requested by {requester} in run {run_id}")
+
+
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -46,6 +46,7 @@ from signoff.runtime.records import (
 )
 from signoff.runtime.runner import Runner
 from signoff.runtime.schema import ACTIVE
+from signoff.tools.base import Tool
 
 YES_NO = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny"}
 """What people type at a yes-or-no question, taken at the approval prompt as approve or deny."""
@@ -130,7 +131,8 @@ def decide_here(runner: Runner, run: RunRecord, approval: ApprovalRecord, consol
         console.say(f"  {not_done(refusal)}; the run stays paused")
         return False
     for _ in range(MAX_INVALID_ANSWERS):
-        match ask_decision(console, approval, notifier.display(approval.tool)):
+        match ask_decision(console, approval, notifier.display(approval.tool),
+                           text_arguments(notifier.tools.get(approval.tool))):
             case None:
                 return False
             case Approve(similar=similar):
@@ -180,7 +182,8 @@ def told(outcome: DecisionOutcome, console: Console) -> bool:
     return True
 
 
-def ask_decision(console: Console, approval: ApprovalRecord, display: ToolDisplay) -> Answer | None:
+def ask_decision(console: Console, approval: ApprovalRecord, display: ToolDisplay,
+                 texts: frozenset[str] | None = None) -> Answer | None:
     """Approve (alone, or allowing similar calls where the rule offers it), deny (with the reason
     the model is told) or edit the arguments; None if the person quit.
 
@@ -198,7 +201,7 @@ def ask_decision(console: Console, approval: ApprovalRecord, display: ToolDispla
         if choice == "deny":
             return Deny(console.read("Reason (the model is told): ") or "")
         if choice == "edit":
-            edited = ask_arguments(console, approval, display)
+            edited = ask_arguments(console, approval, display, texts)
             if edited is None:
                 return None
             return EditTo(edited)
@@ -214,18 +217,25 @@ def ask_decision(console: Console, approval: ApprovalRecord, display: ToolDispla
     return None
 
 
-def ask_arguments(console: Console, approval: ApprovalRecord, display: ToolDisplay) -> dict[str, Any] | None:
+def ask_arguments(console: Console, approval: ApprovalRecord, display: ToolDisplay,
+                  texts: frozenset[str] | None = None) -> dict[str, Any] | None:
     """The arguments as the person changes them, one at a time (Enter keeps one as it is) or all
-    at once as one JSON object; None if the input ended, or nothing usable came in a few tries."""
+    at once as one JSON object; None if the input ended, or nothing usable came in a few tries.
+
+    An argument in `texts` (the tool's schema takes text there) takes what is typed as its text:
+    quotes are needed only where other values are JSON. With no schema known (`texts` None), an
+    argument whose value is text now is taken as text."""
     args = dict(approval.args)
     names = ordered({**dict.fromkeys(display.order), **args}, display.order)
     if not names:
         return ask_whole(console)
-    console.show("  Edit the arguments: for each, Enter keeps it as it is, a JSON value replaces it (text in "
-                 'quotes: "like this"), and - leaves it out. Or type json to give them all as one JSON object.')
+    console.show("  Edit the arguments: for each, Enter keeps it as it is, new text replaces text (other values "
+                 "in JSON), and - leaves it out. Or type json to give them all as one JSON object.")
     shown = dict(zip(names, argument_lines({name: args.get(name) for name in names}, display), strict=True))
     for index, name in enumerate(names):
         line = shown[name] if name in args else f"{name}: (not given)"
+        # Stored arguments are canonical JSON (a decimal is text there): the schema knows better.
+        text = name in texts if texts is not None else isinstance(args.get(name), str)
         for _ in range(MAX_INVALID_ANSWERS):
             typed = console.read(f"    {line}\n    new value: ")
             if typed is None:
@@ -237,7 +247,7 @@ def ask_arguments(console: Console, approval: ApprovalRecord, display: ToolDispl
                     args.pop(name, None)
                 break
             try:
-                args[name] = json.loads(typed)
+                args[name] = _text(typed) if text else json.loads(typed)
                 break
             except ValueError as exc:
                 console.show(f'    not JSON ({exc}); text goes in quotes, e.g. "like this"')
@@ -245,6 +255,39 @@ def ask_arguments(console: Console, approval: ApprovalRecord, display: ToolDispl
             console.show(f"  no usable value after {MAX_INVALID_ANSWERS} tries; stopping here")
             return None
     return args
+
+
+def _text(typed: str) -> str:
+    """What was typed for a text argument: as typed, or unquoted if typed as a JSON string."""
+    try:
+        value = json.loads(typed)
+    except ValueError:
+        return typed
+    return value if isinstance(value, str) else typed
+
+
+def text_arguments(tool: Tool | None) -> frozenset[str] | None:
+    """The names of the arguments `tool`'s schema says are text (a string, or a string or null);
+    None if the tool is not loaded here or its schema names no arguments."""
+    if tool is None:
+        return None
+    properties = tool.json_schema().get("properties")
+    if not isinstance(properties, dict):
+        return None
+    return frozenset(name for name, schema in properties.items()
+                     if isinstance(schema, dict) and _is_text(schema))
+
+
+def _is_text(schema: dict[str, Any]) -> bool:
+    kinds = schema.get("type")
+    if isinstance(kinds, list):  # e.g. ["string", "null"]
+        return "string" in kinds and set(kinds) <= {"string", "null"}
+    if kinds is not None:
+        return bool(kinds == "string")
+    options = schema.get("anyOf")
+    return isinstance(options, list) and bool(options) and all(
+        isinstance(option, dict) and option.get("type") in ("string", "null") for option in options
+    ) and any(isinstance(option, dict) and option.get("type") == "string" for option in options)
 
 
 def ask_whole(console: Console) -> dict[str, Any] | None:

@@ -104,8 +104,9 @@ def _database_url(ctx: click.Context, param: click.Parameter, value: str | None)
 _POSITIVE_INT, _POSITIVE = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
 DATABASE_URL = click.option("--database-url", callback=_database_url,
                             help="SQLAlchemy URL of the run store (overrides SIGNOFF_DATABASE_URL).")
-TOOLS = click.option("--tools", help="Toolsets: demo, mcp:<server>, mcp:* or package.module:attribute, "
-                                     "comma-separated (overrides SIGNOFF_TOOLS).")
+TOOLS = click.option("--tools", help="Toolsets, comma-separated: demo, mcp:<server> (mcp:* for every server in "
+                                     "SIGNOFF_MCP_CONFIG), http:<api> (http:* for every API in SIGNOFF_HTTP_TOOLS) "
+                                     "or package.module:attribute (overrides SIGNOFF_TOOLS).")
 MCP_CONFIG = click.option("--mcp-config", help="JSON file of MCP servers (overrides SIGNOFF_MCP_CONFIG).")
 POLICY = click.option("--policy", metavar="PATH",
                        help="YAML file of approval rules (overrides SIGNOFF_POLICY; see `signoff policy explain`).")

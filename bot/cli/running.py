@@ -46,11 +46,13 @@ def run(goal: str, quiet: bool, user: str, **flags: Any) -> int:
     """Run GOAL in the terminal with the configured model and tools.
 
     Every call the approval policy asks about (by default every side effect) is shown as Slack
-    would show it and waits for an answer: approve [a], deny [d] (then a reason, which the model
-    is told) or quit [q] (the run stays paused in the database; `signoff runs resume` continues
-    it). Answers may be piped, one a line; the end of input counts as quit. A rule with `confirm`
-    has you type the tool's name to approve; where a rule needs several approvals, yours counts
-    as one and the run stays paused for the others. Calls a rule allows or refuses say so.
+    would show it and waits for an answer: approve [a]; approve and allow similar calls for a
+    while [s], where the rule offers a grant; deny [d] (then a reason, which the model is told);
+    edit [e] the call's arguments, one at a time (then it is asked about afresh); or quit [q] (the
+    run stays paused in the database; `signoff runs resume` continues it). Answers may be piped,
+    one a line; the end of input counts as quit. A rule with `confirm` has you type the tool's name
+    to approve; where a rule needs several approvals, yours counts as one and the run stays paused
+    for the others. Calls a rule allows or refuses say so.
 
     """
     settings = load_settings(flags)

@@ -183,4 +183,4 @@ def runs_replay(run_id: str | None, every: bool, since: datetime | None, databas
 
 @click.group(commands=[runs_list, runs_show, runs_export, runs_resume, runs_replay])
 def runs() -> None:
-    """List, show, export and resume stored runs."""
+    """List, show, export, resume and replay stored runs."""

@@ -8,12 +8,11 @@ loads none of this.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 
 from signoff.bot.cli.options import DEMO_DATABASE_URL, is_zero_config, load_settings
-from signoff.bot.cli.replays import verdict_lines
-from signoff.bot.cli.running import IN_TERMINAL, TERMINAL_SOURCE
 from signoff.bot.settings import Settings
 from signoff.bot.wiring import (
     is_default_sqlite,
@@ -23,14 +22,17 @@ from signoff.bot.wiring import (
     open_store,
     sqlite_file,
 )
-from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.errors import ConfigError, SignoffError
-from signoff.runtime.judging import Caller
 from signoff.runtime.ports import Store
 from signoff.runtime.records import RunRecord
-from signoff.runtime.replay import Replayed, replay
 from signoff.runtime.state import TERMINAL, secret_names
-from signoff.tools.base import Tool
+
+# What only `runs replay` uses is imported in the functions that replay: the read commands
+# (`runs list`, `show`, `export`) load none of the replay machinery.
+if TYPE_CHECKING:
+    from signoff.runtime.approval_policy import ApprovalPolicy
+    from signoff.runtime.replay import Replayed
+    from signoff.tools.base import Tool
 
 
 def runs_store(database_url: str | None, demo: bool, tools: str | None = None,
@@ -105,6 +107,8 @@ class RunPolicies:
         self.loaded: dict[bool, ApprovalPolicy] = {}
 
     def of(self, run: RunRecord) -> ApprovalPolicy:
+        from signoff.bot.cli.running import IN_TERMINAL, TERMINAL_SOURCE
+
         in_terminal = run.origin.get("source") == TERMINAL_SOURCE
         if in_terminal not in self.loaded:
             overrides = IN_TERMINAL if in_terminal else {}
@@ -116,6 +120,10 @@ def replay_each(store: Store, toolset: dict[str, Tool], chosen: list[RunRecord],
                 stall_after: int | None, policies: RunPolicies) -> list[Replayed]:
     """Replay each run; print the verdict of each one, or with `reread` (runs listed without their
     history, read here one at a time) only of those that diverged."""
+    from signoff.bot.cli.replays import verdict_lines
+    from signoff.runtime.judging import Caller
+    from signoff.runtime.replay import replay
+
     results = []
     for listed in chosen:
         run = store.get_run(listed.run_id) if reread else listed

@@ -58,6 +58,23 @@ class SecretFilter(logging.Filter):
         return True
 
 
+BOLT_SIGNATURE_LOGGER = "slack_bolt.RequestVerification"
+"""Where Bolt tells of a request whose signature does not verify: at INFO, with the whole body."""
+
+
+class _BodyLeftOut(logging.Filter):
+    """Keeps Bolt's line about a request with a bad signature, without the request's body: a body
+    carries what people typed and the response URL that posts to their channel, and a request that
+    failed the check may be anyone's. A filter, not a level: Bolt sets this logger's level to the
+    root's each time it builds an app."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if ", body: " in message:
+            record.msg, record.args = message[:message.index(", body: ")] + ", body not logged)", ()
+        return True
+
+
 def _timestamp(record: logging.LogRecord) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
 
@@ -133,6 +150,9 @@ def configure_logging(level: str | int, *, log_format: LogFormat = "text", secre
     level_number = root.getEffectiveLevel()
     # slack_sdk logs request headers (the bearer token among them) at DEBUG: keep it at INFO or above.
     logging.getLogger("slack_sdk").setLevel(max(logging.INFO, level_number))
+    bolt_signatures = logging.getLogger(BOLT_SIGNATURE_LOGGER)
+    if not any(isinstance(f, _BodyLeftOut) for f in bolt_signatures.filters):
+        bolt_signatures.addFilter(_BodyLeftOut())
     for name in CHATTY:  # at INFO they tell of every sweep and migration step: worth it only when debugging
         logging.getLogger(name).setLevel(level_number if level_number <= logging.DEBUG else max(logging.WARNING,
                                                                                                level_number))
@@ -213,7 +233,9 @@ def _decision(run: RunRecord, event: Mapping[str, Any], turn: ModelTurn | None) 
     fields = _fields(event, "step", "tool")
     usage = ""
     if turn is not None:
-        usage = f" ({turn.input_tokens} in / {turn.output_tokens} out tokens, ${turn.cost_usd:.4f})"
+        # A model that reports no usage (the scripted one) is not said to have cost nothing.
+        if turn.input_tokens or turn.output_tokens or turn.cost_usd:
+            usage = f" ({turn.input_tokens} in / {turn.output_tokens} out tokens, ${turn.cost_usd:.4f})"
         fields.update(model=turn.model, outcome=turn.outcome, input_tokens=turn.input_tokens,
                       output_tokens=turn.output_tokens, cost_usd=turn.cost_usd)
     return logging.INFO, f"run {run.run_id} step {event.get('step')}: {run.model} {said}{usage}", fields
@@ -307,9 +329,11 @@ def _budget_extended(run: RunRecord, event: Mapping[str, Any], turn: ModelTurn |
 
 def _ending(run: RunRecord, event: Mapping[str, Any], status: str) -> Line:
     usage = event.get("usage") or {}
+    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    cost = float(usage.get("cost_usd", 0.0))
+    paid = f"{tokens} tokens, ${cost:.4f}, " if tokens or cost else ""  # none reported: nothing to say
     spent = (f"{usage.get('model_calls', 0)} model calls, {usage.get('tool_calls', 0)} tool calls, "
-             f"{int(usage.get('input_tokens', 0)) + int(usage.get('output_tokens', 0))} tokens, "
-             f"${float(usage.get('cost_usd', 0.0)):.4f}, {float(usage.get('seconds', 0.0)):.1f}s running")
+             f"{paid}{float(usage.get('seconds', 0.0)):.1f}s running")
     fields = {"status": status, **{name: usage[name] for name in ("model_calls", "tool_calls", "input_tokens",
                                                                   "output_tokens", "cost_usd") if name in usage}}
     if status == "done":

@@ -6,6 +6,7 @@ the card of a turn's several, and where a request stands, as the card, App Home,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from signoff.bot.slack.blocks import (
     budget_line,
     code,
     context,
+    escape,
     header,
     model_says,
     rule_name,
@@ -68,10 +70,30 @@ def asked_with(run: RunRecord, approval: ApprovalRecord) -> AskedWith | None:
     return AskedWith(approval_preview(run, approval), budget_line(run.state)) if waits else None
 
 
+_WORKSPACE_DOMAIN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,30}$")
+_MESSAGE_TS = re.compile(r"^\d{9,12}\.\d{6}$")
+
+
+def thread_link(origin: Mapping[str, Any], label: str) -> str | None:
+    """A link to the run's own message (its thread is under it): Slack's permalink form,
+    `https://<domain>.slack.com/archives/<channel>/p<ts without its dot>`, where the run's origin
+    names its workspace's domain (`domain`, as a slash command's `team_domain` gives it). Without
+    one, the link opens the run's channel (`run_link`); None for a run not posted in a channel."""
+    domain, channel, ts = origin.get("domain"), origin.get("channel"), origin.get("ts")
+    if not all(isinstance(part, str) for part in (domain, channel, ts)):
+        return run_link(origin, label)
+    assert isinstance(domain, str) and isinstance(channel, str) and isinstance(ts, str)
+    if not (_WORKSPACE_DOMAIN.match(domain) and _CHANNEL.match(channel) and _MESSAGE_TS.match(ts)):
+        return run_link(origin, label)
+    url = f"https://{domain}.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+    return f"<{escape(url)}|{safe(label, 80)}>"
+
+
 def card_head(run: RunRecord, title: str, said: str | None) -> list[dict[str, Any]]:
     """The top of an approval card: what it asks (`title`), the run's goal and who asked it, and what
     the model said beside the call, if anything."""
-    link = run_link(run.origin, "see the run")
+    link = thread_link(run.origin, "see the run")
     return [header(title),
             section(f"*Goal* (asked by {user(run.requester)}{f' · {link}' if link else ''})\n"
                     f">{safe(run.goal, GOAL_CHARS)}"),

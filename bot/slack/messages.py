@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay
+from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
 from signoff.bot.slack.approval_buttons import approve_all_button
 from signoff.bot.slack.approval_cards import (
     AskedWith,
@@ -72,6 +72,9 @@ from signoff.bot.slack.tool_results import (
 )
 from signoff.bot.words import (
     approval_preview,
+    approval_request_line,
+    batch_request_line,
+    call_summary,
     edited_changes,
     model_words,
     people,
@@ -94,7 +97,7 @@ def run_message(run: RunRecord, *, now: str | None = None, waiting: Sequence[App
     """The message that announces a run in its channel; progress threads under it. It shows the
     run as it stands `now` (default: its status) with its budget used so far, and, while it waits,
     the calls it waits on and who decides them (`waiting`: its approvals)."""
-    status = now or run.status
+    status = now or _shown_status(run)
     emoji = STATUS_EMOJI.get(status, "")
     blocks = [
         section(f"*Run for* {user(run.requester)}\n>{safe(run.goal, GOAL_CHARS)}"),
@@ -105,6 +108,13 @@ def run_message(run: RunRecord, *, now: str | None = None, waiting: Sequence[App
     if outcome:
         blocks.append(section(outcome))
     return Message(fallback_text(f"Signoff run {run.run_id} ({status_words(status)}): {run.goal}"), blocks)
+
+
+def _shown_status(run: RunRecord) -> str:
+    """Where the run stands for people. A run not yet started that a worker holds the lease of is
+    being worked on: it is announced as the worker takes it, before its first step is saved (the
+    step that records it as running is its first model call, which takes a while)."""
+    return "running" if run.status == "idle" and run.lease_owner else run.status
 
 
 def _waiting_line(approvals: Sequence[ApprovalRecord]) -> str | None:
@@ -172,9 +182,13 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
     if progress:
         blocks.append(section(progress))
     blocks.append(actions(APPROVAL_BLOCK, [*shown.buttons, *full_preview_button(run, approval, shown)]))
-    by = f", edited by {edited.get('by')}" if edited else ""
-    text = f"Approval needed: {approval.tool} for run {run.run_id}{by} (expires {approval.expires_at:%H:%M} UTC)"
-    return Message(fallback_text(text), blocks)
+    # Shown alone in notifications: what would run, and for whom. Untrusted parts are escaped one by
+    # one, so the requester stays a mention.
+    summary = call_summary(argument_lines(approval.args, display))
+    text = approval_request_line(safe(approval.tool, 64), safe(summary, 200), user(run.requester),
+                                 safe(run.run_id, 80), f"{approval.expires_at:%H:%M} UTC",
+                                 user(edited.get("by")) if edited else None)
+    return Message(clip(text, MAX_FALLBACK), blocks)
 
 
 def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
@@ -218,10 +232,10 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
     budget = _asked_budget(run, asked.values() if asked is not None else None)
     blocks.append(context(f"run `{safe(run.run_id, 80)}`" + (f" · budget used: {budget}" if budget else "")))
     waiting = sum(1 for approval in approvals if approval.status == "pending")
-    text = (f"Approval needed: {waiting} of {len(approvals)} calls ("
-            f"{', '.join(dict.fromkeys(a.tool for a in approvals))}) for run {run.run_id}" if waiting else
-            f"Decided: {len(approvals)} calls for run {run.run_id}")
-    return Message(fallback_text(text), blocks)
+    # As a one-call card's: untrusted parts escaped one by one, so the requester stays a mention.
+    text = batch_request_line(waiting, [safe(a.tool, 64) for a in approvals], user(run.requester),
+                              safe(run.run_id, 80))
+    return Message(clip(text, MAX_FALLBACK), blocks)
 
 
 def card_words(run: RunRecord, approval: ApprovalRecord) -> str | None:

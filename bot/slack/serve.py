@@ -254,15 +254,12 @@ def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> No
     settings.for_serve()
     configure_logging(settings)
     load_approval_policy(settings)  # a bad policy file stops start-up in one line, before anything is said
-    if settings.model == DEMO_MODEL:  # the default: a first `signoff serve` must not pass for a real agent
-        demo_tools = " with the demo tools" if settings.tools == "demo" else ""
-        log.warning("serving the scripted demo model, not a real one%s: set SIGNOFF_MODEL (e.g. "
-                    "openai:gpt-4o-mini) and SIGNOFF_TOOLS for a real agent", demo_tools)
     if settings.socket_mode:
         _serve_socket_mode(settings, environ)
         return
     check(settings, environ)  # fail here, with one clear message, rather than in a forked worker
     port_check(settings.port)  # gunicorn would retry five times, two lines each, before giving up
+    warn_of_the_demo_model(settings)
     log.info("HTTP mode: listening on port %d (%s; %s, %s, %s)", settings.port, EVENTS_PATH, HEALTH_PATH,
              READY_PATH, METRICS_PATH)
     _Gunicorn(lambda: compose(settings, environ=environ), gunicorn_options(settings)).run()
@@ -281,6 +278,7 @@ def _serve_socket_mode(settings: Settings, environ: Mapping[str, str]) -> None:
         probes.server_close()
         raise
     probes.set_app(service.wsgi)
+    warn_of_the_demo_model(settings)
     log.info("Socket Mode: connecting to Slack (port %d answers %s, %s and %s)", settings.port, HEALTH_PATH,
              READY_PATH, METRICS_PATH)
     try:
@@ -289,6 +287,16 @@ def _serve_socket_mode(settings: Settings, environ: Mapping[str, str]) -> None:
         probes.shutdown()
         probes.server_close()
         service.close()
+
+
+def warn_of_the_demo_model(settings: Settings) -> None:
+    """Warn that the scripted demo model is served because no model was chosen: a first `signoff
+    serve` must not pass for a real agent. Said once start-up has passed every check, so it never
+    stands before (or instead of) the error that stopped it; a model chosen on purpose is not warned of."""
+    if settings.model == DEMO_MODEL and "model" not in settings.model_fields_set:
+        demo_tools = " with the demo tools" if settings.tools == "demo" else ""
+        log.warning("serving the scripted demo model, not a real one%s: set SIGNOFF_MODEL (e.g. "
+                    "openai:gpt-4o-mini) and SIGNOFF_TOOLS for a real agent", demo_tools)
 
 
 def _starting(start_response: Callable[..., Any]) -> list[bytes]:

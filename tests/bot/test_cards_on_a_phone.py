@@ -182,12 +182,15 @@ def test_a_run_cancelled_in_slack_names_who_cancelled_it_as_a_mention(signoff, s
 # -- the run header --------------------------------------------------------------------------------------
 
 
-def test_the_run_header_says_queued_then_what_the_run_is_doing(signoff, slack):
+def test_the_run_header_says_working_from_its_post_then_what_the_run_is_doing(signoff, slack):
     propose_refund(signoff)
     run = signoff.only_run()
     announced = next(c for c in slack.calls_to("chat.postMessage") if "thread_ts" not in c
                      and "Run for" in json.dumps(c["blocks"]))
-    assert "*queued*" in json.dumps(announced["blocks"]) and "idle" not in json.dumps(announced["blocks"])
+    # Posted as a worker takes it: working, though its first step is not saved yet.
+    assert "*working*" in json.dumps(announced["blocks"]) and "queued" not in json.dumps(announced["blocks"])
+    waiting_for_a_worker = messages.run_message(dataclasses.replace(run, status="idle", lease_owner=None))
+    assert "*queued*" in json.dumps(waiting_for_a_worker.blocks) and "idle" not in json.dumps(waiting_for_a_worker.blocks)
     working = messages.run_message(dataclasses.replace(run, status="running"))
     assert "*working*" in json.dumps(working.blocks) and "running" not in json.dumps(working.blocks)
     status = signoff.command(f"status {run.run_id}").json()["blocks"][0]["text"]["text"]

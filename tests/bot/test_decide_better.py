@@ -216,7 +216,7 @@ def test_a_valid_edit_closes_the_form_replaces_the_card_and_runs_as_edited_once_
     shown = card_text(fresh)
     assert "*Edited* by <@U0LEAD> before anyone approved it. Changed from what the model proposed:" in shown
     assert 'copies: 1 -&gt; 2\\nsubject: \\"Refund\\" -&gt; \\"Your refund is on its way\\"' in shown
-    assert SECRET not in shown and "edited by U0LEAD" in fresh["text"]
+    assert SECRET not in shown and "edited by <@U0LEAD>" in fresh["text"]
     assert any(t.startswith("Your edit of `send_notice` is saved") for t in signoff.ephemerals("U0LEAD"))
 
     signoff.click(fresh, APPROVE_ACTION, user="U0OPS")

@@ -31,7 +31,8 @@ def test_the_run_message_says_working_then_whom_it_waits_for_then_working_again_
     assert signoff.command("Refund order 42").status == 200
     run = signoff.only_run()
     posted, working, waiting = run_message_versions(slack, run)  # one update per change, not per step
-    assert "*queued*" in status_line(posted)
+    # Posted as the worker takes the run, before its first step is saved: it is being worked on.
+    assert ":gear: *working*" in status_line(posted) and "(working)" in posted["text"]
     assert ":gear: *working*" in status_line(working) and "budget: steps 1/8" in status_line(working)
     assert "(working)" in working["text"]
     assert ":raised_hand: *awaiting approval*" in status_line(waiting) and "budget: steps 2/8" in status_line(waiting)

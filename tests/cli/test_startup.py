@@ -1,10 +1,10 @@
-"""What `signoff` does before a command runs: `--help` answers without loading the heavy parts, and
-`signoff serve` says out loud when it would serve the scripted demo model."""
+"""What `signoff` does before a command runs: `--help` answers without loading the heavy parts.
+
+(What `signoff serve` says of the scripted demo model is in test_serve_demo_warning.py.)"""
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 
@@ -12,7 +12,6 @@ import click
 import pytest
 
 from signoff.bot.cli import COMMANDS, cli
-from tests.fakes.slack import FakeSlack
 
 HEAVY = ("sqlalchemy", "alembic", "slack_bolt", "slack_sdk", "mcp", "openai", "anthropic", "httpx", "gunicorn",
          "apscheduler", "mako", "jsonschema", "signoff.bot.wiring", "signoff.bot.slack", "signoff.runtime.models",
@@ -67,17 +66,10 @@ def test_help_lists_every_command_and_each_one_loads(signoff):
 
 
 @pytest.mark.slow
-def test_serve_with_the_demo_model_says_so_at_start_up(signoff):
-    with FakeSlack(token="xoxb-good") as slack:
-        env = {"SLACK_BOT_TOKEN": "xoxb-revoked", "SLACK_SIGNING_SECRET": "s" * 12, "SLACK_API_URL": slack.url,
-               "SIGNOFF_APPROVERS": "U0LEAD"}
-        demo = signoff("serve", env=env)  # stops at the token check, after start-up has spoken
-        (signoff.cwd / "script.json").write_text('[{"final": "ok"}]')
-        configured = signoff("serve", env={**env, "SIGNOFF_MODEL": f"scripted:{signoff.cwd / 'script.json'}"})
+@pytest.mark.parametrize("args", [("runs", "list"), ("runs", "show", "run-none")], ids=" ".join)
+def test_read_commands_load_none_of_the_replay_machinery(args, tmp_path):
+    replaying = ("signoff.runtime.replay", "signoff.bot.cli.replays", "signoff.bot.cli.running")
+    probe = subprocess.run([sys.executable, "-c", PROBE, ",".join(replaying), *args], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
 
-    assert demo.code == configured.code == 1
-    [warning] = [line for line in demo.err.splitlines() if "demo model" in line]
-    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARNING ", warning), warning  # timestamped
-    assert "serving the scripted demo model, not a real one with the demo tools: set SIGNOFF_MODEL" in warning
-    assert demo.err.rstrip().endswith("error: SLACK_BOT_TOKEN: Slack refused it (invalid_auth)")
-    assert "demo model" not in configured.err
+    assert json.loads(probe.stderr.strip().splitlines()[-1])["loaded"] == []

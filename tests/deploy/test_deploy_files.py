@@ -217,7 +217,10 @@ def test_the_image_is_slim_non_root_and_installs_the_extras():
     [user] = [args for name, args in stage if name == "USER"]
     assert user.split(":")[0] not in ("0", "root")
     installs = [args for name, args in dockerfile() if name == "RUN" and "pip install" in args]
-    assert any(re.search(r"""["']?\.\[postgres,openai,anthropic\]["']?""", cmd) for cmd in installs)
+    extras = {extra for cmd in installs for found in re.findall(r"""["']?\.\[([a-z,]+)\]["']?""", cmd)
+              for extra in found.split(",")}
+    # PostgreSQL, both model providers, and MCP servers, which the MCP guide's container step relies on.
+    assert extras >= {"postgres", "openai", "anthropic", "mcp"}
     assert ("CMD", '["signoff", "serve"]') in stage
 
 
