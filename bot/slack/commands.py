@@ -109,7 +109,9 @@ class Commands:
             return notice(f"Already started as run `{safe(earlier, 80)}`." if earlier else "Already starting."), None
         try:
             # The trigger_id makes a replay that lands on another replica return the same run.
-            run = self.runner.start_run(goal, where.user, origin={"channel": where.channel, "team": command.team},
+            origin = {"channel": where.channel, "team": command.team,
+                      **({"domain": command.team_domain} if command.team_domain else {})}
+            run = self.runner.start_run(goal, where.user, origin=origin,
                                         request_id=where.trigger_id or None, drive=True)
         except ValueError as exc:
             self.seen.forget(where.trigger_id)

@@ -151,6 +151,8 @@ class Command:
     request: Request
     where: Where
     team: str | None = None
+    team_domain: str | None = None
+    """The workspace's domain (`<domain>.slack.com`), which links to a message are made with."""
 
 
 def parse_click(body: Any) -> ApprovalClick | BatchClick | RunClick | GrantClick | Malformed:
@@ -273,7 +275,7 @@ def parse_command(body: Any) -> Command | Malformed:
                   response_url=_str(body.get("response_url")))
     text = body.get("text")
     request = parse_request(text if isinstance(text, str) else "")
-    return Command(request, where, team=_str(body.get("team_id")))
+    return Command(request, where, team=_str(body.get("team_id")), team_domain=_str(body.get("team_domain")))
 
 
 def parse_request(text: str) -> Request:

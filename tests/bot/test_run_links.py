@@ -33,3 +33,14 @@ def test_a_domain_that_is_not_one_is_not_put_in_a_link():
     run = make_run(origin={**ORIGIN, "domain": "evil.example/x?"})
 
     assert "evil" not in link_in(run)
+
+
+def test_a_run_started_with_the_slash_command_links_its_own_message_from_its_card(signoff):
+    from test_approval_flow import refund_script, start
+
+    refund_script(signoff)
+    start(signoff)  # the command's body names the workspace's domain, as Slack's does
+    run = signoff.only_run()
+    card = json.dumps(signoff.approval_message()["blocks"])
+    permalink = f"https://signoff-test.slack.com/archives/C0RUNS/p{run.origin['ts'].replace('.', '')}"
+    assert f"<{permalink}|see the run>" in card
