@@ -1,0 +1,198 @@
+"""The agent's ports for a run kept in the store: its calls go through the execution ledger (an
+approval consumed and a "started" row written before a side effect runs), its steps into the store
+in one transaction each, and people are told of each step once it is saved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from signoff.runtime.agent import Checkpoint, holds_to_preview, preview_changed
+from signoff.runtime.call_outcomes import through_ledger
+from signoff.runtime.errors import Conflict
+from signoff.runtime.frozen import thawed
+from signoff.runtime.loop import RunTool
+from signoff.runtime.records import (
+    ApprovalRecord,
+    ExecutionStart,
+    Existing,
+    Fresh,
+    NotDispatchable,
+    Restart,
+    RunRecord,
+    Ungranted,
+)
+from signoff.runtime.rules import step_write
+from signoff.runtime.schema import Status
+from signoff.runtime.state import TERMINAL
+from signoff.runtime.tool_calls import (
+    Failed,
+    NotGranted,
+    Outcome,
+    Ran,
+    Refused,
+    Unknown,
+    call_tool,
+    run_tool,
+)
+from signoff.tools.base import Tool
+
+if TYPE_CHECKING:
+    from signoff.runtime.worker import Worker
+
+log = logging.getLogger("signoff.runner")
+
+
+class StoreFailed(Exception):
+    """The database failed while a call was being started: the call did not run, and the tool must
+    not be blamed. The worker stops; recovery continues the run."""
+
+
+class LeaseLost(Exception):
+    """Another worker holds the run now; this one stops without starting or saving anything."""
+
+
+@dataclass
+class Session:
+    """What one worker knows about the run it drives."""
+
+    run: RunRecord
+    version: int
+    owner: str
+    """The lease holder: this worker and this pass, so two threads of one worker exclude each other too."""
+    clear_command: bool = False
+    retry_key: str | None = None
+    changed: bool = False
+    interrupted: bool = False
+    """A person left a request while the run went on: stop, and apply it."""
+    released: bool = False
+    """The last step let go of the lease in its own write: this pass is over, whatever comes next."""
+    status: str = ""
+    """The run's status as this worker last saved (or loaded) it."""
+
+    def __post_init__(self) -> None:
+        self.status = self.status or self.run.status
+
+    def reload(self, run: RunRecord) -> None:
+        """Start over from `run` as read again (to apply the request that interrupted the pass)."""
+        self.run, self.version, self.status = run, run.version, run.status
+        self.clear_command, self.retry_key, self.interrupted = False, None, False
+
+
+class LedgerPorts:
+    """The agent's ports for a run kept in the store: calls through the ledger, steps into the store."""
+
+    def __init__(self, worker: Worker, session: Session) -> None:
+        self.worker, self.session = worker, session
+        self.store, self.config = worker.store, worker.config
+
+    def run(self, action: RunTool) -> Outcome:
+        """Read-only calls just run; a side effect starts only through the ledger, once."""
+        call, tool = action.call, action.tool
+        if not through_ledger(tool, call):
+            return call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
+        if holds_to_preview(action) and self._first_start(call.key):
+            changed = preview_changed(action)
+            if changed is not None:
+                return changed
+        started = self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by, action.granted_by,
+                              call.preview.digest if call.preview is not None else None)
+        match started:
+            case NotDispatchable(reason=reason, status=status):
+                return Refused(reason, cast(Status, status))
+            case Ungranted(reason=reason):
+                return NotGranted(reason)
+            case Existing(status="started"):
+                return Unknown(f"{tool.name} ({call.key}) started earlier and recorded no outcome; "
+                               "it may or may not have taken effect")
+            case Existing(status="succeeded", result=result):
+                return Ran(result, 0.0)
+            case Existing(error=error):
+                return Failed(f"ToolFailed: {error or 'failed earlier'}", 0.0)
+            case Fresh(version=version) if version is not None:
+                # The retry request was used up with the start, in one transaction.
+                self.session.version, self.session.clear_command = version, False
+        if isinstance(started, Fresh):
+            self.worker.teller.observe(self.session.run, [{
+                "type": "execution_started", "run_id": self.session.run.run_id, "key": call.key, "tool": call.tool,
+                "attempt": started.attempt, "allowed_by": action.allowed_by, "granted_by": action.granted_by}])
+        self.config.failpoints.hit("after_ledger_row")
+        outcome = call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
+        self.config.failpoints.hit("after_tool")
+        return outcome
+
+    def _first_start(self, key: str) -> bool:
+        """Whether the call under `key` never started (one that did is the ledger's to settle)."""
+        return all(row.get("key") != key for row in self.store.executions(self.session.run.run_id))
+
+    def _begin(self, tool: Tool, name: str, args: dict[str, object], key: str,
+               allowed_by: str | None, granted_by: str | None, preview: str | None) -> ExecutionStart:
+        session = self.session
+        # A read-only call asked about changes nothing: one that left no outcome may start again.
+        restart: Restart | None = ("requested" if session.retry_key == key
+                                   else "idempotent" if tool.idempotent or not tool.side_effect else None)
+        try:
+            return self.store.begin_execution(session.run.run_id, name, args, key, owner=session.owner,
+                                              lease=self.config.lease, dispatch_window=self.config.dispatch_window,
+                                              restart=restart, allowed_by=allowed_by if tool.side_effect else None,
+                                              granted_by=granted_by, preview=preview)
+        except Conflict as exc:
+            raise LeaseLost(str(exc)) from exc
+        except Exception as exc:  # the database failed, not the tool
+            raise StoreFailed(f"{type(exc).__name__}: {exc}") from exc
+
+    def save(self, checkpoint: Checkpoint) -> bool:
+        """Commit the step, then tell people about it; False once a request waits for the run."""
+        self.config.failpoints.hit("after_decision")
+        session, run = self.session, self.session.run
+        try:
+            saved = self.store.save_step(run.run_id, owner=session.owner, version=session.version,
+                                         checkpoint=checkpoint, write=step_write(checkpoint, self.config.approval_ttl),
+                                         lease=self.config.lease, clear_command=session.clear_command,
+                                         release=self._lets_go_with(checkpoint))
+        except Conflict:
+            if checkpoint.execution is not None:
+                self.store.complete_execution(checkpoint.execution)
+            raise
+        session.version, session.clear_command, session.changed = saved.version, False, True
+        session.status, session.released = checkpoint.state["status"], saved.released
+        self.config.failpoints.hit("after_checkpoint")
+        teller = self.worker.teller
+        snapshot = dataclasses.replace(run, status=checkpoint.state["status"], state=checkpoint.state,
+                                       version=saved.version, checked=None)
+        teller.observe(snapshot, _with_approval_ids(checkpoint.events, saved.approvals))
+        for entry in checkpoint.new_history:
+            if entry["role"] == "tool":
+                teller.tool_result(snapshot, entry)
+        if saved.approvals:
+            teller.post_approvals(snapshot, saved.approvals)
+        for approval in saved.cancelled:  # closed, or pending again under a larger quorum
+            teller.show_approval(snapshot, approval,
+                                 method="approval_updated" if approval.status == "pending" else "approval_decided")
+        if saved.command is not None and checkpoint.state["status"] not in TERMINAL:
+            session.interrupted = True
+            return False
+        return True
+
+    def _lets_go_with(self, checkpoint: Checkpoint) -> bool:
+        """Whether the step's own write lets go of the run: it is the last of this pass (the run
+        pauses or ends), and nothing is left to do while holding it. A run with people to tell
+        keeps it until they are told (an approval posted, an ending told and recorded), so that no
+        recovery posts the same thing meanwhile; a turn of several calls keeps it to go on from the
+        calls decided while it was busy."""
+        return (checkpoint.last and not self.worker.teller.tells
+                and not (checkpoint.state["status"] == "awaiting_approval" and checkpoint.state.get("batch")))
+
+
+def _with_approval_ids(events: list[dict[str, Any]], opened: tuple[ApprovalRecord, ...]) -> list[dict[str, Any]]:
+    """The step's events with the id of each approval the same commit opened on their requests,
+    which the loop cannot know (the store makes them) and a reader of the request needs."""
+    if not opened:
+        return events
+    ids = {approval.key: approval.approval_id for approval in opened}
+    return [{**event, "approval_id": ids[event["key"]]}
+            if event["type"] == "approval_requested" and event.get("key") in ids else event
+            for event in events]
