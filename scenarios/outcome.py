@@ -42,6 +42,23 @@ class Outcome:
         return lines + [f"{self.name}: E expectation: {e}" for e in self.expectations]
 
 
+SLACK_CATCH_UP_S = 15.0
+"""How long Slack is given to show what the database says once the scenario is over: a decided card
+is updated beside its run, not before the run goes on, so the last run can end while its card's
+update still waits out a Slack error's backoff (the longest: a 429's Retry-After, at most a few s)."""
+
+
+def settled_check(world: Any) -> dict[str, list[str]]:
+    """The invariants on what the world left behind; Slack's (I6) read again until it holds or
+    `SLACK_CATCH_UP_S` passed, since Slack follows the database rather than leading it."""
+    deadline = time.monotonic() + SLACK_CATCH_UP_S
+    found = check(gather(world), world.policy)
+    while found["I6"] and time.monotonic() < deadline:
+        time.sleep(0.25)
+        found = check(gather(world), world.policy)
+    return found
+
+
 @contextmanager
 def observed(outcome: Outcome, world_factory: Callable[[], Any]) -> Iterator[Any]:
     """Run a scenario body in a fresh world, then check the invariants on what it left behind.
@@ -56,7 +73,7 @@ def observed(outcome: Outcome, world_factory: Callable[[], Any]) -> Iterator[Any
         except Exception as exc:  # a scenario that blew up is a finding, reported like one
             outcome.expectations.append(f"the scenario raised {type(exc).__name__}: {exc}")
             outcome.notes.append(traceback.format_exc(limit=4))
-        for name, found in check(gather(world), world.policy).items():
+        for name, found in settled_check(world).items():
             outcome.violations[name].extend(found)
         for what in world.untold:
             outcome.violations["I6"].append(f"{what}: Slack never showed this button; the person was never told")

@@ -90,11 +90,12 @@ def test_the_full_arguments_modal_quotes_the_model_too(signoff, slack):
     assert f"*The model says*\n>{REASON}" in slack.modal()["blocks"][0]["text"]["text"]
 
 
-def test_the_card_links_the_runs_channel_and_says_who_decides(signoff, slack):
+def test_the_card_links_the_run_message_and_says_who_decides(signoff, slack):
     propose_refund(signoff)
     run = signoff.only_run()
     goal, *_ = (t for t in texts(signoff.approval_message()) if t.startswith("*Goal*"))
-    link = f"<https://slack.com/app_redirect?channel={run.origin['channel']}&amp;team=T0TEST|see the run>"
+    message = f"p{run.origin['ts'].replace('.', '')}"
+    link = f"<https://signoff-test.slack.com/archives/{run.origin['channel']}/{message}|see the run>"
     assert goal.startswith(f"*Goal* (asked by <@U0ASKER> · {link})\n")
     assert any(t.startswith("*Who decides* 1 approval from any member of the approval channel")
                for t in texts(signoff.approval_message()))
