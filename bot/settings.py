@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from signoff.database_url import sqlalchemy_database_url
+
 # The runtime is imported inside the functions that use it: `signoff.bot` imports this module,
 # and `signoff --help` (which imports `signoff.bot`) needs none of the runtime.
 if TYPE_CHECKING:
@@ -120,13 +122,6 @@ def _api_url(value: Any) -> str:
         raise ValueError(f"expected an http(s) URL, got {url!r}")
     # WebClient joins method names onto the base URL, so it must end with a slash.
     return url if url.endswith("/") else url + "/"
-
-
-def sqlalchemy_database_url(url: str) -> str:
-    """`url` as SQLAlchemy names its database: `postgres://...` (as many hosts hand it out, and
-    psql takes it) is `postgresql://...`, which SQLAlchemy alone knows."""
-    scheme, separator, rest = url.partition("://")
-    return f"postgresql{separator}{rest}" if separator and scheme == "postgres" else url
 
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]

@@ -91,8 +91,8 @@ def options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
 def _database_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
         return None
-    from signoff.bot.settings import sqlalchemy_database_url
     from signoff.bot.wiring import url_problem
+    from signoff.database_url import sqlalchemy_database_url
 
     url = sqlalchemy_database_url(value)
     problem = url_problem(url)

@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import QueuePool
 
+from signoff.database_url import sqlalchemy_database_url
 from signoff.extras import install_extra
 from signoff.runtime.errors import ConfigError
 
@@ -38,7 +39,7 @@ def url_problem(url: str) -> str | None:
 
     The URL itself is never quoted: it may hold a password."""
     try:
-        backend = make_url(url).get_backend_name()
+        backend = make_url(sqlalchemy_database_url(url)).get_backend_name()
     except ArgumentError:
         return "not a database URL (expected sqlite:///path.db or postgresql+psycopg://user@host/db)"
     if backend not in ("sqlite", "postgresql"):
@@ -48,6 +49,7 @@ def url_problem(url: str) -> str | None:
 
 def make_engine(url: str = DEFAULT_DATABASE_URL, **options: Any) -> Engine:
     """An engine with Signoff's durability settings; raises `ConfigError` on a bad URL."""
+    url = sqlalchemy_database_url(url)
     problem = url_problem(url)
     if problem is not None:
         raise ConfigError(f"SIGNOFF_DATABASE_URL: {problem}")

@@ -112,3 +112,21 @@ def test_a_postgres_url_is_taken_as_postgresql_from_the_flag_and_the_variable(si
     assert listed.code == 0, listed.err
     assert listed.lines[1].split()[:2] == [demo.out.split()[0], "done"]
     assert "ok database: postgresql://" in checked.out and "its schema is current" in checked.out, checked.out
+
+
+@pytest.mark.postgres
+def test_a_postgres_url_opens_the_database_from_python_too(tmp_path):
+    from sqlalchemy import text
+
+    from signoff.runtime.adapters.db import make_engine
+    from tests.conftest import fresh_database_url
+
+    databases = fresh_database_url("postgres", tmp_path)
+    url = next(databases)
+    engine = make_engine("postgres://" + url.split("://", 1)[1])
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("select 1")).scalar() == 1
+    finally:
+        engine.dispose()
+        next(databases, None)
