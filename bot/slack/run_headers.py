@@ -21,7 +21,6 @@ log = logging.getLogger("signoff.bot.slack.notifier")
 
 Shows = tuple[str, ...]
 """What a run's message shows: its status, then the approvals it waits on."""
-TURNS = 64
 
 
 class RunHeaders:
@@ -32,9 +31,9 @@ class RunHeaders:
         self._shows: Recent[str, tuple[int, Shows]] = Recent()
         """By run: the run's version its message was last drawn from, and what it shows."""
         self._lock = threading.Lock()
-        self._turns = [threading.Lock() for _ in range(TURNS)]
-        """Updates of one run's message take turns (by run, in stripes): a decision's thread and the
-        run's worker both update it, and the older run must never be drawn over the newer."""
+        self._turns: Recent[str, threading.Lock] = Recent()
+        """By run: updates of its message take turns (a decision's thread and the run's worker both
+        update it, and the older run must never be drawn over the newer); other runs' never wait."""
 
     def told(self, run: RunRecord) -> None:
         """The notifier posted the run's message as `run` stands."""
@@ -64,13 +63,21 @@ class RunHeaders:
                 asked_with(run, a) is not None and run_goes_on_after(a) for a in approvals):
             self._show(run, thread, ("running",), messages.run_message(run, now="running"))
 
+    def _turn(self, run_id: str) -> threading.Lock:
+        with self._lock:
+            turn = self._turns.get(run_id)
+            if turn is None:
+                turn = threading.Lock()
+                self._turns.put(run_id, turn)
+            return turn
+
     def _show(self, run: RunRecord, thread: tuple[str, str] | None, shows: Shows, message: Message,
               again: bool = False) -> None:
         """Update the run's message if what it shows changed. A failure is logged only: the card or
         result that came with it is told all the same, and the run's ending draws it anew."""
         if thread is None:
             return
-        with self._turns[hash(run.run_id) % TURNS]:
+        with self._turn(run.run_id):
             with self._lock:
                 shown = self._shows.get(run.run_id)
             if shown is not None and (run.version < shown[0] or (shown[1] == shows and not again)):

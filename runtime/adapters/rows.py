@@ -97,13 +97,14 @@ _NUMBER_EVENTS = (update(runs).where(runs.c.run_id == bindparam("b_run_id"))
                   .values(event_count=runs.c.event_count + _NEW_EVENTS).returning(runs.c.event_count,
                                                                                  _last_hash(_NEW_EVENTS)))
 """Reserve the numbers of a run's next `b_new_events` events, handing back the hash to chain from."""
-_INSERT_RUN = insert(runs).returning(*runs.c)
 _INSERT_LINK = insert(run_chain)
 _SET_AUDIT_HEAD = update(audit_head).where(audit_head.c.id == 1).values(hash=bindparam("b_hash"))
 _INSERT_HISTORY = insert(run_history)
 _INSERT_EVENTS = insert(events)
-_TAKE_AUDIT_HEAD = (update(audit_head).where(audit_head.c.id == 1).values(links=audit_head.c.links + 1)
+_TAKE_AUDIT_HEAD = (update(audit_head).where(audit_head.c.id == 1)
+                    .values(links=audit_head.c.links + bindparam("b_links", type_=audit_head.c.links.type))
                     .returning(audit_head.c.links, audit_head.c.hash))
+_INSERT_RUNS = insert(runs).returning(*runs.c, sort_by_parameter_order=True)
 _FINISH_EXECUTION = update(tool_executions).where(tool_executions.c.key == bindparam("b_key")).values(
     {c: _bound(c) for c in (tool_executions.c.status, tool_executions.c.result, tool_executions.c.error,
                             tool_executions.c.finished_at, tool_executions.c.seconds)})
@@ -191,16 +192,6 @@ def append_one_event_each(conn: Connection, new: dict[str, dict[str, Any]], at: 
         run_id, [new[run_id]], seq, at, chain_start(conn, run_id, seq, last_hash))])
 
 
-def insert_run(conn: Connection, values: dict[str, Any], created: dict[str, Any],
-               at: datetime) -> tuple[str, Row[Any]]:
-    """Insert a run's row and its `created` event (event 1); returns that event's hash and the row."""
-    rows = event_rows(values["run_id"], [created], 1, at, None)
-    row = conn.execute(_INSERT_RUN, {**values, "event_count": 1}).one()
-    conn.execute(_INSERT_EVENTS, rows)
-    digest: str = rows[0]["hash"]
-    return digest, row
-
-
 @dataclass(frozen=True)
 class NewRun:
     """A run to create (`RunStore.create_run`'s arguments)."""
@@ -215,20 +206,26 @@ class NewRun:
     lease: timedelta | None
 
 
-def insert_new_run(conn: Connection, new: NewRun, now: datetime) -> tuple[RunRecord, str]:
-    """Insert `new`: its row, its `run_created` event and its history; the run, and the hash of its
-    first event, which the caller links into the chain of runs (`link_run`), last."""
-    state = new.state
-    created = {"type": "run_created", "goal": new.goal, "requester": new.requester, "origin": new.origin,
-               "model": new.model}
-    first, row = insert_run(conn, dict(
-        run_id=state["run_id"], goal=new.goal, requester=new.requester, origin=canonical_json(new.origin),
-        model=new.model, status=state["status"], state=dump_without_history(state),
-        history_len=0, version=1, created_at=now, updated_at=now, request_id=new.request_id,
-        lease_owner=new.lease_to, lease_expires_at=now + new.lease if new.lease_to and new.lease else None,
-    ), created, now)
-    append_history(conn, state["run_id"], 0, state["history"])
-    return run_record(row, list(state["history"])), first
+def insert_new_runs(conn: Connection, batch: Sequence[NewRun], now: datetime) -> list[tuple[RunRecord, str]]:
+    """Insert `batch`, in order: each run's row, its `run_created` event and its history, in three
+    statements however many runs; each run, and the hash of its first event, which the caller links
+    into the chain of runs (`link_runs`), last."""
+    made = [(new, event_rows(new.state["run_id"], [{
+        "type": "run_created", "goal": new.goal, "requester": new.requester, "origin": new.origin,
+        "model": new.model}], 1, now, None)) for new in batch]
+    rows = conn.execute(_INSERT_RUNS, [dict(
+        run_id=new.state["run_id"], goal=new.goal, requester=new.requester, origin=canonical_json(new.origin),
+        model=new.model, status=new.state["status"], state=dump_without_history(new.state), history_len=0,
+        version=1, created_at=now, updated_at=now, request_id=new.request_id, lease_owner=new.lease_to,
+        lease_expires_at=now + new.lease if new.lease_to and new.lease else None, event_count=1,
+    ) for new in batch]).all()
+    conn.execute(_INSERT_EVENTS, [row for _, created in made for row in created])
+    history = [{"run_id": new.state["run_id"], "seq": i, "entry": canonical_json(entry)}
+               for new in batch for i, entry in enumerate(new.state["history"])]
+    if history:
+        conn.execute(_INSERT_HISTORY, history)
+    return [(run_record(row, list(new.state["history"])), created[0]["hash"])
+            for row, (new, created) in zip(rows, made, strict=True)]
 
 
 def link_run(conn: Connection, run_id: str, seq: int, event: str) -> None:
@@ -240,14 +237,24 @@ def link_run(conn: Connection, run_id: str, seq: int, event: str) -> None:
     the holder commits), no other write ever does, and the holder waits for nothing more, so no
     deadlock can form around it.
     """
-    head = conn.execute(_TAKE_AUDIT_HEAD).first()
+    link_runs(conn, [(run_id, seq, event)])
+
+
+def link_runs(conn: Connection, links: Sequence[tuple[str, int, str]]) -> None:
+    """`link_run` for each of `links` (run id, seq, event hash), in order, taking the head row once."""
+    head = conn.execute(_TAKE_AUDIT_HEAD, {"b_links": len(links)}).first()
     if head is None:
         raise IncompatibleState("the audit log's head row (table audit_head) is gone; `signoff audit verify` "
                                 "says what else is")
-    digest = chain_hash(head.links, run_id, seq, event, head.hash)
-    conn.execute(_INSERT_LINK, {"position": head.links, "run_id": run_id, "seq": seq, "event_hash": event,
-                                "prev_hash": head.hash, "hash": digest})
-    conn.execute(_SET_AUDIT_HEAD, {"b_hash": digest})
+    position, prev, rows = head.links - len(links), head.hash, []
+    for run_id, seq, event in links:
+        position += 1
+        digest = chain_hash(position, run_id, seq, event, prev)
+        rows.append({"position": position, "run_id": run_id, "seq": seq, "event_hash": event, "prev_hash": prev,
+                     "hash": digest})
+        prev = digest
+    conn.execute(_INSERT_LINK, rows)
+    conn.execute(_SET_AUDIT_HEAD, {"b_hash": prev})
 
 
 def finish_execution(conn: Connection, execution: dict[str, Any], now: datetime) -> None:

@@ -32,9 +32,10 @@ from signoff.runtime.adapters.rows import (
     append_history,
     finish_execution,
     insert_events,
-    insert_new_run,
+    insert_new_runs,
     json_or,
     link_run,
+    link_runs,
     step_params,
 )
 from signoff.runtime.adapters.sql_approvals import SqlApprovals, lease_params
@@ -118,19 +119,20 @@ class SqlStore(SqlApprovals):
                 asked = [new.request_id for new in batch if new.request_id]
                 taken = set(conn.execute(select(runs.c.request_id).where(runs.c.request_id.in_(asked))).scalars()
                             ) if asked else set()
-                now, made, links = self._now(conn), dict[int, RunRecord | str](), []
+                made, fresh = dict[int, RunRecord | str](), []
                 for index in order:
-                    new = batch[index]
-                    if new.request_id is not None and new.request_id in taken:
-                        made[index] = new.request_id
+                    request_id = batch[index].request_id
+                    if request_id is not None and request_id in taken:
+                        made[index] = request_id
                         continue
-                    run, first = insert_new_run(conn, new, now)
+                    fresh.append(index)
+                    if request_id:
+                        taken.add(request_id)
+                inserted = insert_new_runs(conn, [batch[index] for index in fresh], self._now(conn)) if fresh else []
+                for index, (run, _) in zip(fresh, inserted, strict=True):
                     made[index] = run
-                    links.append((run.run_id, first))
-                    if new.request_id:
-                        taken.add(new.request_id)
-                for run_id, first in links:
-                    link_run(conn, run_id, 1, first)
+                if inserted:
+                    link_runs(conn, [(run.run_id, 1, first) for run, first in inserted])
                 return [made[index] for index in range(len(batch))]
         except IntegrityError as exc:
             if len(batch) > 1:
