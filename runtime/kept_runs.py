@@ -57,6 +57,11 @@ class KeptRuns:
             while self._kept and (len(self._kept) > self.max_runs or self._entries > self.max_entries):
                 self._drop(next(iter(self._kept)))
 
+    def holds(self, run_id: str) -> bool:
+        """Whether something is kept of `run_id` (it may no longer be the run as stored)."""
+        with self._lock:
+            return run_id in self._kept
+
     def forget(self, run_id: str) -> None:
         with self._lock:
             self._drop(run_id)

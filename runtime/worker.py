@@ -88,7 +88,7 @@ class Worker:
         run = self._held(run_id, *lease) if lease is not None else None
         owner = lease[0] if run is not None and lease is not None else self.new_owner()
         if run is None:
-            run = self.store.claim(run_id, owner, self.config.lease, history=False)
+            run = self.store.claim(run_id, owner, self.config.lease, history=not self.kept.holds(run_id))
         if run is None:
             return None
         run = self._whole(run, owner)
@@ -116,8 +116,8 @@ class Worker:
                 self.store.release(run_id, owner, shown_status=told)
 
     def _held(self, run_id: str, owner: str, taken_at: float) -> RunRecord | None:
-        """The run (without its history), if `owner` holds its lease still; None if another took it
-        or the run is gone.
+        """The run (without its history where this worker kept it: `_whole`), if `owner` holds its
+        lease still; None if another took it or the run is gone.
 
         A lease taken more than a quarter of a lease ago is renewed first: the pass may have waited
         in a busy pool for most of the lease the decision took, and its heartbeat's first beat comes
@@ -126,12 +126,18 @@ class Worker:
         lease = self.config.lease.total_seconds()
         if self.clock() - taken_at > lease / 4 and not self.store.renew(run_id, owner, self.config.lease):
             return None
-        run = self.store.get_run(run_id, history=False)
+        try:
+            run = self.store.get_run(run_id, history=not self.kept.holds(run_id))
+        except IncompatibleState:
+            self.store.release(run_id, owner)  # as a claim does: don't keep it from other workers
+            raise
         return run if run is not None and run.lease_owner == owner else None
 
     def _whole(self, run: RunRecord, owner: str) -> RunRecord | None:
-        """`run`, read without its history, with its history: as this worker kept it when it let the
-        run pause, if that is still the run as stored, else read again."""
+        """`run` with its history: as read, or, read without it (this worker kept the run when it
+        let it pause), as kept if that is still the run as stored, else read again."""
+        if run.checked is not None:
+            return run
         whole = self.kept.whole(run)
         if whole is not None:
             return whole
