@@ -43,6 +43,9 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "hook": ("signoff.bot.cli.hook:hook", "Answer an agent's hook (Claude Code) from Signoff's approvals."),
 }
 """Each command: where it lives ("module:attribute"), and its line in `signoff --help`."""
+UNLISTED = frozenset({"hook"})
+"""Commands that run but `signoff --help` does not list: `hook` answers an agent's hook from the
+approval API, which `signoff serve` does not serve yet, so it can only deny (it fails closed)."""
 
 
 @dataclasses.dataclass
@@ -82,7 +85,7 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # The listing's own lines, so listing the commands imports none of them.
-        rows = [(name, self.lazy[name][1]) for name in self.list_commands(ctx)]
+        rows = [(name, self.lazy[name][1]) for name in self.list_commands(ctx) if name not in UNLISTED]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
