@@ -14,6 +14,7 @@ from scenarios.serve import Serve, click_body
 from scenarios.world import World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION
 from signoff.runtime.failpoints import POINTS
+from signoff.runtime.records import ApprovalRecord
 
 NOTE = {"tool": "send_note", "args": {"to": "ada@example.com", "text": "Your refund is on its way."}}
 CREDIT = {"tool": "apply_credit", "args": {"account": "A-1001", "amount": 42}}
@@ -121,6 +122,11 @@ def run_sigkill(kind: str, timeout: float = 60.0) -> Outcome:
     return outcome
 
 
+def _decided(world: World, approval_id: str) -> ApprovalRecord | None:
+    approval = world.db.store.get_approval(approval_id)
+    return approval if approval is not None and approval.status != "pending" else None
+
+
 def _running(world: World, run_id: str) -> bool:
     run = world.db.store.get_run(run_id, history=False)
     return run is not None and run.status == "running"
@@ -139,11 +145,14 @@ def run_decider_dies(kind: str, timeout: float = 60.0) -> Outcome:
         approval = wait_until(lambda: posted_approval(world, run_id), 20, interval=0.1, what="the approval's card")
         message = world.slack.message(approval.message["channel"], approval.message["ts"])
         clicked.post(click_body(message, APPROVE_ACTION, APPROVER))
+        # Read as soon as the decision is stored: its lease lasts 2 s, after which the other replica's
+        # recovery may take the run over, or hold it for an errand and let go of it.
+        decided = wait_until(lambda: _decided(world, approval.approval_id), 20, interval=0.02,
+                             what="the decision stored")
+        held = world.db.store.get_run(run_id, history=False)
         outcome.expect(clicked.died.wait(20), "the clicked replica should die at after_approval_recorded")
         outcome.faults = 1
-        held = world.db.store.get_run(run_id, history=False)
-        decided = world.db.store.get_approval(approval.approval_id)
-        outcome.expect(decided is not None and decided.status == "approved", "the decision should be stored")
+        outcome.expect(decided.status == "approved", "the decision should be stored")
         if held is not None and held.status == "awaiting_approval":  # not yet taken over once the lease lapsed
             outcome.expect(bool(held.lease_owner), "the dead replica's decision should hold the run for it")
         try:
