@@ -87,9 +87,9 @@ class RunHeaders:
             except (SlackApiError, OSError) as exc:
                 with self._lock:
                     self._shows.pop(run.run_id)
-                log.warning("run %s: could not show it %s on its message: %s", run.run_id, shows[0], exc)
                 if again:
-                    raise  # an ending's update is told again by recovery, which needs to know it failed
+                    raise  # an ending's update is retold by recovery; the runner logs the failure
+                log.warning("run %s: could not show it %s on its message: %s", run.run_id, shows[0], exc)
                 return
             with self._lock:
                 self._shows.put(run.run_id, (run.version, shows))

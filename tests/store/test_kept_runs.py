@@ -36,7 +36,7 @@ def test_a_run_another_replica_went_on_with_is_read_again_not_resumed_from_what_
     assert len(results) == 3, "every step of both replicas is in the history, in order"
 
 
-def test_the_replica_that_paused_a_run_finishes_it_from_what_it_kept(store: Store, effects: Path) -> None:
+def test_a_paused_run_is_kept_as_it_was_left_and_forgotten_once_it_ends(store: Store, effects: Path) -> None:
     runner = build_runner(store, effects, lease=30.0)
     run = runner.start_run("send three emails", REQUESTER, model="scripted:send-twice")
     assert runner.execute(run.run_id) == "awaiting_approval"
