@@ -35,6 +35,7 @@ def run_connection_drops(runs: int = 16, replicas: int = 2, chaos_s: float = 12.
         run_ids = [driver.start(f"drop test {i}: tell Alan and credit him") for i in range(runs)]
         drops: list[int] = []
         stop = threading.Event()
+        driver.faults_until = time.monotonic() + chaos_s
 
         def chaos() -> None:
             end = time.monotonic() + chaos_s

@@ -84,6 +84,9 @@ class Driver:
     reclick_after: float = 4.0
     tell_within: float = 8.0
     """How long Slack may take to show a stopped run's buttons before we count the person as never told."""
+    faults_until: float = 0.0
+    """When (monotonic) the scenario's faults stop: while the database keeps failing, telling can
+    fail as often, so the `tell_within` clock starts no earlier than this."""
     clicks: int = 0
     _last: dict[str, float] = field(default_factory=dict)
     _seen: dict[str, float] = field(default_factory=dict)
@@ -143,7 +146,7 @@ class Driver:
         what = f"{run_id}:{action_id}"
         message = self.message_for_run(run_id, action_id)
         if message is None:
-            first = self._seen.setdefault(what, time.monotonic())
+            first = max(self._seen.setdefault(what, time.monotonic()), self.faults_until)
             if time.monotonic() - first < self.tell_within:
                 return
             if what not in self.world.untold:  # checked with the invariants (I6)

@@ -352,15 +352,18 @@ def test_two_threads_of_one_worker_never_drive_the_same_run_at_once(store: Store
 
 
 def test_a_worker_renews_its_lease_through_a_long_tool_call(engine: Any, effects: Path) -> None:
-    """Real clock: the call outlives the lease three times over, and another worker still cannot take the run."""
+    """Real clock: the call outlives the lease three times over, and another worker still cannot take the run.
+
+    The lease is a second: a heartbeat every third of it leaves two thirds for a loaded machine's
+    stalls, where a shorter one made the test measure the machine rather than the renewal."""
     slow = SlowSend(effects)
     store = SqlStore(engine)
-    first, other = slow.runner(store, lease=0.3, worker_id="w1"), slow.runner(store, lease=0.3, worker_id="w2")
+    first, other = slow.runner(store, lease=1.0, worker_id="w1"), slow.runner(store, lease=1.0, worker_id="w2")
     run, approval = approved(first)
 
     def try_to_take_over() -> None:
         for _ in range(3):
-            time.sleep(0.3)
+            time.sleep(1.0)
             assert other.execute(run.run_id) is None
 
     assert while_the_tool_runs(slow, first, run.run_id, try_to_take_over) == "done"
