@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from signoff.runtime.durations import spoken
+from signoff.runtime.events import event as audit_event
 from signoff.runtime.grants import grant_refusal, granted_values
 from signoff.runtime.people import SELF_APPROVAL
 from signoff.runtime.records import (
@@ -168,16 +169,16 @@ def _counted(approval: ApprovalRecord, *, user: str, approved: bool, now: dateti
                "note": note, "approvals": approvals, "quorum": approval.quorum}
     if approved and approvals < approval.quorum:
         # Its card must now show this vote: out of line until it does, so recovery re-shows it.
-        change = _change(approval, {"type": "approval_vote_recorded", **counted}, vote=given, shown_status=None)
+        change = _change(approval, audit_event("approval_vote_recorded", **counted), vote=given, shown_status=None)
         return Counted(change.after), change
-    decided = _change(approval, {"type": "approval_recorded", **counted}, vote=given,
+    decided = _change(approval, audit_event("approval_recorded", **counted), vote=given,
                       status="approved" if approved else "denied", decided_by=user, decided_at=now,
                       note=note or None)
     made = made_grant(decided.after, user, now, grant_id) if approved and grant_id is not None else None
     if made is not None:
-        decided = dataclasses.replace(decided, grant=made, events=(*decided.events, {
-            "type": "grant_created", "grant_id": made.grant_id, "approval_id": approval.approval_id, "by": user,
-            "tool": made.tool, "rule": made.rule, "scope": made.scope, "expires_at": made.expires_at.isoformat()}))
+        decided = dataclasses.replace(decided, grant=made, events=(*decided.events, audit_event(
+            "grant_created", grant_id=made.grant_id, approval_id=approval.approval_id, by=user,
+            tool=made.tool, rule=made.rule, scope=made.scope, expires_at=made.expires_at.isoformat())))
     return Decided(decided.after, made), decided
 
 
@@ -246,9 +247,9 @@ def with_rule(reason: str | None, rule: str | None) -> str | None:
 
 def expire(approval: ApprovalRecord, now: datetime, *, noticed_by: str | None = None) -> Change:
     """`approval`, pending past its expiry, expired (`noticed_by`: the click that noticed it first)."""
-    event = {"type": "approval_expired", "approval_id": approval.approval_id, "key": approval.key,
-             **({"noticed_by": noticed_by} if noticed_by is not None else {})}
-    return _change(approval, event, status="expired", decided_at=now)
+    expiry = audit_event("approval_expired", approval_id=approval.approval_id, key=approval.key,
+                         **({"noticed_by": noticed_by} if noticed_by is not None else {}))
+    return _change(approval, expiry, status="expired", decided_at=now)
 
 
 def overdue(approval: ApprovalRecord, now: datetime) -> bool:
@@ -319,9 +320,9 @@ def nudge(approval: ApprovalRecord, now: datetime) -> tuple[Nudged, Change] | No
         approvers = list(approval.asked.get("approvers", []))
         added = tuple(i for i in approval.asked["escalate"]["to"] if i not in approvers)
         fields["asked"] = {**approval.asked, "approvers": [*approvers, *added], "escalated": True}
-    events = [{"type": "approval_escalated" if kind == "escalate" else "approval_reminded",
-               "approval_id": approval.approval_id, "key": approval.key,
-               **({"added": list(added)} if kind == "escalate" else {})} for kind in kinds]
+    events = [audit_event("approval_escalated" if kind == "escalate" else "approval_reminded",
+                          approval_id=approval.approval_id, key=approval.key,
+                          **({"added": list(added)} if kind == "escalate" else {})) for kind in kinds]
     change = _change(approval, *events, **fields)
     reminded = [kind for _, kind in moments]
     first = "remind" in reminded[done:after] and "remind" not in reminded[:done]
@@ -346,8 +347,8 @@ def dispatch(approval: ApprovalRecord | None, *, run_id: str, key: str, digest: 
     if approval.status != "approved":
         return NotDispatchable(f"the approval for {key} is {approval.status}", "failed"), None
     if approval.decided_at is None or approval.decided_at <= now - window:
-        expired = _change(approval, {"type": "approval_expired", "approval_id": approval.approval_id, "key": key,
-                                     "approved_by": approval.decided_by, "reason": NOT_STARTED_IN_TIME},
+        expired = _change(approval, audit_event("approval_expired", approval_id=approval.approval_id, key=key,
+                                                 approved_by=approval.decided_by, reason=NOT_STARTED_IN_TIME),
                           status="expired")
         return NotDispatchable(f"{key} was approved but could not start within {spoken(window.total_seconds())} "
                                "of the approval; it was not executed", "expired"), expired

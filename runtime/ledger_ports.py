@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 from signoff.runtime.agent import Checkpoint, holds_to_preview, preview_changed
 from signoff.runtime.call_outcomes import through_ledger
 from signoff.runtime.errors import Conflict
+from signoff.runtime.events import event as audit_event
 from signoff.runtime.frozen import thawed
 from signoff.runtime.loop import RunTool
 from signoff.runtime.records import (
@@ -116,9 +117,9 @@ class LedgerPorts:
                 # The retry request was used up with the start, in one transaction.
                 self.session.version, self.session.clear_command = version, False
         if isinstance(started, Fresh):
-            self.worker.teller.observe(self.session.run, [{
-                "type": "execution_started", "run_id": self.session.run.run_id, "key": call.key, "tool": call.tool,
-                "attempt": started.attempt, "allowed_by": action.allowed_by, "granted_by": action.granted_by}])
+            self.worker.teller.observe(self.session.run, [audit_event(
+                "execution_started", run_id=self.session.run.run_id, key=call.key, tool=call.tool,
+                attempt=started.attempt, allowed_by=action.allowed_by, granted_by=action.granted_by)])
         self.config.failpoints.hit("after_ledger_row")
         outcome = call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
         self.config.failpoints.hit("after_tool")

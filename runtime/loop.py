@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from signoff.runtime.effects import Effect
+from signoff.runtime.events import EventType, ending
 from signoff.runtime.history import HistoryEntry, ToolError, ToolResult
 from signoff.runtime.pending_calls import PendingCall
 from signoff.runtime.schema import REOPENABLE, TERMINAL, RunState, Status, Usage
@@ -213,7 +214,7 @@ class Draft:
                 self.observe(ToolError.trusted(role="tool", step=batch.step, tool=call.tool, call_id=call.call_id,
                                                error=reason, error_kind="refused"))
 
-    def emit(self, event_type: str, **payload: Any) -> None:
+    def emit(self, event_type: EventType, **payload: Any) -> None:
         self.events.append({"type": event_type, "run_id": self._state.run_id, "step": self.steps, **payload})
 
     def then(self, action: Action) -> Step:
@@ -227,7 +228,7 @@ class Draft:
         if status in TERMINAL and self.state.batch is not None:
             self.close_batch(f"not executed: the run ended ({status}) before this call was settled")
         self.evolve(status=status, stop=stop, **({"pending": None} if ended else {}))
-        self.emit(status, **{"usage": self.usage.to_json(), **stop.to_json()})
+        self.emit(ending(status), **{"usage": self.usage.to_json(), **stop.to_json()})
         return self.then(Stop(status))
 
     def go_on(self) -> Step:

@@ -15,6 +15,7 @@ from typing import Any
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.approval import ApprovalRequest, Reopening
 from signoff.runtime.effects import AskAbout, AskMoreOf, CallChanged, Overruled
+from signoff.runtime.events import event as audit_event
 from signoff.runtime.frozen import thawed
 from signoff.runtime.records import CommandRefusal
 from signoff.runtime.schema import REOPENABLE
@@ -158,4 +159,4 @@ def is_retry_request(command: Any) -> bool:
 def execution_started(key: str, tool: str, **why: str | int) -> dict[str, Any]:
     """The event of a call's first start, saying what let it: the approval it used up
     (`approval_id`), the grant (`granted_by`, `grant_use`) or the policy rule (`allowed_by`)."""
-    return {"type": "execution_started", "key": key, "tool": tool, **why}
+    return audit_event("execution_started", key=key, tool=tool, **why)

@@ -22,6 +22,7 @@ from signoff.runtime.commands import (
 from signoff.runtime.deciders import Deciders
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.errors import InvalidTransition
+from signoff.runtime.events import command_recorded, grant_revoked
 from signoff.runtime.judging import Caller, classify
 from signoff.runtime.pending_calls import PendingCall
 from signoff.runtime.records import (
@@ -177,7 +178,7 @@ class RunRequests(Deciders):
         audited = self._audited(command.to_json(), approval)
         refusal = self.store.set_command(run_id, command.to_json(), rule, audited)
         if refusal is None:
-            self.teller.observe(run, [{"type": "command_recorded", "run_id": run_id, **audited}])
+            self.teller.observe(run, [{**command_recorded(audited), "run_id": run_id}])
             return Done(self.store.get_run(run_id, history=False) or run)
         if shown_version is not None and refusal.waiting is not None:
             return AlreadyDone(request_name(refusal.waiting), refusal.waiting.get("by"))
@@ -227,7 +228,7 @@ class RunRequests(Deciders):
             return Missing("grant")
         if revoked.revoked_by != user:
             return AlreadyDone("revoke", revoked.revoked_by, revoked.revoked_at)
-        self.teller.observe(run, [{"type": "grant_revoked", "run_id": run.run_id, "grant_id": grant_id, "by": user}])
+        self.teller.observe(run, [{**grant_revoked(grant_id, user), "run_id": run.run_id}])
         return Done(run, {"grant_id": grant_id})
 
     def grants_for(self, user: str, limit: int = 20) -> list[GrantRecord]:

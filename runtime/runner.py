@@ -21,6 +21,8 @@ from signoff.runtime.budget import Budget
 from signoff.runtime.deciders import MaySee
 from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.events import event as audit_event
+from signoff.runtime.events import run_created
 from signoff.runtime.people import MayApprove
 from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import (
@@ -90,8 +92,7 @@ class Runner(RunRequests):
         if lease is not None and run.run_id == run_id:  # a replayed request's earlier run is not ours to drive
             self.worker.took(run_id, lease)
         if run.run_id == run_id:  # not a replayed request's earlier run: nothing was written for that
-            self.teller.observe(run, [{"type": "run_created", "run_id": run_id, "goal": goal, "requester": requester,
-                                       "origin": run.origin, "model": run.model}])
+            self.teller.observe(run, [{**run_created(goal, requester, run.origin, run.model), "run_id": run_id}])
         return run
 
     def execute(self, run_id: str) -> str | None:
@@ -199,10 +200,10 @@ class Runner(RunRequests):
                 continue
             if run is None:
                 continue
-            self.teller.observe(run, [{"type": "approval_escalated" if kind == "escalate" else "approval_reminded",
-                                       "run_id": run.run_id, "approval_id": nudge.approval.approval_id,
-                                       "key": nudge.approval.key,
-                                       **({"added": list(nudge.added)} if kind == "escalate" else {})}
+            self.teller.observe(run, [audit_event("approval_escalated" if kind == "escalate" else "approval_reminded",
+                                                  run_id=run.run_id, approval_id=nudge.approval.approval_id,
+                                                  key=nudge.approval.key,
+                                                  **({"added": list(nudge.added)} if kind == "escalate" else {}))
                                       for kind in nudge.kinds])
             if "escalate" in nudge.kinds:
                 self.teller.notify("approval_escalated", run, nudge.approval, list(nudge.added))

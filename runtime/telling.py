@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from signoff.runtime.events import event as audit_event
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import ApprovalRecord, Counted, Decided, Expired, RunRecord, Voted
@@ -127,7 +128,7 @@ class Teller:
             return getattr(self.notifier, method)(run, *args)
         except Exception as exc:  # Slack being down must not lose or stall a run
             log.warning("run %s: notifier.%s failed: %s", run.run_id, method, exc)
-            event = {"type": "notify_failed", "method": method, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            event = audit_event("notify_failed", method=method, error=f"{type(exc).__name__}: {exc}"[:500])
             self.store.append_event(run.run_id, event)
             self.observe(run, [{**event, "run_id": run.run_id}])
             return FAILED
@@ -212,25 +213,25 @@ def vote_events(outcome: Voted, user: str) -> list[dict[str, Any]]:
     """The events `ApprovalStore.decide` wrote for `outcome` (none for a decision it did not count)."""
     match outcome:
         case Decided(approval=approval, grant=grant):
-            events = [{"type": "approval_recorded", **_approval_fields(approval),
-                       "approved": approval.status == "approved", "by": user, "note": approval.note or "",
-                       "approvals": len(approval.approved_by), "quorum": approval.quorum,
-                       "waited_seconds": _waited(approval)}]
+            events = [audit_event("approval_recorded", **_approval_fields(approval),
+                                  approved=approval.status == "approved", by=user, note=approval.note or "",
+                                  approvals=len(approval.approved_by), quorum=approval.quorum,
+                                  waited_seconds=_waited(approval))]
             if grant is not None:
-                events.append({"type": "grant_created", "run_id": approval.run_id, "grant_id": grant.grant_id,
-                               "approval_id": approval.approval_id, "by": user, "tool": grant.tool,
-                               "rule": grant.rule, "scope": grant.scope, "expires_at": grant.expires_at.isoformat()})
+                events.append(audit_event("grant_created", run_id=approval.run_id, grant_id=grant.grant_id,
+                                          approval_id=approval.approval_id, by=user, tool=grant.tool,
+                                          rule=grant.rule, scope=grant.scope, expires_at=grant.expires_at.isoformat()))
             return events
         case Counted(approval=approval):
-            return [{"type": "approval_vote_recorded", **_approval_fields(approval), "approved": True, "by": user,
-                     "approvals": len(approval.approved_by), "quorum": approval.quorum}]
+            return [audit_event("approval_vote_recorded", **_approval_fields(approval), approved=True, by=user,
+                                approvals=len(approval.approved_by), quorum=approval.quorum)]
         case Expired(approval=approval, just_now=True):
             return [{**expiry_event(approval), "noticed_by": user}]
     return []
 
 
 def expiry_event(approval: ApprovalRecord) -> dict[str, Any]:
-    return {"type": "approval_expired", **_approval_fields(approval), "waited_seconds": _waited(approval)}
+    return audit_event("approval_expired", **_approval_fields(approval), waited_seconds=_waited(approval))
 
 
 def _approval_fields(approval: ApprovalRecord) -> dict[str, Any]:

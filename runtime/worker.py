@@ -21,6 +21,7 @@ from signoff.runtime.approval import decider_refusal
 from signoff.runtime.approval_policy import ApprovalPolicy
 from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, RequestAgain, Retry, parse_command
 from signoff.runtime.errors import Conflict, IncompatibleState, InvalidTransition
+from signoff.runtime.events import command_refused
 from signoff.runtime.heartbeat import Heartbeat
 from signoff.runtime.judging import Caller
 from signoff.runtime.kept_runs import KeptRuns
@@ -213,7 +214,7 @@ class Worker:
                     raise InvalidTransition(f"unknown or malformed command {raw.get('op')!r}")
         except (InvalidTransition, ValueError) as exc:  # ValueError: an edit its tool no longer takes
             if session.clear_command:  # nothing was saved, so the command is still there
-                refused = {"type": "command_refused", "reason": str(exc), **raw}
+                refused = command_refused(raw, str(exc))
                 self.store.clear_command(session.run.run_id, refused)
                 self.teller.observe(session.run, [{**refused, "run_id": session.run.run_id}])
 

@@ -38,6 +38,7 @@ from signoff.runtime.approval import (
 )
 from signoff.runtime.audit import SEALED_WHEN, Seal
 from signoff.runtime.errors import Conflict, IncompatibleState
+from signoff.runtime.events import command_recorded, command_refused, run_created
 from signoff.runtime.records import (
     ApprovalRecord,
     ApprovalStatus,
@@ -80,8 +81,7 @@ class MemoryStore(MemoryApprovals):
                       created_at=now, updated_at=now, added=next(self._added), request_id=request_id,
                       lease_owner=lease_to, lease_expires_at=now + lease if lease_to and lease else None)
             run.history.update(history_rows(0, state["history"]))
-            run.append([{"type": "run_created", "goal": goal, "requester": requester, "origin": origin,
-                         "model": model}], now)
+            run.append([run_created(goal, requester, origin, model)], now)
             self._link(run)
             self._runs[run.run_id] = run
             if request_id is not None:
@@ -180,7 +180,7 @@ class MemoryStore(MemoryApprovals):
             opened, closed = self._apply(run, write, now)
             if waiting is not None and write.refuse_waiting_command is not None:
                 run.command = None
-                run.append([{"type": "command_refused", **waiting, "reason": write.refuse_waiting_command}], now)
+                run.append([command_refused(waiting, write.refuse_waiting_command)], now)
                 waiting = None
             if len(run.events) > unsealed and run.status in SEALED_WHEN:
                 self._link(run)
@@ -253,7 +253,7 @@ class MemoryStore(MemoryApprovals):
                             if (change := cancel_pending(a.out(), now, command.get("by"))) is not None]
             run.command, run.updated_at = canonical_json(command), now
             self._save(run, changes)
-            run.append([{"type": "command_recorded", **(audited or command)}], now)
+            run.append([command_recorded(audited or command)], now)
             return None
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:

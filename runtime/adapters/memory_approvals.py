@@ -30,6 +30,7 @@ from signoff.runtime.approval import (
     vote,
 )
 from signoff.runtime.errors import Conflict
+from signoff.runtime.events import execution_retried, grant_revoked
 from signoff.runtime.records import (
     ApprovalRecord,
     Decided,
@@ -127,8 +128,7 @@ class MemoryApprovals(MemoryReads):
             run.command = run.shown_status = None
         existing.attempts += 1
         existing.started_at, existing.finished_at = now, None
-        run.append([{"type": "execution_retried", "key": existing.key, "tool": tool,
-                     "attempt": existing.attempts, "because": restart, "by": by}], now)
+        run.append([execution_retried(existing.key, tool, existing.attempts, restart, by)], now)
         return Fresh(existing.attempts, version)
 
     def complete_execution(self, execution: dict[str, Any]) -> None:
@@ -177,7 +177,7 @@ class MemoryApprovals(MemoryReads):
                 return grant
             now = self.now()
             revoked = self._grants[grant_id] = dataclasses.replace(grant, revoked_at=now, revoked_by=user)
-            self._run(grant.run_id).append([{"type": "grant_revoked", "grant_id": grant_id, "by": user}], now)
+            self._run(grant.run_id).append([grant_revoked(grant_id, user)], now)
             return revoked
 
     def expire_due(self) -> list[ApprovalRecord]:

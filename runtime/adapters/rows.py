@@ -37,6 +37,7 @@ from signoff.runtime.adapters.tables import (
 )
 from signoff.runtime.audit import chain_hash, chained
 from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.events import run_created
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord, Vote
 from signoff.runtime.schema import RunState
 from signoff.runtime.state import canonical_json, parse_state, upgrade
@@ -210,9 +211,8 @@ def insert_new_runs(conn: Connection, batch: Sequence[NewRun], now: datetime) ->
     """Insert `batch`, in order: each run's row, its `run_created` event and its history, in three
     statements however many runs; each run, and the hash of its first event, which the caller links
     into the chain of runs (`link_runs`), last."""
-    made = [(new, event_rows(new.state["run_id"], [{
-        "type": "run_created", "goal": new.goal, "requester": new.requester, "origin": new.origin,
-        "model": new.model}], 1, now, None)) for new in batch]
+    made = [(new, event_rows(new.state["run_id"], [
+        run_created(new.goal, new.requester, new.origin, new.model)], 1, now, None)) for new in batch]
     rows = conn.execute(_INSERT_RUNS, [dict(
         run_id=new.state["run_id"], goal=new.goal, requester=new.requester, origin=canonical_json(new.origin),
         model=new.model, status=new.state["status"], state=dump_without_history(new.state), history_len=0,

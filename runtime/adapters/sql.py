@@ -59,6 +59,7 @@ from signoff.runtime.approval import (
 )
 from signoff.runtime.audit import SEALED_WHEN
 from signoff.runtime.errors import Conflict, IncompatibleState
+from signoff.runtime.events import command_recorded, command_refused
 from signoff.runtime.records import (
     ApprovalRecord,
     ApprovalStatus,
@@ -199,8 +200,7 @@ class SqlStore(SqlApprovals):
                          if write.close_open_approvals else [])
             if command is not None and write.refuse_waiting_command is not None:
                 conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
-                last = append_events(conn, run_id, [{"type": "command_refused", **command,
-                                                      "reason": write.refuse_waiting_command}], now)
+                last = append_events(conn, run_id, [command_refused(command, write.refuse_waiting_command)], now)
                 command = None
             if last is not None and state["status"] in SEALED_WHEN:  # last: it takes the head row
                 link_run(conn, run_id, *last)
@@ -268,7 +268,7 @@ class SqlStore(SqlApprovals):
             if isinstance(superseded, CommandRefusal):
                 raise _Undone(superseded)  # nothing of this request is kept: the approval was decided first
             save_changes(conn, [superseded], now)
-        append_events(conn, run_id, [{"type": "command_recorded", **audited}], now)
+        append_events(conn, run_id, [command_recorded(audited)], now)
         return None
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:

@@ -52,6 +52,7 @@ from signoff.runtime.approval import (
     vote,
 )
 from signoff.runtime.errors import Conflict
+from signoff.runtime.events import execution_retried, grant_revoked
 from signoff.runtime.records import (
     ApprovalRecord,
     Decided,
@@ -151,8 +152,7 @@ class SqlApprovals(SqlTransactions):
         conn.execute(update(tool_executions).where(tool_executions.c.key == existing.key,
                                                    tool_executions.c.status == "started")
                      .values(attempts=existing.attempts + 1, started_at=now, finished_at=None))
-        append_events(conn, run_id, [{"type": "execution_retried", "key": existing.key, "tool": tool,
-                                       "attempt": existing.attempts + 1, "because": restart, "by": by}], now)
+        append_events(conn, run_id, [execution_retried(existing.key, tool, existing.attempts + 1, restart, by)], now)
         return Fresh(existing.attempts + 1, version)
 
     def complete_execution(self, execution: dict[str, Any]) -> None:
@@ -230,7 +230,7 @@ class SqlApprovals(SqlTransactions):
             row = conn.execute(update(grants).where(grants.c.grant_id == grant_id, grants.c.revoked_at.is_(None))
                                .values(revoked_at=now, revoked_by=user).returning(*grants.c)).first()
             if row is not None:
-                append_events(conn, row.run_id, [{"type": "grant_revoked", "grant_id": grant_id, "by": user}], now)
+                append_events(conn, row.run_id, [grant_revoked(grant_id, user)], now)
             else:
                 row = conn.execute(select(grants).where(grants.c.grant_id == grant_id)).first()
         return grant_record(row) if row is not None else None
