@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from signoff.runtime import loop, requests
+from signoff.runtime import caller_calls, loop, requests
 from signoff.runtime.approval_policy import ApprovalPolicy, default_policy
 from signoff.runtime.batches import continue_batch
 from signoff.runtime.budget import Budget
@@ -241,6 +241,15 @@ class Agent:
         (see `requests.request_again`)."""
         return self._drive(requests.request_again(self._run, self.context, by))
 
+    def caller_reported(self, outcome: Outcome) -> str:
+        """What came of the call this run handed to its caller (run, failed, or refused as it
+        started), then continue (see `caller_calls.reported`)."""
+        return self._drive(caller_calls.reported(self._run, self.context, outcome))
+
+    def caller_lost(self, reason: str) -> str:
+        """The caller started the handed call and reported no outcome in time: a person is asked."""
+        return self._drive(caller_calls.lost(self._run, reason))
+
     def expire(self, reason: str = "approval expired", key: str | None = None) -> str:
         """Nobody decided the pending call (or `key`) in time; nothing was executed (see `requests.expire`)."""
         return self._drive(requests.expire(self._run, reason, key))
@@ -271,6 +280,8 @@ class Agent:
                     if turn is None:  # the policy has no turn to give yet
                         return self.status
                     step = turn
+                case RunTool() as action if action.tool.run_by_caller:
+                    step = caller_calls.hand_over(self._run, action)
                 case RunTool() as action:
                     step = after_call(self._run, self.context, action, self.ports.run(action))
                 case loop.ContinueBatch():

@@ -19,6 +19,7 @@ from signoff.runtime.approval import (
     with_rule,
 )
 from signoff.runtime.approval_policy import Ask, Deny
+from signoff.runtime.caller_runs import run_tools
 from signoff.runtime.judging import Caller, classify, defaulted_of
 from signoff.runtime.people import SELF_APPROVAL, MayApprove
 from signoff.runtime.ports import Store
@@ -66,7 +67,7 @@ class Deciders:
         restart): a decision must satisfy the rule then and the rule now, so someone taken off
         the approvers cannot decide what was asked of them before.
         """
-        tool = self.tools.get(approval.tool)
+        tool = run_tools(run, self.tools).get(approval.tool)
         if tool is None:
             return None  # the worker refuses the call: its tool is gone
         caller = Caller(run.requester, str(run.origin.get("channel") or ""))

@@ -24,7 +24,7 @@ EventType = Literal[
     "approval_requested", "approval_vote_recorded", "approval_recorded", "approval_decided",
     "approval_reminded", "approval_escalated", "approval_expired", "approval_timed_out", "approval_reopened",
     "grant_created", "grant_revoked",
-    "execution_started", "execution_retried", "tool_executed", "tool_failed",
+    "call_handed_to_caller", "execution_started", "execution_retried", "tool_executed", "tool_failed",
     "command_recorded", "command_refused", "notify_failed",
 ]
 EVENT_TYPES: Final[frozenset[str]] = frozenset(get_args(EventType))
@@ -64,6 +64,8 @@ EVENT_MEANINGS: Final[Mapping[EventType, str]] = MappingProxyType({
     "approval_reopened": "The policy now asks more approvals of a call already approved.",
     "grant_created": "An approver approved and allowed similar calls: the grant's rule, scope and end.",
     "grant_revoked": "A person revoked a grant.",
+    "call_handed_to_caller": "The call was decided and handed to the program that asked for it, which runs it "
+                             "(what lets it start is said: a person's approval, a rule or a grant).",
     "execution_started": "The call's ledger row was written and the call started (what allowed it is said).",
     "execution_retried": "A call that recorded no outcome was started again: idempotent, or a person asked.",
     "tool_executed": "The call returned; its result is in the run's history.",

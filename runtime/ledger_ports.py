@@ -73,6 +73,8 @@ class Session:
     """The last step let go of the lease in its own write: this pass is over, whatever comes next."""
     status: str = ""
     """The run's status as this worker last saved (or loaded) it."""
+    report: Outcome | None = None
+    """What came of the call the run handed to its caller, as the caller reported it."""
 
     def __post_init__(self) -> None:
         self.status = self.status or self.run.status

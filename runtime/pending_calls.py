@@ -59,6 +59,15 @@ class Edited(Value):
     changes: list[str]
 
 
+class Handed(Value):
+    """A call handed to the caller that runs it (`Tool.run_by_caller`), and what lets it start: the
+    policy rule or the grant that let it run unasked (neither: a person's approval, consumed as it
+    starts)."""
+
+    allowed_by: str | None = None
+    granted_by: str | None = None
+
+
 class Preview(Value):
     """What a call would do, as its tool's `preview` said when it was asked about: shown to the
     approvers and bound into the approval's digest (`digest`; None: no preview, it failed)."""
@@ -88,6 +97,8 @@ class PendingCall(Value):
     """Set when a person changed the arguments the model proposed; `args` are the changed ones."""
     preview: Preview | None = None
     """What the call would do, as its tool previewed it when it was asked about."""
+    handed: Handed | None = None
+    """Set while the call waits for its caller to run it (status `awaiting_caller`)."""
 
     @property
     def digest(self) -> str:

@@ -220,6 +220,12 @@ def reconcile(state: RunState, context: Context, action: str, result: Any = None
     pending = _pending(state, "needs_reconciliation", "is not waiting for reconciliation")
     if action not in ("done", "retry", "abort"):
         raise ValueError("action must be 'done', 'retry' or 'abort'")
+    tool = context.tools.get(pending.tool)
+    if action == "retry" and tool is not None and tool.run_by_caller:
+        # The ledger starts a lost call again only with the retry request still waiting on the run,
+        # and the program that runs this one would start it later, when none is.
+        raise InvalidTransition(f"{pending.tool} is run by the program that asked for it, which reported no "
+                                "outcome: say whether it took effect (done) or abort; it is not run again")
     draft = Draft(state)
     draft.emit("reconciled", key=pending.key, tool=pending.tool, action=action, by=by, note=note)
     if action == "abort":

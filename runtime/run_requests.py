@@ -8,6 +8,7 @@ from typing import Any, cast
 from signoff.runtime.approval import bound_to
 from signoff.runtime.approval_policy import Deny
 from signoff.runtime.budget import extension
+from signoff.runtime.caller_runs import run_tools
 from signoff.runtime.commands import (
     Cancel,
     Command,
@@ -92,7 +93,7 @@ class RunRequests(Deciders):
         reason = self.approval_refusal(user, run, approval)
         if reason:  # before anything about the call is said
             return NotAllowed(reason)
-        tool = self.tools.get(approval.tool)
+        tool = run_tools(run, self.tools).get(approval.tool)
         if tool is None:
             return Refused(f"tool {approval.tool} is no longer registered")
         state = parse_state(run.state)[0]
@@ -148,7 +149,7 @@ class RunRequests(Deciders):
             pending = run.state.get("pending")
             caller = Caller(run.requester, str(run.origin.get("channel") or ""))
             try:
-                call_to_ask_again(PendingCall.model_validate(pending) if pending else None, self.tools,
+                call_to_ask_again(PendingCall.model_validate(pending) if pending else None, run_tools(run, self.tools),
                                   lambda tool, args: classify(self.config.policy, tool, args, caller, run.usage))
             except InvalidTransition as exc:
                 return Refused(str(exc))

@@ -18,6 +18,8 @@ from signoff.runtime.agent import Policy
 from signoff.runtime.approval import bound_to, offers_grant
 from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.budget import Budget
+from signoff.runtime.caller_runs import MODEL as CALLER_MODEL
+from signoff.runtime.caller_runs import CallerCall, CallerDoor, NotStarted, Started
 from signoff.runtime.deciders import MaySee
 from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState
@@ -64,6 +66,7 @@ class Runner(RunRequests):
                              worker_id=self.config.worker_id, lease=self.config.lease, observer=observer)
         self.may_approve: MayApprove = may_approve or (lambda user, run, approvers: None)
         self.worker = Worker(store, tools, policies, self.config, self.teller, time.monotonic, self.may_approve)
+        self.callers = CallerDoor(self.worker)
         self.may_see = may_see or (lambda user, run: False)
 
     # -- starting and driving runs ---------------------------------------------------------
@@ -94,6 +97,27 @@ class Runner(RunRequests):
         if run.run_id == run_id:  # not a replayed request's earlier run: nothing was written for that
             self.teller.observe(run, [{**run_created(goal, requester, run.origin, run.model), "run_id": run_id}])
         return run
+
+    def ask_for_caller(self, call: CallerCall, goal: str, requester: str, origin: dict[str, Any] | None = None,
+                       request_id: str | None = None) -> RunRecord:
+        """Record a run of the one call a program outside Signoff asks to make, and decide it now
+        as any run's call is decided: run unasked as a rule says (handed to the caller), refused,
+        or asked about (the card posted). The caller then starts it (`start_call`) and reports what
+        came of it (`report_call`). `request_id`: a replayed request gets the run it made first."""
+        run = self.start_run(goal, requester, origin={**(origin or {}), "caller": call.model_dump(mode="json")},
+                             model=CALLER_MODEL, request_id=request_id, drive=True)
+        self.execute(run.run_id)
+        return self.store.get_run(run.run_id, history=False) or run
+
+    def start_call(self, run_id: str) -> Started | NotStarted:
+        """The caller starts the call its run handed it: exactly once (see `caller_runs.CallerDoor`)."""
+        return self.callers.start(run_id)
+
+    def report_call(self, run_id: str, ok: bool, result: Any = None, error: str = "",
+                    seconds: float = 0.0) -> str | None:
+        """What came of the started call, as its caller says; the run's status after (None: the
+        run is held by another pass, or gone)."""
+        return self.callers.report(run_id, ok, result, error, seconds)
 
     def execute(self, run_id: str) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended.

@@ -21,13 +21,14 @@ SCHEMA_VERSION: Final = 2
 
 Status = Literal[
     "idle", "running", "awaiting_approval", "done", "budget_exhausted", "failed", "cancelled", "expired",
-    "needs_reconciliation", "stalled",
+    "needs_reconciliation", "stalled", "awaiting_caller",
 ]
-StatusGroup = Literal["active", "waiting_on_human", "terminal"]
+StatusGroup = Literal["active", "waiting_on_human", "waiting_on_caller", "terminal"]
 STATUS_GROUPS: MappingProxyType[str, StatusGroup] = MappingProxyType({
     "idle": "active", "running": "active",
     "awaiting_approval": "waiting_on_human", "budget_exhausted": "waiting_on_human", "failed": "waiting_on_human",
     "needs_reconciliation": "waiting_on_human", "stalled": "waiting_on_human",
+    "awaiting_caller": "waiting_on_caller",
     "done": "terminal", "cancelled": "terminal", "expired": "terminal",
 })
 """Every status in exactly one group: the sets below are derived from this table, nowhere else."""
@@ -37,6 +38,9 @@ ACTIVE: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "
 """Statuses a worker moves on by itself (not started yet, or running)."""
 WAITING_ON_HUMAN: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "waiting_on_human")
 """Statuses where the run keeps its state and waits for a person (decide, extend, retry, reconcile)."""
+WAITING_ON_CALLER: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "waiting_on_caller")
+"""Statuses where the run's call is its caller's to run (an approval asked for over the API): no
+worker runs it, and nobody is told the run stopped; the caller starts the call and reports its outcome."""
 TERMINAL: frozenset[str] = frozenset(s for s, g in STATUS_GROUPS.items() if g == "terminal")
 """Statuses a run ends in: no worker moves it on by itself, and it leaves them only as `REOPENABLE` says."""
 REOPENABLE: frozenset[str] = frozenset({"expired"})

@@ -13,12 +13,13 @@ import functools
 import logging
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from signoff.runtime.agent import Agent, Policy
 from signoff.runtime.approval import decider_refusal
 from signoff.runtime.approval_policy import ApprovalPolicy
+from signoff.runtime.caller_runs import caller_call, run_tools
 from signoff.runtime.commands import Cancel, Edit, Extend, Reconcile, RequestAgain, Retry, parse_command
 from signoff.runtime.errors import Conflict, IncompatibleState, InvalidTransition
 from signoff.runtime.events import command_refused
@@ -35,6 +36,7 @@ from signoff.runtime.records import (
 )
 from signoff.runtime.state import TERMINAL
 from signoff.runtime.telling import ENDINGS, Teller
+from signoff.runtime.tool_calls import NotGranted, Outcome, Refused
 from signoff.tools.base import Tool
 
 if TYPE_CHECKING:
@@ -79,12 +81,13 @@ class Worker:
         with self._holding_lock:
             return self._holding.pop(run_id, None)
 
-    def execute(self, run_id: str) -> str | None:
+    def execute(self, run_id: str, report: Outcome | None = None) -> str | None:
         """Run until the run pauses or ends; None if another worker holds it or it has ended.
 
         A run whose lease a write of this worker took (a decision, a new run: `took`) is driven
         under that lease, once, with no claim; any other is claimed. Every write the pass makes is
-        fenced on its lease."""
+        fenced on its lease. `report`: what came of the call the run handed to its caller, as the
+        caller said (`caller_runs`)."""
         lease = self._redeem(run_id)
         run = self._held(run_id, *lease) if lease is not None else None
         owner = lease[0] if run is not None and lease is not None else self.new_owner()
@@ -95,7 +98,7 @@ class Worker:
         run = self._whole(run, owner)
         if run is None:
             return None
-        session = Session(run, run.version, owner)
+        session = Session(run, run.version, owner, report=report)
         told, status = None, None
         try:
             with Heartbeat(self.store, run_id, owner, self.config.lease):
@@ -155,7 +158,7 @@ class Worker:
             if not run.origin.get("ts"):
                 run = self.teller.announce(run)
                 session.run = run
-            agent = self._agent(session)
+            agent = self.agent_for(session)
             self._advance(agent, session)
             if not session.interrupted:
                 break
@@ -185,10 +188,24 @@ class Worker:
                 case "awaiting_approval":
                     self._continue_approval(agent, session)
                     return
+                case "awaiting_caller":
+                    self._from_caller(agent, session)
         if (agent.status == "awaiting_approval" and agent.run_state.batch is not None and not session.interrupted
                 and not session.released):
             # A turn's calls may have been decided while it was busy with others (or before a crash).
             self._continue_approval(agent, session)
+
+    def _from_caller(self, agent: Agent, session: Session) -> None:
+        """Go on from what the caller reported of the call the run handed it; or, with no report, a
+        started call whose caller's lease lapsed (recovery brought the run here) goes to a person."""
+        pending, report = agent.run_state.pending, session.report
+        running = self.store.running_call(session.run.run_id)
+        started = pending is not None and running is not None and running[1] == pending.key
+        if isinstance(report, Refused | NotGranted) or (report is not None and started):
+            agent.caller_reported(report)
+        elif report is None and started and pending is not None:
+            agent.caller_lost(f"{pending.tool} was started by the program that asked for it, which reported "
+                              "no outcome within the call's time limit; it may or may not have taken effect")
 
     def _apply(self, agent: Agent, raw: dict[str, object], session: Session) -> None:
         """Carry out the request left for the run; one it cannot take is dropped and audited."""
@@ -237,7 +254,7 @@ class Worker:
 
     def _go_on_from(self, agent: Agent, approval: ApprovalRecord, key: str | None) -> bool:
         """Act on `approval` if it was decided (or its tool changed since); False if it waits still."""
-        changed = self._contract_change(approval)
+        changed = self._contract_change(approval, agent.tools)
         if changed is not None:
             agent.reconsider(changed, key=key)
             return True
@@ -253,10 +270,10 @@ class Worker:
                 return False
         return True
 
-    def _contract_change(self, approval: ApprovalRecord) -> str | None:
+    def _contract_change(self, approval: ApprovalRecord, tools: Mapping[str, Tool]) -> str | None:
         """Why an approval given but not yet used no longer holds: its tool's contract changed since
         the call was proposed (a deploy in between), so the approver agreed to something else."""
-        tool = self.tools.get(approval.tool)
+        tool = tools.get(approval.tool)
         if approval.status != "approved" or approval.contract is None:
             return None  # not yet decided, already used (a retry after a crash), or recorded before contracts
         if tool is None:
@@ -266,17 +283,21 @@ class Worker:
         return (f"{approval.tool} changed since this call was proposed (contract {approval.contract} is now "
                 f"{tool.contract}: its description, arguments, flags or time limit differ from what was approved)")
 
-    def _agent(self, session: Session) -> Agent:
+    def agent_for(self, session: Session) -> Agent:
+        """The run `session` drives, as an agent on the ledger's ports: its model, its tools (a
+        caller's run has its one call's), the approval policy in force and its live grants."""
         run = session.run
+        caller = caller_call(run)
         try:
-            policy = self.policies(run.model)
+            policy = caller.policy() if caller is not None else self.policies(run.model)
         except Exception as exc:  # a bad model spec fails the run visibly instead of crashing the worker
             policy = _failing_policy(exc)
+        tools = run_tools(run, self.tools)
         approval_policy = self.config.policy
         # Only a policy that offers grants has any to look up: one query less for every other run.
         grants = (tuple(self.store.live_grants(run.run_id, run.requester))
                   if any(rule.grant is not None for rule in approval_policy.rules) else ())
-        return Agent.resume(run.state, policy, self.tools, checked=run.checked, ports=LedgerPorts(self, session),
+        return Agent.resume(run.state, policy, tools, checked=run.checked, ports=LedgerPorts(self, session),
                             clock=self.clock,
                             redact_keys=self.config.redact_keys, stall_after=self.config.stall_after,
                             approval_policy=approval_policy, grants=grants,

@@ -64,6 +64,9 @@ class Tool:
             approvers and bound into the approval's digest; within `preview_timeout_s`.
         preview_must_match: the preview is run again just before the call starts; if it changed,
             the approval is void, nothing runs, and a fresh approval shows what changed.
+        run_by_caller: the call is run outside Signoff, by the program that asked for it (an
+            approval asked for over the API): Signoff decides it, hands it over and records the
+            outcome its caller reports; `fn` is never called.
     """
 
     name: str
@@ -81,6 +84,7 @@ class Tool:
     preview: Callable[[dict[str, Any], str], Any] | None = None
     preview_must_match: bool = False
     preview_timeout_s: float = 5.0
+    run_by_caller: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME.match(self.name):
@@ -122,6 +126,7 @@ class Tool:
                      # Only when set: a tool without it keeps the contract it had before the flag
                      # existed, so a deploy adding the flag does not supersede every pending approval.
                      **({"confirm": True} if self.confirm else {}),
+                     **({"run_by_caller": True} if self.run_by_caller else {}),
                      **({"preview": "must_match" if self.preview_must_match else True} if self.preview else {})}
         text = json.dumps(described, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -227,7 +227,7 @@ STATUS_EMOJI = {
     "idle": ":hourglass_flowing_sand:", "running": ":gear:", "awaiting_approval": ":raised_hand:",
     "done": ":white_check_mark:", "budget_exhausted": ":battery:", "failed": ":x:",
     "cancelled": ":no_entry_sign:", "expired": ":hourglass:", "needs_reconciliation": ":warning:",
-    "stalled": ":repeat:",
+    "stalled": ":repeat:", "awaiting_caller": ":outbox_tray:",
 }
 """The emoji beside each run status, wherever a run's status is shown."""
 

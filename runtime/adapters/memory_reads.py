@@ -19,7 +19,7 @@ from signoff.runtime.audit import GENESIS, WHOLE_LOG, EventRow, Head, Record, Ru
 from signoff.runtime.errors import NotFound
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, RESYNC_WINDOW
-from signoff.runtime.schema import ACTIVE
+from signoff.runtime.schema import ACTIVE, WAITING_ON_CALLER
 
 
 class MemoryReads:
@@ -121,7 +121,9 @@ class MemoryReads:
             chosen = [r for r in self._runs.values() if r.free(now) and (
                 r.status in ACTIVE or r.command is not None
                 or (r.status == "awaiting_approval" and (self._decided(r.pending_key) or any(
-                    a.record.run_id == r.run_id and a.record.status == "approved" for a in self._approvals.values()))))]
+                    a.record.run_id == r.run_id and a.record.status == "approved" for a in self._approvals.values())))
+                or (r.status in WAITING_ON_CALLER and r.pending_key is not None and any(
+                    x.key == r.pending_key and x.status == "started" for x in self._executions.values())))]
             return [r.run_id for r in oldest_first(chosen, "updated_at")[:limit]]
 
     def _decided(self, key: str | None) -> bool:

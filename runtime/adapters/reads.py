@@ -27,7 +27,7 @@ from signoff.runtime.approval import DECIDED
 from signoff.runtime.audit import WHOLE_LOG, EventRow, Head, Link, Record, RunRow, Seal, Selection
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, RESYNC_WINDOW
-from signoff.runtime.schema import ACTIVE
+from signoff.runtime.schema import ACTIVE, WAITING_ON_CALLER
 
 _SERVER_NOW = text("SELECT now()")
 
@@ -173,12 +173,16 @@ class SqlReads:
         # Of a turn's several calls any may be approved first; an approval is never left unused.
         approved = select(approvals.c.key).where(approvals.c.run_id == runs.c.run_id,
                                                  approvals.c.status == "approved").exists()
+        # A call handed to its caller that started and has no outcome, once the caller's lease lapsed.
+        started = select(tool_executions.c.key).where(tool_executions.c.key == runs.c.pending_key,
+                                                      tool_executions.c.status == "started").exists()
         with self.engine.connect() as conn:
             free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < self._now(conn))
             query = select(runs.c.run_id).where(free, or_(
                 runs.c.status.in_(ACTIVE),
                 runs.c.command.is_not(None),
                 and_(runs.c.status == "awaiting_approval", or_(decided, approved)),
+                and_(runs.c.status.in_(WAITING_ON_CALLER), started),
             )).order_by(runs.c.updated_at).limit(limit)
             return list(conn.execute(query).scalars().all())
 

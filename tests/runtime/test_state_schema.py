@@ -17,7 +17,7 @@ from test_checkpoint_properties import ANSWER, DECISION, World, budget_for
 from signoff.runtime import ACTIVE, STATUSES, TERMINAL, WAITING_ON_HUMAN, Agent, IncompatibleState
 from signoff.runtime.history import ToolCall, ToolResult
 from signoff.runtime.pending_calls import PendingCall
-from signoff.runtime.schema import SCHEMA_VERSION, STOPPED, RunState
+from signoff.runtime.schema import SCHEMA_VERSION, STOPPED, WAITING_ON_CALLER, RunState
 from signoff.runtime.state import call_digest, canonical_json, dump_state, load_state, parse_state
 from signoff.runtime.state_versions import downgrade_v2_to_v1, upgrade
 
@@ -74,9 +74,11 @@ def test_the_pending_call_is_bound_to_its_digest():
 
 
 def test_the_status_groups_are_one_closed_partition_of_the_statuses():
-    assert set(STATUSES) == ACTIVE | WAITING_ON_HUMAN | TERMINAL
-    assert not (ACTIVE & WAITING_ON_HUMAN) and not (ACTIVE & TERMINAL) and not (WAITING_ON_HUMAN & TERMINAL)
+    groups = (ACTIVE, WAITING_ON_HUMAN, WAITING_ON_CALLER, TERMINAL)
+    assert set(STATUSES) == set().union(*groups)
+    assert sum(len(group) for group in groups) == len(STATUSES), "no status is in two groups"
     assert {"done", "cancelled", "expired"} == TERMINAL and {"idle", "running"} == ACTIVE
+    assert WAITING_ON_CALLER == {"awaiting_caller"}, "a call its caller runs is nobody's to be told of as stopped"
     assert WAITING_ON_HUMAN - {"awaiting_approval"} == STOPPED
 
 
