@@ -81,7 +81,7 @@ def test_a_receiver_down_then_up_gets_every_event_once_in_order_across_a_restart
         with serving(signoff, env) as (served, _):
             # Serve recovers both runs (and ends them: no such model), writing events of its own.
             wait_for(lambda: ids(receiver) == written_after(engine, start) and "run-b:1" in ids(receiver)
-                     and status(engine).behind == 0, what="every event delivered")
+                     and status(engine).behind == 0, timeout=90, what="every event delivered")
             metrics = httpx.get(f"{served}/metrics").text
         taken = ids(receiver)
 
