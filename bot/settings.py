@@ -49,8 +49,10 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_EXTEND_STEPS", "4", "Steps added when someone presses Extend on a run that ran out of steps."),
     ("SIGNOFF_PORT", "3000", "HTTP port of `signoff serve` in HTTP mode."),
     ("SIGNOFF_WORKERS", "4", "Threads in the worker pool that executes runs."),
-    ("SIGNOFF_LEASE_SECONDS", "60", "Lease a worker holds on a run; an expired lease lets another worker recover it."),
+    ("SIGNOFF_LEASE_SECONDS", "60", "Lease a worker holds on a run (and a replica on delivering audit events); an expired lease lets another worker take over."),
     ("SIGNOFF_OUTBOX", "./outbox", "Directory where the demo send_email tool writes its .eml files."),
+    ("SIGNOFF_AUDIT_WEBHOOK_URL", "", "HTTP(S) URL that `signoff serve` delivers every audit event written from now on to, as a signed CloudEvent; see Audit webhook."),
+    ("SIGNOFF_AUDIT_WEBHOOK_SECRET", "", "Secret that signs each audit webhook delivery (the Signoff-Signature header); required with SIGNOFF_AUDIT_WEBHOOK_URL."),
     ("SIGNOFF_LOG_LEVEL", "INFO", "Log level: DEBUG, INFO, WARNING or ERROR."),
     ("SIGNOFF_LOG_FORMAT", "text", "Log format: text (one timestamped line a record) or json (one JSON object a line)."),
     ("SIGNOFF_FAILPOINTS", "", "Fault testing only: crash at named points, e.g. after_tool=exit. Never set in production."),
@@ -73,7 +75,7 @@ def unknown_variables(environ: Mapping[str, str]) -> dict[str, str | None]:
             for name in sorted(environ) if name.startswith("SIGNOFF_") and name not in ENV_VARS}
 
 
-SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"})
+SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SIGNOFF_AUDIT_WEBHOOK_SECRET"})
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -116,6 +118,13 @@ def _channel_id(value: Any) -> str:
     return text
 
 
+def _webhook_url(value: Any) -> str:
+    url = str(value).strip()
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ValueError("expected an http(s) URL")  # the URL itself is not echoed: it may carry a token
+    return url
+
+
 def _api_url(value: Any) -> str:
     url = str(value).strip()
     if not re.match(r"^https?://[^/\s]+", url):
@@ -129,6 +138,7 @@ DatabaseUrl = Annotated[str, BeforeValidator(lambda v: sqlalchemy_database_url(s
 SlackIds = Annotated[frozenset[str], BeforeValidator(_parse_ids)]
 ChannelId = Annotated[str, BeforeValidator(_channel_id)]
 ApiUrl = Annotated[str, BeforeValidator(_api_url)]
+WebhookUrl = Annotated[str, BeforeValidator(_webhook_url)]
 LogLevel = Annotated[
     Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(lambda v: str(v).strip().upper())
 ]
@@ -185,6 +195,8 @@ class Settings(BaseModel):
     workers: int = _field("SIGNOFF_WORKERS", ge=1, le=256)
     lease_seconds: int = _field("SIGNOFF_LEASE_SECONDS", gt=0)
     outbox: str = _field("SIGNOFF_OUTBOX", min_length=1)
+    audit_webhook_url: WebhookUrl | None = _field("SIGNOFF_AUDIT_WEBHOOK_URL", repr=False)
+    audit_webhook_secret: SecretStr | None = _field("SIGNOFF_AUDIT_WEBHOOK_SECRET")
     log_level: LogLevel = _field("SIGNOFF_LOG_LEVEL")
     log_format: LogFormat = _field("SIGNOFF_LOG_FORMAT")
     failpoints: Failpoint = _field("SIGNOFF_FAILPOINTS")
@@ -248,9 +260,17 @@ class Settings(BaseModel):
             problems.append(f"SIGNOFF_APPROVERS: required by `signoff serve`: the Slack user ids (U...) and user "
                             f"group ids (S...) who may approve, or {CHANNEL_MEMBERS} for any member of the "
                             "channel where approvals are posted")
+        problems += self.audit_webhook_problems()
         if problems:
             raise ConfigError(problems)
         return self
+
+    def audit_webhook_problems(self) -> list[str]:
+        """What keeps the audit webhook from delivering: a URL without a secret to sign with."""
+        if self.audit_webhook_url is not None and self.audit_webhook_secret is None:
+            return ["SIGNOFF_AUDIT_WEBHOOK_SECRET: required with SIGNOFF_AUDIT_WEBHOOK_URL (each delivery is "
+                    "signed with it, and the receiver checks the signature)"]
+        return []
 
     def __repr_args__(self) -> Any:
         yield from super().__repr_args__()

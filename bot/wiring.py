@@ -45,6 +45,7 @@ from signoff.tools.registry import MCP_PREFIX, ToolsetError, load_toolsets
 
 if TYPE_CHECKING:
     from signoff.bot.observe.metrics import Pending
+    from signoff.runtime.audit_webhook import AuditStream, DeliveryStatus
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 """Where the package data (demo script, Slack manifest) lives, in a checkout and in an installation."""
@@ -101,6 +102,32 @@ def check_schema(database_url: str, **options: Any) -> None:
     engine = make_engine(database_url, **options)
     try:
         ensure_schema(engine)
+    finally:
+        engine.dispose()
+
+
+def audit_webhook(settings: Settings, store: Store, *, owner: str) -> AuditStream | None:
+    """The delivery of the audit events to `SIGNOFF_AUDIT_WEBHOOK_URL` from `store`'s database, by
+    `owner` (this replica) under a lease of `SIGNOFF_LEASE_SECONDS`; None without a URL."""
+    from signoff.runtime.adapters.audit_cursor import SqlAuditCursor
+    from signoff.runtime.adapters.audit_delivery import Webhook, WebhookDeliverer
+
+    if settings.audit_webhook_url is None or settings.audit_webhook_secret is None:
+        return None
+    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
+    webhook = Webhook(settings.audit_webhook_url, settings.audit_webhook_secret.get_secret_value(),
+                      lease=timedelta(seconds=settings.lease_seconds))
+    return WebhookDeliverer(SqlAuditCursor(store.engine, clock=store.clock), webhook, owner=owner)
+
+
+def audit_webhook_status(database_url: str) -> DeliveryStatus | None:
+    """Where the audit webhook's delivery stands in the database (None: it never started there)."""
+    from signoff.runtime.adapters.audit_cursor import SqlAuditCursor
+
+    engine = make_engine(database_url)
+    try:
+        ensure_schema(engine)
+        return SqlAuditCursor(engine).status()
     finally:
         engine.dispose()
 

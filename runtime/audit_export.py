@@ -28,11 +28,16 @@ def export_lines(records: Iterable[Record], selection: Selection, exported_at: d
         yield canonical_json(_exported(record))
 
 
+def exported_event(event: EventRow) -> dict[str, Any]:
+    """An event as an export writes it: its fields, its time stamped, and its chain hashes."""
+    return {"record": "event", "run_id": event.run_id, "seq": event.seq, "type": event.type,
+            "at": stamp(event.at), "payload": event.payload, "prev": event.prev, "hash": event.hash}
+
+
 def _exported(record: Record) -> dict[str, Any]:
     match record:
         case EventRow():
-            return {"record": "event", "run_id": record.run_id, "seq": record.seq, "type": record.type,
-                    "at": stamp(record.at), "payload": record.payload, "prev": record.prev, "hash": record.hash}
+            return exported_event(record)
         case RunRow():
             link = record.link
             return {"record": "run", "run_id": record.run_id, "events": record.events,

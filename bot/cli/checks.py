@@ -13,6 +13,7 @@ from signoff.bot.cli.outbox_check import check_outbox
 from signoff.bot.cli.policy import policy_summary
 from signoff.bot.cli.rendering import one_line
 from signoff.bot.cli.toolview import check_http, check_mcp
+from signoff.bot.cli.webhook_check import check_audit_webhook
 from signoff.bot.settings import Settings
 from signoff.bot.wiring import (
     check_schema,
@@ -34,7 +35,7 @@ def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     database, Slack and model, each checked for real (the file parsed, a query, `auth.test`, a model call)."""
     return [check_tools(settings, environ), *check_mcp(settings, environ), *check_http(settings, environ),
             *check_policy(settings, environ), check_database(settings), check_outbox(settings),
-            check_slack(settings),
+            check_audit_webhook(settings), check_slack(settings),
             check_model_line(settings, environ)]
 
 

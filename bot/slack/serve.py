@@ -38,6 +38,7 @@ from signoff.bot.observe.observers import Observation, serve_observation
 from signoff.bot.settings import Settings
 from signoff.bot.slack.app import AppOptions, build_app
 from signoff.bot.slack.approvers import Approvers
+from signoff.bot.slack.audit_webhook import stream_audit_events
 from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.scheduler import start_scheduler
 from signoff.bot.slack.workers import Workers
@@ -208,6 +209,7 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
         signing_secret=None if settings.socket_mode else _secret(settings.slack_signing_secret))
     app = build_app(runner, client=client, workers=workers, notifier=notifier, options=options)
     scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
+    stream_audit_events(settings, store, observation.metrics, scheduler)
     return Service(settings=settings, runner=runner, client=client, notifier=notifier, workers=workers, app=app,
                    pool=pool, observation=observation, scheduler=scheduler)
 

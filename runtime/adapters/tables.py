@@ -1,4 +1,5 @@
-"""The database schema: runs, their history, approvals, the audit log and the execution ledger.
+"""The database schema: runs, their history, approvals, the audit log (and its webhook's cursor) and the
+execution ledger.
 
 Alembic migrations (runtime/migrations) are the source of truth for existing databases; this
 module describes the same tables for queries and for the first migration.
@@ -207,6 +208,25 @@ audit_head = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("links", Integer, nullable=False),
     Column("hash", String(64), nullable=False),
+)
+
+audit_webhook = Table(
+    "audit_webhook",
+    metadata,
+    # One row (id 1): how far the audit events have been delivered to the webhook, and which
+    # replica delivers them (a lease, as on a run). `through` is an `events.id`.
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("target", String(64), nullable=False),
+    Column("source", String(64), nullable=False),
+    Column("through", BigInteger, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("lease_owner", String(128), nullable=True),
+    Column("lease_expires_at", UTCDateTime, nullable=True),
+    # The failed deliveries in a row: when the first was, how many, and what the last one met.
+    Column("failures", Integer, nullable=False, server_default=text("0")),
+    Column("failing_since", UTCDateTime, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("delivered_at", UTCDateTime, nullable=True),
 )
 
 tool_executions = Table(
