@@ -78,7 +78,7 @@ def test_the_status_groups_are_one_closed_partition_of_the_statuses():
     assert set(STATUSES) == set().union(*groups)
     assert sum(len(group) for group in groups) == len(STATUSES), "no status is in two groups"
     assert {"done", "cancelled", "expired"} == TERMINAL and {"idle", "running"} == ACTIVE
-    assert WAITING_ON_CALLER == {"awaiting_caller"}, "a call its caller runs is nobody's to be told of as stopped"
+    assert {"awaiting_caller"} == WAITING_ON_CALLER, "a call its caller runs is nobody's to be told of as stopped"
     assert WAITING_ON_HUMAN - {"awaiting_approval"} == STOPPED
 
 
