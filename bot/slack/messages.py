@@ -70,11 +70,9 @@ from signoff.bot.slack.tool_results import (
     refused_message,
     returned_message,
 )
+from signoff.bot.summaries import approval_request_line, batch_request_line, call_summary
 from signoff.bot.words import (
     approval_preview,
-    approval_request_line,
-    batch_request_line,
-    call_summary,
     edited_changes,
     model_words,
     people,
