@@ -21,6 +21,7 @@ from signoff.runtime.commands import (
 )
 from signoff.runtime.deciders import Deciders
 from signoff.runtime.decisions import jsonable
+from signoff.runtime.edits import checked_edit
 from signoff.runtime.errors import InvalidTransition
 from signoff.runtime.judging import Caller, classify
 from signoff.runtime.pending_calls import PendingCall
@@ -35,7 +36,7 @@ from signoff.runtime.records import (
     RunOutcome,
     RunRecord,
 )
-from signoff.runtime.requests import call_to_ask_again, checked_edit, waiting_on
+from signoff.runtime.requests import call_to_ask_again, waiting_on
 from signoff.runtime.rules import (
     CANCEL,
     EDIT,
