@@ -23,7 +23,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from signoff.bot.arguments import ToolDisplay
-from signoff.bot.slack import messages
+from signoff.bot.slack import deadlines, messages
 from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, asked_with
 from signoff.bot.slack.blocks import Message
 from signoff.bot.slack.recent import Recent
@@ -194,22 +194,22 @@ class SlackNotifier:
         # A run that ends as expired tells its requester with its ending's notice (`run_stopped`),
         # which offers Request again; one that goes on is told here.
         if first and is_slack_user(run.requester) and goes_on_after_expiry(approval.asked):
-            self._dm(run.requester, messages.expired_dm(run, approval))
+            self._dm(run.requester, deadlines.expired_dm(run, approval))
 
     def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
         card = self._card(approval)
         if card is not None:
-            self._post(card[0], messages.reminder_message(approval), thread_ts=card[1])
+            self._post(card[0], deadlines.reminder_message(approval), thread_ts=card[1])
         if first:  # made once, by whichever replica's sweep made it: DMs once
             for person in self._waiting_people(run, approval, (approval.asked or {}).get("approvers") or ()):
-                self._dm(person, messages.reminder_dm(run, approval))
+                self._dm(person, deadlines.reminder_dm(run, approval))
 
     def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
         card = self._card(approval)
         if card is not None:
-            self._post(card[0], messages.escalation_message(approval, added), thread_ts=card[1])
+            self._post(card[0], deadlines.escalation_message(approval, added), thread_ts=card[1])
         for person in self._waiting_people(run, approval, added):
-            self._dm(person, messages.escalation_dm(run, approval))
+            self._dm(person, deadlines.escalation_dm(run, approval))
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         thread = self._thread(run)
