@@ -1,10 +1,10 @@
-"""The words Slack and the terminal both say, and the Slack-id rule. Pure: no I/O, no Slack.
+"""The words Slack and the terminal both say. Pure: no I/O, no Slack.
 
 Limit names, the budget figures and line, run statuses, why a run stopped (a budget in numbers),
-what Extend adds, the model label and the model's words beside a call, what became of an approval
-or a request (edited, allowing similar calls, timed out), and what a Slack user or group id is.
-Plain text; each surface formats it (`bot.slack.blocks` escapes it into mrkdwn, `bot.cli` prints it
-as it is). Results and requests in short are in `bot.summaries`.
+what Extend adds, the model label and the model's words beside a call, and what became of an
+approval or a request (edited, allowing similar calls, timed out). Plain text; each surface formats
+it (`bot.slack.blocks` escapes it into mrkdwn, `bot.cli` prints it as it is). Results and requests
+in short are in `bot.summaries`; what a Slack user or group id is, in `runtime.people`.
 """
 
 from __future__ import annotations
