@@ -22,6 +22,7 @@ from signoff.runtime.commands import (
 )
 from signoff.runtime.deciders import Deciders
 from signoff.runtime.decisions import jsonable
+from signoff.runtime.edits import checked_edit
 from signoff.runtime.errors import InvalidTransition
 from signoff.runtime.events import command_recorded, grant_revoked
 from signoff.runtime.judging import Caller, classify
@@ -37,7 +38,7 @@ from signoff.runtime.records import (
     RunOutcome,
     RunRecord,
 )
-from signoff.runtime.requests import call_to_ask_again, checked_edit, waiting_on
+from signoff.runtime.requests import call_to_ask_again, waiting_on
 from signoff.runtime.rules import (
     CANCEL,
     EDIT,

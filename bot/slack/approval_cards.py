@@ -127,7 +127,7 @@ def batch_edited(run: RunRecord, approval: ApprovalRecord) -> Mapping[str, Any] 
 
 def edited_line(edited: Mapping[str, Any]) -> str:
     """Who changed the call before anyone approved it, and each change from what the model
-    proposed, e.g. `amount_usd: "500.00" -> "50.00"` (as `requests.argument_changes` wrote them)."""
+    proposed, e.g. `amount_usd: "500.00" -> "50.00"` (as `edits.argument_changes` wrote them)."""
     by = edited.get("by")
     changes = [str(change) for change in edited.get("changes") or ()]
     return (f":pencil2: *Edited* by {user(by) if by else 'someone'} before anyone approved it. Changed from what "

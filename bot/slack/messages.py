@@ -1,7 +1,7 @@
 """The messages the notifier posts and redraws: a run's, its answer and tool results, approval cards
-(one call, or a turn's several), stopped runs, reminders and escalations; and the Deny modal. Built
-from `bot.slack.blocks` and the pieces in `approval_cards`, `argument_blocks`, `stopped_runs` and
-`tool_results`. Pure: records in, dicts out.
+(one call, or a turn's several) and stopped runs; and the Deny modal. Built from `bot.slack.blocks`
+and the pieces in `approval_cards`, `argument_blocks`, `stopped_runs` and `tool_results`; what an
+approval's reminders, escalations and expiry say is in `deadlines`. Pure: records in, dicts out.
 
 Every untrusted string (goals, arguments, tool output, answers, reasons) passes through `bot.slack.blocks.escape`.
 """
@@ -22,7 +22,6 @@ from signoff.bot.slack.approval_cards import (
     edited_line,
     quorum_progress,
     waiting_lines,
-    waiting_progress,
 )
 from signoff.bot.slack.argument_blocks import (
     BATCH_SECTIONS,
@@ -52,9 +51,6 @@ from signoff.bot.slack.blocks import (
     context,
     fallback_text,
     model_name,
-    notice,
-    rule_name,
-    run_link,
     safe,
     section,
     slack_date,
@@ -70,19 +66,14 @@ from signoff.bot.slack.tool_results import (
     refused_message,
     returned_message,
 )
+from signoff.bot.summaries import approval_request_line, batch_request_line, call_summary
 from signoff.bot.words import (
     approval_preview,
-    approval_request_line,
-    batch_request_line,
-    call_summary,
     edited_changes,
     model_words,
-    people,
     status_words,
     stop_words,
-    timed_out_words,
 )
-from signoff.runtime.durations import spoken
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
@@ -350,58 +341,3 @@ def deny_modal(approval: ApprovalRecord, *, channel: str | None = None) -> dict[
                          "max_length": MAX_REASON}},
         ],
     }
-
-
-# -- reminders, escalations and expiry ---------------------------------------------------------------
-
-
-def reminder_message(approval: ApprovalRecord) -> Message:
-    """In the card's thread: the request still waits, for whom, until when."""
-    deciders = deciders_line(approval)
-    who = f" for {deciders}" if deciders else ""
-    text = (f":bell: *Reminder:* this request still waits{who}{waiting_progress(approval)}; it expires "
-            f"{slack_date(approval.expires_at)}.")
-    return Message(fallback_text(f"Reminder: {approval.tool} still waits for a decision"), [section(text)])
-
-
-def reminder_dm(run: RunRecord, approval: ApprovalRecord) -> Message:
-    """To each approver named by id: the request waits for their decision."""
-    text = (f":bell: *Reminder:* `{safe(approval.tool, 64)}` for {user(run.requester)}'s run "
-            f"`{safe(run.run_id, 80)}` waits for your decision; it expires {slack_date(approval.expires_at)}."
-            f"{_card_link(approval)}")
-    return Message(fallback_text(f"Reminder: {approval.tool} waits for your decision"), [section(text)])
-
-
-def escalation_message(approval: ApprovalRecord, added: Sequence[str]) -> Message:
-    """In the card's thread: who the escalation added, and why."""
-    text = (f":rotating_light: *Escalated:* nobody decided within {_escalated_after(approval)}, so "
-            f"{people([user(i) for i in added]) or 'more people'} may decide it now; it expires "
-            f"{slack_date(approval.expires_at)}.")
-    return Message(fallback_text(f"Escalated: {approval.tool} may now be decided by more people"), [section(text)])
-
-
-def escalation_dm(run: RunRecord, approval: ApprovalRecord) -> Message:
-    """To each person the escalation added: they may decide the request now."""
-    rule = f" (rule {rule_name(approval.rule)})" if approval.rule else ""
-    text = (f":rotating_light: You may now decide `{safe(approval.tool, 64)}` for {user(run.requester)}'s run "
-            f"`{safe(run.run_id, 80)}`: nobody decided within {_escalated_after(approval)}, so the approval "
-            f"policy{rule} added you. It expires {slack_date(approval.expires_at)}.{_card_link(approval)}")
-    return Message(fallback_text(f"You may now decide {approval.tool}"), [section(text)])
-
-
-def _escalated_after(approval: ApprovalRecord) -> str:
-    after = ((approval.asked or {}).get("escalate") or {}).get("after_seconds")
-    return spoken(after) if isinstance(after, int | float) else "the time the policy gives"
-
-
-def _card_link(approval: ApprovalRecord) -> str:
-    link = run_link(approval.message or {}, "See the request")
-    return f" {link}." if link else ""
-
-
-def expired_dm(run: RunRecord, approval: ApprovalRecord) -> Message:
-    """To the requester: their run's approval expired, its rule says the run goes on without the
-    call, and what the model was told (a run that ends as expired is told by its ending's notice)."""
-    return notice(f"Your run `{safe(run.run_id, 80)}` waited too long: the approval for "
-                  f"`{safe(approval.tool, 64)}` expired {slack_date(approval.expires_at)}. Nothing was executed: "
-                  f"the model was told {timed_out_words(approval.asked or {})}, and the run goes on without it.")

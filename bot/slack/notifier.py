@@ -23,9 +23,10 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from signoff.bot.arguments import ToolDisplay
-from signoff.bot.slack import messages
+from signoff.bot.slack import deadlines, messages
 from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, asked_with
 from signoff.bot.slack.blocks import Message
+from signoff.bot.slack.followed_notices import FollowedNotices
 from signoff.bot.slack.recent import Recent
 from signoff.bot.slack.run_headers import RunHeaders
 from signoff.bot.slack.updates import update_with_retries
@@ -87,8 +88,6 @@ class SlackNotifier:
         self._told_expired: set[str] = set()
         self._copies: Recent[tuple[str, int], list[Ref]] = Recent()
         """(run id, version) -> every copy of the stopped-run notice posted for the run at that version."""
-        self._followed: Recent[str, list[_Followed]] = Recent()
-        """run id -> notices someone acted on, to show where the run went next."""
         self._said: Recent[str, str] = Recent()
         """approval id -> the model's words on its card, for a card re-drawn from a run read without history."""
         self._marked_done: Recent[tuple[str, str], bool] = Recent()
@@ -98,6 +97,7 @@ class SlackNotifier:
         self._granted: Recent[str, GrantRecord] = Recent()
         """approval id -> the grant its approve made ("Approve + allow similar")."""
         self._headers = RunHeaders(self._update)
+        self._followed = FollowedNotices(self._update)
         self._lock = threading.Lock()
 
     # -- runtime.ports.Notifier ---------------------------------------------------------------
@@ -129,7 +129,7 @@ class SlackNotifier:
         message = messages.approval_message(run, approval, display=self.display(approval.tool),
                                             asked=self._asked_as(run, [approval])[approval.approval_id])
         response = self._post(channel, message)
-        self._show_followed(run, done=True)  # the run waits for a person now
+        self._followed.show(run, done=True)  # the run waits for a person now
         self._headers.waiting(run, self._thread(run), [approval])
         return {"channel": response["channel"], "ts": response["ts"]}
 
@@ -143,7 +143,7 @@ class SlackNotifier:
                 for approval in approvals:
                     self._said.put(approval.approval_id, said)
         response = self._post(channel, self._batch_message(run, approvals))
-        self._show_followed(run, done=True)  # the run waits for people now
+        self._followed.show(run, done=True)  # the run waits for people now
         self._headers.waiting(run, self._thread(run), approvals)
         return {"channel": response["channel"], "ts": response["ts"]}
 
@@ -194,22 +194,22 @@ class SlackNotifier:
         # A run that ends as expired tells its requester with its ending's notice (`run_stopped`),
         # which offers Request again; one that goes on is told here.
         if first and is_slack_user(run.requester) and goes_on_after_expiry(approval.asked):
-            self._dm(run.requester, messages.expired_dm(run, approval))
+            self._dm(run.requester, deadlines.expired_dm(run, approval))
 
     def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
         card = self._card(approval)
         if card is not None:
-            self._post(card[0], messages.reminder_message(approval), thread_ts=card[1])
+            self._post(card[0], deadlines.reminder_message(approval), thread_ts=card[1])
         if first:  # made once, by whichever replica's sweep made it: DMs once
             for person in self._waiting_people(run, approval, (approval.asked or {}).get("approvers") or ()):
-                self._dm(person, messages.reminder_dm(run, approval))
+                self._dm(person, deadlines.reminder_dm(run, approval))
 
     def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
         card = self._card(approval)
         if card is not None:
-            self._post(card[0], messages.escalation_message(approval, added), thread_ts=card[1])
+            self._post(card[0], deadlines.escalation_message(approval, added), thread_ts=card[1])
         for person in self._waiting_people(run, approval, added):
-            self._dm(person, messages.escalation_dm(run, approval))
+            self._dm(person, deadlines.escalation_dm(run, approval))
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         thread = self._thread(run)
@@ -220,14 +220,14 @@ class SlackNotifier:
                                                    marked_done=self._marked_done_by(run, entry), grant=grant)
             self._post(thread[0], message, thread_ts=thread[1])
         self._headers.working(run, thread)
-        self._show_followed(run, done=False)
+        self._followed.show(run, done=False)
 
     def run_finished(self, run: RunRecord) -> None:
         thread = self._thread(run)
         if thread is not None:
             self._post(thread[0], messages.answer_message(run), thread_ts=thread[1])
             self._headers.ended(run, thread)
-        self._show_followed(run, done=True)
+        self._followed.show(run, done=True)
 
     def run_stopped(self, run: RunRecord) -> None:
         pending_tool = (run.state.get("pending") or {}).get("tool") or ""
@@ -242,7 +242,7 @@ class SlackNotifier:
             copies.append(self._dm(run.requester, message))
         with self._lock:
             self._copies.put((run.run_id, run.version), copies)
-        self._show_followed(run, done=True)
+        self._followed.show(run, done=True)
 
     # -- also used by the listeners --------------------------------------------------------
 
@@ -262,9 +262,7 @@ class SlackNotifier:
     def follow(self, run_id: str, notices: Iterable[Ref], note: str) -> None:
         """Show, on `notices`, `note` and where the run stands each time it moves on: working, then
         how its worker left it (waiting for a person, stopped again, done)."""
-        followed = [_Followed(ref, note) for ref in notices]
-        with self._lock:
-            self._followed.put(run_id, [*(self._followed.get(run_id) or ()), *followed])
+        self._followed.follow(run_id, notices, note)
 
     def display(self, tool_name: str) -> ToolDisplay:
         """How approvers are shown `tool_name`: description, argument order, secret names."""
@@ -307,20 +305,6 @@ class SlackNotifier:
         approval keeps it (`approval_cards.asked_with`); neither preview nor budget for one asked
         before approvals kept it, once its run moved on, rather than the run's newer state."""
         return {approval.approval_id: asked_with(run, approval) or FORGOTTEN for approval in approvals}
-
-    def _show_followed(self, run: RunRecord, *, done: bool) -> None:
-        """Bring the notices `follow` names up to where `run` stands; `done`: the worker has left it
-        there (waiting, stopped, ended), so they are shown once more and forgotten."""
-        with self._lock:
-            followed = self._followed.pop(run.run_id) if done else self._followed.get(run.run_id)
-            due = [f for f in followed or () if done or f.shown != run.status]
-            for item in due:
-                item.shown = run.status
-        for item in due:
-            try:
-                self._update(*item.ref, messages.run_closed_message(run, item.note, now=run.status))
-            except SlackApiError as exc:
-                log.warning("run %s: could not show where it went on on %s: %s", run.run_id, item.ref, exc)
 
     def _marked_done_by(self, run: RunRecord, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The Mark done request `entry` is the outcome of, if it is: the first result told while the
@@ -393,11 +377,3 @@ class SlackNotifier:
 
     def _update(self, channel: str, ts: str, message: Message) -> None:
         update_with_retries(self.client, channel, ts, message, attempts=self.update_attempts, sleep=self.sleep)
-
-
-class _Followed:
-    """A notice someone acted on: where it is, what it says was done, and the status it shows."""
-
-    def __init__(self, ref: Ref, note: str) -> None:
-        self.ref, self.note = ref, note
-        self.shown: str | None = None

@@ -32,7 +32,8 @@ from signoff.bot.slack.blocks import (
     slack_time,
     user,
 )
-from signoff.bot.words import counted, grant_uses, result_summary
+from signoff.bot.summaries import result_summary
+from signoff.bot.words import counted, grant_uses
 from signoff.runtime.judging import denied_by_rule
 from signoff.runtime.records import GrantRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, Redacted, redact

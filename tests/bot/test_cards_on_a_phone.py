@@ -23,7 +23,7 @@ from signoff.bot.slack.blocks import (
     VIEW_RESULT_ACTION,
     code_section_lines,
 )
-from signoff.bot.words import SUMMARY_LINES
+from signoff.bot.summaries import SUMMARY_LINES
 from signoff.tools.base import Tool
 from tests.fakes.slack import block_kit_problems, view_problems
 

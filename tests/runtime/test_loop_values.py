@@ -150,7 +150,7 @@ def _imported(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("module", ["loop.py", "judging.py", "call_outcomes.py", "batches.py", "replies.py",
-                                    "requests.py", "commands.py", "schema.py", "values.py", "history.py",
+                                    "requests.py", "edits.py", "commands.py", "schema.py", "values.py", "history.py",
                                     "pending_calls.py", "budget.py", "rules.py"])
 def test_the_step_functions_read_no_clock_and_touch_no_thread_file_or_socket(module: str):
     forbidden = {"time", "datetime", "threading", "os", "io", "socket", "subprocess", "random", "secrets", "queue"}

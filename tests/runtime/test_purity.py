@@ -11,7 +11,7 @@ CORE = ["signoff", "signoff.runtime", "signoff.runtime.agent", "signoff.runtime.
         "signoff.runtime.decisions", "signoff.runtime.tool_calls", "signoff.runtime.records", "signoff.runtime.errors",
         "signoff.runtime.failpoints", "signoff.runtime.ports", "signoff.runtime.rules", "signoff.runtime.approval", "signoff.runtime.effects",
         "signoff.runtime.loop", "signoff.runtime.judging", "signoff.runtime.call_outcomes", "signoff.runtime.batches",
-        "signoff.runtime.replies", "signoff.runtime.requests", "signoff.runtime.commands", "signoff.runtime.schema",
+        "signoff.runtime.replies", "signoff.runtime.requests", "signoff.runtime.edits", "signoff.runtime.commands", "signoff.runtime.schema",
         "signoff.runtime.values", "signoff.runtime.history", "signoff.runtime.pending_calls", "signoff.tools.base"]
 STORE_FREE = ["signoff.runtime.runner", "signoff.runtime.deciders", "signoff.runtime.run_requests",
               "signoff.runtime.runner_config", "signoff.runtime.worker", "signoff.runtime.telling",
@@ -73,9 +73,9 @@ def test_imports_flow_from_the_slack_edge_to_the_engine_to_the_tool_contract_nev
 
 
 APPROVAL_RULES = {"signoff.runtime.grants", "signoff.runtime.people", "signoff.runtime.approval_policy",
-                  "signoff.runtime.judging", "signoff.runtime.requests"}
+                  "signoff.runtime.judging", "signoff.runtime.requests", "signoff.runtime.edits"}
 """Where the rules an approval is decided by live besides `runtime/approval.py`: whom a grant covers,
-who may approve, the policy, the loop's judgement of a call, people's requests."""
+who may approve, the policy, the loop's judgement of a call, people's requests and edits."""
 
 
 def test_the_stores_decide_no_approval_rule_they_apply_the_aggregates_transitions():
