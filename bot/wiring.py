@@ -29,6 +29,7 @@ from signoff.runtime.adapters.db import url_problem as url_problem
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.adapters.tables import approvals, runs
 from signoff.runtime.agent import Policy
+from signoff.runtime.api_keys import ApiKeys
 from signoff.runtime.approval_policy import ApprovalPolicy, PolicyError, default_policy
 from signoff.runtime.deciders import MaySee
 from signoff.runtime.errors import ConfigError
@@ -130,6 +131,14 @@ def audit_webhook_status(database_url: str) -> DeliveryStatus | None:
         return SqlAuditCursor(engine).status()
     finally:
         engine.dispose()
+
+
+def api_keys(store: Store) -> ApiKeys:
+    """The approval API's keys, kept in `store`'s database."""
+    from signoff.runtime.adapters.api_keys import SqlApiKeys
+
+    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
+    return SqlApiKeys(store.engine, clock=store.clock)
 
 
 def shared_state(store: Store) -> SqlSharedState:

@@ -81,6 +81,11 @@ class Runner(RunRequests):
         run next (`execute(run_id)`), so it is created held for this runner; one left unused holds
         the run until it expires (`RunnerConfig.lease`).
         """
+        return self._record_run(goal, requester, origin, model, budget, request_id, drive)[0]
+
+    def _record_run(self, goal: str, requester: str, origin: dict[str, Any] | None, model: str | None,
+                    budget: Budget | None, request_id: str | None, drive: bool) -> tuple[RunRecord, bool]:
+        """`start_run`'s run, and whether this call made it (False: a replayed request's)."""
         goal = (goal or "").strip()
         if not goal:
             raise ValueError("the goal is empty")
@@ -96,18 +101,20 @@ class Runner(RunRequests):
             self.worker.took(run_id, lease)
         if run.run_id == run_id:  # not a replayed request's earlier run: nothing was written for that
             self.teller.observe(run, [{**run_created(goal, requester, run.origin, run.model), "run_id": run_id}])
-        return run
+        return run, run.run_id == run_id
 
     def ask_for_caller(self, call: CallerCall, goal: str, requester: str, origin: dict[str, Any] | None = None,
-                       request_id: str | None = None) -> RunRecord:
+                       request_id: str | None = None) -> tuple[RunRecord, bool]:
         """Record a run of the one call a program outside Signoff asks to make, and decide it now
         as any run's call is decided: run unasked as a rule says (handed to the caller), refused,
         or asked about (the card posted). The caller then starts it (`start_call`) and reports what
-        came of it (`report_call`). `request_id`: a replayed request gets the run it made first."""
-        run = self.start_run(goal, requester, origin={**(origin or {}), "caller": call.model_dump(mode="json")},
-                             model=CALLER_MODEL, request_id=request_id, drive=True)
-        self.execute(run.run_id)
-        return self.store.get_run(run.run_id, history=False) or run
+        came of it (`report_call`). `request_id`: a replayed request gets the run it made first
+        (and False: it made none now)."""
+        origin = {**(origin or {}), "caller": call.model_dump(mode="json")}
+        run, made = self._record_run(goal, requester, origin, CALLER_MODEL, None, request_id, drive=True)
+        if made:
+            self.execute(run.run_id)
+        return self.store.get_run(run.run_id) or run, made
 
     def start_call(self, run_id: str) -> Started | NotStarted:
         """The caller starts the call its run handed it: exactly once (see `caller_runs.CallerDoor`)."""

@@ -41,11 +41,11 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "manifest": ("signoff.bot.cli.ops:manifest", "Print the Slack app manifest."),
     "serve": ("signoff.bot.cli.ops:serve", "Run the Slack bot."),
     "hook": ("signoff.bot.cli.hook:hook", "Answer an agent's hook (Claude Code) from Signoff's approvals."),
+    "keys": ("signoff.bot.cli.keys:keys", "Keys programs ask for approvals with (the approval API)."),
 }
 """Each command: where it lives ("module:attribute"), and its line in `signoff --help`."""
-UNLISTED = frozenset({"hook"})
-"""Commands that run but `signoff --help` does not list: `hook` answers an agent's hook from the
-approval API, which `signoff serve` does not serve yet, so it can only deny (it fails closed)."""
+UNLISTED: frozenset[str] = frozenset()
+"""Commands that run but `signoff --help` does not list (none now)."""
 
 
 @dataclasses.dataclass

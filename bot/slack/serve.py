@@ -31,6 +31,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
+from signoff.bot.api.app import ApprovalApi
+from signoff.bot.api.requests import MAX_BODY_BYTES
 from signoff.bot.observe.logs import SecretFilter as SecretFilter  # where it was defined before logs.py
 from signoff.bot.observe.logs import configure_logging as configure_log_output
 from signoff.bot.observe.logs import quiet
@@ -47,11 +49,14 @@ from signoff.bot.slack.wsgi import (
     HEALTH_PATH,
     METRICS_PATH,
     READY_PATH,
+    BodyLimits,
+    BodyReader,
     WsgiApp,
     http_server,
     make_wsgi,
 )
 from signoff.bot.wiring import (
+    api_keys,
     build_runner,
     load_approval_policy,
     load_tools,
@@ -84,12 +89,15 @@ class Service:
     pool: ThreadPoolExecutor
     observation: Observation
     scheduler: BackgroundScheduler | None = None
+    api: WsgiApp | None = None
+    """The approval API (`/v1`), served beside Slack's routes."""
     wsgi: WsgiApp = field(init=False)
     readiness: Readiness = field(init=False)
 
     def __post_init__(self) -> None:
         self.readiness = Readiness(self.runner, self.client)
-        self.wsgi = make_wsgi(self.app, self.healthy, ready=self.readiness, metrics=self.observation.metrics)
+        self.wsgi = make_wsgi(self.app, self.healthy, ready=self.readiness, metrics=self.observation.metrics,
+                              api=self.api)
 
     def healthy(self) -> bool:
         """Alive: the clock runs. Asks nothing of the database, so an outage there restarts no pod."""
@@ -210,8 +218,9 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     app = build_app(runner, client=client, workers=workers, notifier=notifier, options=options)
     scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
     stream_audit_events(settings, store, observation.metrics, scheduler)
+    api = ApprovalApi(runner, api_keys(store), BodyReader(BodyLimits(max_bytes=MAX_BODY_BYTES)).read)
     return Service(settings=settings, runner=runner, client=client, notifier=notifier, workers=workers, app=app,
-                   pool=pool, observation=observation, scheduler=scheduler)
+                   pool=pool, observation=observation, scheduler=scheduler, api=api)
 
 
 class CountedWebClient(WebClient):

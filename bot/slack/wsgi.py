@@ -40,6 +40,8 @@ HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 """Readiness: the database answers and Slack takes the token."""
 METRICS_PATH = "/metrics"
+API_PREFIX = "/v1/"
+"""The approval API's routes (`bot.api`)."""
 SOCKET_KEYS = ("gunicorn.socket", "signoff.socket")
 """Where gunicorn, and `http_server` below, put the client's socket in the WSGI environ."""
 
@@ -198,15 +200,18 @@ class _FormBodies(SlackRequestHandler):
 
 
 def make_wsgi(app: App, healthy: Callable[[], bool], *, ready: Callable[[], Mapping[str, str]] | None = None,
-              metrics: Metrics | None = None, bodies: BodyReader | None = None) -> WsgiApp:
+              metrics: Metrics | None = None, bodies: BodyReader | None = None, api: WsgiApp | None = None) -> WsgiApp:
     """The WSGI app: Bolt on `POST /slack/events`; `GET /healthz` (`healthy`), `/readyz` (`ready`:
-    each check with "ok" or why not) and `/metrics` (`metrics`), each answered when given."""
+    each check with "ok" or why not), `/metrics` (`metrics`) and the approval API under `/v1/`
+    (`api`), each answered when given."""
     bolt = _FormBodies(app, path=EVENTS_PATH)
     bodies = bodies or BodyReader()
 
     def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> tuple[str, Iterable[bytes]]:
         """(the kind of request, for the metrics; the answer)."""
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
+        if api is not None and path.startswith(API_PREFIX):  # its own keys and bodies: not Slack's screening
+            return "api", api(environ, start_response)
         if method in ("GET", "HEAD"):
             if path == HEALTH_PATH:
                 ok = healthy()

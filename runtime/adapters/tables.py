@@ -229,6 +229,21 @@ audit_webhook = Table(
     Column("delivered_at", UTCDateTime, nullable=True),
 )
 
+api_keys = Table(
+    "api_keys",
+    metadata,
+    # A key a program asks for approvals with (`signoff keys create`): only its SHA-256 is kept.
+    Column("name", String(64), primary_key=True),
+    Column("secret_hash", String(64), nullable=False, unique=True),
+    Column("channel", String(32), nullable=False),
+    # JSON list of the tool name globs it may ask about (["*"]: any).
+    Column("tools", Text, nullable=False),
+    Column("requester", String(32), nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime, nullable=True),
+    Column("last_used_at", UTCDateTime, nullable=True),
+)
+
 tool_executions = Table(
     "tool_executions",
     metadata,

@@ -23,8 +23,8 @@ REFUND = CallerCall(tool="refund", args={"order": "A-1", "amount": 40}, descript
 
 
 def asked(runner: Runner, call: CallerCall = REFUND, request_id: str | None = None) -> str:
-    run = runner.ask_for_caller(call, "refund A-1: the parcel never came", REQUESTER,
-                                origin={"channel": "C1"}, request_id=request_id)
+    run, _ = runner.ask_for_caller(call, "refund A-1: the parcel never came", REQUESTER,
+                                   origin={"channel": "C1"}, request_id=request_id)
     return run.run_id
 
 
@@ -143,8 +143,10 @@ def test_an_approval_the_caller_does_not_use_in_time_expires_without_running(
 
 
 def test_a_replayed_request_gets_the_run_it_made_first(runner: Runner) -> None:
-    first = asked(runner, request_id="key-1:refund-A-1")
-    assert asked(runner, request_id="key-1:refund-A-1") == first
+    first, made = runner.ask_for_caller(REFUND, "refund A-1", REQUESTER, request_id="key-1:refund-A-1")
+    again, made_again = runner.ask_for_caller(REFUND, "refund A-1", REQUESTER, request_id="key-1:refund-A-1")
+    assert (made, made_again) == (True, False) and again.run_id == first.run_id
+    first = first.run_id
     assert len(runner.store.list_approvals(run_id=first)) == 1
 
 

@@ -1,0 +1,221 @@
+"""The approval API over HTTP: programs outside Signoff ask for approvals, wait for them, start the
+approved call once and report what came of it. Served by `signoff serve` on its port under `/v1`.
+
+Each approval is a run of one call (`runtime.caller_runs`), decided by the same policy, card,
+quorum, edits, grants, audit chain and ledger as any run's; this module only speaks HTTP: keys,
+JSON, statuses and refusals. What a caller is told is `runtime.caller_status`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import parse_qs
+
+from signoff.bot.api.openapi import OPENAPI
+from signoff.bot.api.requests import (
+    MAX_BODY_BYTES,
+    MAX_WAIT_S,
+    ApiError,
+    CreateApproval,
+    Outcome,
+    not_found,
+    parsed,
+    unauthorized,
+)
+from signoff.bot.slack.wsgi import Refusal
+from signoff.runtime.api_keys import ApiKey, ApiKeys, secret_hash
+from signoff.runtime.caller_runs import CallerCall, Started
+from signoff.runtime.caller_status import DECIDED, CallerView, caller_view
+from signoff.runtime.digests import canonical_json
+from signoff.runtime.records import RunRecord
+from signoff.runtime.runner import MAX_GOAL_CHARS, Runner
+
+log = logging.getLogger("signoff.bot.api")
+
+PREFIX = "/v1/"
+OPENAPI_PATH = "/v1/openapi.json"
+APPROVAL = re.compile(r"^/v1/approvals/(?P<id>run-[0-9a-f]{1,32})(?P<action>/start|/outcome)?$")
+WAITING_SLOTS = 16
+"""Long polls held at once; one more is answered at once with the status as it is (the client polls
+again), so waiting callers can never take every server thread from Slack."""
+POLL_S = 0.25
+
+Body = Callable[[dict[str, Any]], "bytes | Refusal"]
+"""Reads a request's body within limits: the bytes, or why not (`wsgi.BodyReader.read`)."""
+
+
+class ApprovalApi:
+    """The `/v1` routes, as a WSGI app."""
+
+    def __init__(self, runner: Runner, keys: ApiKeys, read_body: Body) -> None:
+        self.runner, self.keys, self.read_body = runner, keys, read_body
+        self._waiting = threading.BoundedSemaphore(WAITING_SLOTS)
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        try:
+            status, answer = self._route(environ)
+        except ApiError as refusal:
+            status, answer = refusal.status, refusal.body()
+        except Exception:  # a bug must answer as JSON too, and say nothing of itself
+            log.exception("approval API: %s %s failed", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            status, answer = 500, ApiError(500, "internal", "Signoff failed to answer; try again").body()
+        data = json.dumps(answer).encode()
+        start_response(f"{status} {_REASONS.get(status, 'Error')}",
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
+
+    def _route(self, environ: dict[str, Any]) -> tuple[int, Any]:
+        method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
+        if path == OPENAPI_PATH and method == "GET":
+            return 200, OPENAPI
+        key = self._key(environ.get("HTTP_AUTHORIZATION", ""))
+        if path == "/v1/approvals":
+            if method != "POST":
+                raise ApiError(405, "method_not_allowed", "POST /v1/approvals asks for an approval")
+            return self._create(key, self._json(environ))
+        found = APPROVAL.match(path)
+        if found is None:
+            raise not_found(f"no such route: {method} {path}")
+        run = self._run_of(key, found["id"])
+        match method, found["action"]:
+            case "GET", None:
+                return 200, self._wait(run, _wait_seconds(environ.get("QUERY_STRING", "")))
+            case "POST", "/start":
+                return self._start(run)
+            case "POST", "/outcome":
+                return self._outcome(run, parsed(Outcome, self._json(environ)))
+        raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {path}")
+
+    # -- who asks ---------------------------------------------------------------------------
+
+    def _key(self, header: str) -> ApiKey:
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            raise unauthorized()
+        key = self.keys.key_for(secret_hash(secret.strip()))
+        if key is None or not key.live:
+            raise unauthorized()
+        return key
+
+    def _run_of(self, key: ApiKey, run_id: str) -> RunRecord:
+        """The key's own approval: another key's is as good as absent (404), never told apart."""
+        run = self.runner.get_run(run_id)
+        if run is None or (run.origin.get("api") or {}).get("key") != key.name:
+            raise not_found(f"no approval {run_id} for this key")
+        return run
+
+    def _json(self, environ: dict[str, Any]) -> Any:
+        body = self.read_body(environ)
+        if isinstance(body, Refusal):
+            raise ApiError(int(body.status.split()[0]), "invalid_body", body.reason)
+        try:
+            return json.loads(body) if body else None
+        except ValueError:
+            raise ApiError(400, "invalid_json", "the body is not JSON") from None
+
+    # -- the routes -------------------------------------------------------------------------
+
+    def _create(self, key: ApiKey, body: Any) -> tuple[int, Any]:
+        request = parsed(CreateApproval, body)
+        if not key.may_ask_about(request.tool):
+            raise ApiError(403, "forbidden", f"this key may not ask about {request.tool} "
+                                             f"(it may ask about {', '.join(key.tools)})")
+        if request.channel not in (None, key.channel):
+            raise ApiError(403, "forbidden", f"this key's approvals go to {key.channel}")
+        fingerprint = hashlib.sha256(canonical_json(request.model_dump(mode="json")).encode()).hexdigest()
+        call = CallerCall(tool=request.tool, args=request.args, side_effect=request.side_effect,
+                          description=request.description, preview=request.preview, timeout_s=request.timeout)
+        goal = (request.reason or f"{request.tool}, asked for with the key {key.name}")[:MAX_GOAL_CHARS]
+        origin = {"channel": key.channel, "api": {"key": key.name, "request": fingerprint, "id_key": request.key,
+                                                  "requester": request.requester}}
+        run, made = self.runner.ask_for_caller(call, goal, key.speaks_for, origin,
+                                               request_id=f"api:{key.name}:{request.key}")
+        if not made and (run.origin.get("api") or {}).get("request") != fingerprint:
+            raise ApiError(409, "idempotency_conflict",
+                           f"the key {request.key!r} was used for another request (approval {run.run_id})")
+        return (201 if made else 200), self._answer(run)
+
+    def _wait(self, run: RunRecord, seconds: int) -> dict[str, Any]:
+        view = self._view(run)
+        if view.status in DECIDED or seconds <= 0 or not self._waiting.acquire(blocking=False):
+            return _body(run.run_id, view)
+        try:
+            deadline = time.monotonic() + seconds
+            while view.status not in DECIDED and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+                run = self.runner.get_run(run.run_id) or run
+                view = self._view(run)
+        finally:
+            self._waiting.release()
+        return _body(run.run_id, view)
+
+    def _start(self, run: RunRecord) -> tuple[int, Any]:
+        started = self.runner.start_call(run.run_id)
+        if isinstance(started, Started):
+            return 200, {**self._answer(run), "key": started.key, "args": started.args,
+                         "deadline_seconds": started.deadline_s}
+        view = self._view(self.runner.get_run(run.run_id) or run)
+        raise ApiError(409, "not_startable", f"the approval is {view.status}; only an approved call starts, once",
+                       {"status": view.status})
+
+    def _outcome(self, run: RunRecord, outcome: Outcome) -> tuple[int, Any]:
+        view = self._view(run)
+        if view.status != "started":
+            raise ApiError(409, "not_started", f"the approval is {view.status}: an outcome is reported once, "
+                                               "for a call that was started", {"status": view.status})
+        self.runner.report_call(run.run_id, outcome.ok, outcome.result,
+                                outcome.error or "the caller reported a failure", outcome.seconds)
+        after = self._view(self.runner.get_run(run.run_id) or run)
+        if after.status == "started":
+            raise ApiError(409, "too_late", "the outcome came after the call's time limit: a person is asked "
+                                            "whether it took effect", {"status": after.status})
+        return 200, _body(run.run_id, after)
+
+    # -- what a caller is told --------------------------------------------------------------
+
+    def _view(self, run: RunRecord) -> CallerView:
+        approvals = self.runner.store.list_approvals(run_id=run.run_id, limit=20)
+        key = (run.state.get("pending") or {}).get("key")
+        rows = self.runner.store.executions(run.run_id)
+        execution = next((row for row in reversed(rows) if key is None or row.get("key") == key), None)
+        asked = (run.origin.get("caller") or {}).get("args") or {}
+        return caller_view(run, approvals, execution, asked)
+
+    def _answer(self, run: RunRecord) -> dict[str, Any]:
+        fresh = self.runner.get_run(run.run_id) or run
+        body = _body(fresh.run_id, self._view(fresh))
+        approval = next(iter(self.runner.store.list_approvals(run_id=fresh.run_id, limit=1)), None)
+        if approval is not None:
+            body["expires_at"] = approval.expires_at.isoformat()
+            body["digest"] = approval.digest
+        return body
+
+
+def _body(run_id: str, view: CallerView) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": run_id, "status": view.status, "args": view.args}
+    if view.decided_by is not None:
+        body["decided_by"] = view.decided_by
+    if view.reason is not None:
+        body["reason"] = view.reason
+    return body
+
+
+def _wait_seconds(query: str) -> int:
+    raw = (parse_qs(query).get("wait") or ["0"])[0]
+    try:
+        return max(0, min(MAX_WAIT_S, int(raw)))
+    except ValueError:
+        raise ApiError(400, "invalid_request", f"wait: expected whole seconds (at most {MAX_WAIT_S})") from None
+
+
+_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+            404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 413: "Payload Too Large",
+            500: "Internal Server Error"}
+__all__ = ["MAX_BODY_BYTES", "ApprovalApi", "PREFIX"]

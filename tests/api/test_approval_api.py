@@ -1,0 +1,185 @@
+"""The approval API through real processes: keys made with the real `signoff keys` command, a real
+`signoff serve` (gunicorn, HTTP), the Python client, the card in (fake) Slack and an Approve click
+signed as Slack signs it. A caller asks, a person approves in Slack, the caller starts the call
+once and reports it; refusals get their documented codes and change nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from scenarios.drive import APPROVER, messages_with
+from scenarios.world import ROOT, World, wait_until
+from signoff.bot.slack.blocks import APPROVE_ACTION
+from signoff.client import Conflict, Forbidden, Signoff, Unauthorized
+
+POLICY = """
+rules:
+  - name: small refunds run
+    tool: refund
+    when: args.amount < 10
+    decision: allow
+  - name: no deletes
+    tool: delete_account
+    decision: deny
+    reason: accounts are closed by support, not by agents
+"""
+
+
+def keys(world: World, *args: str) -> str:
+    """`signoff keys ...` on the world's database, as an operator runs it: its output."""
+    done = subprocess.run([sys.executable, "-m", "signoff.bot.cli", "keys", *args,
+                           "--database-url", world.db.url("cli")], capture_output=True, text=True, cwd=ROOT,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    from scenarios.world import Policy
+
+    world = World("sqlite", [{"final": "unused: API runs propose their own call"}], policy=Policy(file=POLICY))
+    try:
+        world.start()
+        yield world
+    finally:
+        world.close()
+
+
+@pytest.fixture(scope="module")
+def url(world: World) -> str:
+    return f"http://127.0.0.1:{world.serves[0].port}"
+
+
+@pytest.fixture(scope="module")
+def secret(world: World) -> str:
+    return keys(world, "create", "ci-bot", "--channel", "C0RUNS", "--tools", "refund,delete_account").splitlines()[-1]
+
+
+def click_approve(world: World, approval_id: str) -> None:
+    prefix = f"{approval_id}:"
+    message = wait_until(lambda: next(iter(messages_with(world, APPROVE_ACTION, prefix)), None), 30,
+                         what="the approval card in Slack")
+    assert world.serves[0].click(message, APPROVE_ACTION, APPROVER).status == 200
+
+
+def approval_of(world: World, run_id: str) -> Any:
+    return wait_until(lambda: next(iter(world.db.store.list_approvals(run_id=run_id, limit=1)), None), 30,
+                      what="the approval")
+
+
+def test_a_caller_asks_a_person_approves_in_slack_and_the_call_starts_once(world: World, url: str,
+                                                                          secret: str) -> None:
+    with Signoff(url, secret) as signoff:
+        approval = signoff.request("refund", {"order": "A-1", "amount": 40}, key="refund-A-1",
+                                   reason="refund A-1: the parcel never came")
+        assert approval.status == "pending"
+        waited: list[Any] = []
+        waiter = threading.Thread(target=lambda: waited.append(signoff.get(approval.id, wait=30)))
+        waiter.start()  # a caller waiting on a long poll while the person decides
+        click_approve(world, approval_of(world, approval.id).approval_id)
+        waiter.join(40)
+        assert waited and waited[0].status == "approved" and waited[0].decided_by == APPROVER
+
+        assert approval.start() == {"order": "A-1", "amount": 40}
+        assert (approval.status, approval.key) == ("started", f"{approval.id}:1")
+        with pytest.raises(Conflict) as again:
+            approval.start()
+        assert again.value.approval_status == "started"
+        assert approval.succeeded({"refund_id": "R-9"}).status == "succeeded"
+        with pytest.raises(Conflict):
+            approval.succeeded({"refund_id": "R-10"})
+
+    [row] = world.db.store.executions(approval.id)
+    assert (row["status"], row["result"]) == ("succeeded", {"refund_id": "R-9"})
+    said = [e["type"] for e in world.db.store.timeline(approval.id)]
+    assert said.index("approval_recorded") < said.index("call_handed_to_caller") < said.index("execution_started") \
+        < said.index("tool_executed") < said.index("finished")
+    assert world.db.store.get_run(approval.id, history=False).status == "done"
+
+
+def test_the_policy_decides_an_api_call_as_it_decides_a_run_s(url: str, secret: str) -> None:
+    with Signoff(url, secret) as signoff:
+        allowed = signoff.request("refund", {"order": "A-2", "amount": 5}, key="refund-A-2")
+        assert (allowed.status, allowed.decided_by) == ("approved", "policy:small refunds run")
+        denied = signoff.request("delete_account", {"account": "A-2"}, key="delete-A-2")
+        assert denied.status == "denied"
+        assert "closed by support" in (denied.reason or "")
+        with pytest.raises(Conflict) as refused:
+            denied.start()
+        assert refused.value.approval_status == "denied"
+
+
+def test_the_same_key_is_the_same_approval_and_other_content_under_it_is_refused(url: str, secret: str) -> None:
+    headers = {"Authorization": f"Bearer {secret}"}
+    body = {"tool": "refund", "args": {"order": "A-3", "amount": 70}, "key": "refund-A-3"}
+    first = httpx.post(f"{url}/v1/approvals", json=body, headers=headers, timeout=30)
+    again = httpx.post(f"{url}/v1/approvals", json=body, headers=headers, timeout=30)
+    other = httpx.post(f"{url}/v1/approvals", json={**body, "args": {"order": "A-3", "amount": 700}},
+                       headers=headers, timeout=30)
+    assert (first.status_code, again.status_code, other.status_code) == (201, 200, 409)
+    assert first.json()["id"] == again.json()["id"]
+    assert other.json()["error"]["code"] == "idempotency_conflict"
+
+
+@pytest.mark.parametrize(("body", "status", "code"), [
+    (b"{not json", 400, "invalid_json"),
+    (b'{"tool": "refund", "args": {}}', 400, "invalid_request"),
+    (b'{"tool": "refund", "args": [], "key": "k"}', 400, "invalid_request"),
+    (b'{"tool": "refund", "args": {}, "key": "k", "callback_url": "http://x"}', 400, "invalid_request"),
+    (b'{"tool": "send_email", "args": {}, "key": "k"}', 403, "forbidden"),
+    (b'{"tool": "refund", "args": {"blob": "' + b"x" * 300_000 + b'"}, "key": "k"}', 413, "invalid_body"),
+])
+def test_a_bad_request_gets_its_documented_error_and_changes_nothing(world: World, url: str, secret: str,
+                                                                     body: bytes, status: int, code: str) -> None:
+    before = len(world.db.store.list_runs(limit=1000))
+    answer = httpx.post(f"{url}/v1/approvals", content=body, timeout=30,
+                        headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"})
+    assert (answer.status_code, answer.json()["error"]["code"]) == (status, code)
+    assert len(world.db.store.list_runs(limit=1000)) == before
+
+
+def test_keys_no_key_a_wrong_one_a_revoked_one_and_another_key_s_approval(world: World, url: str,
+                                                                          secret: str) -> None:
+    body = {"tool": "refund", "args": {"order": "A-4", "amount": 50}, "key": "refund-A-4"}
+    assert httpx.post(f"{url}/v1/approvals", json=body, timeout=30).status_code == 401
+    with Signoff(url, "sk_signoff_wrong") as wrong, pytest.raises(Unauthorized):
+        wrong.request("refund", body["args"], key="k")
+    other = keys(world, "create", "other-bot", "--channel", "C0RUNS", "--tools", "lookup").splitlines()[-1]
+    with Signoff(url, secret) as mine, Signoff(url, other) as theirs:
+        approval = mine.request("refund", body["args"], key="refund-A-4")
+        with pytest.raises(Forbidden):
+            theirs.request("refund", body["args"], key="k")
+        answer = httpx.get(f"{url}/v1/approvals/{approval.id}", headers={"Authorization": f"Bearer {other}"},
+                           timeout=30)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (404, "not_found")
+    assert "other-bot" in keys(world, "list") and other not in keys(world, "list")
+    keys(world, "revoke", "other-bot")
+    with Signoff(url, other) as revoked, pytest.raises(Unauthorized):
+        revoked.request("lookup", {}, key="k")
+
+
+def test_starting_before_a_decision_and_reporting_before_a_start_are_refused(url: str, secret: str) -> None:
+    with Signoff(url, secret) as signoff:
+        approval = signoff.request("refund", {"order": "A-5", "amount": 90}, key="refund-A-5")
+        with pytest.raises(Conflict) as early:
+            approval.start()
+        assert early.value.approval_status == "pending"
+        answer = httpx.post(f"{url}/v1/approvals/{approval.id}/outcome", json={"ok": True}, timeout=30,
+                            headers={"Authorization": f"Bearer {secret}"})
+        assert (answer.status_code, answer.json()["error"]["code"]) == (409, "not_started")
+
+
+def test_the_api_describes_itself(url: str) -> None:
+    document = httpx.get(f"{url}/v1/openapi.json", timeout=30).json()
+    assert document["openapi"].startswith("3.1")
+    assert {"/v1/approvals", "/v1/approvals/{id}", "/v1/approvals/{id}/start", "/v1/approvals/{id}/outcome"} \
+        <= set(document["paths"])
+    assert "key" in document["components"]["schemas"]["CreateApproval"]["required"]
