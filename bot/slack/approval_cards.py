@@ -36,6 +36,7 @@ from signoff.bot.slack.blocks import (
 )
 from signoff.bot.slack.replies import approval_outcome
 from signoff.bot.words import approval_preview, approval_progress, bound_preview, edited_changes, who_decides
+from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import ApprovalRecord, RunRecord
 
 
@@ -95,9 +96,25 @@ def card_head(run: RunRecord, title: str, said: str | None) -> list[dict[str, An
     the model said beside the call, if anything."""
     link = thread_link(run.origin, "see the run")
     return [header(title),
-            section(f"*Goal* (asked by {user(run.requester)}{f' · {link}' if link else ''})\n"
+            section(f"*Goal* (asked by {asked_by(run)}{f' · {link}' if link else ''})\n"
                     f">{safe(run.goal, GOAL_CHARS)}"),
             *([section(model_says(said))] if said else [])]
+
+
+def asked_by(run: RunRecord) -> str:
+    """Who asked: the person who started the run; or, for a call a program asked about over the
+    approval API, its key (what is known), the Slack user the key speaks for, and whom the program
+    says it asks for, in its own words, marked as such (it is not checked)."""
+    api = run.origin.get("api")
+    if not isinstance(api, dict):
+        return user(run.requester)
+    words = f"the API key `{safe(api.get('key'), 64)}`"
+    if is_slack_user(run.requester):
+        words += f" for {user(run.requester)}"
+    said = api.get("requester")
+    if isinstance(said, str) and said.strip() and said != run.requester:
+        words += f", on behalf of “{safe(said, 80)}” (the caller's words, not checked)"
+    return words
 
 
 def batch_call_blocks(run: RunRecord, place: int, approval: ApprovalRecord, shown: ShownArguments,

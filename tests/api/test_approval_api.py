@@ -183,3 +183,15 @@ def test_the_api_describes_itself(url: str) -> None:
     assert {"/v1/approvals", "/v1/approvals/{id}", "/v1/approvals/{id}/start", "/v1/approvals/{id}/outcome"} \
         <= set(document["paths"])
     assert "key" in document["components"]["schemas"]["CreateApproval"]["required"]
+
+
+def test_the_card_says_which_key_asked_and_marks_the_caller_s_own_words(world: World, url: str,
+                                                                       secret: str) -> None:
+    with Signoff(url, secret) as signoff:
+        approval = signoff.request("refund", {"order": "A-6", "amount": 60}, key="refund-A-6",
+                                   reason="refund A-6", requester="the release pipeline")
+    prefix = f"{approval_of(world, approval.id).approval_id}:"
+    card = wait_until(lambda: next(iter(messages_with(world, APPROVE_ACTION, prefix)), None), 30, what="the card")
+    text = str(card["blocks"])
+    assert "the API key `ci-bot`" in text
+    assert "the release pipeline" in text and "not checked" in text
