@@ -16,6 +16,7 @@ worker that died mid-call.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -77,19 +78,29 @@ def _not_here(args: dict[str, Any], key: str) -> Any:
 
 
 def caller_call(run: RunRecord) -> CallerCall | None:
-    """The call a caller's run holds (None: a run of Signoff's own agent). A run whose recorded call
-    cannot be read is treated as one (it has no tool then, and the loop refuses the call)."""
-    if run.model != MODEL:
+    """The call a caller's run holds (None: a run of Signoff's own agent)."""
+    return recorded_call(run.model, run.origin)
+
+
+def recorded_call(model: str, origin: Mapping[str, Any]) -> CallerCall | None:
+    """The call a run recorded with `model` and `origin` holds, if it is a caller's run. One whose
+    recorded call cannot be read has none (its tool is then unknown, and the loop refuses the call)."""
+    if model != MODEL:
         return None
     try:
-        return CallerCall.model_validate(run.origin.get("caller"))
+        return CallerCall.model_validate(origin.get("caller"))
     except ValidationError:
         return None
 
 
 def run_tools(run: RunRecord, tools: dict[str, Tool]) -> dict[str, Tool]:
     """The tools `run` calls: a caller's run, its one call's own; any other, the runner's `tools`."""
-    caller = caller_call(run)
+    return tools_of(run.model, run.origin, tools)
+
+
+def tools_of(model: str, origin: Mapping[str, Any], tools: dict[str, Tool]) -> dict[str, Tool]:
+    """`run_tools` of a run recorded with `model` and `origin` (as a replay or an export reads it)."""
+    caller = recorded_call(model, origin)
     return {caller.tool: caller.as_tool()} if caller is not None else tools
 
 

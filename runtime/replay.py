@@ -28,7 +28,7 @@ from signoff.runtime.errors import (
 )
 from signoff.runtime.judging import Caller
 from signoff.runtime.state import load_state
-from signoff.runtime.tool_calls import ToolTimeout
+from signoff.runtime.tool_calls import Failed, Ran, Refused, ToolTimeout
 from signoff.tools.base import Tool
 
 AGENT_EVENTS = frozenset({
@@ -36,6 +36,7 @@ AGENT_EVENTS = frozenset({
     "finished", "budget_extended", "retried", "reconciled", "budget_exhausted", "stalled", "failed", "cancelled",
     "expired", "needs_reconciliation", "call_reconsidered", "versions_changed", "call_allowed_by_rule",
     "call_denied_by_rule", "approval_reopened", "approval_timed_out", "call_edited", "requested_again",
+    "call_handed_to_caller",
 })
 """The events the loop itself emits; the store's own (claims, ledger rows, commands) are not replayed."""
 _UNCOMPARED = frozenset({"seq", "at", "run_id", "seconds"})
@@ -111,9 +112,28 @@ def _drive(agent: Agent, state: dict[str, Any], expected: list[dict[str, Any]], 
     agent.start(state["goal"])
     while len(produced) < len(expected) and produced == expected[: len(produced)]:
         event = expected[len(produced)]
+        if agent.status == "awaiting_caller" and _caller_did(agent, state, event):
+            continue
         if event["type"] not in _OUTSIDE:
             return  # the recording goes on where the replay cannot follow: the comparison says where
         _act(agent, state, event)
+
+
+def _caller_did(agent: Agent, state: dict[str, Any], event: dict[str, Any]) -> bool:
+    """Report what the caller said of the call the run handed it, as recorded; False: the recording
+    has the caller do nothing here."""
+    match event["type"]:
+        case "tool_executed":
+            agent.caller_reported(Ran(_recorded_result(state, event.get("key")), 0.0))
+        case "tool_failed":
+            agent.caller_reported(Failed(str(event.get("error") or ""), 0.0))
+        case "needs_reconciliation":
+            agent.caller_lost(str(event.get("reason") or ""))
+        case "expired" | "failed" as status:  # it could not start: its approval, or its lease, lapsed
+            agent.caller_reported(Refused(str(event.get("reason") or "").removeprefix("not executed: "), status))
+        case _:
+            return False
+    return True
 
 
 def _act(agent: Agent, state: dict[str, Any], event: dict[str, Any]) -> None:

@@ -121,6 +121,7 @@ def replay_each(store: Store, toolset: dict[str, Tool], chosen: list[RunRecord],
     """Replay each run; print the verdict of each one, or with `reread` (runs listed without their
     history, read here one at a time) only of those that diverged."""
     from signoff.bot.cli.replays import verdict_lines
+    from signoff.runtime.caller_runs import run_tools
     from signoff.runtime.judging import Caller
     from signoff.runtime.replay import replay
 
@@ -128,7 +129,7 @@ def replay_each(store: Store, toolset: dict[str, Tool], chosen: list[RunRecord],
     for listed in chosen:
         run = store.get_run(listed.run_id) if reread else listed
         assert run is not None
-        result = replay(run.state, store.timeline(run.run_id), toolset, stall_after=stall_after,
+        result = replay(run.state, store.timeline(run.run_id), run_tools(run, toolset), stall_after=stall_after,
                         approval_policy=policies.of(run),
                         caller=Caller(run.requester, str(run.origin.get("channel") or "")))
         results.append(result)

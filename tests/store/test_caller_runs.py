@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from store_harness import APPROVER, REQUESTER, ManualClock, Told, build_runner
 
-from signoff.runtime.caller_runs import CallerCall, NotStarted, Started, caller_owner
+from signoff.runtime.caller_runs import CallerCall, NotStarted, Started, caller_owner, run_tools
+from signoff.runtime.judging import Caller
 from signoff.runtime.policy_file import parse_policy
 from signoff.runtime.ports import Store
 from signoff.runtime.records import Decided
+from signoff.runtime.replay import replay
 from signoff.runtime.runner import Runner
 
 REFUND = CallerCall(tool="refund", args={"order": "A-1", "amount": 40}, description="Refund an order.",
@@ -157,3 +159,27 @@ def test_the_caller_holds_the_run_while_it_runs_the_call(runner: Runner) -> None
     assert runner.get_run(run_id, history=False).lease_owner == caller_owner(run_id)
     assert runner.execute(run_id) is None, "no worker takes the run from its caller"
 
+
+
+@pytest.mark.parametrize("ending", ["succeeded", "failed", "lost", "denied"])
+def test_a_caller_s_run_replays_identically(runner: Runner, clock: ManualClock, ending: str) -> None:
+    """`signoff runs replay` (and the fault suite's I7) re-drives a caller's run with its own call."""
+    run_id = asked(runner)
+    approval = runner.pending_approval(run_id)
+    assert approval is not None
+    if ending == "denied":
+        runner.decide(approval.approval_id, approval.digest, APPROVER, False, "not today", drive=True)
+        runner.execute(run_id)
+    else:
+        approve(runner, run_id)
+        assert isinstance(runner.start_call(run_id), Started)
+        if ending == "lost":
+            clock.advance(seconds=61)
+            runner.execute(run_id)
+        else:
+            runner.report_call(run_id, ending == "succeeded", {"refund_id": "R-1"}, "the bank said no")
+    run = runner.get_run(run_id)
+    result = replay(run.state, runner.timeline(run_id), run_tools(run, runner.tools),
+                    caller=Caller(run.requester, "C1"))
+    assert result.divergence is None, result.divergence
+    assert result.status == run.status
