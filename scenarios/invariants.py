@@ -46,6 +46,7 @@ from signoff.runtime.adapters.tables import (
     tool_executions,
 )
 from signoff.runtime.approval_policy import Allow, Ask, Deny, Verdict
+from signoff.runtime.caller_runs import tools_of
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.judging import Caller
 from signoff.runtime.replay import replay
@@ -476,7 +477,8 @@ def replay_identical(evidence: Evidence, policy: Policy) -> list[str]:
             continue  # evidence made by hand, without a stored state
         try:
             state = {**json.loads(run["state"]), "history": evidence.histories.get(run_id, [])}
-            result = replay(state, evidence.events.get(run_id, []), evidence.tools, approval_policy=policy.rules,
+            tools = tools_of(str(run.get("model") or ""), json.loads(run.get("origin") or "{}"), evidence.tools)
+            result = replay(state, evidence.events.get(run_id, []), tools, approval_policy=policy.rules,
                             caller=Caller(str(run.get("requester", "")), _origin_channel(run)))
         except (ValueError, IncompatibleState) as exc:  # a run the scenario damaged on purpose
             if "damaged" not in str(run.get("goal", "")):

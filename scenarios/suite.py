@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from scenarios import (
     again,
+    api,
     batches,
     clocks,
     crash,
@@ -103,6 +104,9 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("hostile/forged-approve-all/sqlite", decisions_attacked.run_forged_approve_all, False),
         Scenario("hostile/number-forms/sqlite", decisions_attacked.run_number_forms, False),
         Scenario("hostile/policy-values/sqlite", policy_values.run_policy_values, False),
+        Scenario("api/caller-dies-after-start/sqlite", api.run_caller_dies, False),
+        Scenario("api/racing-starts/2x/postgres", api.run_racing_starts, True),
+        Scenario("api/replayed-create/2x/postgres", api.run_replayed_create, True),
     ]
     for k in sizes.kinds:
         found += [
