@@ -14,11 +14,11 @@ from typing import Any
 
 import httpx
 
-from scenarios.drive import APPROVER, Driver, messages_with
+from scenarios.drive import APPROVER, Driver, message_with, messages_with
 from scenarios.outcome import Outcome, observed
 from scenarios.toolset import TOOLS, append_effect
 from scenarios.world import World, wait_until
-from signoff.bot.slack.blocks import APPROVE_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION, RECONCILE_DONE_ACTION, RECONCILE_RETRY_ACTION
 from signoff.runtime.adapters.api_keys import SqlApiKeys
 from signoff.runtime.api_keys import ApiKey, new_secret, secret_hash
 from signoff.runtime.caller_runs import CallerCall
@@ -89,6 +89,9 @@ def run_caller_dies(kind: str = "sqlite") -> Outcome:
         caller.run(started)  # ... and the caller dies here, before it reports
         wait_until(lambda: world.db.store.get_run(run_id, history=False).status == "needs_reconciliation", 30,
                    what="the lost call put to a person")
+        wait_until(lambda: message_with(world, RECONCILE_DONE_ACTION, run_id), 30, what="the reconcile card")
+        outcome.expect(message_with(world, RECONCILE_RETRY_ACTION, run_id) is None,
+                       "the card offers to retry a call its caller runs, which Signoff never runs itself")
         again = caller.start(serve, run_id)
         outcome.expect(again.status_code == 409, f"a start after the caller died answered {again.status_code}")
         settled = Driver(world, pick=lambda: serve).settle([run_id], 60)

@@ -26,6 +26,7 @@ from signoff.bot.slack.blocks import (
 )
 from signoff.bot.slack.payloads import run_value
 from signoff.bot.words import extension_words
+from signoff.runtime.caller_runs import caller_call
 from signoff.runtime.records import RunRecord
 
 RECONCILE_SECTIONS = 2
@@ -66,8 +67,9 @@ def stop_buttons(run: RunRecord, extend_steps: int | None) -> list[dict[str, Any
         case "failed":
             return [button("Retry", RETRY_ACTION, value, "primary"), button("Close", CLOSE_ACTION, value)]
         case "needs_reconciliation":
-            return [button("Mark done", RECONCILE_DONE_ACTION, value, "primary"),
-                    button("Retry", RECONCILE_RETRY_ACTION, value),
+            # A call its caller runs is never run again by Signoff: whether it took effect is all to say.
+            retry = [] if caller_call(run) is not None else [button("Retry", RECONCILE_RETRY_ACTION, value)]
+            return [button("Mark done", RECONCILE_DONE_ACTION, value, "primary"), *retry,
                     button("Abort", RECONCILE_ABORT_ACTION, value, "danger")]
         case "expired" if run.state.get("pending"):  # nobody decided its call: its requester may ask again
             return [button("Request again", REQUEST_AGAIN_ACTION, value, "primary")]
