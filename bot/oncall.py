@@ -75,19 +75,22 @@ class OnCallReader:
         if not token:
             raise ScheduleUnreadable("PAGERDUTY_TOKEN is not set")
         emails: list[str] = []
+        offset = 0
         with self._client(self.services.pagerduty_url, f"Token token={token}") as http:
-            for page in range(_PAGES):
+            for _ in range(_PAGES):
                 # earliest=true: the entries on call now, one per escalation level; include[]=users
                 # puts each user's email in the entry (else it is a bare reference).
                 answer = _json(http.get("/oncalls", headers={"Accept": "application/vnd.pagerduty+json;version=2"},
                                         params={"schedule_ids[]": schedule_id, "earliest": "true",
-                                                "include[]": "users", "limit": _PAGE, "offset": page * _PAGE}),
+                                                "include[]": "users", "limit": _PAGE, "offset": offset}),
                                _pagerduty_error)
                 oncalls = answer.get("oncalls")
                 if not isinstance(oncalls, list):
                     raise ScheduleUnreadable("PagerDuty's answer has no list of oncalls")
                 emails += [email for entry in oncalls if (email := _pagerduty_email(entry))]
-                if answer.get("more") is not True:
+                # The service may hand out fewer than asked for: the next page starts after these.
+                offset += len(oncalls)
+                if answer.get("more") is not True or not oncalls:
                     break
         return emails
 
