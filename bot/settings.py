@@ -1,6 +1,7 @@
 """Settings from the environment: `Settings.from_env(environ)` is the only place Signoff reads it.
 
-Only `SLACK_*` and `SIGNOFF_*` keys are read. Bad values stop start-up with one `ConfigError`
+Only `SLACK_*` and `SIGNOFF_*` keys are read, and the two on-call services' own names for their
+credentials (`PAGERDUTY_TOKEN`, `OPSGENIE_API_KEY`). Bad values stop start-up with one `ConfigError`
 naming every bad variable; secret values are never echoed, in errors or in `repr`.
 """
 
@@ -33,8 +34,12 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_HTTP_TOOLS", "", "YAML (or JSON) file of HTTP APIs to call as tools, picked with http:<api> or http:* in SIGNOFF_TOOLS: base URL, headers (with ${VAR} taken from the environment), one method and path per tool; see Call your HTTP APIs."),
     ("SIGNOFF_INSTRUCTIONS", "", "Operator instructions added to the model's system prompt."),
     ("SIGNOFF_PRICES", "", "JSON price table for cost budgets (default: the built-in sample prices)."),
-    ("SIGNOFF_APPROVERS", "", "Who may approve (and see runs): Slack user ids and user group ids, comma-separated, and `*` for any member of the channel where approvals are posted; required by `signoff serve`."),
+    ("SIGNOFF_APPROVERS", "", "Who may approve (and see runs): Slack user ids and user group ids, comma-separated, `*` for any member of the channel where approvals are posted, and on-call schedules (pagerduty:<schedule id>, opsgenie:<schedule name>) for whoever is on call; required by `signoff serve`."),
     ("SIGNOFF_POLICY", "", "YAML file of approval rules: which calls run unasked, which ask whom (how many, for how long) and which are refused; see Approval policy. Without it every side effect asks SIGNOFF_APPROVERS."),
+    ("PAGERDUTY_TOKEN", "", "PagerDuty REST API key (read-only is enough) that reads who is on call for pagerduty:<schedule id> approvers."),
+    ("SIGNOFF_PAGERDUTY_URL", "https://api.pagerduty.com", "Base URL of the PagerDuty REST API (its EU service region, or a local test server)."),
+    ("OPSGENIE_API_KEY", "", "Opsgenie API key (of an API integration) that reads who is on call for opsgenie:<schedule name> approvers."),
+    ("SIGNOFF_OPSGENIE_URL", "https://api.opsgenie.com", "Base URL of the Opsgenie API (https://api.eu.opsgenie.com for its EU instance, or a local test server)."),
     ("SIGNOFF_ALLOW_SELF_APPROVAL", "false", "Let a requester approve their own run's side effects."),
     ("SIGNOFF_APPROVAL_CHANNEL", "", "Channel id for approval requests (default: the run's channel)."),
     ("SIGNOFF_APPROVAL_TTL", "30m", "How long an approval request stays open, e.g. 90s, 15m, 2h, 1h30m, 1d."),
@@ -75,7 +80,8 @@ def unknown_variables(environ: Mapping[str, str]) -> dict[str, str | None]:
             for name in sorted(environ) if name.startswith("SIGNOFF_") and name not in ENV_VARS}
 
 
-SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SIGNOFF_AUDIT_WEBHOOK_SECRET"})
+SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SIGNOFF_AUDIT_WEBHOOK_SECRET",
+                         "PAGERDUTY_TOKEN", "OPSGENIE_API_KEY"})
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -100,14 +106,13 @@ def parse_duration(value: Any) -> timedelta:
 
 
 def _parse_ids(value: Any) -> frozenset[str]:
-    from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
+    from signoff.runtime.people import APPROVER_FORMS, approver_kind
 
     items = value if isinstance(value, list | set | frozenset | tuple) else str(value).split(",")
     ids = frozenset(str(item).strip() for item in items if str(item).strip())
-    bad = sorted(i for i in ids if not (is_slack_user(i) or is_user_group(i)) and i != CHANNEL_MEMBERS)
+    bad = sorted(i for i in ids if approver_kind(i) is None)
     if bad:
-        raise ValueError(f"expected Slack user ids (U..., W...), user group ids (S...) or {CHANNEL_MEMBERS}, "
-                         f"got {', '.join(bad)}")
+        raise ValueError(f"expected each to be {APPROVER_FORMS}, got {', '.join(bad)}")
     return ids
 
 
@@ -118,7 +123,7 @@ def _channel_id(value: Any) -> str:
     return text
 
 
-def _webhook_url(value: Any) -> str:
+def _http_url(value: Any) -> str:
     url = str(value).strip()
     if not re.match(r"^https?://[^/\s]+", url):
         raise ValueError("expected an http(s) URL")  # the URL itself is not echoed: it may carry a token
@@ -126,9 +131,7 @@ def _webhook_url(value: Any) -> str:
 
 
 def _api_url(value: Any) -> str:
-    url = str(value).strip()
-    if not re.match(r"^https?://[^/\s]+", url):
-        raise ValueError(f"expected an http(s) URL, got {url!r}")
+    url = _http_url(value)
     # WebClient joins method names onto the base URL, so it must end with a slash.
     return url if url.endswith("/") else url + "/"
 
@@ -138,7 +141,7 @@ DatabaseUrl = Annotated[str, BeforeValidator(lambda v: sqlalchemy_database_url(s
 SlackIds = Annotated[frozenset[str], BeforeValidator(_parse_ids)]
 ChannelId = Annotated[str, BeforeValidator(_channel_id)]
 ApiUrl = Annotated[str, BeforeValidator(_api_url)]
-WebhookUrl = Annotated[str, BeforeValidator(_webhook_url)]
+HttpUrl = Annotated[str, BeforeValidator(_http_url)]
 LogLevel = Annotated[
     Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(lambda v: str(v).strip().upper())
 ]
@@ -179,6 +182,10 @@ class Settings(BaseModel):
     prices: str | None = _field("SIGNOFF_PRICES")
     approvers: SlackIds = Field(frozenset(), alias="SIGNOFF_APPROVERS")
     policy: str | None = _field("SIGNOFF_POLICY")
+    pagerduty_token: SecretStr | None = _field("PAGERDUTY_TOKEN")
+    pagerduty_url: HttpUrl = _field("SIGNOFF_PAGERDUTY_URL")
+    opsgenie_api_key: SecretStr | None = _field("OPSGENIE_API_KEY")
+    opsgenie_url: HttpUrl = _field("SIGNOFF_OPSGENIE_URL")
     allow_self_approval: bool = _field("SIGNOFF_ALLOW_SELF_APPROVAL")
     approval_channel: ChannelId | None = _field("SIGNOFF_APPROVAL_CHANNEL")
     approval_ttl: Duration = _field("SIGNOFF_APPROVAL_TTL")
@@ -195,7 +202,7 @@ class Settings(BaseModel):
     workers: int = _field("SIGNOFF_WORKERS", ge=1, le=256)
     lease_seconds: int = _field("SIGNOFF_LEASE_SECONDS", gt=0)
     outbox: str = _field("SIGNOFF_OUTBOX", min_length=1)
-    audit_webhook_url: WebhookUrl | None = _field("SIGNOFF_AUDIT_WEBHOOK_URL", repr=False)
+    audit_webhook_url: HttpUrl | None = _field("SIGNOFF_AUDIT_WEBHOOK_URL", repr=False)
     audit_webhook_secret: SecretStr | None = _field("SIGNOFF_AUDIT_WEBHOOK_SECRET")
     log_level: LogLevel = _field("SIGNOFF_LOG_LEVEL")
     log_format: LogFormat = _field("SIGNOFF_LOG_FORMAT")
@@ -203,7 +210,7 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        """Read `SLACK_*` and `SIGNOFF_*` from `environ`; empty values count as unset.
+        """Read `ENV_VARS` from `environ`; empty values count as unset.
 
         Raises `ConfigError` naming every bad variable, without echoing secret values.
         """
@@ -258,8 +265,9 @@ class Settings(BaseModel):
         if not self.approvers:
             # Deciding who may approve is the operator's call; no default is safe for every workspace.
             problems.append(f"SIGNOFF_APPROVERS: required by `signoff serve`: the Slack user ids (U...) and user "
-                            f"group ids (S...) who may approve, or {CHANNEL_MEMBERS} for any member of the "
-                            "channel where approvals are posted")
+                            f"group ids (S...) who may approve, {CHANNEL_MEMBERS} for any member of the channel "
+                            "where approvals are posted, or on-call schedules (pagerduty:<schedule id>, "
+                            "opsgenie:<schedule name>)")
         problems += self.audit_webhook_problems()
         if problems:
             raise ConfigError(problems)

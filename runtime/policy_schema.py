@@ -38,7 +38,7 @@ from signoff.runtime.approval_policy import (
     Requirement,
     Rule,
 )
-from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
+from signoff.runtime.people import APPROVER_FORMS, approver_kind, is_slack_user
 
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _WRONG = "wrong_value"
@@ -76,10 +76,9 @@ def _percent(value: object) -> float:
     return percent / 100
 
 
-def _slack_id(value: str) -> str:
-    if not (is_slack_user(value) or is_user_group(value) or value == CHANNEL_MEMBERS):
-        raise ValueError(f"approver {value!r} is not a Slack user id (U..., W...), a user group id (S...) "
-                         f"or {CHANNEL_MEMBERS!r}")
+def _approver(value: str) -> str:
+    if approver_kind(value) is None:
+        raise ValueError(f"approver {value!r} is not {APPROVER_FORMS}")
     return value
 
 
@@ -99,8 +98,8 @@ def _not_blank(value: str) -> str:
 Text = Annotated[str, AfterValidator(_not_blank)]
 Duration = Annotated[timedelta, PlainValidator(_duration)]
 Quorum = Annotated[int, Field(ge=1)]
-SlackIds = Annotated[list[Annotated[str, AfterValidator(_slack_id)]], BeforeValidator(_all_text)]
-"""Slack user ids (U/W), user group ids (S) and `*`."""
+SlackIds = Annotated[list[Annotated[str, AfterValidator(_approver)]], BeforeValidator(_all_text)]
+"""Slack user ids (U/W), user group ids (S), `*` and on-call schedules (`people.APPROVER_FORMS`)."""
 Percents = list[Annotated[float, PlainValidator(_percent)]]
 
 
@@ -246,7 +245,8 @@ def _reminders(fractions: list[float]) -> tuple[float, ...]:
 
 
 def _check_quorum(quorum: int, approvers: tuple[str, ...], inherited: bool = False) -> None:
-    """Refuse a quorum that named people alone cannot reach; groups and `*` may hold anyone, so they pass."""
+    """Refuse a quorum that named people alone cannot reach; groups, `*` and on-call schedules may
+    hold anyone, so they pass."""
     people = sorted(set(approvers), key=approvers.index)
     if not people or any(not is_slack_user(a) for a in people):
         return

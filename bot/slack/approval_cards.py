@@ -7,7 +7,7 @@ the card of a turn's several, and where a request stands, as the card, App Home,
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +34,14 @@ from signoff.bot.slack.blocks import (
     slack_date,
     user,
 )
+from signoff.bot.slack.on_call import OnCallNow
 from signoff.bot.slack.replies import approval_outcome
 from signoff.bot.words import approval_preview, approval_progress, bound_preview, edited_changes, who_decides
-from signoff.runtime.people import is_slack_user
+from signoff.runtime.people import Schedule, is_slack_user, schedule_of
 from signoff.runtime.records import ApprovalRecord, RunRecord
+
+OnCallLookup = Callable[[Schedule], OnCallNow]
+"""Who a schedule has on call now (`Approvers.on_call`), for the cards that name them."""
 
 
 @dataclass(frozen=True)
@@ -156,17 +160,34 @@ _NAMED_APPROVERS = 12
 _LISTED_VOTES = 20
 
 
-def deciders_line(approval: ApprovalRecord) -> str | None:
+def deciders_line(approval: ApprovalRecord, on_call: OnCallLookup | None = None) -> str | None:
     """Who may decide and under which part of the policy, e.g. `2 approvals from @finance · rule
-    `big-refunds``; None for an approval recorded before Signoff had policies (its card is as it was)."""
+    `big-refunds``; None for an approval recorded before Signoff had policies (its card is as it was).
+    An on-call schedule among them is named with who is on call in it, when `on_call` can say."""
     if approval.asked is None:
         return None
     approvers = [str(a) for a in approval.asked.get("approvers") or ()]
     asked = {**approval.asked, "quorum": approval.quorum, "approvers": approvers[:_NAMED_APPROVERS], "rule": None}
     more = len(approvers) - _NAMED_APPROVERS
-    who = who_decides(asked, user) + (f" and {more} more" if more > 0 else "")
+    who = who_decides(asked, lambda entry: approver_name(entry, on_call)) + (f" and {more} more" if more > 0 else "")
     rule = approval.rule
     return f"{who} · " + (f"rule {rule_name(rule)}" if rule else "default policy")
+
+
+def approver_name(entry: str, on_call: OnCallLookup | None = None) -> str:
+    """An approver entry as a card names it: a mention, or for an on-call schedule, e.g. `on call in
+    pagerduty:P1ABCDE (<@U1>, <@U2>)`, or that it could not be read (so nobody from it may decide)."""
+    schedule = schedule_of(entry)
+    if schedule is None:
+        return user(entry)
+    named = f"on call in {safe(str(schedule), 120)}"
+    if on_call is None:
+        return named
+    now = on_call(schedule)
+    if not now.readable:
+        return f"{named} (the schedule cannot be read now: nobody from it may decide)"
+    people = ", ".join(user(person) for person in now.users[:_NAMED_APPROVERS])
+    return f"{named} ({people or 'nobody now'})"
 
 
 def quorum_progress(approval: ApprovalRecord) -> str | None:

@@ -1,7 +1,8 @@
 """Who may decide and who may see a run: `SIGNOFF_APPROVERS` and channel membership, through Slack.
 
-`SIGNOFF_APPROVERS` holds user ids, user group ids (resolved with `usergroups.users.list`) and
-`*`: any member of the channel where the run's approvals are posted (`conversations.members`).
+`SIGNOFF_APPROVERS` (and a policy rule's approvers) holds user ids, user group ids (resolved with
+`usergroups.users.list`), `*`: any member of the channel where the run's approvals are posted
+(`conversations.members`), and on-call schedules: whoever is on call now (`on_call.OnCall`).
 The runner adds the rest: a requester never approves their own run unless self-approval is on.
 """
 
@@ -15,7 +16,9 @@ from collections.abc import Callable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from signoff.runtime.people import CHANNEL_MEMBERS, is_slack_user, is_user_group
+from signoff.bot.oncall import OnCallReader
+from signoff.bot.slack.on_call import OnCall, OnCallNow
+from signoff.runtime.people import Schedule, approver_kind, schedule_of
 from signoff.runtime.records import RunRecord
 
 log = logging.getLogger("signoff.bot.slack.approvers")
@@ -32,15 +35,18 @@ _MEMBER_PAGES = 25
 class Approvers:
     """`may_approve(user, run, approvers)` and `may_see(user, run)` for the runner.
 
-    Group and channel members are cached for `cache_seconds`; when Slack cannot say, nobody is a
-    member (someone just removed must not keep approving while Slack is down).
+    Group and channel members, and who is on call, are cached for `cache_seconds` by `clock`; when
+    Slack (or the schedule's service) cannot say, nobody is a member (someone just removed must not
+    keep approving while Slack is down). `schedules` reads on-call schedules (None: none can be read).
     """
 
     def __init__(self, ids: frozenset[str], client: WebClient, *, approval_channel: str | None = None,
-                 cache_seconds: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 cache_seconds: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 schedules: OnCallReader | None = None) -> None:
         self.ids = ids
         self.approval_channel = approval_channel
         self._client, self._cache_seconds, self._clock = client, cache_seconds, clock
+        self._on_call = OnCall(schedules, client, cache_seconds=cache_seconds, clock=clock)
         self._members: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._lock = threading.Lock()
 
@@ -52,13 +58,21 @@ class Approvers:
         return self._one_of(user, run, named, NOT_AN_APPROVER if named == self.ids else NOT_NAMED)
 
     def _one_of(self, user: str, run: RunRecord, ids: frozenset[str], not_one: str) -> str | None:
-        users, groups = {i for i in ids if is_slack_user(i)}, sorted(i for i in ids if is_user_group(i))
-        if user in users or any(user in self._group(group) for group in groups):
+        kinds = {i: approver_kind(i) for i in sorted(ids)}
+        groups = [i for i, kind in kinds.items() if kind == "group"]
+        schedules = [s for i, kind in kinds.items() if kind == "schedule" and (s := schedule_of(i))]
+        # Cheapest first: a named user needs no call, a group or a schedule one each (then cached).
+        if (kinds.get(user) == "user" or any(user in self._group(group) for group in groups)
+                or any(user in self.on_call(schedule).users for schedule in schedules)):
             return None
-        if CHANNEL_MEMBERS in ids:
+        if "channel" in kinds.values():
             channel = self.approval_channel or run_channel(run)
             return None if channel and user in self._channel(channel) else NOT_IN_THE_CHANNEL
         return not_one if ids else NO_APPROVERS
+
+    def on_call(self, schedule: Schedule) -> OnCallNow:
+        """Who `schedule` has on call now, as Slack users (nobody when it cannot be read)."""
+        return self._on_call.now(schedule)
 
     def may_see(self, user: str, run: RunRecord) -> bool:
         """Whether `user` is a member of the channel the run was started in (its messages are there)."""

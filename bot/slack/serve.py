@@ -37,6 +37,7 @@ from signoff.bot.observe.logs import SecretFilter as SecretFilter  # where it wa
 from signoff.bot.observe.logs import configure_logging as configure_log_output
 from signoff.bot.observe.logs import quiet
 from signoff.bot.observe.observers import Observation, serve_observation
+from signoff.bot.oncall import on_call_reader
 from signoff.bot.settings import Settings
 from signoff.bot.slack.app import AppOptions, build_app
 from signoff.bot.slack.approvers import Approvers
@@ -185,6 +186,8 @@ class Parts:
     scheduler: bool = True
     observers: tuple[Observer, ...] = ()
     """Observers of the runs besides the logs, metrics and traces `serve` always has."""
+    approvers_clock: Callable[[], float] = time.monotonic
+    """Seconds by which cached approvers (group and channel members, who is on call) age."""
 
 
 def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | None = None) -> Service:
@@ -195,7 +198,8 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
         raise ConfigError("give both a store and tools, or neither")
     observation = serve_observation(environ, parts.observers)
     client = parts.client or web_client(settings, on_error=observation.metrics.slack_api_error)
-    approvers = Approvers(settings.approvers, client, approval_channel=settings.approval_channel)
+    approvers = Approvers(settings.approvers, client, approval_channel=settings.approval_channel,
+                          schedules=on_call_reader(settings), clock=parts.approvers_clock)
     tools = load_tools(settings) if parts.tools is None else parts.tools
     config = runner_config(settings)
     notifier = SlackNotifier(client, tools=tools, approval_channel=settings.approval_channel,

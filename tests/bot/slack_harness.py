@@ -103,6 +103,7 @@ class Signoff:
             store=self.store, tools=ledger.tools(), policies=lambda spec: self.script, scheduler=False,
             app_options=AppOptions(signing_secret=SIGNING_SECRET, listener_executor=self.listeners,
                                    clock=self.clock.timestamp),
+            approvers_clock=self.clock.timestamp,
         ))
         self.server = http_server(self.service.wsgi)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

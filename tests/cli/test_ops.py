@@ -210,5 +210,5 @@ def test_serve_without_slack_settings_says_what_is_missing(signoff):
     assert result.err == ("error: SLACK_BOT_TOKEN: required by `signoff serve` (a bot token, xoxb-...); "
                           "SLACK_SIGNING_SECRET: required in HTTP mode (or set SLACK_APP_TOKEN to use Socket Mode); "
                           "SIGNOFF_APPROVERS: required by `signoff serve`: the Slack user ids (U...) and user group "
-                          "ids (S...) who may approve, or * for any member of the channel where approvals are "
-                          "posted\n")
+                          "ids (S...) who may approve, * for any member of the channel where approvals are "
+                          "posted, or on-call schedules (pagerduty:<schedule id>, opsgenie:<schedule name>)\n")

@@ -33,6 +33,7 @@ SCOPE_OF_METHOD: dict[str, tuple[str, ...]] = {
     # One scope per kind of conversation a run can start in: channel, private channel, DM, group DM.
     "conversations_members": ("channels:read", "groups:read", "im:read", "mpim:read"),
     "usergroups_users_list": ("usergroups:read",),
+    "users_lookupByEmail": ("users:read", "users:read.email"),
     "views_open": (),
     "views_publish": (),
     "views_update": (),
@@ -159,7 +160,7 @@ def test_manifest_bot_scopes_are_exactly_what_the_code_calls(manifest):
     scopes = manifest["oauth_config"]["scopes"]["bot"]
     assert len(scopes) == len(set(scopes))
     assert set(scopes) == needed == {"commands", "chat:write", "im:write", "usergroups:read", "channels:read",
-                                     "groups:read", "im:read", "mpim:read"}
+                                     "groups:read", "im:read", "mpim:read", "users:read", "users:read.email"}
     assert "user" not in manifest["oauth_config"]["scopes"]
 
 

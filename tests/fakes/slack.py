@@ -49,12 +49,14 @@ class FakeSlack:
     def __init__(
         self, token: str = "xoxb-test", *, app_token: str = "xapp-test", bot_user: str = "U0SIGNOFF",
         usergroups: dict[str, list[str]] | None = None, channels: dict[str, list[str]] | None = None,
-        socket_url: str | None = None,
+        socket_url: str | None = None, emails: dict[str, str] | None = None,
     ) -> None:
         self.token, self.app_token, self.bot_user = token, app_token, bot_user
         self.usergroups: dict[str, list[str]] = dict(usergroups or {})
         self.channels: dict[str, list[str]] = dict(channels or {})
         """Members of each channel the bot is in, for `conversations.members`; other channels are not found."""
+        self.emails: dict[str, str] = dict(emails or {})
+        """Each user's id by their email, for `users.lookupByEmail`; other emails are not found."""
         self.socket_url = socket_url
         self.calls: list[Call] = []
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
@@ -264,6 +266,13 @@ class FakeSlack:
         if not users or "," in users:
             return {"ok": False, "error": "users_list_not_supplied" if not users else "not_implemented"}
         return {"ok": True, "no_op": True, "already_open": True, "channel": {"id": self.dm_channel(users)}}
+
+    def _api_users_lookupByEmail(self, body: dict[str, Any]) -> dict[str, Any]:
+        user = self.emails.get(str(body.get("email") or ""))
+        if user is None:
+            return {"ok": False, "error": "users_not_found"}
+        return {"ok": True, "user": {"id": user, "team_id": "T0TEST", "name": user.lower(), "deleted": False,
+                                     "profile": {"email": body["email"]}}}
 
     def _api_views_open(self, body: dict[str, Any]) -> dict[str, Any]:
         trigger = str(body.get("trigger_id") or "")

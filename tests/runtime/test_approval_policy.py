@@ -339,7 +339,8 @@ LOAD_ERRORS = [
     ("defaults:\n  approvers: [U0ANA]\n  quorum: 2\n",
      "policy.yaml: defaults: quorum 2 is more than its 1 approver (U0ANA) can give"),
     (rules_yaml("- name: a", "  tool: x", "  approvers: [ana]"),
-     "policy.yaml: rule 'a': approver 'ana' is not a Slack user id (U..., W...), a user group id (S...) or '*'"),
+     "policy.yaml: rule 'a': approver 'ana' is not a Slack user id (U..., W...), a user group id (S...), '*' or an "
+     "on-call schedule (pagerduty:<schedule id>, opsgenie:<schedule name>)"),
     (rules_yaml("- name: a", "  tool: x", "  approvers: U0ANA"),
      "policy.yaml: rule 'a': approvers must be a list of Slack ids, got 'U0ANA'"),
     (rules_yaml("- name: a", "  tool: x", "- name: a", "  tool: y"),

@@ -49,8 +49,8 @@ WRONG_AT_EACH_DEPTH = [
      "policy.yaml: defaults: remind: 'half' is not a percentage of the ttl between 0% and 100%, like 50%"),
     ("defaults:\n  escalate: {after: soon, to: [S0LEADS]}\n", f"policy.yaml: defaults: escalate: {DURATION}, got 'soon'"),
     ("defaults:\n  escalate: {after: 5m, to: [bob]}\n",
-     "policy.yaml: defaults: escalate: approver 'bob' is not a Slack user id (U..., W...), a user group id (S...) "
-     "or '*'"),
+     "policy.yaml: defaults: escalate: approver 'bob' is not a Slack user id (U..., W...), a user group id (S...), "
+     "'*' or an on-call schedule (pagerduty:<schedule id>, opsgenie:<schedule name>)"),
     ("defaults:\n  escalate: {after: 5m, to: [S0LEADS], too: 1}\n",
      "policy.yaml: defaults: escalate: unknown field 'too' (allowed: after, to)"),
     # a field of a rule, and of the mappings inside one
