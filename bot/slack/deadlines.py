@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from signoff.bot.slack.approval_cards import deciders_line, waiting_progress
+from signoff.bot.slack.approval_cards import OnCallLookup, deciders_line, waiting_progress
 from signoff.bot.slack.blocks import (
     Message,
     fallback_text,
@@ -25,9 +25,10 @@ from signoff.runtime.durations import spoken
 from signoff.runtime.records import ApprovalRecord, RunRecord
 
 
-def reminder_message(approval: ApprovalRecord) -> Message:
-    """In the card's thread: the request still waits, for whom, until when."""
-    deciders = deciders_line(approval)
+def reminder_message(approval: ApprovalRecord, on_call: OnCallLookup | None = None) -> Message:
+    """In the card's thread: the request still waits, for whom (who is on call now, as `on_call`
+    says), until when."""
+    deciders = deciders_line(approval, on_call)
     who = f" for {deciders}" if deciders else ""
     text = (f":bell: *Reminder:* this request still waits{who}{waiting_progress(approval)}; it expires "
             f"{slack_date(approval.expires_at)}.")

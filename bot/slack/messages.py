@@ -16,6 +16,7 @@ from signoff.bot.arguments import UNKNOWN_TOOL, ToolDisplay, argument_lines
 from signoff.bot.slack.approval_buttons import approve_all_button
 from signoff.bot.slack.approval_cards import (
     AskedWith,
+    OnCallLookup,
     batch_call_blocks,
     card_head,
     deciders_line,
@@ -157,18 +158,19 @@ def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
 
 def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
                      said: str | None = None, edited: Mapping[str, Any] | None = None,
-                     asked: AskedWith | None = None) -> Message:
+                     asked: AskedWith | None = None, on_call: OnCallLookup | None = None) -> Message:
     """An approval request: what would run, with what, for whom, until when, and what the model said
     beside the call; Approve (and Approve + allow similar, where its rule offers it), Deny and Edit.
 
     Approve is on the card only when every argument is on it in full (see `shown_arguments`). The
     model's words come from the run's history, or `said` for a run read without it; who edited the
     call and what they changed, from the run's pending call, or `edited` (`pending_calls.Edited` as JSON);
-    its preview and the budget, as `asked` has them (default: as the run shows them now).
+    its preview and the budget, as `asked` has them (default: as the run shows them now); who is on
+    call in an on-call schedule among its approvers, as `on_call` says.
     """
     shown = shown_arguments(run, approval, display, CARD_SECTIONS)
     edited = edited_changes(run.state.get("pending"), approval) or edited
-    blocks = _approval_body(run, approval, display, shown, said, edited, asked)
+    blocks = _approval_body(run, approval, display, shown, said, edited, asked, on_call)
     progress = quorum_progress(approval)
     if progress:
         blocks.append(section(progress))
@@ -244,10 +246,10 @@ def _asked_budget(run: RunRecord, asked: Iterable[AskedWith] | None) -> str | No
 
 def _approval_body(
     run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, shown: ShownArguments, said: str | None,
-    edited: Mapping[str, Any] | None = None, asked: AskedWith | None = None,
+    edited: Mapping[str, Any] | None = None, asked: AskedWith | None = None, on_call: OnCallLookup | None = None,
 ) -> list[dict[str, Any]]:
     about = f"\n{untrusted(display.description, 300)}" if display.description else ""
-    deciders = deciders_line(approval)
+    deciders = deciders_line(approval, on_call)
     preview = asked.preview if asked is not None else approval_preview(run, approval)
     budget = _asked_budget(run, [asked] if asked is not None else None)
     return [

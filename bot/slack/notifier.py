@@ -24,7 +24,7 @@ from slack_sdk.errors import SlackApiError
 
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.slack import deadlines, messages
-from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, asked_with
+from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, OnCallLookup, asked_with
 from signoff.bot.slack.blocks import Message
 from signoff.bot.slack.followed_notices import FollowedNotices
 from signoff.bot.slack.recent import Recent
@@ -71,8 +71,11 @@ class SlackNotifier:
     def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,
                  approval_channel: str | None = None, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
                  extend_steps: int = RunnerConfig.extend_steps, reads: Reads | None = None,
-                 update_attempts: int = 4, sleep: Callable[[float], None] = time.sleep) -> None:
+                 update_attempts: int = 4, sleep: Callable[[float], None] = time.sleep,
+                 on_call: OnCallLookup | None = None) -> None:
         self.client = client
+        self.on_call = on_call
+        """Who is on call in a schedule named as an approver, for the card to name them (None: unnamed)."""
         self.reads = reads
         """Where grants and a card's other approvals are looked up (the runner's store); None: only
         the grants this process saw made, and every approval on a card of its own."""
@@ -127,7 +130,8 @@ class SlackNotifier:
             if edited:
                 self._edited.put(approval.approval_id, edited)
         message = messages.approval_message(run, approval, display=self.display(approval.tool),
-                                            asked=self._asked_as(run, [approval])[approval.approval_id])
+                                            asked=self._asked_as(run, [approval])[approval.approval_id],
+                                            on_call=self.on_call)
         response = self._post(channel, message)
         self._followed.show(run, done=True)  # the run waits for a person now
         self._headers.waiting(run, self._thread(run), [approval])
@@ -199,7 +203,7 @@ class SlackNotifier:
     def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
         card = self._card(approval)
         if card is not None:
-            self._post(card[0], deadlines.reminder_message(approval), thread_ts=card[1])
+            self._post(card[0], deadlines.reminder_message(approval, self.on_call), thread_ts=card[1])
         if first:  # made once, by whichever replica's sweep made it: DMs once
             for person in self._waiting_people(run, approval, (approval.asked or {}).get("approvers") or ()):
                 self._dm(person, deadlines.reminder_dm(run, approval))
@@ -335,7 +339,8 @@ class SlackNotifier:
             edited = self._edited.get(approval.approval_id)
         display, asked = self.display(approval.tool), self._asked_as(run, [approval])[approval.approval_id]
         if approval.status == "pending":
-            message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked)
+            message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked,
+                                                on_call=self.on_call)
         else:
             message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
                                                grant=self._grant_of(approval), asked=asked)

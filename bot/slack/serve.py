@@ -202,7 +202,7 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
                           schedules=on_call_reader(settings), clock=parts.approvers_clock)
     tools = load_tools(settings) if parts.tools is None else parts.tools
     config = runner_config(settings)
-    notifier = SlackNotifier(client, tools=tools, approval_channel=settings.approval_channel,
+    notifier = SlackNotifier(client, tools=tools, approval_channel=settings.approval_channel, on_call=approvers.on_call,
                              redact_keys=config.redact_keys, extend_steps=config.extend_steps)
     if parts.store is not None:
         policies = parts.policies or policy_factory(settings, tools, model_env(environ))

@@ -56,7 +56,9 @@ def status_of(signoff: Signoff, run_id: str) -> str:
 
 def test_the_person_on_call_approves_with_a_click(signoff, ledger):
     run_id = propose_refund(signoff)
-    signoff.click(signoff.approval_message(), APPROVE_ACTION, user="U0ANA")
+    card = signoff.approval_message()
+    assert "on call in pagerduty:PPRIMRY (<@U0ANA>)" in str(card["blocks"]), "the card names who is on call"
+    signoff.click(card, APPROVE_ACTION, user="U0ANA")
     assert status_of(signoff, run_id) != "pending" and ledger.total == 1
     assert signoff.run(run_id).status == "done"
 
@@ -81,6 +83,7 @@ def test_with_the_schedule_down_the_rules_other_approver_decides_and_nobody_from
     pagerduty.fail(500)
     run_id = propose_refund(signoff)
     card = signoff.approval_message()
+    assert "the schedule cannot be read now: nobody from it may decide" in str(card["blocks"])
     for user in ("U0ANA", "U0BO", "U0LEAD"):
         signoff.click(card, APPROVE_ACTION, user=user)
     assert signoff.ephemerals().count(REFUSED) == 3 and status_of(signoff, run_id) == "pending"
