@@ -54,6 +54,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_EXTEND_STEPS", "4", "Steps added when someone presses Extend on a run that ran out of steps."),
     ("SIGNOFF_PORT", "3000", "HTTP port of `signoff serve` in HTTP mode."),
     ("SIGNOFF_WORKERS", "4", "Threads in the worker pool that executes runs."),
+    ("SIGNOFF_API_RATE", "600", "Approval API requests a key may make a minute on each `signoff serve` process; more are answered 429."),
     ("SIGNOFF_LEASE_SECONDS", "60", "Lease a worker holds on a run (and a replica on delivering audit events); an expired lease lets another worker take over."),
     ("SIGNOFF_OUTBOX", "./outbox", "Directory where the demo send_email tool writes its .eml files."),
     ("SIGNOFF_AUDIT_WEBHOOK_URL", "", "HTTP(S) URL that `signoff serve` delivers every audit event written from now on to, as a signed CloudEvent; see Audit webhook."),
@@ -200,6 +201,7 @@ class Settings(BaseModel):
     extend_steps: int = _field("SIGNOFF_EXTEND_STEPS", gt=0)
     port: int = _field("SIGNOFF_PORT", ge=1, le=65535)
     workers: int = _field("SIGNOFF_WORKERS", ge=1, le=256)
+    api_rate: int = _field("SIGNOFF_API_RATE", ge=1, le=1_000_000)
     lease_seconds: int = _field("SIGNOFF_LEASE_SECONDS", gt=0)
     outbox: str = _field("SIGNOFF_OUTBOX", min_length=1)
     audit_webhook_url: HttpUrl | None = _field("SIGNOFF_AUDIT_WEBHOOK_URL", repr=False)

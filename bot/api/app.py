@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs
 
+from signoff.bot.api.limits import RateLimit
 from signoff.bot.api.openapi import OPENAPI
 from signoff.bot.api.requests import (
     MAX_BODY_BYTES,
@@ -46,6 +48,8 @@ WAITING_SLOTS = 16
 """Long polls held at once; one more is answered at once with the status as it is (the client polls
 again), so waiting callers can never take every server thread from Slack."""
 POLL_S = 0.25
+DEFAULT_RATE = 600
+"""Requests a key may make a minute (`SIGNOFF_API_RATE`)."""
 
 Body = Callable[[dict[str, Any]], "bytes | Refusal"]
 """Reads a request's body within limits: the bytes, or why not (`wsgi.BodyReader.read`)."""
@@ -54,21 +58,25 @@ Body = Callable[[dict[str, Any]], "bytes | Refusal"]
 class ApprovalApi:
     """The `/v1` routes, as a WSGI app."""
 
-    def __init__(self, runner: Runner, keys: ApiKeys, read_body: Body) -> None:
+    def __init__(self, runner: Runner, keys: ApiKeys, read_body: Body, limit: RateLimit | None = None) -> None:
         self.runner, self.keys, self.read_body = runner, keys, read_body
+        self.limit = limit or RateLimit(DEFAULT_RATE)
         self._waiting = threading.BoundedSemaphore(WAITING_SLOTS)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        headers: list[tuple[str, str]] = []
         try:
             status, answer = self._route(environ)
         except ApiError as refusal:
             status, answer = refusal.status, refusal.body()
+            if refusal.retry_after is not None:
+                headers.append(("Retry-After", str(max(1, math.ceil(refusal.retry_after)))))
         except Exception:  # a bug must answer as JSON too, and say nothing of itself
             log.exception("approval API: %s %s failed", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
             status, answer = 500, ApiError(500, "internal", "Signoff failed to answer; try again").body()
         data = json.dumps(answer).encode()
         start_response(f"{status} {_REASONS.get(status, 'Error')}",
-                       [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(data))), *headers])
         return [data]
 
     def _route(self, environ: dict[str, Any]) -> tuple[int, Any]:
@@ -102,6 +110,10 @@ class ApprovalApi:
         key = self.keys.key_for(secret_hash(secret.strip()))
         if key is None or not key.live:
             raise unauthorized()
+        wait = self.limit.wait_for(key.name)
+        if wait:
+            raise ApiError(429, "rate_limited", f"this key made too many requests; try again in {math.ceil(wait)} s",
+                           retry_after=wait)
         return key
 
     def _run_of(self, key: ApiKey, run_id: str) -> RunRecord:
@@ -217,5 +229,6 @@ def _wait_seconds(query: str) -> int:
 
 _REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
             404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 413: "Payload Too Large",
+            429: "Too Many Requests",
             500: "Internal Server Error"}
 __all__ = ["MAX_BODY_BYTES", "ApprovalApi", "PREFIX"]

@@ -27,7 +27,8 @@ _ERROR = {
     "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
         "code": {"type": "string", "description": "Stable: unauthorized, forbidden, not_found, invalid_request, "
                                                   "invalid_json, invalid_body, idempotency_conflict, not_startable, "
-                                                  "not_started, too_late, method_not_allowed, internal."},
+                                                  "not_started, too_late, rate_limited, method_not_allowed, "
+                                                  "internal."},
         "message": {"type": "string"},
         "status": {"type": "string", "description": "The approval's status, on a 409."}}}},
 }
@@ -58,20 +59,20 @@ OPENAPI: dict[str, Any] = {
             "summary": "Ask for an approval (the same `key` again answers with the same approval)",
             "requestBody": _body("CreateApproval"),
             "responses": {"201": _answer("Asked: pending, or decided at once by the policy."),
-                          "200": _answer("The approval this key made before."), **_refusals(400, 401, 403, 409, 413)}}},
+                          "200": _answer("The approval this key made before."), **_refusals(400, 401, 403, 409, 413, 429)}}},
         "/v1/approvals/{id}": {"get": {
             "summary": "The approval; with `wait`, held until it is decided or `wait` seconds pass",
             "parameters": [_ID, {"name": "wait", "in": "query", "schema": {"type": "integer", "minimum": 0,
                                                                             "maximum": MAX_WAIT_S}}],
-            "responses": {"200": _answer("The approval."), **_refusals(401, 404)}}},
+            "responses": {"200": _answer("The approval."), **_refusals(401, 404, 429)}}},
         "/v1/approvals/{id}/start": {"post": {
             "summary": "Start the approved call: once; the answer holds the arguments and key to run it with",
             "parameters": [_ID],
-            "responses": {"200": _answer("Started: run it now, once."), **_refusals(401, 404, 409)}}},
+            "responses": {"200": _answer("Started: run it now, once."), **_refusals(401, 404, 409, 429)}}},
         "/v1/approvals/{id}/outcome": {"post": {
             "summary": "Report what came of the started call (once)",
             "parameters": [_ID], "requestBody": _body("Outcome"),
-            "responses": {"200": _answer("Recorded: succeeded or failed."), **_refusals(400, 401, 404, 409)}}},
+            "responses": {"200": _answer("Recorded: succeeded or failed."), **_refusals(400, 401, 404, 409, 429)}}},
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",

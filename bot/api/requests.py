@@ -28,6 +28,8 @@ class ApiError(Exception):
     code: str
     message: str
     extra: dict[str, Any] | None = None
+    retry_after: float | None = None
+    """Seconds until the request may be made again (a `Retry-After` header)."""
 
     def body(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message, **(self.extra or {})}}

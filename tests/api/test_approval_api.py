@@ -195,3 +195,13 @@ def test_the_card_says_which_key_asked_and_marks_the_caller_s_own_words(world: W
     text = str(card["blocks"])
     assert "the API key `ci-bot`" in text
     assert "the release pipeline" in text and "not checked" in text
+
+
+def test_a_key_that_asks_too_often_is_told_when_to_come_back(world: World, secret: str) -> None:
+    strict = world.start(SIGNOFF_API_RATE="3")  # a second replica, whose limit is three a minute
+    url = f"http://127.0.0.1:{strict.port}"
+    headers = {"Authorization": f"Bearer {secret}"}
+    answers = [httpx.get(f"{url}/v1/approvals/run-0000000000", headers=headers, timeout=30) for _ in range(4)]
+    assert [a.status_code for a in answers] == [404, 404, 404, 429]
+    assert answers[-1].json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(answers[-1].headers["Retry-After"]) <= 20

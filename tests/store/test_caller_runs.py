@@ -183,3 +183,31 @@ def test_a_caller_s_run_replays_identically(runner: Runner, clock: ManualClock, 
                     caller=Caller(run.requester, "C1"))
     assert result.divergence is None, result.divergence
     assert result.status == run.status
+
+
+def test_an_approval_nobody_decides_expires_and_the_call_is_never_handed_over(runner: Runner,
+                                                                               clock: ManualClock) -> None:
+    run_id = asked(runner)
+    clock.advance(minutes=31)  # past the default policy's 30 minutes
+    assert [a.run_id for a in runner.expire_due()] == [run_id]
+    assert runner.get_run(run_id).status == "expired"
+    assert isinstance(runner.start_call(run_id), NotStarted)
+    assert runner.store.executions(run_id) == []
+
+
+def test_a_quorum_rule_hands_the_call_over_only_once_enough_people_approved(
+        store: Store, tmp_path: Path, told: Told) -> None:
+    policy = parse_policy("rules:\n  - name: two people\n    tool: refund\n    approvers: [U0LEE, U0KIM, U0ADA]\n"
+                          "    quorum: 2\n", source="policy.yaml")
+    runner = build_runner(store, tmp_path / "effects.log", notifier=told, approval_policy=policy)
+    run_id = asked(runner)
+    approval = runner.pending_approval(run_id)
+    assert approval is not None
+    runner.decide(approval.approval_id, approval.digest, "U0LEE", True, drive=True)
+    runner.execute(run_id)
+    assert runner.get_run(run_id).status == "awaiting_approval"
+    assert isinstance(runner.start_call(run_id), NotStarted), "one of two approvals starts nothing"
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, "U0KIM", True, drive=True), Decided)
+    runner.execute(run_id)
+    assert runner.get_run(run_id).status == "awaiting_caller"
+    assert isinstance(runner.start_call(run_id), Started)
