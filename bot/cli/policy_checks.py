@@ -18,6 +18,7 @@ from signoff.bot.cli.options import DATABASE_URL, MCP_CONFIG, OUTBOX, TOOLS, loa
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
 
 if TYPE_CHECKING:
+    from signoff.bot.settings import Settings
     from signoff.runtime.approval_policy import ApprovalPolicy
     from signoff.runtime.backtest import Backtest, Backtested, Change, Ruling
     from signoff.runtime.policy_cases import Case
@@ -27,6 +28,17 @@ FAIL_ON = ("newly-allowed", "newly-asked", "newly-denied", "changed-approvers")
 """The changes `--fail-on` takes: `backtest.CHANGES` but `unchanged`, as flags spell them."""
 _CHANGE_WORDS = {"newly_allowed": "newly allowed", "newly_asked": "newly asked", "newly_denied": "newly denied",
                  "changed_approvers": "changed approvers", "unchanged": "unchanged"}
+
+
+def _policy(settings: Settings) -> ApprovalPolicy:
+    """The policy POLICY names, or an error naming the file (not SIGNOFF_POLICY, which was not used)."""
+    from signoff.bot.wiring import load_approval_policy
+    from signoff.runtime.errors import ConfigError
+
+    try:
+        return load_approval_policy(settings)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc).removeprefix("SIGNOFF_POLICY: ")) from None
 
 
 # -- signoff policy test ---------------------------------------------------------------------------
@@ -50,10 +62,10 @@ def policy_test(policy_file: str, cases_file: str, tools: str | None, mcp_config
     \b
         signoff policy test policy.yaml --cases policy-cases.yaml
     """
-    from signoff.bot.wiring import load_approval_policy, load_tools
+    from signoff.bot.wiring import load_tools
 
     settings = load_settings({"policy": policy_file, "tools": tools, "mcp_config": mcp_config, "outbox": outbox})
-    loaded_policy = load_approval_policy(settings)
+    loaded_policy = _policy(settings)
     cases = _read_cases(cases_file)
     loaded = load_tools(settings)
     for case in cases:
@@ -170,12 +182,11 @@ def policy_backtest(policy_file: str, since: timedelta, database_url: str | None
         signoff policy backtest policy.yaml --since 7d --fail-on newly-allowed
     """
     from signoff.bot.cli.policy import policy_summary
-    from signoff.bot.wiring import load_approval_policy
     from signoff.runtime.adapters.recorded_reads import read_only_engine, read_recorded_calls
     from signoff.runtime.backtest import backtest
 
     settings = load_settings({"policy": policy_file, "database_url": database_url})
-    loaded_policy = load_approval_policy(settings)
+    loaded_policy = _policy(settings)
     engine = read_only_engine(settings.database_url)
     try:
         recorded = read_recorded_calls(engine, datetime.now(UTC) - since)
