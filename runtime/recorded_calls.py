@@ -71,7 +71,8 @@ class _Seen:
 
 def recorded_calls(events: Iterable[StoredEvent], approvals: Mapping[str, StoredApproval],
                    callers: Mapping[str, StoredCaller]) -> list[RecordedCall]:
-    """The calls in `events` (in each run's order) that a policy ruled on, with their rulings then."""
+    """The calls in `events` (in each run's order) that a policy ruled on, with their rulings then,
+    oldest first."""
     proposed: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
     seen: dict[str, _Seen] = {}
     for event in events:
@@ -96,10 +97,11 @@ def recorded_calls(events: Iterable[StoredEvent], approvals: Mapping[str, Stored
         then = _ruling(known, approvals.get(key))
         if then is None:
             continue
-        args = _args(key, known, approvals.get(key), proposed)
-        calls.append(RecordedCall(known.run_id, key, known.at, _call(known, then, args, side_effects, approvals.get(key),
-                                                                    callers.get(known.run_id)), then))
-    return calls
+        approval = approvals.get(key)
+        call = _call(known, then, _args(key, known, approval, proposed), side_effects, approval,
+                     callers.get(known.run_id))
+        calls.append(RecordedCall(known.run_id, key, known.at, call, then))
+    return sorted(calls, key=lambda recorded: recorded.at)  # stable: a run's calls at one moment stay in order
 
 
 def _ruling(known: _Seen, approval: StoredApproval | None) -> Ruling | None:
