@@ -8,6 +8,7 @@ before anything is read, and none is ever created (SQLite opens the file read-on
 from __future__ import annotations
 
 import gc
+import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -44,7 +45,9 @@ def read_only_engine(url: str) -> Engine:
         if not path.is_file():
             raise ConfigError(f"cannot read the database at {masked(url)}: {path} does not exist")
         # `mode=ro`: SQLite would otherwise create a file that is not there, or write to one that is.
-        engine = create_engine(f"sqlite:///file:{path.absolute()}?mode=ro&uri=true")
+        # The URI is made here, escaped: read from a URL, a `#` in the path would cut `?mode=ro` off.
+        uri = f"{path.absolute().as_uri()}?mode=ro"
+        engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
     else:
         engine = make_engine(url).execution_options(postgresql_readonly=True)
     try:

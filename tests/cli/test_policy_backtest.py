@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.runtime.adapters.db import make_engine
+from signoff.runtime.adapters.db import make_engine, upgrade
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.models.scripted import ScriptedPolicy
 from signoff.runtime.policy_file import parse_policy
@@ -163,3 +163,18 @@ def test_backtest_refuses_a_window_that_is_not_a_duration(signoff, now_policy):
 
     assert result.code == 2
     assert "--since" in result.err and "'last week'" in result.err
+
+
+def test_a_path_with_a_hash_in_it_is_read_where_it_is(signoff, now_policy, tmp_path):
+    odd = tmp_path / "runs #1"
+    odd.mkdir()
+    engine = make_engine(f"sqlite:///{odd / 'signoff.db'}")
+    upgrade(engine)
+    engine.dispose()
+    before = sorted(path.name for path in tmp_path.iterdir())
+    result = signoff.here("policy", "backtest", now_policy, "--database-url", f"sqlite:///{odd / 'signoff.db'}",
+                          "--json")
+
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["counts"] == {**dict.fromkeys(COUNTS, 0)}
+    assert sorted(path.name for path in tmp_path.iterdir()) == before  # no `runs ` file beside it
