@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,8 @@ def test_backtest_counts_each_change_as_worked_out_by_hand(signoff, recorded, no
     assert moved["then"] == {"decision": "ask", "rule": None, "approvers": [KIM], "quorum": 1}
     assert moved["now"] == {"decision": "ask", "rule": "mail-elsewhere", "approvers": [LEE, ADA], "quorum": 2}
     assert len(report["calls"]) == 5  # two lookups, one email of each other kind
+    assert all(abs(datetime.fromisoformat(call["at"]) - datetime.now(UTC)) < timedelta(hours=1)
+               for call in report["calls"])
 
 
 def test_backtest_window_and_fail_on(signoff, recorded, now_policy):
