@@ -1,6 +1,6 @@
 """`signoff policy explain`: what the approval policy decides for one call, and why; and the
-policy's one-line summary `signoff check` prints. `policy test` and `policy backtest` are in
-`policy_checks`.
+policy's one-line summary `signoff check` prints, and the wording `policy test` and `policy
+backtest` share with it.
 
 `signoff policy --help` imports this module: the policy engine and the tools are imported inside
 the functions that use them.
@@ -17,7 +17,6 @@ import click
 
 from signoff.bot.cli.options import DEMO, MCP_CONFIG, OUTBOX, POLICY, TOOLS, load_settings, options
 from signoff.bot.cli.outcomes import EXIT_OK
-from signoff.bot.cli.policy_checks import policy_backtest, policy_test
 
 if TYPE_CHECKING:
     from signoff.runtime.approval_policy import ApprovalPolicy, Requirement, Verdict
@@ -171,9 +170,3 @@ def arguments_as_validated(tool: Tool, arguments: Mapping[str, Any]) -> tuple[di
         how += f", without the default{'s' if len(defaulted) > 1 else ''} it fills in for {', '.join(defaulted)}"
     shown = json.dumps(sent, ensure_ascii=False, sort_keys=True)
     return sent, [f"note: the rules saw the arguments sent, {how}: {shown}"]
-
-
-@click.group(commands=[policy_explain, policy_test, policy_backtest])
-def policy() -> None:
-    """Approval policy: which calls run, which ask whom, which are refused; test it against cases,
-    and backtest it against the calls recorded."""

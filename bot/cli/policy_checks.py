@@ -182,16 +182,12 @@ def policy_backtest(policy_file: str, since: timedelta, database_url: str | None
         signoff policy backtest policy.yaml --since 7d --fail-on newly-allowed
     """
     from signoff.bot.cli.policy import policy_summary
-    from signoff.runtime.adapters.recorded_reads import read_only_engine, read_recorded_calls
+    from signoff.bot.wiring import recorded_calls_since
     from signoff.runtime.backtest import backtest
 
     settings = load_settings({"policy": policy_file, "database_url": database_url})
     loaded_policy = _policy(settings)
-    engine = read_only_engine(settings.database_url)
-    try:
-        recorded = read_recorded_calls(engine, datetime.now(UTC) - since)
-    finally:
-        engine.dispose()
+    recorded = recorded_calls_since(settings.database_url, datetime.now(UTC) - since)
     result = backtest(loaded_policy, recorded)
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False))
