@@ -1,7 +1,7 @@
 """The performance targets, each judged met or missed from the figures the benchmarks saved.
 
 Measures nothing: it reads the JSON results in bench/results/ that exist (machine, steps, peers,
-slack, scale, policy, startup, replicas, cli) and prints one table, target | figure | verdict. A target
+slack, scale, policy, backtest, startup, replicas, cli) and prints one table, target | figure | verdict. A target
 whose benchmark has no saved result, or whose result has no figure for it, is "not measured". Each
 ratio is taken within one benchmark run, as the figures beside it were. `python -m bench` runs this
 last, so the table reads the figures that run just wrote; `python -m bench.targets` reads what is there.
@@ -18,7 +18,7 @@ from typing import Any
 from bench import peers, report
 from bench.stats import ms, times
 
-SOURCES = ("machine", "steps", "peers", "slack", "scale", "policy", "startup", "replicas", "cli")
+SOURCES = ("machine", "steps", "peers", "slack", "scale", "policy", "backtest", "startup", "replicas", "cli")
 ROUND_TRIP_SHARE = 0.5
 """Signoff's approval round trip: at most this share of LangGraph's."""
 SEQUENTIAL_RUNS = 1000
@@ -29,6 +29,7 @@ CLICK_TO_TOOL_P99_MS = 300.0
 HELP_MS, SERVE_READY_MS = 250.0, 2000.0
 CLI_STEP_MS, CLI_LAST_OVER_FIRST = 1.0, 1.2
 POLICY_US, POLICY_RULES = 50.0, 50
+BACKTEST_S, BACKTEST_CALLS = 10.0, 100_000
 AUDIT_SHARE_OF_STEP = 0.05
 SEE_PROSE = "see the prose"
 ACK_KINDS = {"start_command": "`/signoff <goal>`", "approve_click": "Approve click", "list_command": "`/signoff list`"}
@@ -67,7 +68,7 @@ def _source(data: dict[str, Any]) -> dict[str, Any]:
 
 def judge(found: dict[str, dict[str, Any]]) -> list[Row]:
     rows: list[Row] = []
-    for part in (round_trips, sequential, per_step, cli_steps, replicas, slack, startup, policy, audit_chain):
+    for part in (round_trips, sequential, per_step, cli_steps, replicas, slack, startup, policy, policy_backtest, audit_chain):
         rows += part(found)
     return rows
 
@@ -312,6 +313,17 @@ def policy(found: dict[str, dict[str, Any]]) -> list[Row]:
         return [_missing(target, "no policy result")]
     figure = f"median {every['median_us']:g} µs, p99 {every['p99_us']:g} µs over {every['n']:,} calls"
     return [_row(target, figure, every["median_us"] <= POLICY_US, result)]
+
+
+def policy_backtest(found: dict[str, dict[str, Any]]) -> list[Row]:
+    target = f"`signoff policy backtest` over {BACKTEST_CALLS:,} recorded calls ≤ {BACKTEST_S:g} s (the whole command)"
+    result = found.get("backtest")
+    if result is None or "command_s" not in result:
+        return [_missing(target, "no backtest result")]
+    calls = result.get("plan", {}).get("calls", 0)
+    figure = (f"{result['command_s']:g} s over {calls:,} calls (read {result['read_s']:g} s, "
+              f"decide {result['decide_s']:g} s)")
+    return [_row(target, figure, calls >= BACKTEST_CALLS and result["command_s"] <= BACKTEST_S, result)]
 
 
 def audit_chain(found: dict[str, dict[str, Any]]) -> list[Row]:

@@ -26,11 +26,13 @@ from signoff.runtime.adapters.db import is_new_sqlite as is_new_sqlite
 from signoff.runtime.adapters.db import masked as masked
 from signoff.runtime.adapters.db import sqlite_file as sqlite_file
 from signoff.runtime.adapters.db import url_problem as url_problem
+from signoff.runtime.adapters.recorded_reads import read_only_engine, read_recorded_calls
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.adapters.tables import approvals, runs
 from signoff.runtime.agent import Policy
 from signoff.runtime.api_keys import ApiKeys
 from signoff.runtime.approval_policy import ApprovalPolicy, PolicyError, default_policy
+from signoff.runtime.backtest import RecordedCall
 from signoff.runtime.deciders import MaySee
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.failpoints import Failpoints
@@ -93,6 +95,16 @@ def upgrade_schema(database_url: str) -> tuple[str | None, str]:
         return upgrade(engine)
     except OperationalError as exc:
         raise database_error(masked(database_url), exc) from None
+    finally:
+        engine.dispose()
+
+
+def recorded_calls_since(database_url: str, since: datetime) -> list[RecordedCall]:
+    """The calls recorded since `since` in the database at `database_url`, for a backtest: read
+    without writing, and without creating a database that is not there (`ConfigError` then)."""
+    engine = read_only_engine(database_url)
+    try:
+        return read_recorded_calls(engine, since)
     finally:
         engine.dispose()
 

@@ -35,7 +35,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "runs": ("signoff.bot.cli.runs:runs", "List, show, export, resume and replay stored runs."),
     "audit": ("signoff.bot.cli.audit:audit", "Check the audit log's hash chains; export it to check later."),
     "tools": ("signoff.bot.cli.toolview:tools", "Every tool the model will see, and how each is gated."),
-    "policy": ("signoff.bot.cli.policy:policy", "What the approval policy decides for a call, and why."),
+    "policy": ("signoff.bot.cli.policy_group:policy", "What the approval policy decides for a call, and why."),
     "db": ("signoff.bot.cli.ops:db", "Create or upgrade the database schema."),
     "check": ("signoff.bot.cli.ops:check", "Check settings, tools, policy, database, Slack and model."),
     "manifest": ("signoff.bot.cli.ops:manifest", "Print the Slack app manifest."),

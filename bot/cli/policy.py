@@ -1,5 +1,6 @@
 """`signoff policy explain`: what the approval policy decides for one call, and why; and the
-policy's one-line summary `signoff check` prints.
+policy's one-line summary `signoff check` prints, and the wording `policy test` and `policy
+backtest` share with it.
 
 `signoff policy --help` imports this module: the policy engine and the tools are imported inside
 the functions that use them.
@@ -122,7 +123,6 @@ def policy_explain(tool: str, args: str, requester: str, channel: str, policy: s
         signoff policy explain issue_refund '{"amount_usd": "20000.00"}'
     """
     from signoff.bot.wiring import load_approval_policy, load_tools
-    from signoff.runtime.approval_policy import ProposedCall, evaluate
     from signoff.runtime.schema import NO_USAGE
 
     arguments = parsed_args(args)
@@ -132,13 +132,24 @@ def policy_explain(tool: str, args: str, requester: str, channel: str, policy: s
     loaded = load_tools(settings)
     if tool not in loaded:
         raise click.ClickException(f"unknown tool {tool!r}; the tools are {', '.join(loaded) or '(none)'}")
-    facts, notes = arguments_as_validated(loaded[tool], arguments)
-    verdict = evaluate(loaded_policy, ProposedCall(tool=tool, args=facts, side_effect=loaded[tool].side_effect,
-                                                   requester=requester, channel=channel, usage=NO_USAGE.to_json()))
+    verdict, notes = decided(loaded_policy, loaded[tool], arguments, requester=requester, channel=channel,
+                             usage=NO_USAGE.to_json())
     for line in [verdict_line(verdict), *error_lines(loaded_policy, verdict), *notes,
                  f"policy: {policy_summary(loaded_policy)}"]:
         click.echo(line)
     return EXIT_OK
+
+
+def decided(policy: ApprovalPolicy, tool: Tool, arguments: Mapping[str, Any], *, requester: str, channel: str,
+            usage: Mapping[str, Any]) -> tuple[Verdict, list[str]]:
+    """What `policy` decides of calling `tool` with `arguments`, the rules seeing them as a run's
+    would (`arguments_as_validated`), and a note on how they differ from `arguments`."""
+    from signoff.runtime.approval_policy import ProposedCall, evaluate
+
+    facts, notes = arguments_as_validated(tool, arguments)
+    call = ProposedCall(tool=tool.name, args=facts, side_effect=tool.side_effect, requester=requester,
+                        channel=channel, usage=usage)
+    return evaluate(policy, call), notes
 
 
 def arguments_as_validated(tool: Tool, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -159,8 +170,3 @@ def arguments_as_validated(tool: Tool, arguments: Mapping[str, Any]) -> tuple[di
         how += f", without the default{'s' if len(defaulted) > 1 else ''} it fills in for {', '.join(defaulted)}"
     shown = json.dumps(sent, ensure_ascii=False, sort_keys=True)
     return sent, [f"note: the rules saw the arguments sent, {how}: {shown}"]
-
-
-@click.group(commands=[policy_explain])
-def policy() -> None:
-    """Approval policy: which calls run, which ask whom, which are refused."""
