@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,backtest,startup,replicas,cli,targets]`: run the benchmarks, write the figures.
+"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,backtest,startup,replicas,cli,api,targets]`: run the benchmarks, write the figures.
 
 Each benchmark saves JSON to bench/results/ and rewrites its generated block in BENCHMARKS.md.
 `targets` measures nothing: it judges every target from the saved results, so it runs last.
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import (
+    api_roundtrip,
     backtest,
     cli_steps,
     machine,
@@ -30,7 +31,7 @@ from bench import (
     targets,
 )
 
-BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "backtest", "startup", "replicas", "cli", "targets")
+BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "backtest", "startup", "replicas", "cli", "api", "targets")
 SUMMARIES = ("targets",)
 """Benchmarks that only read what the others saved: they run after every other one chosen."""
 
@@ -61,13 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         "scale": lambda: scale.run(args.quick, postgres),
         "policy": lambda: policy.run(args.quick),
         "backtest": lambda: backtest.run(args.quick),
+        "api": lambda: api_roundtrip.run(args.quick),
         "startup": lambda: startup.run(args.quick),
         "replicas": lambda: replicas.run(args.quick, postgres),
         "cli": lambda: cli_steps.run(args.quick),
         "targets": lambda: targets.run(),
     }
     writers = {"steps": steps.markdown, "peers": peers.markdown, "slack": slack_ack.markdown, "policy": policy.markdown,
-               "backtest": backtest.markdown, "scale": scale.markdown, "startup": startup.markdown, "replicas": replicas.markdown,
+               "backtest": backtest.markdown, "api": api_roundtrip.markdown, "scale": scale.markdown, "startup": startup.markdown, "replicas": replicas.markdown,
                "cli": cli_steps.markdown,
                "targets": targets.markdown}
     for name in chosen:

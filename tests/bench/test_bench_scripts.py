@@ -250,3 +250,15 @@ def test_cli_step_benchmark_runs_the_real_command_and_judges_per_step_and_flatne
     text = cli_steps.markdown(result)
     assert "| N=50 |" in text and "last/first" in text
     json.dumps(result)
+
+
+@pytest.mark.slow
+def test_api_benchmark_asks_approves_starts_and_reports_over_http_and_in_process():
+    from bench import api_roundtrip
+
+    result = api_roundtrip.run(quick=True)
+
+    for step in ("ask", "click_to_approved", "start", "outcome", "total"):
+        assert result["http"][step]["n"] == 5 and result["http"][step]["median_ms"] > 0
+    assert result["in_process"]["total"]["n"] == 5
+    assert "Approve click" in api_roundtrip.markdown(result)
