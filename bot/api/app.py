@@ -15,7 +15,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -48,6 +48,7 @@ WAITING_SLOTS = 16
 """Long polls held at once; one more is answered at once with the status as it is (the client polls
 again), so waiting callers can never take every server thread from Slack."""
 POLL_S = 0.25
+"""How often a long poll reads the approval again when nothing in this process woke it."""
 DEFAULT_RATE = 600
 """Requests a key may make a minute (`SIGNOFF_API_RATE`)."""
 
@@ -55,12 +56,31 @@ Body = Callable[[dict[str, Any]], "bytes | Refusal"]
 """Reads a request's body within limits: the bytes, or why not (`wsgi.BodyReader.read`)."""
 
 
+class RunChanges:
+    """Wakes this process's long polls when a run changes here (an Approve click this process
+    answered, the worker that handed the call over): an observer of the runner's commits. A change
+    made on another replica is seen at the next poll instead."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+
+    def observe(self, run: RunRecord, events: Sequence[Mapping[str, Any]]) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait(self, seconds: float) -> None:
+        with self._changed:
+            self._changed.wait(seconds)
+
+
 class ApprovalApi:
     """The `/v1` routes, as a WSGI app."""
 
-    def __init__(self, runner: Runner, keys: ApiKeys, read_body: Body, limit: RateLimit | None = None) -> None:
+    def __init__(self, runner: Runner, keys: ApiKeys, read_body: Body, limit: RateLimit | None = None,
+                 changes: RunChanges | None = None) -> None:
         self.runner, self.keys, self.read_body = runner, keys, read_body
         self.limit = limit or RateLimit(DEFAULT_RATE)
+        self.changes = changes or RunChanges()
         self._waiting = threading.BoundedSemaphore(WAITING_SLOTS)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -161,7 +181,7 @@ class ApprovalApi:
         try:
             deadline = time.monotonic() + seconds
             while view.status not in DECIDED and time.monotonic() < deadline:
-                time.sleep(POLL_S)
+                self.changes.wait(POLL_S)
                 run = self.runner.get_run(run.run_id) or run
                 view = self._view(run)
         finally:

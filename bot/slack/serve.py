@@ -31,7 +31,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
-from signoff.bot.api.app import ApprovalApi
+from signoff.bot.api.app import ApprovalApi, RunChanges
 from signoff.bot.api.limits import RateLimit
 from signoff.bot.api.requests import MAX_BODY_BYTES
 from signoff.bot.observe.logs import SecretFilter as SecretFilter  # where it was defined before logs.py
@@ -197,7 +197,8 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     given = parts.tools is not None or parts.policies is not None or parts.store is not None
     if given and (parts.store is None or parts.tools is None):
         raise ConfigError("give both a store and tools, or neither")
-    observation = serve_observation(environ, parts.observers)
+    changes = RunChanges()  # wakes the approval API's long polls when a run changes here
+    observation = serve_observation(environ, (*parts.observers, changes))
     client = parts.client or web_client(settings, on_error=observation.metrics.slack_api_error)
     approvers = Approvers(settings.approvers, client, approval_channel=settings.approval_channel,
                           schedules=on_call_reader(settings), clock=parts.approvers_clock)
@@ -224,7 +225,7 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
     stream_audit_events(settings, store, observation.metrics, scheduler)
     api = ApprovalApi(runner, api_keys(store), BodyReader(BodyLimits(max_bytes=MAX_BODY_BYTES)).read,
-                      RateLimit(settings.api_rate))
+                      RateLimit(settings.api_rate), changes)
     return Service(settings=settings, runner=runner, client=client, notifier=notifier, workers=workers, app=app,
                    pool=pool, observation=observation, scheduler=scheduler, api=api)
 
