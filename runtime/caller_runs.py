@@ -53,11 +53,13 @@ class CallerCall(Value):
     preview: JsonValue = None
     """What the caller says the call will do, shown to the approvers and bound into the approval."""
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=86_400)
+    ttl_s: float | None = Field(default=None, gt=0, le=30 * 86_400)
+    """The longest the caller will wait for a decision; the policy's time limit holds when shorter."""
 
     def as_tool(self) -> Tool:
         shown = self.preview
         return Tool(self.tool, _not_here, side_effect=self.side_effect, description=self.description,
-                    timeout_s=self.timeout_s, run_by_caller=True,
+                    timeout_s=self.timeout_s, run_by_caller=True, approval_ttl_s=self.ttl_s,
                     preview=(lambda args, key: shown) if shown is not None else None)
 
     def policy(self) -> Policy:

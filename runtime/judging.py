@@ -8,8 +8,10 @@ Pure, like the rest of the loop (`loop.py`): each function works on a `Draft` an
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from signoff.runtime.approval_policy import (
@@ -111,10 +113,15 @@ def classify(policy: ApprovalPolicy, tool: Tool, args: Mapping[str, Any], caller
 
     The rules see the arguments as the tool validated them, less `defaulted` (those the caller left
     out, which the tool's defaults filled in): a default never widens a rule, and `has(args.x)`
-    answers for what was sent. Every look at a call, first or again, goes through here."""
-    return evaluate(policy, ProposedCall(tool=tool.name, args=without(args, frozenset(defaulted)),
-                                         side_effect=tool.side_effect,
-                                         requester=caller.requester, channel=caller.channel, usage=usage))
+    answers for what was sent. Every look at a call, first or again, goes through here. A tool that
+    cannot wait as long as the policy would have people take (`Tool.approval_ttl_s`) shortens it."""
+    verdict = evaluate(policy, ProposedCall(tool=tool.name, args=without(args, frozenset(defaulted)),
+                                            side_effect=tool.side_effect,
+                                            requester=caller.requester, channel=caller.channel, usage=usage))
+    limit = timedelta(seconds=tool.approval_ttl_s) if tool.approval_ttl_s is not None else None
+    if isinstance(verdict, Ask) and limit is not None and verdict.requirement.ttl > limit:
+        return dataclasses.replace(verdict, requirement=dataclasses.replace(verdict.requirement, ttl=limit))
+    return verdict
 
 
 def asked_by(context: Context, rule: str | None, requirement: Requirement, defaulted: Iterable[str]) -> Asked:

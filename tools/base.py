@@ -67,6 +67,8 @@ class Tool:
         run_by_caller: the call is run outside Signoff, by the program that asked for it (an
             approval asked for over the API): Signoff decides it, hands it over and records the
             outcome its caller reports; `fn` is never called.
+        approval_ttl_s: the longest people may take to decide a call of it (a caller that cannot
+            wait longer says so); the approval policy's own time limit holds when it is shorter.
     """
 
     name: str
@@ -85,6 +87,7 @@ class Tool:
     preview_must_match: bool = False
     preview_timeout_s: float = 5.0
     run_by_caller: bool = False
+    approval_ttl_s: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME.match(self.name):
@@ -105,6 +108,8 @@ class Tool:
             raise TypeError(f"tool {self.name!r}: preview is not callable")
         if self.preview_must_match and self.preview is None:
             raise ValueError(f"tool {self.name!r}: preview_must_match needs a preview")
+        if self.approval_ttl_s is not None and self.approval_ttl_s <= 0:
+            raise ValueError(f"tool {self.name!r}: approval_ttl_s must be positive")
         if self.preview_timeout_s <= 0:
             raise ValueError(f"tool {self.name!r}: preview_timeout_s must be positive")
 
@@ -127,6 +132,7 @@ class Tool:
                      # existed, so a deploy adding the flag does not supersede every pending approval.
                      **({"confirm": True} if self.confirm else {}),
                      **({"run_by_caller": True} if self.run_by_caller else {}),
+                     **({"approval_ttl_s": self.approval_ttl_s} if self.approval_ttl_s is not None else {}),
                      **({"preview": "must_match" if self.preview_must_match else True} if self.preview else {})}
         text = json.dumps(described, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

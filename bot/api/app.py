@@ -163,7 +163,8 @@ class ApprovalApi:
             raise ApiError(403, "forbidden", f"this key's approvals go to {key.channel}")
         fingerprint = hashlib.sha256(canonical_json(request.model_dump(mode="json")).encode()).hexdigest()
         call = CallerCall(tool=request.tool, args=request.args, side_effect=request.side_effect,
-                          description=request.description, preview=request.preview, timeout_s=request.timeout)
+                          description=request.description, preview=request.preview, timeout_s=request.timeout,
+                          ttl_s=request.ttl)
         goal = (request.reason or f"{request.tool}, asked for with the key {key.name}")[:MAX_GOAL_CHARS]
         origin = {"channel": key.channel, "api": {"key": key.name, "request": fingerprint, "id_key": request.key,
                                                   "requester": request.requester}}

@@ -60,6 +60,8 @@ class CreateApproval(BaseModel):
     preview: JsonValue = None
     description: str = Field(default="", max_length=2000)
     side_effect: bool = True
+    ttl: int | None = Field(default=None, ge=1, le=30 * 86_400)
+    """Seconds the caller will wait for a decision; the policy's time limit holds when shorter."""
     timeout: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=86_400)
     """Seconds the caller may take to run the call once it started it, before a person is asked."""
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -133,6 +134,7 @@ def test_the_same_key_is_the_same_approval_and_other_content_under_it_is_refused
     (b"{not json", 400, "invalid_json"),
     (b'{"tool": "refund", "args": {}}', 400, "invalid_request"),
     (b'{"tool": "refund", "args": [], "key": "k"}', 400, "invalid_request"),
+    (b'{"tool": "refund", "args": {}, "key": "k", "ttl": 0}', 400, "invalid_request"),
     (b'{"tool": "refund", "args": {}, "key": "k", "callback_url": "http://x"}', 400, "invalid_request"),
     (b'{"tool": "send_email", "args": {}, "key": "k"}', 403, "forbidden"),
     (b'{"tool": "refund", "args": {"blob": "' + b"x" * 300_000 + b'"}, "key": "k"}', 413, "invalid_body"),
@@ -205,3 +207,11 @@ def test_a_key_that_asks_too_often_is_told_when_to_come_back(world: World, secre
     assert [a.status_code for a in answers] == [404, 404, 404, 429]
     assert answers[-1].json()["error"]["code"] == "rate_limited"
     assert 1 <= int(answers[-1].headers["Retry-After"]) <= 20
+
+
+def test_a_caller_s_ttl_shortens_the_approval_s_time_limit(url: str, secret: str) -> None:
+    with Signoff(url, secret) as signoff:
+        approval = signoff.request("refund", {"order": "A-7", "amount": 80}, key="refund-A-7", ttl=120)
+    assert approval.status == "pending" and approval.expires_at is not None
+    left = datetime.fromisoformat(approval.expires_at) - datetime.now(UTC)
+    assert timedelta(seconds=60) < left <= timedelta(seconds=120)

@@ -211,3 +211,14 @@ def test_a_quorum_rule_hands_the_call_over_only_once_enough_people_approved(
     runner.execute(run_id)
     assert runner.get_run(run_id).status == "awaiting_caller"
     assert isinstance(runner.start_call(run_id), Started)
+
+
+def test_a_caller_that_will_wait_less_than_the_policy_says_gets_its_shorter_time_limit(runner: Runner) -> None:
+    run_id = asked(runner, CallerCall(tool="refund", args={"order": "A-9", "amount": 40}, ttl_s=120))
+    approval = runner.pending_approval(run_id)
+    assert approval is not None
+    assert approval.expires_at - approval.requested_at == timedelta(seconds=120)
+    longer = asked(runner, CallerCall(tool="refund", args={"order": "A-10", "amount": 40}, ttl_s=86_400))
+    approval = runner.pending_approval(longer)
+    assert approval is not None
+    assert approval.expires_at - approval.requested_at == timedelta(minutes=30), "never longer than the policy's"
