@@ -1,8 +1,7 @@
 """`signoff hook claude-code` as Claude Code runs it (a subprocess, the input on stdin), without Claude
-Code: what it answers for inputs Claude Code would not send, and for Signoff's answers.
-
-The approvals come from the STAND-IN of the approval API (tests/client/standin.py), to be replaced by
-the real server once it exists.
+Code: what it answers for inputs Claude Code would not send, and for the real approval API's answers
+(a `signoff serve` for the module, tests/approval_server.py). A Signoff that takes the request and
+then never answers is a faulty server (tests/client/faulty_servers.py): the real one always answers.
 """
 
 from __future__ import annotations
@@ -17,19 +16,41 @@ from typing import Any
 
 import pytest
 
+from tests.approval_server import ApprovalServer
 from tests.claude_code.harness import REPO
-from tests.client.standin import ApprovalStandIn
+from tests.client.faulty_servers import Garbage, Stalling
 
-KEY = "sk-hook"
+pytestmark = pytest.mark.slow
+
 WRITE = {"session_id": "sess-1", "tool_use_id": "toolu_01", "hook_event_name": "PreToolUse",
          "cwd": "/home/dev/project", "transcript_path": "/tmp/t.jsonl", "permission_mode": "default",
          "tool_name": "Write", "tool_input": {"file_path": "/home/dev/project/a.txt", "content": "a"}}
+POLICY = """
+rules:
+  - name: scratch files
+    tool: Write
+    when: "args.file_path.endsWith('/scratch.txt')"
+    decision: allow
+  - name: no writes to etc
+    tool: Write
+    when: "args.file_path.startsWith('/etc/')"
+    decision: deny
+    reason: the system's files are not the agent's
+"""
 
 
-@pytest.fixture
-def api() -> Iterator[ApprovalStandIn]:
-    with ApprovalStandIn(keys={KEY: None, "sk-bash-only": {"Bash"}}) as server:
+@pytest.fixture(scope="module")
+def server() -> Iterator[ApprovalServer]:
+    server = ApprovalServer(POLICY)
+    try:
         yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def settings(server: ApprovalServer) -> dict[str, str]:
+    return {"SIGNOFF_URL": server.url, "SIGNOFF_API_KEY": server.new_key("claude-code", "--tools", "Write,Bash")}
 
 
 def hook(stdin: str, tmp_path: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
@@ -44,8 +65,9 @@ def hook(stdin: str, tmp_path: Path, env: dict[str, str], *args: str) -> dict[st
     return dict(answer["hookSpecificOutput"])
 
 
-def settings_for(api: ApprovalStandIn, key: str = KEY) -> dict[str, str]:
-    return {"SIGNOFF_URL": api.url, "SIGNOFF_API_KEY": key}
+def writing(path: str, call: str) -> str:
+    """The hook's input for a `Write` of `path`, as the call `call` of session sess-1."""
+    return json.dumps({**WRITE, "tool_use_id": call, "tool_input": {"file_path": path, "content": "a"}})
 
 
 @pytest.mark.parametrize(("stdin", "words"), [
@@ -56,12 +78,13 @@ def settings_for(api: ApprovalStandIn, key: str = KEY) -> dict[str, str]:
     (json.dumps({k: v for k, v in WRITE.items() if k != "tool_use_id"}), "no tool_use_id"),
     (json.dumps({**WRITE, "tool_input": "rm -rf /"}), "no tool_input object"),
 ])
-def test_an_input_it_cannot_read_is_denied(stdin: str, words: str, tmp_path: Path, api: ApprovalStandIn) -> None:
-    decision = hook(stdin, tmp_path, settings_for(api))
+def test_an_input_it_cannot_read_is_denied_without_asking(stdin: str, words: str, tmp_path: Path) -> None:
+    with Garbage() as anything:
+        decision = hook(stdin, tmp_path, {"SIGNOFF_URL": anything.url, "SIGNOFF_API_KEY": "sk_signoff_any"})
 
     assert decision["permissionDecision"] == "deny"
     assert words in decision["permissionDecisionReason"]
-    assert api.seen == []
+    assert anything.seen == []
 
 
 def test_without_settings_it_denies_and_names_what_is_missing(tmp_path: Path) -> None:
@@ -71,46 +94,44 @@ def test_without_settings_it_denies_and_names_what_is_missing(tmp_path: Path) ->
     assert "SIGNOFF_API_KEY not set" in decision["permissionDecisionReason"]
 
 
-def test_a_tool_outside_the_keys_scope_is_denied_with_the_api_code(tmp_path: Path, api: ApprovalStandIn) -> None:
-    decision = hook(json.dumps(WRITE), tmp_path, settings_for(api, "sk-bash-only"))
+def test_a_tool_outside_the_keys_scope_is_denied_with_the_api_code(tmp_path: Path, server: ApprovalServer) -> None:
+    bash_only = {"SIGNOFF_URL": server.url, "SIGNOFF_API_KEY": server.new_key("bash-only", "--tools", "Bash")}
+
+    decision = hook(json.dumps(WRITE), tmp_path, bash_only)
 
     assert decision["permissionDecision"] == "deny"
     assert "forbidden" in decision["permissionDecisionReason"]
 
 
-def test_an_approved_call_is_started_once_and_allowed_as_it_was(tmp_path: Path, api: ApprovalStandIn) -> None:
-    api.policy = lambda tool, args: ("allow", None)
-
-    decision = hook(json.dumps(WRITE), tmp_path, settings_for(api))
+def test_a_call_the_policy_allows_is_started_once_and_allowed_as_it_was(
+        tmp_path: Path, server: ApprovalServer, settings: dict[str, str]) -> None:
+    decision = hook(writing("/home/dev/project/scratch.txt", "toolu_allowed"), tmp_path, settings)
 
     assert decision == {"hookEventName": "PreToolUse", "permissionDecision": "allow",
-                        "permissionDecisionReason": "Signoff: approved by Signoff's policy"}
-    (approval,) = api.approvals.values()
-    assert (approval.key, approval.status, approval.starts) == ("sess-1:toolu_01", "started", 1)
-    assert approval.request["side_effect"] is True
-    assert approval.request["preview"] == "/home/dev/project/a.txt"
+                        "permissionDecisionReason": "Signoff: approved by the policy rule 'scratch files'"}
+    (run,) = [r for r in server.world.db.store.list_runs(limit=1000)
+              if r.origin["api"]["id_key"] == "sess-1:toolu_allowed"]
+    assert run.origin["caller"]["preview"] == "/home/dev/project/scratch.txt"
+    assert [row["status"] for row in server.executions(run.run_id)] == ["started"]
 
 
-def test_the_same_call_asked_again_is_not_allowed_twice(tmp_path: Path, api: ApprovalStandIn) -> None:
-    api.policy = lambda tool, args: ("allow", None)
-    first = hook(json.dumps(WRITE), tmp_path, settings_for(api))
+def test_the_same_call_asked_again_is_not_allowed_twice(tmp_path: Path, settings: dict[str, str]) -> None:
+    call = writing("/home/dev/other/scratch.txt", "toolu_twice")
+    first = hook(call, tmp_path, settings)
 
-    again = hook(json.dumps(WRITE), tmp_path, settings_for(api))
+    again = hook(call, tmp_path, settings)
 
     assert first["permissionDecision"] == "allow"
     assert again["permissionDecision"] == "deny"
     assert "started already" in again["permissionDecisionReason"]
-    assert len(api.approvals) == 1
 
 
-def test_a_policy_denial_is_denied_with_the_rules_reason(tmp_path: Path, api: ApprovalStandIn) -> None:
-    api.policy = lambda tool, args: ("deny", "no writes on Fridays")
-
-    decision = hook(json.dumps(WRITE), tmp_path, settings_for(api))
+def test_a_policy_denial_is_denied_with_the_rules_reason(tmp_path: Path, settings: dict[str, str]) -> None:
+    decision = hook(writing("/etc/passwd", "toolu_etc"), tmp_path, settings)
 
     assert decision["permissionDecision"] == "deny"
-    assert decision["permissionDecisionReason"] == "Signoff: denied by policy: no writes on Fridays"
-    assert api.requests_to("POST", "/start") == []
+    assert decision["permissionDecisionReason"].startswith("Signoff: denied")
+    assert "the system's files are not the agent's" in decision["permissionDecisionReason"]
 
 
 def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(tmp_path: Path) -> None:
@@ -122,12 +143,12 @@ def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(tmp_path: Path
     assert done.returncode == 2 and "--timeout" in done.stderr
 
 
-def test_a_signoff_that_hangs_is_denied_by_the_hooks_own_deadline(tmp_path: Path, api: ApprovalStandIn) -> None:
+def test_a_signoff_that_hangs_is_denied_by_the_hooks_own_deadline(tmp_path: Path) -> None:
     # The long poll never answers: the client's read timeout (10 s past the wait) would end it later
     # as "unreachable"; the hook's own deadline (--timeout plus a few seconds) ends it first.
-    api.hang = True
-
-    decision = hook(json.dumps(WRITE), tmp_path, settings_for(api), "--timeout", "1")
+    with Stalling(hang=True) as hanging:
+        decision = hook(json.dumps(WRITE), tmp_path, {"SIGNOFF_URL": hanging.url, "SIGNOFF_API_KEY": "sk"},
+                        "--timeout", "1")
 
     assert decision["permissionDecision"] == "deny"
     assert "no decision within 1 s (Signoff answered too slowly)" in decision["permissionDecisionReason"]
