@@ -451,7 +451,7 @@ class Signoff:
 
     def request(self, tool: str, args: Mapping[str, Any], *, key: str, reason: str | None = None,
                 requester: str | None = None, channel: str | None = None, preview: str | None = None,
-                description: str | None = None,
+                ttl: int | None = None, description: str | None = None,
                 side_effect: bool | None = None) -> Approval:
         """Ask to run `tool` with `args`: `POST /v1/approvals`.
 
@@ -460,7 +460,7 @@ class Signoff:
         ("approved", "denied") or a person is asked ("pending"); `Approval.wait` waits for them.
         """
         body = _request_body(tool, args, key, {"reason": reason, "requester": requester, "channel": channel,
-                                               "preview": preview, "description": description,
+                                               "preview": preview, "ttl": ttl, "description": description,
                                                "side_effect": side_effect})
         return Approval(self, self._post("", body, (200, 201)))
 
@@ -479,7 +479,7 @@ class Signoff:
         is not decided within `timeout` seconds raises `NotApproved` without running.
 
         `key` is the idempotency key: a string, a function of the arguments, or (None) a new one for
-        every call. Other keyword arguments (`requester`, `channel`, `preview`, ...) go to `request`.
+        every call. Other keyword arguments (`requester`, `channel`, `ttl`, ...) go to `request`.
         """
 
         def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -555,11 +555,11 @@ class AsyncSignoff:
 
     async def request(self, tool: str, args: Mapping[str, Any], *, key: str, reason: str | None = None,
                       requester: str | None = None, channel: str | None = None, preview: str | None = None,
-                      description: str | None = None,
+                      ttl: int | None = None, description: str | None = None,
                       side_effect: bool | None = None) -> AsyncApproval:
         """Ask to run `tool` with `args`; see `Signoff.request`."""
         body = _request_body(tool, args, key, {"reason": reason, "requester": requester, "channel": channel,
-                                               "preview": preview, "description": description,
+                                               "preview": preview, "ttl": ttl, "description": description,
                                                "side_effect": side_effect})
         return AsyncApproval(self, await self._post("", body, (200, 201)))
 
