@@ -152,7 +152,7 @@ class Decisions:
         if refusal is not None or approval is None or run is None:
             self.notices.tell(click.where, refusal or APPROVAL_GONE)
             return
-        fields = edit_fields(approval, self.notifier.tools.get(approval.tool), self.notifier.display(approval.tool))
+        fields = edit_fields(approval, self.notifier.tool(approval.tool, run), self.notifier.display(approval.tool, run))
         if fields is None:
             self.notices.tell(click.where, argument_blocks.not_editable_in_slack(run.run_id))
             return
@@ -182,7 +182,8 @@ class Decisions:
         approval = self.runner.get_approval(submission.approval_id)
         if approval is None:
             return _in_place(APPROVAL_GONE), None
-        fields = edit_fields(approval, self.notifier.tools.get(approval.tool), self.notifier.display(approval.tool))
+        run = self.runner.get_run(approval.run_id, history=False)
+        fields = edit_fields(approval, self.notifier.tool(approval.tool, run), self.notifier.display(approval.tool, run))
         if fields is None:
             return _in_place(argument_blocks.not_editable_in_slack(approval.run_id)), None
         args = read_edit(fields, submission.values)
@@ -217,7 +218,7 @@ class Decisions:
         if refusal is not None or approval is None or run is None:
             self.notices.tell(click.where, refusal or APPROVAL_GONE)
             return
-        view = argument_blocks.arguments_modal(run, approval, self.notifier.display(approval.tool))
+        view = argument_blocks.arguments_modal(run, approval, self.notifier.display(approval.tool, run))
         if view is None:
             self.notices.tell(click.where, argument_blocks.too_long_for_slack(run.run_id))
             return

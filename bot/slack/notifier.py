@@ -31,6 +31,7 @@ from signoff.bot.slack.recent import Recent
 from signoff.bot.slack.run_headers import RunHeaders
 from signoff.bot.slack.updates import update_with_retries
 from signoff.bot.words import edited_changes, goes_on_after_expiry, grant_offer
+from signoff.runtime.caller_runs import run_tools
 from signoff.runtime.digests import batch_place
 from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
@@ -129,7 +130,7 @@ class SlackNotifier:
                 self._said.put(approval.approval_id, said)
             if edited:
                 self._edited.put(approval.approval_id, edited)
-        message = messages.approval_message(run, approval, display=self.display(approval.tool),
+        message = messages.approval_message(run, approval, display=self.display(approval.tool, run),
                                             asked=self._asked_as(run, [approval])[approval.approval_id],
                                             on_call=self.on_call)
         response = self._post(channel, message)
@@ -180,7 +181,7 @@ class SlackNotifier:
     def _batch_message(self, run: RunRecord, approvals: list[ApprovalRecord]) -> Message:
         with self._lock:
             said = next((s for a in approvals if (s := self._said.get(a.approval_id))), None)
-        return messages.batch_message(run, approvals, displays={a.tool: self.display(a.tool) for a in approvals},
+        return messages.batch_message(run, approvals, displays={a.tool: self.display(a.tool, run) for a in approvals},
                                       said=said, asked=self._asked_as(run, approvals))
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
@@ -218,7 +219,7 @@ class SlackNotifier:
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         thread = self._thread(run)
         if thread is not None:
-            secrets = self.display(str(entry.get("tool") or "")).secret_names
+            secrets = self.display(str(entry.get("tool") or ""), run).secret_names
             grant = self.reads.get_grant(entry["grant"]) if self.reads and isinstance(entry.get("grant"), str) else None
             message = messages.tool_result_message(run, entry, secret_names=secrets,
                                                    marked_done=self._marked_done_by(run, entry), grant=grant)
@@ -235,7 +236,7 @@ class SlackNotifier:
 
     def run_stopped(self, run: RunRecord) -> None:
         pending_tool = (run.state.get("pending") or {}).get("tool") or ""
-        message = messages.stopped_message(run, display=self.display(pending_tool), extend_steps=self.extend_steps)
+        message = messages.stopped_message(run, display=self.display(pending_tool, run), extend_steps=self.extend_steps)
         copies: list[Ref] = []
         thread = self._thread(run)
         if thread is not None:
@@ -268,9 +269,14 @@ class SlackNotifier:
         how its worker left it (waiting for a person, stopped again, done)."""
         self._followed.follow(run_id, notices, note)
 
-    def display(self, tool_name: str) -> ToolDisplay:
-        """How approvers are shown `tool_name`: description, argument order, secret names."""
-        return ToolDisplay.of(self.tools.get(tool_name), self.redact_keys)
+    def tool(self, tool_name: str, run: RunRecord | None = None) -> Tool | None:
+        """The tool `run` calls by `tool_name` (a caller's run calls its own call's: `run_tools`)."""
+        return (run_tools(run, self.tools) if run is not None else self.tools).get(tool_name)
+
+    def display(self, tool_name: str, run: RunRecord | None = None) -> ToolDisplay:
+        """How approvers are shown `tool_name` (as `run` calls it): description, argument order,
+        secret names."""
+        return ToolDisplay.of(self.tool(tool_name, run), self.redact_keys)
 
     def granted(self, run: RunRecord, approval: ApprovalRecord, grant: GrantRecord) -> None:
         """Show on the card that its approve made `grant` ("allowing similar calls for 30 min")."""
@@ -337,7 +343,7 @@ class SlackNotifier:
         with self._lock:
             said = self._said.get(approval.approval_id)
             edited = self._edited.get(approval.approval_id)
-        display, asked = self.display(approval.tool), self._asked_as(run, [approval])[approval.approval_id]
+        display, asked = self.display(approval.tool, run), self._asked_as(run, [approval])[approval.approval_id]
         if approval.status == "pending":
             message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked,
                                                 on_call=self.on_call)

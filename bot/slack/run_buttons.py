@@ -122,7 +122,7 @@ class RunButtons:
         if entry is None:
             self.notices.tell(click.where, f"Run `{safe(run.run_id, 80)}` has no result for step {click.step}.")
             return
-        secrets = self.notifier.display(str(entry.get("tool") or "")).secret_names
+        secrets = self.notifier.display(str(entry.get("tool") or ""), run).secret_names
         self.notifier.client.views_open(trigger_id=click.where.trigger_id,
                                         view=tool_results.result_modal(run, entry, secret_names=secrets))
 

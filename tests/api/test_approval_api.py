@@ -5,19 +5,22 @@ once and reports it; refusals get their documented codes and change nothing."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
 
 from scenarios.drive import APPROVER, messages_with
 from scenarios.world import ROOT, World, wait_until
-from signoff.bot.slack.blocks import APPROVE_ACTION
+from signoff.bot.slack.blocks import APPROVE_ACTION, EDIT_ACTION
+from signoff.bot.slack.edit_form import EDIT_INPUT
 from signoff.client import Conflict, Forbidden, Signoff, Unauthorized
 
 POLICY = """
@@ -215,3 +218,29 @@ def test_a_caller_s_ttl_shortens_the_approval_s_time_limit(url: str, secret: str
     assert approval.status == "pending" and approval.expires_at is not None
     left = datetime.fromisoformat(approval.expires_at) - datetime.now(UTC)
     assert timedelta(seconds=60) < left <= timedelta(seconds=120)
+
+
+def test_an_approver_edits_the_call_in_slack_and_the_caller_runs_the_edited_arguments(world: World, url: str,
+                                                                                       secret: str) -> None:
+    with Signoff(url, secret) as signoff:
+        approval = signoff.request("refund", {"order": "A-8", "amount": 90}, key="refund-A-8")
+        first = approval_of(world, approval.id)
+        card = wait_until(lambda: next(iter(messages_with(world, EDIT_ACTION, f"{first.approval_id}:")), None), 30,
+                          what="the card")
+        opened = len(world.slack.modals)
+        world.serves[0].click(card, EDIT_ACTION, APPROVER)
+        wait_until(lambda: len(world.slack.modals) > opened, 30, what="the Edit form")
+        [box] = [b for b in world.slack.modal()["blocks"] if b["type"] == "input"]  # one JSON box: no schema
+        values = {box["block_id"]: {EDIT_INPUT: {"type": box["element"]["type"],
+                                                 "value": json.dumps({"order": "A-8", "amount": 45})}}}
+        payload = {"type": "view_submission", "team": {"id": "T0TEST"}, "user": {"id": APPROVER},
+                   "api_app_id": "A0SIGNOFF", "token": "legacy", "trigger_id": "9.4.trigger", "response_urls": [],
+                   "view": {**world.slack.modal(), "state": {"values": values}}}
+        world.serves[0].post(urlencode({"payload": json.dumps(payload)}))
+        edited = wait_until(lambda: next((a for a in world.db.store.list_approvals(run_id=approval.id)
+                                          if a.status == "pending" and a.approval_id != first.approval_id), None),
+                            30, what="the edited call asked about afresh")
+        click_approve(world, edited.approval_id)
+        assert approval.wait(30).status == "approved"
+        assert approval.start() == {"order": "A-8", "amount": 45}, "the caller runs what the approver edited"
+        approval.succeeded({"refund_id": "R-8"})
