@@ -121,6 +121,7 @@ def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: 
     from signoff.bot.cli.stored import read_store, the_run
     from signoff.bot.wiring import check_writable
     from signoff.bot.words import model_label
+    from signoff.runtime.caller_runs import caller_call
     from signoff.runtime.state import REOPENABLE, TERMINAL
 
     settings = load_settings({"database_url": database_url, "tools": tools, "outbox": outbox,
@@ -134,8 +135,10 @@ def runs_resume(run_id: str, tools: str | None, mcp_config: str | None, outbox: 
     if run.status in TERMINAL and not (run.status in REOPENABLE and run.state.get("pending")):
         console.say(f"run {run_id} has ended; nothing to resume")
         return finish(console, run, hint, store.executions(run_id))
-    # The run keeps the model it started with; build that one, whatever SIGNOFF_MODEL says now.
-    runner, notifier = terminal_runner(settings.model_copy(update={"model": run.model}), console, store=store)
+    # The run keeps the model it started with; build that one, whatever SIGNOFF_MODEL says now. A
+    # caller's run has none to build: its one call is its own (`caller_runs`).
+    model = run.model if caller_call(run) is None else settings.model
+    runner, notifier = terminal_runner(settings.model_copy(update={"model": model}), console, store=store)
     console.say(f"resuming {run_id} ({run.status}); model: {model_label(run.model)}")
     try:
         final = drive(runner, run_id, console, notifier, user, settle=True)
