@@ -107,6 +107,9 @@ class RunStore(Protocol):
         writes nothing: a replayed request starts nothing new. A `run_id` already used raises.
         """
 
+    def run_for_request(self, request_id: str) -> RunRecord | None:
+        """The run a request with `request_id` made (`create_run`), without its history; None if none."""
+
     def get_run(self, run_id: str, *, history: bool = True) -> RunRecord | None:
         """One run, None if there is none; `history=False` leaves the history out (state["history"]
         is empty). Raises `IncompatibleState` for a state this Signoff cannot read."""

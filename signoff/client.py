@@ -468,6 +468,16 @@ class Signoff:
         """An approval by its id; with `wait`, once decided or after `wait` seconds (at most 60)."""
         return Approval(self, self._get(approval_id, min(MAX_WAIT, max(0, wait))))
 
+    def find(self, key: str) -> Approval | None:
+        """The approval asked for under the idempotency key `key` with this API key; None if none was."""
+        try:
+            response = self._http.get(f"{self.url}/v1/approvals", params={"key": key}, headers=self._headers)
+        except httpx.HTTPError as exc:
+            raise _unreachable(exc, self.url) from exc
+        if response.status_code == 404:
+            return None
+        return Approval(self, _approval_body(_answer(response, (200,)), response.status_code))
+
     def gated(self, *, tool: str, key: str | KeyFor | None = None, reason: str | None = None,
               timeout: float | None = None, **request: Any) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """A decorator: each call of the function asks Signoff first, and runs only once approved.
@@ -566,6 +576,16 @@ class AsyncSignoff:
     async def get(self, approval_id: str, *, wait: int = 0) -> AsyncApproval:
         """An approval by its id; see `Signoff.get`."""
         return AsyncApproval(self, await self._get(approval_id, min(MAX_WAIT, max(0, wait))))
+
+    async def find(self, key: str) -> AsyncApproval | None:
+        """The approval asked for under the idempotency key `key`; see `Signoff.find`."""
+        try:
+            response = await self._http.get(f"{self.url}/v1/approvals", params={"key": key}, headers=self._headers)
+        except httpx.HTTPError as exc:
+            raise _unreachable(exc, self.url) from exc
+        if response.status_code == 404:
+            return None
+        return AsyncApproval(self, _approval_body(_answer(response, (200,)), response.status_code))
 
     def gated(self, *, tool: str, key: str | KeyFor | None = None, reason: str | None = None,
               timeout: float | None = None, **request: Any

@@ -105,6 +105,8 @@ class ApprovalApi:
             return 200, OPENAPI
         key = self._key(environ.get("HTTP_AUTHORIZATION", ""))
         if path == "/v1/approvals":
+            if method == "GET":  # the approval this key asked for under an idempotency key
+                return 200, self._answer(self._run_for_key(key, environ.get("QUERY_STRING", "")))
             if method != "POST":
                 raise ApiError(405, "method_not_allowed", "POST /v1/approvals asks for an approval")
             return self._create(key, self._json(environ))
@@ -143,6 +145,17 @@ class ApprovalApi:
             raise not_found(f"no approval {run_id} for this key")
         return run
 
+    def _run_for_key(self, key: ApiKey, query: str) -> RunRecord:
+        """`GET /v1/approvals?key=K`: the approval this key asked for under idempotency key K (a
+        caller that knows its key, not the approval's id: a hook reporting how the call went)."""
+        asked = (parse_qs(query).get("key") or [""])[0]
+        if not asked:
+            raise ApiError(400, "invalid_request", "key: the idempotency key the approval was asked for under")
+        run = self.runner.store.run_for_request(_request_id(key, asked))
+        if run is None:
+            raise not_found(f"no approval asked for under the key {asked!r} with this API key")
+        return self._run_of(key, run.run_id)
+
     def _json(self, environ: dict[str, Any]) -> Any:
         body = self.read_body(environ)
         if isinstance(body, Refusal):
@@ -169,7 +182,7 @@ class ApprovalApi:
         origin = {"channel": key.channel, "api": {"key": key.name, "request": fingerprint, "id_key": request.key,
                                                   "requester": request.requester}}
         run, made = self.runner.ask_for_caller(call, goal, key.speaks_for, origin,
-                                               request_id=f"api:{key.name}:{request.key}")
+                                               request_id=_request_id(key, request.key))
         if not made and (run.origin.get("api") or {}).get("request") != fingerprint:
             raise ApiError(409, "idempotency_conflict",
                            f"the key {request.key!r} was used for another request (approval {run.run_id})")
@@ -238,6 +251,11 @@ def _body(run_id: str, view: CallerView) -> dict[str, Any]:
     if view.reason is not None:
         body["reason"] = view.reason
     return body
+
+
+def _request_id(key: ApiKey, idempotency_key: str) -> str:
+    """What makes a replayed ask find the approval it made: the API key's name and the caller's key."""
+    return f"api:{key.name}:{idempotency_key}"
 
 
 def _wait_seconds(query: str) -> int:

@@ -55,7 +55,10 @@ OPENAPI: dict[str, Any] = {
                             "start the approved call exactly once; report what came of it."},
     "security": [{"bearer": []}],
     "paths": {
-        "/v1/approvals": {"post": {
+        "/v1/approvals": {"get": {
+            "summary": "The approval this key asked for under an idempotency key",
+            "parameters": [{"name": "key", "in": "query", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": _answer("The approval."), **_refusals(400, 401, 404, 429)}}, "post": {
             "summary": "Ask for an approval (the same `key` again answers with the same approval)",
             "requestBody": _body("CreateApproval"),
             "responses": {"201": _answer("Asked: pending, or decided at once by the policy."),

@@ -8,8 +8,10 @@ Code's answer on stdout:
                             "permissionDecisionReason": "...", "updatedInput": {...}}}
 
 `updatedInput` only when the approver edited the call. An approved call is started (consumed, so it
-runs once) before the answer is "allow", since Claude Code runs the tool itself; the hook cannot
-report how it went (PreToolUse runs before the tool).
+runs once) before the answer is "allow", since Claude Code runs the tool itself. Set as Claude Code's
+PostToolUse and PostToolUseFailure hook too, the same command reports how the call went (its
+result, or its error), so it lands in the card's thread and the audit log; without them a started
+call has no outcome, and once its time limit passes a person is asked whether it took effect.
 
 It fails closed: whatever goes wrong (Signoff unreachable or answering outside its contract, nobody
 deciding within `--timeout`, an input it cannot read, a bug of its own), the answer is "deny" with
@@ -59,16 +61,69 @@ def claude_code(timeout: float) -> None:
 
     Reads the hook's input on stdin and prints the decision as JSON on stdout. Needs SIGNOFF_URL
     and SIGNOFF_API_KEY. Denies when anything goes wrong (fails closed), always with exit status 0.
+    As the PostToolUse or PostToolUseFailure hook, reports how an approved call went instead.
     """
+    raw = sys.stdin.read()
+    if _event_name(raw) in REPORTED:
+        _report_outcome(raw, os.environ)
+        return
     try:
         with _hard_deadline(timeout + GRACE):
-            answer = claude_code_answer(sys.stdin.read(), os.environ, timeout=timeout)
+            answer = claude_code_answer(raw, os.environ, timeout=timeout)
     except OutOfTime:
         answer = deny(f"no decision within {math.ceil(timeout)} s (Signoff answered too slowly); "
                       "the call was not run")
     except BaseException as exc:  # a bug of ours (or Ctrl-C) is a refusal, never a silent "carry on"
         answer = deny(f"the hook failed ({type(exc).__name__}: {exc}); the call was not run")
     click.echo(json.dumps(answer))
+
+
+REPORTED = frozenset({"PostToolUse", "PostToolUseFailure"})
+"""The events after a tool ran (or failed), whose outcome the hook reports."""
+REPORT_WITHIN = 30.0
+"""Seconds a report may take: Claude Code waits for its post hooks before it goes on."""
+
+
+def _event_name(raw: str) -> object:
+    try:
+        event = json.loads(raw)
+    except ValueError:
+        return None
+    return event.get("hook_event_name") if isinstance(event, dict) else None
+
+
+def _report_outcome(raw: str, environ: Mapping[str, str]) -> None:
+    """Report what came of a call this hook let run: its result, or its error. Nothing here can
+    undo or block the call; a report that fails is said on stderr, and the call, started with no
+    outcome, goes to a person once its time limit passes."""
+    try:
+        with _hard_deadline(REPORT_WITHIN):
+            said = report_outcome(json.loads(raw), environ)
+    except BaseException as exc:  # never an exit status Claude Code would read as "block"
+        said = f"could not report the outcome ({type(exc).__name__}: {exc}); a person will be asked whether it took effect"
+    if said:
+        click.echo(f"Signoff: {said}", err=True)
+
+
+def report_outcome(event: dict[str, Any], environ: Mapping[str, str]) -> str | None:
+    """Record the outcome a PostToolUse or PostToolUseFailure input tells of, on the approval its
+    PreToolUse started; what went wrong, or None. A call Signoff did not start (a tool the hook was
+    not asked about, an outcome reported already) has nothing to report."""
+    from signoff.client import Signoff
+
+    url, api_key = environ.get("SIGNOFF_URL", "").strip(), environ.get("SIGNOFF_API_KEY", "").strip()
+    session, call = event.get("session_id"), event.get("tool_use_id")
+    if not url or not api_key or not isinstance(session, str) or not isinstance(call, str):
+        return "SIGNOFF_URL, SIGNOFF_API_KEY, session_id and tool_use_id are needed to report the outcome"
+    with Signoff(url, api_key) as client:
+        approval = client.find(f"{session}:{call}")
+        if approval is None or approval.status != "started":
+            return None
+        if event.get("hook_event_name") == "PostToolUse":
+            approval.succeeded(event.get("tool_response"))
+        else:
+            approval.failed(str(event.get("error") or "the tool failed"))
+    return None
 
 
 class OutOfTime(Exception):

@@ -64,6 +64,11 @@ class MemoryReads:
             run = self._runs.get(run_id)
             return run.record(history=history) if run is not None else None
 
+    def run_for_request(self, request_id: str | None) -> RunRecord | None:
+        with self._lock:
+            run_id = self._by_request.get(request_id) if request_id is not None else None
+            return self._runs[run_id].record(history=False) if run_id is not None else None
+
     def list_runs(self, *, requester: str | None = None, status: str | None = None,
                   limit: int = 20) -> list[RunRecord]:
         with self._lock:

@@ -69,7 +69,7 @@ class SqlReads:
             return moment.astimezone(UTC)
         return utcnow()
 
-    def _run_for_request(self, request_id: str | None) -> RunRecord | None:
+    def run_for_request(self, request_id: str | None) -> RunRecord | None:
         if request_id is None:
             return None
         with self.engine.connect() as conn:

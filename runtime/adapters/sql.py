@@ -102,7 +102,7 @@ class SqlStore(SqlApprovals):
         created = self._new_runs.submit(NewRun(state, goal, requester, origin, model, request_id, lease_to, lease))
         if isinstance(created, RunRecord):
             return created
-        earlier = self._run_for_request(created)
+        earlier = self.run_for_request(created)
         if earlier is None:
             raise IncompatibleState(f"request {created} started a run that cannot be read back")
         return earlier

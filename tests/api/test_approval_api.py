@@ -244,3 +244,13 @@ def test_an_approver_edits_the_call_in_slack_and_the_caller_runs_the_edited_argu
         assert approval.wait(30).status == "approved"
         assert approval.start() == {"order": "A-8", "amount": 45}, "the caller runs what the approver edited"
         approval.succeeded({"refund_id": "R-8"})
+
+
+def test_a_caller_finds_its_approval_by_the_key_it_asked_under(url: str, secret: str) -> None:
+    with Signoff(url, secret) as signoff:
+        asked = signoff.request("refund", {"order": "A-11", "amount": 30}, key="refund-A-11")
+        found = signoff.find("refund-A-11")
+        assert found is not None and (found.id, found.status) == (asked.id, "pending")
+        assert signoff.find("never-asked") is None
+    answer = httpx.get(f"{url}/v1/approvals", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
+    assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid_request")

@@ -82,7 +82,9 @@ def hook_command(timeout: float) -> str:
 
 
 def settings(command: str | None, hook_timeout: int = 120, on_failure: str | None = None) -> dict[str, Any]:
-    """Claude Code settings with `command` as the PreToolUse hook of Bash, Write, Edit and MCP tools.
+    """Claude Code settings with `command` as the PreToolUse hook of Bash, Write, Edit and MCP tools,
+    and as their PostToolUse and PostToolUseFailure hooks (which report how a call went), as the
+    guide sets it.
 
     Without `on_failure`, a hook that fails or runs out of time lets the call go ahead; the tests
     leave it out so that a refusal is the hook's own answer."""
@@ -91,7 +93,11 @@ def settings(command: str | None, hook_timeout: int = 120, on_failure: str | Non
     handler: dict[str, Any] = {"type": "command", "command": command, "timeout": hook_timeout}
     if on_failure is not None:
         handler["onFailure"] = on_failure
-    return {"hooks": {"PreToolUse": [{"matcher": "Bash|Write|Edit|mcp__.*", "hooks": [handler]}]}}
+    reporter = {"type": "command", "command": command, "timeout": 60}
+    matched = "Bash|Write|Edit|mcp__.*"
+    return {"hooks": {"PreToolUse": [{"matcher": matched, "hooks": [handler]}],
+                      "PostToolUse": [{"matcher": matched, "hooks": [reporter]}],
+                      "PostToolUseFailure": [{"matcher": matched, "hooks": [reporter]}]}}
 
 
 @dataclass

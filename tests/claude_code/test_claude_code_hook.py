@@ -104,7 +104,10 @@ def test_approved_in_slack_the_file_is_written_and_the_approval_consumed_once(
     asked = server.run(approval.run_id).origin
     assert asked["api"]["id_key"] == f"{run.session_id}:{tool_use_id}"
     assert (asked["caller"]["side_effect"], asked["caller"]["preview"]) == (True, str(project / "hello.txt"))
-    assert [row["status"] for row in server.executions(approval.run_id)] == ["started"]  # consumed, once
+    # Consumed once, and the PostToolUse hook reported how it went: the outcome is in the ledger.
+    [row] = server.executions(approval.run_id)
+    assert row["status"] == "succeeded", row
+    assert server.run(approval.run_id).status == "done"
 
 
 def test_an_approval_with_edits_makes_claude_code_run_the_edited_input(

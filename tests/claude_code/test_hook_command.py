@@ -74,7 +74,7 @@ def writing(path: str, call: str) -> str:
     ("", "not JSON"),
     ("{not json", "not JSON"),
     ("[1, 2]", "not a JSON object"),
-    (json.dumps({**WRITE, "hook_event_name": "PostToolUse"}), "not PostToolUse"),
+    (json.dumps({**WRITE, "hook_event_name": "UserPromptSubmit"}), "not UserPromptSubmit"),
     (json.dumps({k: v for k, v in WRITE.items() if k != "tool_use_id"}), "no tool_use_id"),
     (json.dumps({**WRITE, "tool_input": "rm -rf /"}), "no tool_input object"),
 ])
