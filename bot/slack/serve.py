@@ -43,6 +43,7 @@ from signoff.bot.settings import Settings
 from signoff.bot.slack.app import AppOptions, build_app
 from signoff.bot.slack.approvers import Approvers
 from signoff.bot.slack.audit_webhook import stream_audit_events
+from signoff.bot.slack.gunicorn_app import Gunicorn, gunicorn_options
 from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.scheduler import start_scheduler
 from signoff.bot.slack.workers import Workers
@@ -280,7 +281,7 @@ def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> No
     warn_of_the_demo_model(settings)
     log.info("HTTP mode: listening on port %d (%s; %s, %s, %s)", settings.port, EVENTS_PATH, HEALTH_PATH,
              READY_PATH, METRICS_PATH)
-    _Gunicorn(lambda: compose(settings, environ=environ), gunicorn_options(settings)).run()
+    Gunicorn(lambda: compose(settings, environ=environ), gunicorn_options(settings)).run()
 
 
 def _serve_socket_mode(settings: Settings, environ: Mapping[str, str]) -> None:
@@ -374,50 +375,11 @@ def check_slack(settings: Settings) -> None:
         raise ConfigError(f"SLACK_API_URL: cannot reach {settings.slack_api_url} ({exc})") from None
 
 
-def gunicorn_options(settings: Settings) -> dict[str, Any]:
-    # One process with threads: the worker pool and scheduler live in it. More processes (or
-    # replicas) are safe, because the store decides every race; see docs/operations.md.
-    # No control socket: it would be made under $HOME, which is read-only in a locked-down pod.
-    return {"bind": f"0.0.0.0:{settings.port}", "workers": 1, "worker_class": "gthread", "threads": 32,
-            "timeout": 30, "graceful_timeout": 30, "accesslog": None, "loglevel": settings.log_level.lower(),
-            "control_socket_disable": True}
-
-
 def wsgi_app() -> WsgiApp:
     """App factory for an external WSGI server: `gunicorn 'signoff.bot.slack.serve:wsgi_app()'`."""
     settings = Settings.from_env(os.environ).for_serve()
     configure_logging(settings)
     return compose(settings, environ=os.environ).wsgi
-
-
-class _Gunicorn:
-    """gunicorn with our app built in the worker process, after the fork (threads do not survive one)."""
-
-    def __init__(self, factory: Callable[[], Service], options: dict[str, Any]) -> None:
-        from gunicorn.app.base import BaseApplication
-
-        services: list[Service] = []
-
-        def close_services(server: object, worker: object) -> None:
-            for service in services:
-                service.close(wait=True)
-
-        class Application(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type hints
-            def load_config(self) -> None:
-                for key, value in options.items():
-                    self.cfg.set(key, value)
-                self.cfg.set("worker_exit", close_services)
-                self.cfg.set("logger_class", _gunicorn_logger())
-
-            def load(self) -> WsgiApp:
-                service = factory()
-                services.append(service)
-                return service.wsgi
-
-        self._application = Application()
-
-    def run(self) -> None:
-        self._application.run()
 
 
 # -- logging ------------------------------------------------------------------------------------------
@@ -428,19 +390,3 @@ def configure_logging(settings: Settings) -> None:
     secrets = [_secret(s) or "" for s in (settings.slack_bot_token, settings.slack_signing_secret,
                                            settings.slack_app_token)]
     configure_log_output(settings.log_level, log_format=settings.log_format, secrets=secrets)
-
-
-def _gunicorn_logger() -> type:
-    """gunicorn's logger, writing through ours: its lines timestamped and formatted (JSON too) as
-    Signoff's are, and masked the same way."""
-    from gunicorn.glogging import Logger
-
-    class GunicornLogger(Logger):  # type: ignore[misc]  # gunicorn ships no type hints
-        def setup(self, cfg: Any) -> None:
-            super().setup(cfg)
-            for logger in (self.error_log, self.access_log):
-                for handler in list(logger.handlers):
-                    logger.removeHandler(handler)
-                logger.propagate = True
-
-    return GunicornLogger
