@@ -77,7 +77,7 @@ def _over_http(n: int) -> dict[str, Any]:
     from signoff.client import Signoff
     from signoff.runtime.adapters.api_keys import SqlApiKeys
     from signoff.runtime.adapters.db import make_engine, upgrade
-    from signoff.runtime.api_keys import ApiKey, new_secret, secret_hash
+    from signoff.runtime.api_keys import ApiKey, new_callback_secret, new_secret, secret_hash
 
     with tempfile.TemporaryDirectory(prefix="signoff-bench-api-") as workdir:
         url = f"sqlite:///{Path(workdir) / 'signoff.db'}"
@@ -85,7 +85,7 @@ def _over_http(n: int) -> dict[str, Any]:
         upgrade(engine)
         secret = new_secret()
         SqlApiKeys(engine).create_key(ApiKey("bench", serve_proc.CHANNEL, ("*",), None, created_at=_now()),
-                                      secret_hash(secret))
+                                      secret_hash(secret), new_callback_secret())
         engine.dispose()
         server = serve_proc.start(url)
         steps: dict[str, list[float]] = {name: [] for name in ("ask", "click_to_approved", "start", "outcome", "total")}

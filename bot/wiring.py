@@ -48,6 +48,7 @@ from signoff.tools.registry import MCP_PREFIX, ToolsetError, load_toolsets
 
 if TYPE_CHECKING:
     from signoff.bot.observe.metrics import Pending
+    from signoff.runtime.adapters.api_callbacks import SqlCallbacks
     from signoff.runtime.audit_webhook import AuditStream, DeliveryStatus
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -151,6 +152,14 @@ def api_keys(store: Store) -> ApiKeys:
 
     assert isinstance(store, SqlStore), "serve keeps runs in SQL"
     return SqlApiKeys(store.engine, clock=store.clock)
+
+
+def approval_callbacks(store: Store) -> SqlCallbacks:
+    """Which decided approvals still owe their caller a callback, in `store`'s database."""
+    from signoff.runtime.adapters.api_callbacks import SqlCallbacks
+
+    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
+    return SqlCallbacks(store.engine, clock=store.clock)
 
 
 def shared_state(store: Store) -> SqlSharedState:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Protocol
 
 SECRET_PREFIX = "sk_signoff_"
+CALLBACK_SECRET_PREFIX = "whsec_signoff_"
 KEY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 """A key's name: lower-case letters, digits, `.`, `_` and `-`, as it is shown on cards."""
 
@@ -53,6 +54,11 @@ def new_secret() -> str:
     return SECRET_PREFIX + secrets.token_urlsafe(32)
 
 
+def new_callback_secret() -> str:
+    """What a key's callbacks are signed with (kept, since Signoff signs with it; shown once)."""
+    return CALLBACK_SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
 def secret_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -64,8 +70,9 @@ class KeyExists(Exception):
 class ApiKeys(Protocol):
     """Where the keys are kept."""
 
-    def create_key(self, key: ApiKey, secret_hash: str) -> None:
-        """Keep `key` under `secret_hash`; `KeyExists` when the name is taken."""
+    def create_key(self, key: ApiKey, secret_hash: str, callback_secret: str) -> None:
+        """Keep `key` under `secret_hash`, its callbacks signed with `callback_secret`; `KeyExists`
+        when the name is taken."""
 
     def keys(self) -> list[ApiKey]:
         """Every key, revoked ones too, by name."""
@@ -75,3 +82,6 @@ class ApiKeys(Protocol):
 
     def key_for(self, secret_hash: str) -> ApiKey | None:
         """The key whose secret hashes to `secret_hash`, revoked or not; its use is recorded."""
+
+    def callback_secret(self, name: str) -> str | None:
+        """What the key `name`'s callbacks are signed with; None when there is no such key."""

@@ -20,7 +20,7 @@ from scenarios.toolset import TOOLS, append_effect
 from scenarios.world import World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION, RECONCILE_DONE_ACTION, RECONCILE_RETRY_ACTION
 from signoff.runtime.adapters.api_keys import SqlApiKeys
-from signoff.runtime.api_keys import ApiKey, new_secret, secret_hash
+from signoff.runtime.api_keys import ApiKey, new_callback_secret, new_secret, secret_hash
 from signoff.runtime.caller_runs import CallerCall
 
 TOOL = "refund"
@@ -35,7 +35,7 @@ def _key(world: World) -> str:
     secret = new_secret()
     keys = SqlApiKeys(world.db.engine)
     keys.create_key(ApiKey(name="scenario", channel="C0RUNS", tools=("*",), requester=None,
-                           created_at=world.db.store.now()), secret_hash(secret))
+                           created_at=world.db.store.now()), secret_hash(secret), new_callback_secret())
     return secret
 
 

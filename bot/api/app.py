@@ -180,7 +180,9 @@ class ApprovalApi:
                           ttl_s=request.ttl)
         goal = (request.reason or f"{request.tool}, asked for with the key {key.name}")[:MAX_GOAL_CHARS]
         origin = {"channel": key.channel, "api": {"key": key.name, "request": fingerprint, "id_key": request.key,
-                                                  "requester": request.requester}}
+                                                  "requester": request.requester,
+                                                  **({"callback_url": request.callback_url} if request.callback_url
+                                                     else {})}}
         run, made = self.runner.ask_for_caller(call, goal, key.speaks_for, origin,
                                                request_id=_request_id(key, request.key))
         if not made and (run.origin.get("api") or {}).get("request") != fingerprint:
@@ -233,6 +235,10 @@ class ApprovalApi:
         execution = next((row for row in reversed(rows) if key is None or row.get("key") == key), None)
         asked = (run.origin.get("caller") or {}).get("args") or {}
         return caller_view(run, approvals, execution, asked)
+
+    def describe(self, run: RunRecord) -> dict[str, Any]:
+        """The approval as `GET /v1/approvals/{id}` answers it (a callback sends the same)."""
+        return self._answer(run)
 
     def _answer(self, run: RunRecord) -> dict[str, Any]:
         fresh = self.runner.get_run(run.run_id) or run

@@ -64,6 +64,8 @@ class CreateApproval(BaseModel):
     """Seconds the caller will wait for a decision; the policy's time limit holds when shorter."""
     timeout: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=86_400)
     """Seconds the caller may take to run the call once it started it, before a person is asked."""
+    callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://[^/\s]+")
+    """Where to POST the approval, signed, once it is decided."""
 
 
 class Outcome(BaseModel):

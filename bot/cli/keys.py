@@ -1,7 +1,8 @@
 """`signoff keys ...`: the keys programs ask for approvals with over the approval API.
 
 `create` prints the new secret alone on the last line of its output, once: only its hash is kept,
-so it cannot be shown again (revoke the key and make another). A key's name is never reused.
+so it cannot be shown again (revoke the key and make another). Before it, the secret its callbacks
+are signed with. A key's name is never reused.
 """
 
 from __future__ import annotations
@@ -58,22 +59,24 @@ def keys_create(name: str, channel: str, tools: tuple[str, ...], requester: str 
                 database_url: str | None) -> int:
     """Make a key; its secret is printed once, on the last line."""
     from signoff.bot.wiring import api_keys, open_store
-    from signoff.runtime.api_keys import ApiKey, KeyExists, new_secret, secret_hash
+    from signoff.runtime.api_keys import ApiKey, KeyExists, new_callback_secret, new_secret, secret_hash
 
     settings = load_settings({"database_url": database_url})
     store = open_store(settings.database_url, auto_upgrade=True)
     try:
-        secret = new_secret()
+        secret, callback_secret = new_secret(), new_callback_secret()
         key = ApiKey(name=name, channel=channel, tools=tools, requester=requester, created_at=store.now())
         try:
-            api_keys(store).create_key(key, secret_hash(secret))
+            api_keys(store).create_key(key, secret_hash(secret), callback_secret)
         except KeyExists as exc:
             click.echo(f"error: {exc}", err=True)
             return EXIT_ERROR
     finally:
         store.close()
     click.echo(f"key {name}: cards to {channel}, tools {','.join(tools)}"
-               f"{f', for {requester}' if requester else ''}. Its secret, shown only now:")
+               f"{f', for {requester}' if requester else ''}.")
+    click.echo(f"Its callbacks (a request's callback_url) are signed with: {callback_secret}")
+    click.echo("Its secret, shown only now:")
     click.echo(secret)
     return EXIT_OK
 

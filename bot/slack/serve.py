@@ -32,6 +32,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
 from signoff.bot.api.app import ApprovalApi, RunChanges
+from signoff.bot.api.callbacks import Callbacks, start_callbacks
 from signoff.bot.api.limits import RateLimit
 from signoff.bot.api.requests import MAX_BODY_BYTES
 from signoff.bot.observe.logs import SecretFilter as SecretFilter  # where it was defined before logs.py
@@ -60,6 +61,7 @@ from signoff.bot.slack.wsgi import (
 )
 from signoff.bot.wiring import (
     api_keys,
+    approval_callbacks,
     build_runner,
     load_approval_policy,
     load_tools,
@@ -225,8 +227,11 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     app = build_app(runner, client=client, workers=workers, notifier=notifier, options=options)
     scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
     stream_audit_events(settings, store, observation.metrics, scheduler)
-    api = ApprovalApi(runner, api_keys(store), BodyReader(BodyLimits(max_bytes=MAX_BODY_BYTES)).read,
+    keys = api_keys(store)
+    api = ApprovalApi(runner, keys, BodyReader(BodyLimits(max_bytes=MAX_BODY_BYTES)).read,
                       RateLimit(settings.api_rate), changes)
+    if scheduler is not None:
+        start_callbacks(scheduler, Callbacks(api, approval_callbacks(store), keys))
     return Service(settings=settings, runner=runner, client=client, notifier=notifier, workers=workers, app=app,
                    pool=pool, observation=observation, scheduler=scheduler, api=api)
 

@@ -17,11 +17,12 @@ LAST_USE_EVERY_S = 60
 
 
 class SqlApiKeys(SqlTransactions):
-    def create_key(self, key: ApiKey, secret_hash: str) -> None:
+    def create_key(self, key: ApiKey, secret_hash: str, callback_secret: str) -> None:
         try:
             with self._tx() as conn:
                 conn.execute(insert(api_keys).values(
-                    name=key.name, secret_hash=secret_hash, channel=key.channel, tools=json.dumps(list(key.tools)),
+                    name=key.name, secret_hash=secret_hash, callback_secret=callback_secret,
+                    channel=key.channel, tools=json.dumps(list(key.tools)),
                     requester=key.requester, created_at=self._now(conn)))
         except IntegrityError:
             raise KeyExists(f"a key named {key.name} exists already; names are never reused") from None
@@ -48,6 +49,12 @@ class SqlApiKeys(SqlTransactions):
             with self._tx() as conn:
                 conn.execute(update(api_keys).where(api_keys.c.name == key.name).values(last_used_at=now))
         return key
+
+
+    def callback_secret(self, name: str) -> str | None:
+        with self.engine.connect() as conn:
+            found = conn.execute(select(api_keys.c.callback_secret).where(api_keys.c.name == name)).scalar()
+        return str(found) if found is not None else None
 
 
 def _key(row: Any) -> ApiKey:

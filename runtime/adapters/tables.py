@@ -235,6 +235,7 @@ api_keys = Table(
     # A key a program asks for approvals with (`signoff keys create`): only its SHA-256 is kept.
     Column("name", String(64), primary_key=True),
     Column("secret_hash", String(64), nullable=False, unique=True),
+    Column("callback_secret", String(80), nullable=False),
     Column("channel", String(32), nullable=False),
     # JSON list of the tool name globs it may ask about (["*"]: any).
     Column("tools", Text, nullable=False),
@@ -242,6 +243,18 @@ api_keys = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("revoked_at", UTCDateTime, nullable=True),
     Column("last_used_at", UTCDateTime, nullable=True),
+)
+
+api_callbacks = Table(
+    "api_callbacks",
+    metadata,
+    # The callback of an approval asked for with a `callback_url`, once it is decided: tried until
+    # the caller's server answers 2xx, `next_at` also fencing two replicas off one attempt.
+    Column("run_id", String(64), primary_key=True),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("next_at", UTCDateTime, nullable=False),
+    Column("delivered_at", UTCDateTime, nullable=True),
+    Column("last_error", Text, nullable=True),
 )
 
 tool_executions = Table(

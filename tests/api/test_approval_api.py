@@ -22,6 +22,7 @@ from scenarios.world import ROOT, World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION, EDIT_ACTION
 from signoff.bot.slack.edit_form import EDIT_INPUT
 from signoff.client import Conflict, Forbidden, Signoff, Unauthorized
+from tests.fakes.receiver import WebhookReceiver, documented_recipe, wait_for
 
 POLICY = """
 rules:
@@ -63,8 +64,14 @@ def url(world: World) -> str:
 
 
 @pytest.fixture(scope="module")
-def secret(world: World) -> str:
-    return keys(world, "create", "ci-bot", "--channel", "C0RUNS", "--tools", "refund,delete_account").splitlines()[-1]
+def made(world: World) -> list[str]:
+    """`signoff keys create`'s output: the callback secret on its second line, the key's on its last."""
+    return keys(world, "create", "ci-bot", "--channel", "C0RUNS", "--tools", "refund,delete_account").splitlines()
+
+
+@pytest.fixture(scope="module")
+def secret(made: list[str]) -> str:
+    return made[-1]
 
 
 def click_approve(world: World, approval_id: str) -> None:
@@ -138,7 +145,7 @@ def test_the_same_key_is_the_same_approval_and_other_content_under_it_is_refused
     (b'{"tool": "refund", "args": {}}', 400, "invalid_request"),
     (b'{"tool": "refund", "args": [], "key": "k"}', 400, "invalid_request"),
     (b'{"tool": "refund", "args": {}, "key": "k", "ttl": 0}', 400, "invalid_request"),
-    (b'{"tool": "refund", "args": {}, "key": "k", "callback_url": "http://x"}', 400, "invalid_request"),
+    (b'{"tool": "refund", "args": {}, "key": "k", "callback_url": "file:///etc/passwd"}', 400, "invalid_request"),
     (b'{"tool": "send_email", "args": {}, "key": "k"}', 403, "forbidden"),
     (b'{"tool": "refund", "args": {"blob": "' + b"x" * 300_000 + b'"}, "key": "k"}', 413, "invalid_body"),
 ])
@@ -254,3 +261,23 @@ def test_a_caller_finds_its_approval_by_the_key_it_asked_under(url: str, secret:
         assert signoff.find("never-asked") is None
     answer = httpx.get(f"{url}/v1/approvals", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
     assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid_request")
+
+
+def test_a_callback_tells_the_caller_of_the_decision_signed_and_again_until_it_is_taken(
+        world: World, url: str, secret: str, made: list[str]) -> None:
+    callback_secret = made[1].rsplit(" ", 1)[-1]
+    assert callback_secret.startswith("whsec_signoff_")
+    recipe = documented_recipe()  # the audit webhook's receiver recipe checks a callback as well
+    with WebhookReceiver() as receiver, Signoff(url, secret) as signoff:
+        receiver.down = True
+        approval = signoff.request("refund", {"order": "A-12", "amount": 60}, key="refund-A-12",
+                                   callback_url=receiver.url)
+        click_approve(world, approval_of(world, approval.id).approval_id)
+        wait_for(lambda: receiver.refused() >= 1, what="a callback refused while the receiver is down")
+        receiver.down = False
+        wait_for(lambda: receiver.taken(), what="the callback taken once the receiver is up")
+        [taken] = receiver.taken()
+        assert recipe["verified"](callback_secret, taken.signature, taken.body)
+        told = json.loads(taken.body)
+        assert (told["type"], told["id"], told["status"], told["decided_by"]) == \
+            ("approval.decided", approval.id, "approved", APPROVER)
