@@ -7,6 +7,7 @@ evaluated for a call never lets it run unasked.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import json
@@ -100,6 +101,11 @@ class Requirement:
     remind: tuple[float, ...] = ()
     """Fractions of `ttl` (0.5 is half way) at which the approvers are reminded."""
     escalate: Escalation | None = None
+
+    def waiting_at_most(self, seconds: float) -> Requirement:
+        """This requirement, its time limit `seconds` if that is shorter (never longer)."""
+        limit = timedelta(seconds=seconds)
+        return dataclasses.replace(self, ttl=limit) if limit < self.ttl else self
 
     def to_json(self) -> dict[str, Any]:
         """The requirement as stored with an approval."""

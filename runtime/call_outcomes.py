@@ -83,9 +83,10 @@ def preview_changed(draft: Draft, context: Context, call: PendingCall, now: Prev
 
 
 def through_ledger(tool: Tool | None, call: PendingCall) -> bool:
-    """Whether `call` starts through the execution ledger, once: every side effect, and a read-only
-    call a person was asked about (its approval is consumed as it starts)."""
-    return bool(tool and tool.side_effect) or call.asked is not None
+    """Whether `call` starts through the execution ledger, once: every side effect, a read-only call
+    a person was asked about (its approval is consumed as it starts), and every call its caller runs
+    (the ledger is the one record that it started, once, and of how it went)."""
+    return bool(tool and (tool.side_effect or tool.run_by_caller)) or call.asked is not None
 
 
 def record_execution(draft: Draft, context: Context, call: PendingCall, ok: bool, value: Any, seconds: float,

@@ -29,6 +29,7 @@ from signoff.runtime.errors import Conflict
 from signoff.runtime.events import event
 from signoff.runtime.frozen import thawed
 from signoff.runtime.ledger_ports import Session
+from signoff.runtime.loop import RunTool
 from signoff.runtime.records import Existing, Fresh, NotDispatchable, RunRecord, Ungranted
 from signoff.runtime.tool_calls import Failed, NotGranted, Outcome, Ran, Refused
 from signoff.runtime.values import Value
@@ -159,7 +160,7 @@ class CallerDoor:
                 run_id, call.tool, thawed(call.args), call.key, owner=owner,
                 lease=timedelta(seconds=tool.timeout_s or DEFAULT_TIMEOUT_S),
                 dispatch_window=self.worker.config.dispatch_window,
-                allowed_by=action.allowed_by if tool.side_effect else None, granted_by=action.granted_by,
+                allowed_by=_allowed_by(action), granted_by=action.granted_by,
                 preview=call.preview.digest if call.preview is not None else None)
             handed = isinstance(begun, Fresh)
         except Conflict:
@@ -208,6 +209,20 @@ class CallerDoor:
         run = self.store.get_run(run_id, history=False)
         status = run.status if run is not None else "missing"
         return NotStarted(status, f"the run is {status}")
+
+
+UNASKED_READ = "read-only"
+"""What lets a read nobody was asked about start (the ledger records what let a call start unasked)."""
+
+
+def _allowed_by(action: RunTool) -> str | None:
+    """What lets the handed call start without an approval to consume: the rule that allowed it;
+    for a read nobody was asked about, that it is one. (A call someone was asked about consumes the
+    approval, read or not.) Every call its caller runs starts through the ledger, reads too: it is
+    the one record that it started once, and of how it went."""
+    if action.call.asked is not None and action.allowed_by is None:
+        return None
+    return action.allowed_by if action.tool.side_effect else (action.allowed_by or UNASKED_READ)
 
 
 def _refusal(begun: Existing | NotDispatchable | Ungranted) -> Outcome | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from signoff.runtime.approval_policy import (
@@ -118,9 +117,8 @@ def classify(policy: ApprovalPolicy, tool: Tool, args: Mapping[str, Any], caller
     verdict = evaluate(policy, ProposedCall(tool=tool.name, args=without(args, frozenset(defaulted)),
                                             side_effect=tool.side_effect,
                                             requester=caller.requester, channel=caller.channel, usage=usage))
-    limit = timedelta(seconds=tool.approval_ttl_s) if tool.approval_ttl_s is not None else None
-    if isinstance(verdict, Ask) and limit is not None and verdict.requirement.ttl > limit:
-        return dataclasses.replace(verdict, requirement=dataclasses.replace(verdict.requirement, ttl=limit))
+    if isinstance(verdict, Ask) and tool.approval_ttl_s is not None:
+        return dataclasses.replace(verdict, requirement=verdict.requirement.waiting_at_most(tool.approval_ttl_s))
     return verdict
 
 

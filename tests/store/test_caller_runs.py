@@ -222,3 +222,15 @@ def test_a_caller_that_will_wait_less_than_the_policy_says_gets_its_shorter_time
     approval = runner.pending_approval(longer)
     assert approval is not None
     assert approval.expires_at - approval.requested_at == timedelta(minutes=30), "never longer than the policy's"
+
+
+def test_a_read_nobody_is_asked_about_is_handed_over_started_once_and_recorded(runner: Runner, told: Told) -> None:
+    read = CallerCall(tool="lookup_order", args={"order": "A-1"}, side_effect=False)
+    run_id = asked(runner, read)
+    assert runner.get_run(run_id).status == "awaiting_caller" and not told.of("approval_requested")
+    started = runner.start_call(run_id)
+    assert isinstance(started, Started), started
+    assert isinstance(runner.start_call(run_id), NotStarted), "a read too starts once"
+    assert runner.report_call(run_id, True, {"status": "shipped"}) == "done"
+    [row] = runner.store.executions(run_id)
+    assert (row["status"], row["result"]) == ("succeeded", {"status": "shipped"})
