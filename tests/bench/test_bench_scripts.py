@@ -262,3 +262,14 @@ def test_api_benchmark_asks_approves_starts_and_reports_over_http_and_in_process
         assert result["http"][step]["n"] == 5 and result["http"][step]["median_ms"] > 0
     assert result["in_process"]["total"]["n"] == 5
     assert "Approve click" in api_roundtrip.markdown(result)
+
+
+@pytest.mark.slow
+def test_gateway_benchmark_times_a_read_direct_and_through_the_gateway():
+    from bench import gateway
+
+    result = gateway.run(quick=True)
+
+    for path in ("direct", "gateway"):
+        assert result[path]["n"] == 10 and result[path]["median_ms"] > 0
+    assert "through `signoff gateway`" in gateway.markdown(result)

@@ -87,6 +87,11 @@ class McpServers:
                 return loaded.gates[tool_name]
         return None
 
+    def connection(self, name: str) -> ServerConnection | None:
+        """The running connection of server `name` (None when it is not running), for a caller that
+        forwards calls as the server answers them (the gateway) rather than as `Tool`s."""
+        return self._connections.get(name)
+
     def reports(self) -> list[ServerReport]:
         """Every configured server, started if it is enabled, with its tools or why it has none."""
         enabled = self.config.enabled

@@ -1,0 +1,199 @@
+"""One tool call through the gateway: asked of Signoff, waited for, started once, forwarded upstream
+with the arguments as approved, and reported. Every way a call can end is a tool result (`isError`
+for all but the upstream's own answer); nothing raises to the client.
+
+Fails closed: when Signoff cannot be asked, or stops answering before the call started, nothing is
+run, reads included. A side effect whose server hung or went away mid-call has an unknown outcome:
+it is left started without one, so Signoff asks a person whether it took effect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from signoff.bot.gateway.catalog import Catalog, GatewayTool
+from signoff.client import AsyncApproval, AsyncSignoff, Conflict, SignoffError
+from signoff.tools.mcp.connection import (
+    CallOutcome,
+    ConnectionLost,
+    ServerConnection,
+    ServerRefused,
+    ServerUnavailable,
+)
+from signoff.tools.mcp.results import error_text, shaped
+
+log = logging.getLogger("signoff.gateway")
+
+PROGRESS_EVERY_S = 5.0
+"""How often a waiting call tells the client it is still waiting (when it sent a progress token)."""
+REPORT_MARGIN_S = 30.0
+"""Added to a tool's time limit for the approval's `timeout`: past it, a person is asked what came of
+a call whose outcome never arrived (the gateway died, or the upstream hung)."""
+MAX_REPORTED_CHARS = 64_000
+"""A result reported to Signoff (the audit, the card's thread) is cut here; the client gets it whole."""
+
+Progress = Callable[[float, str], Awaitable[None]]
+"""`(seconds waited, message)`: a progress notification to the client, when it asked for them."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One `tools/call` as the client made it."""
+
+    tool: GatewayTool
+    args: dict[str, Any]
+    key: str
+    """The idempotency key: the client's session and the JSON-RPC request id."""
+    reason: str
+
+
+class Gateway:
+    """Forwards calls to the catalog's servers, each as Signoff decides it."""
+
+    def __init__(self, catalog: Catalog, signoff: AsyncSignoff) -> None:
+        self.catalog = catalog
+        self.signoff = signoff
+
+    async def call(self, call: Call, progress: Progress) -> types.CallToolResult:
+        """The call's result: the upstream's answer once Signoff let it run, else why not."""
+        try:
+            args = _validated(call)
+        except ValueError as exc:
+            return refusal(f"Not asked and not run: {exc}")
+        try:
+            approval = await self._waited(await self._ask(call, args), progress)
+        except SignoffError as exc:
+            return refusal(f"Not run: Signoff could not be asked ({exc.message}); the gateway fails closed.")
+        if approval.status != "approved":
+            return refusal(not_approved(approval))
+        # Once started, the call runs and is reported even if the client goes away meanwhile.
+        with anyio.CancelScope(shield=True):
+            result = await self._run(call, approval)
+        return result
+
+    async def _ask(self, call: Call, args: dict[str, Any]) -> AsyncApproval:
+        gate = call.tool.gate
+        body = {"tool": call.tool.name, "args": args, "key": call.key, "reason": call.reason,
+                "description": call.tool.tool.description[:2000], "side_effect": gate.side_effect,
+                "timeout": gate.timeout_s + REPORT_MARGIN_S}
+        # `AsyncSignoff.request` takes no `timeout` (the API's seconds to run a started call before
+        # a person is asked): the body is posted through the client's own request path instead.
+        return AsyncApproval(self.signoff, await self.signoff._post("", body, (200, 201)))
+
+    async def _waited(self, approval: AsyncApproval, progress: Progress) -> AsyncApproval:
+        started = time.monotonic()
+        while not approval.decided:
+            await progress(time.monotonic() - started,
+                           f"waiting for a person to decide in Slack (approval {approval.id})")
+            await approval.wait(PROGRESS_EVERY_S)
+        return approval
+
+    async def _run(self, call: Call, approval: AsyncApproval) -> types.CallToolResult:
+        try:
+            args = await approval.start()
+        except Conflict as exc:
+            if not call.tool.gate.side_effect:
+                return await self._unledgered_read(call, approval)
+            return refusal(f"Not run again: an earlier attempt of this request started it "
+                           f"(approval {approval.id} is {exc.approval_status}).")
+        except SignoffError as exc:
+            return refusal(f"Not run: Signoff did not confirm the start ({exc.message}).")
+        connection = self.catalog.servers.connection(call.tool.server)
+        started = time.monotonic()
+        try:
+            outcome = await anyio.to_thread.run_sync(_forward, connection, call.tool, args, approval.key or call.key)
+        except (TimeoutError, ConnectionLost) as exc:
+            return await self._cut(call, approval, f"{exc}", time.monotonic() - started)
+        except (ServerUnavailable, ServerRefused) as exc:
+            why = f"server {call.tool.server}: {exc}"
+            await _report(approval.failed(why))
+            return refusal(f"Failed: {why} (approval {approval.id}).")
+        if outcome.is_error:
+            await _report(approval.failed(error_text(outcome.blocks)))
+        else:
+            await _report(approval.succeeded(_reported(shaped(outcome.structured, outcome.blocks))))
+        return _forwarded(outcome)
+
+    async def _unledgered_read(self, call: Call, approval: AsyncApproval) -> types.CallToolResult:
+        """A read Signoff approved but will not start: the approval API refuses `start` for a call
+        asked with `side_effect: false` (it records no approval for it). A read changes nothing, so
+        it runs on the approval alone; a side effect never runs without a start."""
+        log.warning("approval %s: Signoff approved the read %s but refused to start it; running it "
+                    "unreported", approval.id, call.tool.name)
+        connection = self.catalog.servers.connection(call.tool.server)
+        try:
+            outcome = await anyio.to_thread.run_sync(_forward, connection, call.tool, call.args, call.key)
+        except (TimeoutError, ConnectionLost, ServerUnavailable, ServerRefused) as exc:
+            return refusal(f"Failed: server {call.tool.server}: {exc} (approval {approval.id}).")
+        return _forwarded(outcome)
+
+    async def _cut(self, call: Call, approval: AsyncApproval, why: str, seconds: float) -> types.CallToolResult:
+        """A call its server did not answer: a read failed; a side effect's outcome is unknown."""
+        words = f"server {call.tool.server} gave no answer after {seconds:.0f} s ({why})"
+        if not call.tool.gate.side_effect:
+            await _report(approval.failed(words))
+            return refusal(f"Failed: {words} (approval {approval.id}).")
+        return refusal(f"Outcome unknown: {words}; it may or may not have taken effect. Nothing will run it "
+                       f"again; a person is asked in Slack whether it did (approval {approval.id}).")
+
+
+def _validated(call: Call) -> dict[str, Any]:
+    schema = call.tool.tool.args_schema
+    assert schema is not None, "an MCP tool always has its server's schema"
+    return schema.validate(call.args)
+
+
+def _forward(connection: ServerConnection | None, tool: GatewayTool, args: dict[str, Any], key: str) -> CallOutcome:
+    if connection is None:
+        raise ServerUnavailable("it is not running")
+    return connection.call(tool.upstream, args, key, tool.gate.timeout_s)
+
+
+def _forwarded(outcome: CallOutcome) -> types.CallToolResult:
+    """The upstream's answer as it gave it."""
+    return types.CallToolResult.model_validate(
+        {"content": outcome.blocks, "structuredContent": outcome.structured, "isError": outcome.is_error})
+
+
+def not_approved(approval: AsyncApproval) -> str:
+    """Why a call was not run, for the model: who decided and why, or what ran before."""
+    status = approval.status
+    if status in ("started", "succeeded", "failed"):
+        return (f"Not run again: this request (the same session and request id) was run already; "
+                f"approval {approval.id} is {status}.")
+    words = f"Not run: Signoff {status} it"
+    who = approval.decided_by
+    if who:
+        words += f" (the policy's rule {who.removeprefix('policy:')!r})" if who.startswith("policy:") else f" ({who})"
+    if approval.reason:
+        words += f": {approval.reason}"
+    return f"{words} (approval {approval.id})."
+
+
+def refusal(text: str) -> types.CallToolResult:
+    """A tool error result: the model reads `text`."""
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
+def _reported(result: Any) -> Any:
+    text = json.dumps(result, default=str)
+    if len(text) <= MAX_REPORTED_CHARS:
+        return result
+    return {"cut": f"{len(text)} characters; the first {MAX_REPORTED_CHARS} follow", "head": text[:MAX_REPORTED_CHARS]}
+
+
+async def _report(sending: Awaitable[object]) -> None:
+    """An outcome to Signoff. The call has run: when the report does not arrive, the approval stays
+    started and a person is asked after its `timeout`, so the error is logged, not raised."""
+    try:
+        await sending
+    except SignoffError as exc:
+        log.warning("could not report an outcome to Signoff: %s", exc)
