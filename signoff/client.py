@@ -452,17 +452,21 @@ class Signoff:
     def request(self, tool: str, args: Mapping[str, Any], *, key: str, reason: str | None = None,
                 requester: str | None = None, channel: str | None = None, preview: str | None = None,
                 ttl: int | None = None, description: str | None = None,
-                side_effect: bool | None = None, callback_url: str | None = None) -> Approval:
+                side_effect: bool | None = None, callback_url: str | None = None,
+                timeout: float | None = None) -> Approval:
         """Ask to run `tool` with `args`: `POST /v1/approvals`.
 
         `key` is the idempotency key (unique per API key): asking again with the same key and content
         returns the same approval, with other content raises `Conflict`. The policy decides at once
         ("approved", "denied") or a person is asked ("pending"); `Approval.wait` waits for them, or
-        with `callback_url` Signoff POSTs the approval there, signed, once it is decided.
+        with `callback_url` Signoff POSTs the approval there, signed, once it is decided. `timeout`:
+        the seconds the caller may take to run the call once started before a person is asked
+        what came of it (default 900).
         """
         body = _request_body(tool, args, key, {"reason": reason, "requester": requester, "channel": channel,
                                                "preview": preview, "ttl": ttl, "description": description,
-                                               "side_effect": side_effect, "callback_url": callback_url})
+                                               "side_effect": side_effect, "callback_url": callback_url,
+                                               "timeout": timeout})
         return Approval(self, self._post("", body, (200, 201)))
 
     def get(self, approval_id: str, *, wait: int = 0) -> Approval:
@@ -567,11 +571,13 @@ class AsyncSignoff:
     async def request(self, tool: str, args: Mapping[str, Any], *, key: str, reason: str | None = None,
                       requester: str | None = None, channel: str | None = None, preview: str | None = None,
                       ttl: int | None = None, description: str | None = None,
-                      side_effect: bool | None = None, callback_url: str | None = None) -> AsyncApproval:
+                      side_effect: bool | None = None, callback_url: str | None = None,
+                      timeout: float | None = None) -> AsyncApproval:
         """Ask to run `tool` with `args`; see `Signoff.request`."""
         body = _request_body(tool, args, key, {"reason": reason, "requester": requester, "channel": channel,
                                                "preview": preview, "ttl": ttl, "description": description,
-                                               "side_effect": side_effect, "callback_url": callback_url})
+                                               "side_effect": side_effect, "callback_url": callback_url,
+                                               "timeout": timeout})
         return AsyncApproval(self, await self._post("", body, (200, 201)))
 
     async def get(self, approval_id: str, *, wait: int = 0) -> AsyncApproval:

@@ -81,12 +81,9 @@ class Gateway:
 
     async def _ask(self, call: Call, args: dict[str, Any]) -> AsyncApproval:
         gate = call.tool.gate
-        body = {"tool": call.tool.name, "args": args, "key": call.key, "reason": call.reason,
-                "description": call.tool.tool.description[:2000], "side_effect": gate.side_effect,
-                "timeout": gate.timeout_s + REPORT_MARGIN_S}
-        # `AsyncSignoff.request` takes no `timeout` (the API's seconds to run a started call before
-        # a person is asked): the body is posted through the client's own request path instead.
-        return AsyncApproval(self.signoff, await self.signoff._post("", body, (200, 201)))
+        return await self.signoff.request(call.tool.name, args, key=call.key, reason=call.reason,
+                                          description=call.tool.tool.description[:2000],
+                                          side_effect=gate.side_effect, timeout=gate.timeout_s + REPORT_MARGIN_S)
 
     async def _waited(self, approval: AsyncApproval, progress: Progress) -> AsyncApproval:
         started = time.monotonic()
@@ -100,8 +97,6 @@ class Gateway:
         try:
             args = await approval.start()
         except Conflict as exc:
-            if not call.tool.gate.side_effect:
-                return await self._unledgered_read(call, approval)
             return refusal(f"Not run again: an earlier attempt of this request started it "
                            f"(approval {approval.id} is {exc.approval_status}).")
         except SignoffError as exc:
@@ -120,19 +115,6 @@ class Gateway:
             await _report(approval.failed(error_text(outcome.blocks)))
         else:
             await _report(approval.succeeded(_reported(shaped(outcome.structured, outcome.blocks))))
-        return _forwarded(outcome)
-
-    async def _unledgered_read(self, call: Call, approval: AsyncApproval) -> types.CallToolResult:
-        """A read Signoff approved but will not start: the approval API refuses `start` for a call
-        asked with `side_effect: false` (it records no approval for it). A read changes nothing, so
-        it runs on the approval alone; a side effect never runs without a start."""
-        log.warning("approval %s: Signoff approved the read %s but refused to start it; running it "
-                    "unreported", approval.id, call.tool.name)
-        connection = self.catalog.servers.connection(call.tool.server)
-        try:
-            outcome = await anyio.to_thread.run_sync(_forward, connection, call.tool, call.args, call.key)
-        except (TimeoutError, ConnectionLost, ServerUnavailable, ServerRefused) as exc:
-            return refusal(f"Failed: server {call.tool.server}: {exc} (approval {approval.id}).")
         return _forwarded(outcome)
 
     async def _cut(self, call: Call, approval: AsyncApproval, why: str, seconds: float) -> types.CallToolResult:
