@@ -2,8 +2,9 @@
 
 PostgreSQL tests skip when no server answers, but fail when `CI` is set, so CI always covers them.
 Each PostgreSQL test gets a schema of its own, dropped afterwards. Under pytest-xdist each worker
-also gets a database of its own (`<database>_gw0`, ...), made afresh when the worker starts and
-dropped when it ends, so nothing one worker does to its database (or its connections) reaches another.
+also gets a database of its own (`<database>_gw0_<run>`, ...), made when the worker starts and
+dropped when it ends, so nothing one worker does to its database (or its connections) reaches another,
+nor another test session's workers on the same server.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not worker:
         return
     base = make_url(POSTGRES_URL)
-    name = f"{base.database or 'postgres'}_{worker}"
+    # The session's id in the name: two sessions on one server (two checkouts, a developer beside CI)
+    # would otherwise make, and drop with FORCE, the same `test_gw0` under each other's tests.
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8]
+    name = f"{base.database or 'postgres'}_{worker}_{run}"
     try:
         _recreate_database(POSTGRES_URL, name)
     except (OperationalError, ModuleNotFoundError):
