@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine, make_url, text
@@ -25,6 +28,8 @@ _WORKER_DATABASE_LOCK = 0x5167_0ff0
 """The advisory lock held while a worker makes its database: the workers make theirs one at a time."""
 _worker_database = pytest.StashKey[tuple[str, str]]()
 """On an xdist worker: the server's URL and the name of the database made for this worker."""
+_sqlite_template: Path | None = None
+"""The migrated SQLite file each test's database is copied from (`_migrated_sqlite_file`)."""
 _worker_summaries: list[tuple[str, str]] = []
 """On the xdist controller: (title, text) sections the workers sent back for the end of the session."""
 
@@ -50,6 +55,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _sqlite_template is not None:
+        shutil.rmtree(_sqlite_template.parent)
     made = config.stash.get(_worker_database, None)
     if made is not None:
         _drop_database(*made)
@@ -125,14 +132,28 @@ def postgres_schema_url(schema: str) -> str:
     return f"{POSTGRES_URL}{joiner}options=-csearch_path%3D{schema}"
 
 
+def _migrated_sqlite_file() -> Path:
+    """An empty SQLite file migrated to the newest revision, made once per process: each test gets a
+    copy of it, the schema its own migration would make, for a millisecond instead of a fifth
+    of a second of Alembic."""
+    global _sqlite_template
+    if _sqlite_template is None:
+        folder = Path(tempfile.mkdtemp(prefix="signoff-migrated-"))
+        engine = make_engine(f"sqlite:///{folder / 'signoff.db'}")
+        upgrade(engine)
+        engine.dispose()
+        # The last connection's close checkpoints the write-ahead log into the file and removes it.
+        assert not (folder / "signoff.db-wal").exists(), "the migrated template kept a write-ahead log"
+        _sqlite_template = folder / "signoff.db"
+    return _sqlite_template
+
+
 def fresh_database_url(kind: str, tmp_path) -> Iterator[str]:
     """Yield the URL of an empty, migrated database of `kind`, cleaned up afterwards."""
     if kind == "sqlite":
-        url = f"sqlite:///{tmp_path / 'signoff.db'}"
-        engine = make_engine(url)
-        upgrade(engine)
-        engine.dispose()
-        yield url
+        path = tmp_path / "signoff.db"
+        shutil.copyfile(_migrated_sqlite_file(), path)
+        yield f"sqlite:///{path}"
         return
     admin_url = postgres_or_skip()
     schema = "t_" + secrets.token_hex(6)
