@@ -9,6 +9,7 @@ nor another test session's workers on the same server.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
@@ -59,8 +60,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _sqlite_template is not None:
-        shutil.rmtree(_sqlite_template.parent)
     made = config.stash.get(_worker_database, None)
     if made is not None:
         _drop_database(*made)
@@ -143,6 +142,9 @@ def _migrated_sqlite_file() -> Path:
     global _sqlite_template
     if _sqlite_template is None:
         folder = Path(tempfile.mkdtemp(prefix="signoff-migrated-"))
+        # At exit, not in `pytest_unconfigure`: this module is imported twice (as the conftest plugin
+        # and as `tests.conftest`), and the copy whose global holds the template is the second.
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         engine = make_engine(f"sqlite:///{folder / 'signoff.db'}")
         upgrade(engine)
         engine.dispose()
