@@ -167,9 +167,12 @@ def test_resume_settles_a_side_effect_with_an_unknown_outcome(signoff, tmp_path,
 
 
 def test_an_approval_that_expired_while_paused_is_not_executed(signoff):
-    env = {"SIGNOFF_APPROVAL_TTL": "1s"}
+    # Three seconds: on a loaded machine the run can take more than one between asking and pausing,
+    # and its approval expired before it paused. It was asked before the run returned, so it has
+    # expired once the TTL has passed since then.
+    env = {"SIGNOFF_APPROVAL_TTL": "3s"}
     paused = signoff.here("run", "handle the damaged order", "--quiet", env=env)
-    time.sleep(1.1)
+    time.sleep(3.1)
 
     resumed = signoff.here("runs", "resume", run_id_of(paused), answers="q\n", env=env)  # not requested again
 
