@@ -234,3 +234,24 @@ def test_a_read_nobody_is_asked_about_is_handed_over_started_once_and_recorded(r
     assert runner.report_call(run_id, True, {"status": "shipped"}) == "done"
     [row] = runner.store.executions(run_id)
     assert (row["status"], row["result"]) == ("succeeded", {"status": "shipped"})
+
+
+def test_approve_and_allow_similar_lets_the_caller_s_next_similar_call_run_unasked(
+        store: Store, tmp_path: Path, told: Told) -> None:
+    """A grant scoped to the requester covers the key's later calls (each is a run of its own)."""
+    policy = parse_policy("rules:\n  - name: refunds\n    tool: refund\n    approvers: [U0LEE]\n"
+                          "    grant: {for: 30m, same: [order], scope: requester}\n", source="policy.yaml")
+    runner = build_runner(store, tmp_path / "effects.log", notifier=told, approval_policy=policy)
+    first = asked(runner, CallerCall(tool="refund", args={"order": "A-1", "amount": 40}))
+    approval = runner.pending_approval(first)
+    assert approval is not None
+    decided = runner.decide(approval.approval_id, approval.digest, "U0LEE", True, grant=True, drive=True)
+    assert isinstance(decided, Decided) and decided.grant is not None
+    runner.execute(first)
+    similar = asked(runner, CallerCall(tool="refund", args={"order": "A-1", "amount": 15}))
+    assert runner.get_run(similar).status == "awaiting_caller", "handed over under the grant, nobody asked"
+    assert runner.pending_approval(similar) is None
+    assert isinstance(runner.start_call(similar), Started)
+    assert store.get_grant(decided.grant.grant_id).uses == 1, "its use counted as the call started"
+    other = asked(runner, CallerCall(tool="refund", args={"order": "B-2", "amount": 15}))
+    assert runner.get_run(other).status == "awaiting_approval", "another order is asked about"
