@@ -46,13 +46,13 @@ def _key(database_url: str) -> str:
 
     from signoff.runtime.adapters.api_keys import SqlApiKeys
     from signoff.runtime.adapters.db import make_engine, upgrade
-    from signoff.runtime.api_keys import ApiKey, new_secret, secret_hash
+    from signoff.runtime.api_keys import ApiKey, new_callback_secret, new_secret, secret_hash
 
     engine = make_engine(database_url)
     upgrade(engine)
     secret = new_secret()
     SqlApiKeys(engine).create_key(ApiKey("bench-gateway", serve_proc.CHANNEL, ("*",), None,
-                                         created_at=datetime.now(UTC)), secret_hash(secret))
+                                         created_at=datetime.now(UTC)), secret_hash(secret), new_callback_secret())
     engine.dispose()
     return secret
 

@@ -15,6 +15,7 @@ worker that died mid-call.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -108,9 +109,15 @@ def tools_of(model: str, origin: Mapping[str, Any], tools: dict[str, Tool]) -> d
 
 
 def caller_owner(run_id: str) -> str:
-    """The lease owner of a caller running a started call: the same on every replica, so its
-    report may reach any of them."""
-    return f"caller/{run_id}"
+    """What every lease a caller holds on `run_id` starts with: a report, on whichever replica it
+    lands, knows the lease of the caller running the call by it. Each start attempt adds its own
+    token, so a second attempt (a retry, a race) never holds, shortens or lets go of the first's."""
+    return f"caller/{run_id}/"
+
+
+def held_by_caller(run: RunRecord) -> bool:
+    """Whether `run`'s lease is a caller's, running its started call (live or lapsed)."""
+    return bool(run.lease_owner and run.lease_owner.startswith(caller_owner(run.run_id)))
 
 
 @dataclass(frozen=True)
@@ -145,7 +152,7 @@ class CallerDoor:
     def start(self, run_id: str) -> Started | NotStarted:
         """Write the call's ledger row (consuming its approval, or checking its rule or grant), so
         it starts exactly once; the caller then holds the run for the call's time limit."""
-        owner = caller_owner(run_id)
+        owner = caller_owner(run_id) + secrets.token_hex(4)
         run = self._claim(run_id, owner)
         if run is None:
             return self._not_started(run_id)
@@ -182,9 +189,10 @@ class CallerDoor:
                seconds: float = 0.0) -> str | None:
         """Record what came of the started call and let the run end; the run's status after, or
         None when there was no started call of this run's to report on."""
-        owner = caller_owner(run_id)
-        if self.store.renew(run_id, owner, self.worker.config.lease):
-            self.worker.took(run_id, owner)
+        run = self.store.get_run(run_id, history=False)
+        if run is not None and run.lease_owner is not None and held_by_caller(run) and \
+                self.store.renew(run_id, run.lease_owner, self.worker.config.lease):
+            self.worker.took(run_id, run.lease_owner)
         outcome: Outcome = Ran(result, seconds) if ok else Failed(error or "the caller reported a failure", seconds)
         deadline = time.monotonic() + BUSY_WAIT_S
         while True:
@@ -194,15 +202,16 @@ class CallerDoor:
             time.sleep(0.05)
 
     def _claim(self, run_id: str, owner: str) -> RunRecord | None:
-        """The run, leased to `owner`; None if it is not there or stays held by another."""
+        """The run, leased to `owner`, only if nobody holds it; None if it is not there, or stays held
+        by another (a worker for a moment, or a caller running its call: started already)."""
         deadline = time.monotonic() + BUSY_WAIT_S
         while True:
-            run = self.store.claim(run_id, owner, self.worker.config.lease)
-            if run is not None or time.monotonic() > deadline:
-                return run
+            if self.store.hold(run_id, owner, self.worker.config.lease):
+                return self.store.get_run(run_id)
             current = self.store.get_run(run_id, history=False)
-            if current is None or current.status != "awaiting_caller" or current.lease_owner == owner:
-                return None  # gone, not waiting for its caller, or started already
+            if current is None or current.status != "awaiting_caller" or held_by_caller(current) \
+                    or time.monotonic() > deadline:
+                return None
             time.sleep(0.05)
 
     def _not_started(self, run_id: str) -> NotStarted:

@@ -31,7 +31,6 @@ from signoff.bot.api.requests import (
     parsed,
     unauthorized,
 )
-from signoff.bot.slack.wsgi import Refusal
 from signoff.runtime.api_keys import ApiKey, ApiKeys, secret_hash
 from signoff.runtime.caller_runs import CallerCall, Started
 from signoff.runtime.caller_status import DECIDED, CallerView, caller_view
@@ -52,8 +51,8 @@ POLL_S = 0.25
 DEFAULT_RATE = 600
 """Requests a key may make a minute (`SIGNOFF_API_RATE`)."""
 
-Body = Callable[[dict[str, Any]], "bytes | Refusal"]
-"""Reads a request's body within limits: the bytes, or why not (`wsgi.BodyReader.read`)."""
+Body = Callable[[dict[str, Any]], "bytes | tuple[int, str]"]
+"""Reads a request's body within limits: the bytes, or why not (an HTTP status and the reason)."""
 
 
 class RunChanges:
@@ -158,8 +157,9 @@ class ApprovalApi:
 
     def _json(self, environ: dict[str, Any]) -> Any:
         body = self.read_body(environ)
-        if isinstance(body, Refusal):
-            raise ApiError(int(body.status.split()[0]), "invalid_body", body.reason)
+        if isinstance(body, tuple):
+            status, reason = body
+            raise ApiError(status, "invalid_body", reason)
         try:
             return json.loads(body) if body else None
         except ValueError:

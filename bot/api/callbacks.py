@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -22,7 +22,6 @@ from signoff.runtime.digests import canonical_json
 
 if TYPE_CHECKING:
     from signoff.bot.api.app import ApprovalApi
-    from signoff.runtime.adapters.api_callbacks import SqlCallbacks
     from signoff.runtime.api_keys import ApiKeys
 
 log = logging.getLogger("signoff.bot.api.callbacks")
@@ -35,10 +34,22 @@ FENCE = timedelta(seconds=30)
 EVENT = "approval.decided"
 
 
+class DueCallbacks(Protocol):
+    """Where the callbacks' state is kept (the store's database: `adapters.api_callbacks`)."""
+
+    def due(self, window: timedelta, limit: int = 50) -> list[str]: ...
+
+    def claim(self, run_id: str, fence: timedelta) -> int | None: ...
+
+    def delivered(self, run_id: str) -> None: ...
+
+    def failed(self, run_id: str, error: str, retry_in: timedelta) -> None: ...
+
+
 class Callbacks:
     """Delivers what is due, one round at a time."""
 
-    def __init__(self, api: ApprovalApi, due: SqlCallbacks, keys: ApiKeys, http: httpx.Client | None = None) -> None:
+    def __init__(self, api: ApprovalApi, due: DueCallbacks, keys: ApiKeys, http: httpx.Client | None = None) -> None:
         self.api, self.due, self.keys = api, due, keys
         self.http = http or httpx.Client(timeout=10.0)
 

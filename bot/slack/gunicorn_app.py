@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from signoff.bot.settings import Settings
 from signoff.bot.slack.wsgi import WsgiApp
 
-if TYPE_CHECKING:
-    from signoff.bot.slack.serve import Service
+
+class Served(Protocol):
+    """What gunicorn's worker builds and serves: the bot's WSGI app, closed as the worker exits."""
+
+    @property
+    def wsgi(self) -> WsgiApp: ...
+
+    def close(self, wait: bool = True) -> None: ...
 
 
 def gunicorn_options(settings: Settings) -> dict[str, Any]:
@@ -25,10 +31,10 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
 class Gunicorn:
     """gunicorn with our app built in the worker process, after the fork (threads do not survive one)."""
 
-    def __init__(self, factory: Callable[[], Service], options: dict[str, Any]) -> None:
+    def __init__(self, factory: Callable[[], Served], options: dict[str, Any]) -> None:
         from gunicorn.app.base import BaseApplication
 
-        services: list[Service] = []
+        services: list[Served] = []
 
         def close_services(server: object, worker: object) -> None:
             for service in services:

@@ -228,7 +228,7 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
     stream_audit_events(settings, store, observation.metrics, scheduler)
     keys = api_keys(store)
-    api = ApprovalApi(runner, keys, BodyReader(BodyLimits(max_bytes=MAX_BODY_BYTES)).read,
+    api = ApprovalApi(runner, keys, BodyReader(BodyLimits(max_bytes=MAX_BODY_BYTES)).read_or_status,
                       RateLimit(settings.api_rate), changes)
     if scheduler is not None:
         start_callbacks(scheduler, Callbacks(api, approval_callbacks(store), keys))

@@ -98,6 +98,11 @@ class BodyReader:
         self._changed = threading.Condition()
         self._watching = False
 
+    def read_or_status(self, environ: dict[str, Any]) -> bytes | tuple[int, str]:
+        """`read`, its refusal as (HTTP status, reason): for an app that answers in its own format."""
+        body = self.read(environ)
+        return (int(body.status.split()[0]), body.reason) if isinstance(body, Refusal) else body
+
     def read(self, environ: dict[str, Any]) -> bytes | Refusal:
         """The request's body, or why there is none to pass on."""
         size = _declared_size(environ.get("CONTENT_LENGTH"))

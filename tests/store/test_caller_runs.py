@@ -152,12 +152,21 @@ def test_a_replayed_request_gets_the_run_it_made_first(runner: Runner) -> None:
     assert len(runner.store.list_approvals(run_id=first)) == 1
 
 
-def test_the_caller_holds_the_run_while_it_runs_the_call(runner: Runner) -> None:
+def test_the_caller_holds_the_run_while_it_runs_the_call(runner: Runner, clock: ManualClock) -> None:
     run_id = asked(runner)
     approve(runner, run_id)
     assert isinstance(runner.start_call(run_id), Started)
-    assert runner.get_run(run_id, history=False).lease_owner == caller_owner(run_id)
+    held = runner.get_run(run_id, history=False)
+    assert str(held.lease_owner).startswith(caller_owner(run_id))
     assert runner.execute(run_id) is None, "no worker takes the run from its caller"
+    # A start retried (or raced) never holds, shortens or lets go of the caller's lease: once the
+    # workers' own lease would have lapsed, nobody takes the run for a lost call.
+    assert isinstance(runner.start_call(run_id), NotStarted)
+    after = runner.get_run(run_id, history=False)
+    assert (after.lease_owner, after.lease_expires_at) == (held.lease_owner, held.lease_expires_at)
+    clock.advance(seconds=5)
+    assert run_id not in runner.recover()
+    assert runner.report_call(run_id, True, {"refund_id": "R-1"}) == "done"
 
 
 
