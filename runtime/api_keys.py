@@ -35,10 +35,15 @@ class ApiKey:
     created_at: datetime
     revoked_at: datetime | None = None
     last_used_at: datetime | None = None
+    other_channels: tuple[str, ...] = ()
+    """Channels besides `channel` a request may name for its card."""
 
     @property
     def live(self) -> bool:
         return self.revoked_at is None
+
+    def may_post_to(self, channel: str) -> bool:
+        return channel == self.channel or channel in self.other_channels
 
     def may_ask_about(self, tool: str) -> bool:
         return any(fnmatch.fnmatchcase(tool, glob) for glob in self.tools)

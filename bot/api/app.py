@@ -172,14 +172,15 @@ class ApprovalApi:
         if not key.may_ask_about(request.tool):
             raise ApiError(403, "forbidden", f"this key may not ask about {request.tool} "
                                              f"(it may ask about {', '.join(key.tools)})")
-        if request.channel not in (None, key.channel):
-            raise ApiError(403, "forbidden", f"this key's approvals go to {key.channel}")
+        channel = request.channel or key.channel
+        if not key.may_post_to(channel):
+            raise ApiError(403, "forbidden", f"this key's approvals go to {', '.join((key.channel, *key.other_channels))}")
         fingerprint = hashlib.sha256(canonical_json(request.model_dump(mode="json")).encode()).hexdigest()
         call = CallerCall(tool=request.tool, args=request.args, side_effect=request.side_effect,
                           description=request.description, preview=request.preview, timeout_s=request.timeout,
                           ttl_s=request.ttl)
         goal = (request.reason or f"{request.tool}, asked for with the key {key.name}")[:MAX_GOAL_CHARS]
-        origin = {"channel": key.channel, "api": {"key": key.name, "request": fingerprint, "id_key": request.key,
+        origin = {"channel": channel, "api": {"key": key.name, "request": fingerprint, "id_key": request.key,
                                                   "requester": request.requester,
                                                   **({"callback_url": request.callback_url} if request.callback_url
                                                      else {})}}

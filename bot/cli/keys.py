@@ -27,10 +27,11 @@ def _name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return value
 
 
-def _channel(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    if not CHANNEL.match(value.strip()):
-        raise click.BadParameter(f"{value!r} is not a Slack channel id (C… or G…)", ctx, param)
-    return value.strip()
+def _channels(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    for channel in value:
+        if not CHANNEL.match(channel.strip()):
+            raise click.BadParameter(f"{channel!r} is not a Slack channel id (C… or G…)", ctx, param)
+    return tuple(channel.strip() for channel in value)
 
 
 def _requester(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -48,14 +49,15 @@ def _tools(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str,
 
 @click.command("create")
 @click.argument("name", callback=_name)
-@click.option("--channel", required=True, callback=_channel, metavar="C…", help="Where its approval cards go.")
+@click.option("--channel", "channels", required=True, multiple=True, callback=_channels, metavar="C…",
+              help="Where its approval cards go; given again, other channels a request may name instead.")
 @click.option("--tools", default="*", show_default=True, callback=_tools, metavar="GLOB,…",
               help="The tools it may ask about, as globs (e.g. refund,mcp__github__*).")
 @click.option("--requester", callback=_requester, metavar="U…",
               help="The Slack user it asks for: its approvals are theirs (they may not approve them "
                    "unless self-approval is on). Without it, the key itself is the requester.")
 @options(DATABASE_URL)
-def keys_create(name: str, channel: str, tools: tuple[str, ...], requester: str | None,
+def keys_create(name: str, channels: tuple[str, ...], tools: tuple[str, ...], requester: str | None,
                 database_url: str | None) -> int:
     """Make a key; its secret is printed once, on the last line."""
     from signoff.bot.wiring import api_keys, open_store
@@ -65,7 +67,9 @@ def keys_create(name: str, channel: str, tools: tuple[str, ...], requester: str 
     store = open_store(settings.database_url, auto_upgrade=True)
     try:
         secret, callback_secret = new_secret(), new_callback_secret()
-        key = ApiKey(name=name, channel=channel, tools=tools, requester=requester, created_at=store.now())
+        channel = channels[0]
+        key = ApiKey(name=name, channel=channel, tools=tools, requester=requester, created_at=store.now(),
+                     other_channels=tuple(c for c in dict.fromkeys(channels[1:]) if c != channel))
         try:
             api_keys(store).create_key(key, secret_hash(secret), callback_secret)
         except KeyExists as exc:
@@ -73,7 +77,8 @@ def keys_create(name: str, channel: str, tools: tuple[str, ...], requester: str 
             return EXIT_ERROR
     finally:
         store.close()
-    click.echo(f"key {name}: cards to {channel}, tools {','.join(tools)}"
+    others = f" (or {', '.join(key.other_channels)}, as a request names)" if key.other_channels else ""
+    click.echo(f"key {name}: cards to {channel}{others}, tools {','.join(tools)}"
                f"{f', for {requester}' if requester else ''}.")
     click.echo(f"Its callbacks (a request's callback_url) are signed with: {callback_secret}")
     click.echo("Its secret, shown only now:")
@@ -100,7 +105,8 @@ def keys_list(database_url: str | None) -> int:
     for key in found:
         used = key.last_used_at.strftime("%Y-%m-%d %H:%M") if key.last_used_at else "never"
         state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "live"
-        click.echo(f"{key.name:<24} {key.channel:<12} {','.join(key.tools):<24} {key.requester or '-':<12} "
+        channels = ",".join((key.channel, *key.other_channels))
+        click.echo(f"{key.name:<24} {channels:<12} {','.join(key.tools):<24} {key.requester or '-':<12} "
                    f"{used:<17} {state}")
     return EXIT_OK
 

@@ -22,7 +22,8 @@ class SqlApiKeys(SqlTransactions):
             with self._tx() as conn:
                 conn.execute(insert(api_keys).values(
                     name=key.name, secret_hash=secret_hash, callback_secret=callback_secret,
-                    channel=key.channel, tools=json.dumps(list(key.tools)),
+                    channel=key.channel, other_channels=json.dumps(list(key.other_channels)),
+                    tools=json.dumps(list(key.tools)),
                     requester=key.requester, created_at=self._now(conn)))
         except IntegrityError:
             raise KeyExists(f"a key named {key.name} exists already; names are never reused") from None
@@ -58,5 +59,6 @@ class SqlApiKeys(SqlTransactions):
 
 
 def _key(row: Any) -> ApiKey:
-    return ApiKey(name=row.name, channel=row.channel, tools=tuple(json.loads(row.tools)), requester=row.requester,
+    return ApiKey(name=row.name, channel=row.channel, other_channels=tuple(json.loads(row.other_channels)),
+                  tools=tuple(json.loads(row.tools)), requester=row.requester,
                   created_at=row.created_at, revoked_at=row.revoked_at, last_used_at=row.last_used_at)

@@ -237,6 +237,8 @@ api_keys = Table(
     Column("secret_hash", String(64), nullable=False, unique=True),
     Column("callback_secret", String(80), nullable=False),
     Column("channel", String(32), nullable=False),
+    # JSON list of the other channels a request may name for its card.
+    Column("other_channels", Text, nullable=False, server_default=text("'[]'")),
     # JSON list of the tool name globs it may ask about (["*"]: any).
     Column("tools", Text, nullable=False),
     Column("requester", String(32), nullable=True),

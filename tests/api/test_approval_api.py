@@ -281,3 +281,16 @@ def test_a_callback_tells_the_caller_of_the_decision_signed_and_again_until_it_i
         told = json.loads(taken.body)
         assert (told["type"], told["id"], told["status"], told["decided_by"]) == \
             ("approval.decided", approval.id, "approved", APPROVER)
+
+
+def test_a_request_may_name_another_channel_its_key_allows_and_no_other(world: World, url: str) -> None:
+    rooms = keys(world, "create", "two-rooms", "--channel", "C0RUNS", "--channel", "C0PRIVATE",
+                 "--tools", "refund").splitlines()[-1]
+    with Signoff(url, rooms) as signoff:
+        approval = signoff.request("refund", {"order": "A-13", "amount": 55}, key="refund-A-13", channel="C0PRIVATE")
+        with pytest.raises(Forbidden):
+            signoff.request("refund", {"order": "A-14", "amount": 55}, key="refund-A-14", channel="C0ELSEWHERE")
+    prefix = f"{approval_of(world, approval.id).approval_id}:"
+    card = wait_until(lambda: next(iter(messages_with(world, APPROVE_ACTION, prefix)), None), 30, what="the card")
+    assert card["channel"] == "C0PRIVATE"
+    assert "C0RUNS,C0PRIVATE" in keys(world, "list")

@@ -22,6 +22,7 @@ def upgrade() -> None:
         sa.Column("secret_hash", sa.String(64), nullable=False),
         sa.Column("callback_secret", sa.String(80), nullable=False),
         sa.Column("channel", sa.String(32), nullable=False),
+        sa.Column("other_channels", sa.Text, nullable=False, server_default=sa.text("'[]'")),
         sa.Column("tools", sa.Text, nullable=False),
         sa.Column("requester", sa.String(32), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
