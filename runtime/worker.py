@@ -177,7 +177,12 @@ class Worker:
 
     def _advance(self, agent: Agent, session: Session) -> None:
         run = session.run
-        if run.command is not None:
+        # What came of a call its caller started is recorded before any request left for the run
+        # (a cancel), which then interrupts the pass and applies: otherwise the request would end
+        # the run over a started call, and its outcome would never be recorded, nor asked about.
+        if agent.status == "awaiting_caller" and self._from_caller(agent, session):
+            pass
+        elif run.command is not None:
             self._apply(agent, run.command, session)
         else:
             match agent.status:
@@ -188,24 +193,26 @@ class Worker:
                 case "awaiting_approval":
                     self._continue_approval(agent, session)
                     return
-                case "awaiting_caller":
-                    self._from_caller(agent, session)
         if (agent.status == "awaiting_approval" and agent.run_state.batch is not None and not session.interrupted
                 and not session.released):
             # A turn's calls may have been decided while it was busy with others (or before a crash).
             self._continue_approval(agent, session)
 
-    def _from_caller(self, agent: Agent, session: Session) -> None:
+    def _from_caller(self, agent: Agent, session: Session) -> bool:
         """Go on from what the caller reported of the call the run handed it; or, with no report, a
-        started call whose caller's lease lapsed (recovery brought the run here) goes to a person."""
+        started call whose caller's lease lapsed (recovery brought the run here) goes to a person.
+        False: nothing came of it yet (not started, or reported on a call that was not)."""
         pending, report = agent.run_state.pending, session.report
         running = self.store.running_call(session.run.run_id)
         started = pending is not None and running is not None and running[1] == pending.key
         if isinstance(report, Refused | NotGranted) or (report is not None and started):
             agent.caller_reported(report)
-        elif report is None and started and pending is not None:
+            return True
+        if report is None and started and pending is not None:
             agent.caller_lost(f"{pending.tool} was started by the program that asked for it, which reported "
                               "no outcome within the call's time limit; it may or may not have taken effect")
+            return True
+        return False
 
     def _apply(self, agent: Agent, raw: dict[str, object], session: Session) -> None:
         """Carry out the request left for the run; one it cannot take is dropped and audited."""

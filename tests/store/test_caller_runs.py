@@ -16,7 +16,7 @@ from signoff.runtime.caller_runs import CallerCall, NotStarted, Started, caller_
 from signoff.runtime.judging import Caller
 from signoff.runtime.policy_file import parse_policy
 from signoff.runtime.ports import Store
-from signoff.runtime.records import Decided
+from signoff.runtime.records import Decided, Done
 from signoff.runtime.replay import replay
 from signoff.runtime.runner import Runner
 
@@ -264,3 +264,15 @@ def test_approve_and_allow_similar_lets_the_caller_s_next_similar_call_run_unask
     assert store.get_grant(decided.grant.grant_id).uses == 1, "its use counted as the call started"
     other = asked(runner, CallerCall(tool="refund", args={"order": "B-2", "amount": 15}))
     assert runner.get_run(other).status == "awaiting_approval", "another order is asked about"
+
+
+def test_a_cancel_left_while_the_caller_runs_the_call_waits_for_its_outcome(runner: Runner) -> None:
+    """The run is cancelled once the caller has said what came of the call it started, never over
+    it: the outcome is recorded first, then the request applies."""
+    run_id = asked(runner)
+    approve(runner, run_id)
+    assert isinstance(runner.start_call(run_id), Started)
+    assert isinstance(runner.cancel(run_id, REQUESTER, "changed my mind"), Done)
+    assert runner.report_call(run_id, True, {"refund_id": "R-7"}) == "cancelled"
+    [row] = runner.store.executions(run_id)
+    assert (row["status"], row["result"]) == ("succeeded", {"refund_id": "R-7"})
