@@ -192,24 +192,23 @@ class ApprovalApi:
         return (201 if made else 200), self._answer(run)
 
     def _wait(self, run: RunRecord, seconds: int) -> dict[str, Any]:
-        view = self._view(run)
+        view, body = self._look(run)
         if view.status in DECIDED or seconds <= 0 or not self._waiting.acquire(blocking=False):
-            return _body(run.run_id, view)
+            return body
         try:
             deadline = time.monotonic() + seconds
             while view.status not in DECIDED and time.monotonic() < deadline:
                 self.changes.wait(POLL_S)
-                run = self.runner.get_run(run.run_id) or run
-                view = self._view(run)
+                view, body = self._look(self.runner.get_run(run.run_id) or run)
         finally:
             self._waiting.release()
-        return _body(run.run_id, view)
+        return body
 
     def _start(self, run: RunRecord) -> tuple[int, Any]:
         started = self.runner.start_call(run.run_id)
         if isinstance(started, Started):
-            return 200, {**self._answer(run), "key": started.key, "args": started.args,
-                         "deadline_seconds": started.deadline_s}
+            return 200, {**self._answer(self.runner.get_run(run.run_id) or run), "key": started.key,
+                         "args": started.args, "deadline_seconds": started.deadline_s}
         view = self._view(self.runner.get_run(run.run_id) or run)
         raise ApiError(409, "not_startable", f"the approval is {view.status}; only an approved call starts, once",
                        {"status": view.status})
@@ -221,43 +220,39 @@ class ApprovalApi:
                                                "for a call that was started", {"status": view.status})
         self.runner.report_call(run.run_id, outcome.ok, outcome.result,
                                 outcome.error or "the caller reported a failure", outcome.seconds)
-        after = self._view(self.runner.get_run(run.run_id) or run)
+        after, body = self._look(self.runner.get_run(run.run_id) or run)
         if after.status == "started":
             raise ApiError(409, "too_late", "the outcome came after the call's time limit: a person is asked "
                                             "whether it took effect", {"status": after.status})
-        return 200, _body(run.run_id, after)
+        return 200, body
 
     # -- what a caller is told --------------------------------------------------------------
 
-    def _view(self, run: RunRecord) -> CallerView:
+    def _look(self, run: RunRecord) -> tuple[CallerView, dict[str, Any]]:
+        """What the caller is told of `run` (as read: the caller reads it fresh), and the answer's body."""
         approvals = self.runner.store.list_approvals(run_id=run.run_id, limit=20)
         key = (run.state.get("pending") or {}).get("key")
         rows = self.runner.store.executions(run.run_id)
         execution = next((row for row in reversed(rows) if key is None or row.get("key") == key), None)
-        asked = (run.origin.get("caller") or {}).get("args") or {}
-        return caller_view(run, approvals, execution, asked)
+        view = caller_view(run, approvals, execution, (run.origin.get("caller") or {}).get("args") or {})
+        body: dict[str, Any] = {"id": run.run_id, "status": view.status, "args": view.args}
+        if view.decided_by is not None:
+            body["decided_by"] = view.decided_by
+        if view.reason is not None:
+            body["reason"] = view.reason
+        if approvals:  # newest first
+            body["expires_at"], body["digest"] = approvals[0].expires_at.isoformat(), approvals[0].digest
+        return view, body
+
+    def _view(self, run: RunRecord) -> CallerView:
+        return self._look(run)[0]
 
     def describe(self, run: RunRecord) -> dict[str, Any]:
         """The approval as `GET /v1/approvals/{id}` answers it (a callback sends the same)."""
         return self._answer(run)
 
     def _answer(self, run: RunRecord) -> dict[str, Any]:
-        fresh = self.runner.get_run(run.run_id) or run
-        body = _body(fresh.run_id, self._view(fresh))
-        approval = next(iter(self.runner.store.list_approvals(run_id=fresh.run_id, limit=1)), None)
-        if approval is not None:
-            body["expires_at"] = approval.expires_at.isoformat()
-            body["digest"] = approval.digest
-        return body
-
-
-def _body(run_id: str, view: CallerView) -> dict[str, Any]:
-    body: dict[str, Any] = {"id": run_id, "status": view.status, "args": view.args}
-    if view.decided_by is not None:
-        body["decided_by"] = view.decided_by
-    if view.reason is not None:
-        body["reason"] = view.reason
-    return body
+        return self._look(run)[1]
 
 
 def _request_id(key: ApiKey, idempotency_key: str) -> str:
