@@ -120,6 +120,17 @@ class NotApproved(SignoffError):
 _KINDS: Mapping[int, type[SignoffError]] = {401: Unauthorized, 403: Forbidden, 409: Conflict}
 
 
+def decider_words(decided_by: str | None) -> str:
+    """Who decided, in words: the API names a person by their Slack id, a rule as `policy:<rule>`,
+    a grant as `grant:<id>`."""
+    kind, _, name = (decided_by or "").partition(":")
+    if kind == "policy":
+        return f"the policy rule {name!r}" if name else "Signoff's policy"
+    if kind == "grant" and name:
+        return f"the grant {name}"
+    return decided_by or "Signoff's policy"
+
+
 def _field(body: Any, name: str) -> Any:
     """`body[name]`, or `body["error"][name]`: the API's refusals say `{"error": {"code": ...}}`."""
     if not isinstance(body, dict):
@@ -238,7 +249,7 @@ class _ApprovalFields:
             return f"nobody decided within {waited:g} s" if waited is not None else "nobody decided"
         words = self.status
         if self.decided_by:
-            words += f" by {self.decided_by}"
+            words += f" by {decider_words(self.decided_by)}"
         return f"{words}: {self.reason}" if self.reason else words
 
     def __repr__(self) -> str:

@@ -193,6 +193,8 @@ def _input_problem(event: Any) -> str | None:
 
 
 def _ask(client: Signoff, event: dict[str, Any], remaining: float, timeout: float) -> dict[str, Any]:
+    from signoff.client import decider_words
+
     tool, tool_input = event["tool_name"], event["tool_input"]
     approval = client.request(
         tool, tool_input, key=f"{event['session_id']}:{event['tool_use_id']}", side_effect=True,
@@ -202,28 +204,17 @@ def _ask(client: Signoff, event: dict[str, Any], remaining: float, timeout: floa
     if approval.status == "pending":
         return deny(f"nobody decided within {math.ceil(timeout)} s; the call was not run")
     if approval.status != "approved":
-        who = f" by {_decider(approval.decided_by)}" if approval.decided_by else ""
+        who = f" by {decider_words(approval.decided_by)}" if approval.decided_by else ""
         why = f": {approval.reason}" if approval.reason else ""
         if approval.status in ("denied", "expired"):
             return deny(f"{approval.status}{who}{why}")
         return deny(f"this call's approval is {approval.status} already (a call runs once); not run again")
     args = approval.start()
-    who = _decider(approval.decided_by)
+    who = decider_words(approval.decided_by)
     edited = args != tool_input
     reason = f"approved by {who}" + (" with edits" if edited else "") + \
         (f": {approval.reason}" if approval.reason else "")
     return allow(reason, args if edited else None)
-
-
-def _decider(decided_by: str | None) -> str:
-    """Who decided, in words: the API names a person by their Slack id, a rule as `policy:<rule>`,
-    a grant as `grant:<id>`."""
-    kind, _, name = (decided_by or "").partition(":")
-    if kind == "policy":
-        return f"the policy rule {name!r}" if name else "Signoff's policy"
-    if kind == "grant" and name:
-        return f"the grant {name}"
-    return decided_by or "Signoff's policy"
 
 
 def _preview(tool_input: dict[str, Any]) -> str | None:

@@ -20,7 +20,7 @@ import anyio
 import mcp_types as types
 
 from signoff.bot.gateway.catalog import Catalog, GatewayTool
-from signoff.client import AsyncApproval, AsyncSignoff, Conflict, SignoffError
+from signoff.client import AsyncApproval, AsyncSignoff, Conflict, SignoffError, decider_words
 from signoff.tools.mcp.connection import (
     CallOutcome,
     ConnectionLost,
@@ -152,9 +152,8 @@ def not_approved(approval: AsyncApproval) -> str:
         return (f"Not run again: this request (the same session and request id) was run already; "
                 f"approval {approval.id} is {status}.")
     words = f"Not run: Signoff {status} it"
-    who = approval.decided_by
-    if who:
-        words += f" (the policy's rule {who.removeprefix('policy:')!r})" if who.startswith("policy:") else f" ({who})"
+    if approval.decided_by:
+        words += f" ({decider_words(approval.decided_by)})"
     if approval.reason:
         words += f": {approval.reason}"
     return f"{words} (approval {approval.id})."

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from signoff.client import Approval, AsyncApproval
+from signoff.client import Approval, AsyncApproval, decider_words
 
 
 def call_key(framework: str, thread: str, call_id: str) -> str:
@@ -31,7 +31,7 @@ def refusal(approval: Approval | AsyncApproval, timeout: float | None) -> str:
         return f"Signoff: not approved: nobody decided{waited}, so the call was not run."
     if approval.status in ("started", "succeeded", "failed"):  # a replay of a call that was approved
         return f"Signoff: this call was approved and has run already ({approval.status}); it was not run again."
-    words = approval.status + (f" by {approval.decided_by}" if approval.decided_by else "")
+    words = approval.status + (f" by {decider_words(approval.decided_by)}" if approval.decided_by else "")
     because = f": {approval.reason}" if approval.reason else ""
     return f"Signoff: {words}{because}. The call was not run."
 
