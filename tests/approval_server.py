@@ -5,10 +5,9 @@ database, with keys made by the real `signoff keys create`. `Person` decides one
 as an approver does, from the card Slack shows, with requests signed as Slack signs them: Approve,
 or Deny with the reason typed in the Deny form.
 
-An edit takes a second path: Slack's Edit button on a card of an API request answers that the
-arguments cannot be edited in Slack (its form knows only the tools `signoff serve` loads), so the
-edit is `Runner.edit` itself, run here on the same database as an approver's, and the edited call
-is then approved on its new card by another approver, as any edited call is.
+An edit here is `Runner.edit` itself, run on the same database as an approver's Edit form would
+(the form, through Slack, is tested with the approval API's own tests), and the edited call is then
+approved on its new card by another approver, as any edited call is.
 """
 
 from __future__ import annotations

@@ -6,10 +6,8 @@ once and reports it; refusals get their documented codes and change nothing."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -18,10 +16,11 @@ import httpx
 import pytest
 
 from scenarios.drive import APPROVER, messages_with
-from scenarios.world import ROOT, World, wait_until
+from scenarios.world import World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION, EDIT_ACTION
 from signoff.bot.slack.edit_form import EDIT_INPUT
 from signoff.client import Conflict, Forbidden, Signoff, Unauthorized
+from tests.approval_server import ApprovalServer
 from tests.fakes.receiver import WebhookReceiver, documented_recipe, wait_for
 
 POLICY = """
@@ -37,36 +36,35 @@ rules:
 """
 
 
-def keys(world: World, *args: str) -> str:
-    """`signoff keys ...` on the world's database, as an operator runs it: its output."""
-    done = subprocess.run([sys.executable, "-m", "signoff.bot.cli", "keys", *args,
-                           "--database-url", world.db.url("cli")], capture_output=True, text=True, cwd=ROOT,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
-def world() -> Iterator[World]:
-    from scenarios.world import Policy
-
-    world = World("sqlite", [{"final": "unused: API runs propose their own call"}], policy=Policy(file=POLICY))
+def server() -> Iterator[ApprovalServer]:
+    server = ApprovalServer(POLICY)
     try:
-        world.start()
-        yield world
+        yield server
     finally:
-        world.close()
+        server.close()
 
 
 @pytest.fixture(scope="module")
-def url(world: World) -> str:
-    return f"http://127.0.0.1:{world.serves[0].port}"
+def world(server: ApprovalServer) -> World:
+    return server.world
 
 
 @pytest.fixture(scope="module")
-def made(world: World) -> list[str]:
+def url(server: ApprovalServer) -> str:
+    return server.url
+
+
+@pytest.fixture(scope="module")
+def keys(server: ApprovalServer) -> Callable[..., str]:
+    """`signoff keys ...` on the server's database, as an operator runs it: its output."""
+    return server.keys
+
+
+@pytest.fixture(scope="module")
+def made(keys: Callable[..., str]) -> list[str]:
     """`signoff keys create`'s output: the callback secret on its second line, the key's on its last."""
-    return keys(world, "create", "ci-bot", "--channel", "C0RUNS", "--tools", "refund,delete_account").splitlines()
+    return keys("create", "ci-bot", "--channel", "C0RUNS", "--tools", "refund,delete_account").splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -158,13 +156,13 @@ def test_a_bad_request_gets_its_documented_error_and_changes_nothing(world: Worl
     assert len(world.db.store.list_runs(limit=1000)) == before
 
 
-def test_keys_no_key_a_wrong_one_a_revoked_one_and_another_key_s_approval(world: World, url: str,
-                                                                          secret: str) -> None:
+def test_keys_no_key_a_wrong_one_a_revoked_one_and_another_key_s_approval(
+        world: World, url: str, keys: Callable[..., str], secret: str) -> None:
     body = {"tool": "refund", "args": {"order": "A-4", "amount": 50}, "key": "refund-A-4"}
     assert httpx.post(f"{url}/v1/approvals", json=body, timeout=30).status_code == 401
     with Signoff(url, "sk_signoff_wrong") as wrong, pytest.raises(Unauthorized):
         wrong.request("refund", body["args"], key="k")
-    other = keys(world, "create", "other-bot", "--channel", "C0RUNS", "--tools", "lookup").splitlines()[-1]
+    other = keys("create", "other-bot", "--channel", "C0RUNS", "--tools", "lookup").splitlines()[-1]
     with Signoff(url, secret) as mine, Signoff(url, other) as theirs:
         approval = mine.request("refund", body["args"], key="refund-A-4")
         with pytest.raises(Forbidden):
@@ -172,8 +170,8 @@ def test_keys_no_key_a_wrong_one_a_revoked_one_and_another_key_s_approval(world:
         answer = httpx.get(f"{url}/v1/approvals/{approval.id}", headers={"Authorization": f"Bearer {other}"},
                            timeout=30)
         assert (answer.status_code, answer.json()["error"]["code"]) == (404, "not_found")
-    assert "other-bot" in keys(world, "list") and other not in keys(world, "list")
-    keys(world, "revoke", "other-bot")
+    assert "other-bot" in keys("list") and other not in keys("list")
+    keys("revoke", "other-bot")
     with Signoff(url, other) as revoked, pytest.raises(Unauthorized):
         revoked.request("lookup", {}, key="k")
 
@@ -283,8 +281,9 @@ def test_a_callback_tells_the_caller_of_the_decision_signed_and_again_until_it_i
             ("approval.decided", approval.id, "approved", APPROVER)
 
 
-def test_a_request_may_name_another_channel_its_key_allows_and_no_other(world: World, url: str) -> None:
-    rooms = keys(world, "create", "two-rooms", "--channel", "C0RUNS", "--channel", "C0PRIVATE",
+def test_a_request_may_name_another_channel_its_key_allows_and_no_other(world: World, url: str,
+                                                                         keys: Callable[..., str]) -> None:
+    rooms = keys("create", "two-rooms", "--channel", "C0RUNS", "--channel", "C0PRIVATE",
                  "--tools", "refund").splitlines()[-1]
     with Signoff(url, rooms) as signoff:
         approval = signoff.request("refund", {"order": "A-13", "amount": 55}, key="refund-A-13", channel="C0PRIVATE")
@@ -293,4 +292,4 @@ def test_a_request_may_name_another_channel_its_key_allows_and_no_other(world: W
     prefix = f"{approval_of(world, approval.id).approval_id}:"
     card = wait_until(lambda: next(iter(messages_with(world, APPROVE_ACTION, prefix)), None), 30, what="the card")
     assert card["channel"] == "C0PRIVATE"
-    assert "C0RUNS,C0PRIVATE" in keys(world, "list")
+    assert "C0RUNS,C0PRIVATE" in keys("list")

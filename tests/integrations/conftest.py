@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -18,9 +16,10 @@ from typing import Any
 import pytest
 
 from scenarios.drive import APPROVER, messages_with
-from scenarios.world import ROOT, World, wait_until
+from scenarios.world import World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION
 from signoff.runtime.records import ApprovalRecord
+from tests.approval_server import ApprovalServer
 from tests.fakes.openai_server import FakeOpenAI
 
 GATED_TOOLS = "refund"
@@ -38,28 +37,28 @@ def required(module: str, extra: str) -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[World]:
-    world = World("sqlite", [{"final": "unused: API callers propose their own calls"}])
+def server() -> Iterator[ApprovalServer]:
+    server = ApprovalServer()
     try:
-        world.start()
-        yield world
+        yield server
     finally:
-        world.close()
+        server.close()
 
 
 @pytest.fixture(scope="module")
-def url(world: World) -> str:
-    return f"http://127.0.0.1:{world.serves[0].port}"
+def world(server: ApprovalServer) -> World:
+    return server.world
 
 
 @pytest.fixture(scope="module")
-def api_key(world: World) -> str:
+def url(server: ApprovalServer) -> str:
+    return server.url
+
+
+@pytest.fixture(scope="module")
+def api_key(server: ApprovalServer) -> str:
     """A key made as an operator makes one: `signoff keys create`, its secret on the last line."""
-    done = subprocess.run([sys.executable, "-m", "signoff.bot.cli", "keys", "create", "agents", "--channel", "C0RUNS",
-                           "--tools", GATED_TOOLS, "--database-url", world.db.url("cli")], capture_output=True,
-                          text=True, cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()[-1]
+    return server.new_key("agents", "--tools", GATED_TOOLS)
 
 
 @pytest.fixture
