@@ -1,7 +1,8 @@
 """What the approval API accepts, and the refusals it answers with: each a status and a stable `code`.
 
 Every body is checked whole before anything is done with it: a request that is not what it says
-changes nothing.
+changes nothing. Strictly: `"false"` is not a boolean, nor `true` a number of seconds (a side effect
+sent as the string "false" must not pass for a read).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def not_found(what: str) -> ApiError:
 class CreateApproval(BaseModel):
     """`POST /v1/approvals`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     tool: str = Field(pattern=TOOL_NAME.pattern)
     args: dict[str, JsonValue]
@@ -71,7 +72,7 @@ class CreateApproval(BaseModel):
 class Outcome(BaseModel):
     """`POST /v1/approvals/{id}/outcome`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     ok: bool
     result: JsonValue = None
