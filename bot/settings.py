@@ -59,6 +59,10 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_OUTBOX", "./outbox", "Directory where the demo send_email tool writes its .eml files."),
     ("SIGNOFF_AUDIT_WEBHOOK_URL", "", "HTTP(S) URL that `signoff serve` delivers every audit event written from now on to, as a signed CloudEvent; see Audit webhook."),
     ("SIGNOFF_AUDIT_WEBHOOK_SECRET", "", "Secret that signs each audit webhook delivery (the Signoff-Signature header); required with SIGNOFF_AUDIT_WEBHOOK_URL."),
+    ("SIGNOFF_OIDC_ISSUER", "", "OpenID Connect issuer whose sign-in opens the web console under /ui/ (https://slack.com for Sign in with Slack, or Okta, Google, Entra, Keycloak); without it the console is off. See Web console."),
+    ("SIGNOFF_OIDC_CLIENT_ID", "", "Client id of Signoff at that issuer; required with SIGNOFF_OIDC_ISSUER."),
+    ("SIGNOFF_OIDC_CLIENT_SECRET", "", "Client secret of Signoff at that issuer (it also signs the console's cookies); required with SIGNOFF_OIDC_ISSUER."),
+    ("SIGNOFF_PUBLIC_URL", "", "The URL people reach `signoff serve` at, e.g. https://signoff.example.com: the console's sign-in returns to it, its cookies are Secure when it is https, and cards link to it; required with SIGNOFF_OIDC_ISSUER."),
     ("SIGNOFF_LOG_LEVEL", "INFO", "Log level: DEBUG, INFO, WARNING or ERROR."),
     ("SIGNOFF_LOG_FORMAT", "text", "Log format: text (one timestamped line a record) or json (one JSON object a line)."),
     ("SIGNOFF_FAILPOINTS", "", "Fault testing only: crash at named points, e.g. after_tool=exit. Never set in production."),
@@ -82,7 +86,7 @@ def unknown_variables(environ: Mapping[str, str]) -> dict[str, str | None]:
 
 
 SECRET_VARS = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SIGNOFF_AUDIT_WEBHOOK_SECRET",
-                         "PAGERDUTY_TOKEN", "OPSGENIE_API_KEY"})
+                         "PAGERDUTY_TOKEN", "OPSGENIE_API_KEY", "SIGNOFF_OIDC_CLIENT_SECRET"})
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -206,6 +210,10 @@ class Settings(BaseModel):
     outbox: str = _field("SIGNOFF_OUTBOX", min_length=1)
     audit_webhook_url: HttpUrl | None = _field("SIGNOFF_AUDIT_WEBHOOK_URL", repr=False)
     audit_webhook_secret: SecretStr | None = _field("SIGNOFF_AUDIT_WEBHOOK_SECRET")
+    oidc_issuer: HttpUrl | None = _field("SIGNOFF_OIDC_ISSUER")
+    oidc_client_id: str | None = _field("SIGNOFF_OIDC_CLIENT_ID")
+    oidc_client_secret: SecretStr | None = _field("SIGNOFF_OIDC_CLIENT_SECRET")
+    public_url: HttpUrl | None = _field("SIGNOFF_PUBLIC_URL")
     log_level: LogLevel = _field("SIGNOFF_LOG_LEVEL")
     log_format: LogFormat = _field("SIGNOFF_LOG_FORMAT")
     failpoints: Failpoint = _field("SIGNOFF_FAILPOINTS")
@@ -270,7 +278,7 @@ class Settings(BaseModel):
                             f"group ids (S...) who may approve, {CHANNEL_MEMBERS} for any member of the channel "
                             "where approvals are posted, or on-call schedules (pagerduty:<schedule id>, "
                             "opsgenie:<schedule name>)")
-        problems += self.audit_webhook_problems()
+        problems += self.audit_webhook_problems() + self.console_problems()
         if problems:
             raise ConfigError(problems)
         return self
@@ -281,6 +289,23 @@ class Settings(BaseModel):
             return ["SIGNOFF_AUDIT_WEBHOOK_SECRET: required with SIGNOFF_AUDIT_WEBHOOK_URL (each delivery is "
                     "signed with it, and the receiver checks the signature)"]
         return []
+
+    def console_problems(self) -> list[str]:
+        """What keeps the web console from signing anyone in: an issuer without its client, or
+        without the public URL the sign-in returns to (all unset: the console is off)."""
+        if self.oidc_issuer is None:
+            given = [name for name, value in (("SIGNOFF_OIDC_CLIENT_ID", self.oidc_client_id),
+                                              ("SIGNOFF_OIDC_CLIENT_SECRET", self.oidc_client_secret)) if value]
+            return [f"{name}: set without SIGNOFF_OIDC_ISSUER, so the web console stays off" for name in given]
+        needed = (("SIGNOFF_OIDC_CLIENT_ID", self.oidc_client_id, "Signoff's client id at the issuer"),
+                  ("SIGNOFF_OIDC_CLIENT_SECRET", self.oidc_client_secret, "Signoff's client secret at the issuer"),
+                  ("SIGNOFF_PUBLIC_URL", self.public_url, "the https URL people reach Signoff at"))
+        return [f"{name}: required with SIGNOFF_OIDC_ISSUER ({what})" for name, value, what in needed if not value]
+
+    @property
+    def console_on(self) -> bool:
+        """Whether `signoff serve` serves the web console under /ui/ (every OIDC setting is given)."""
+        return bool(self.oidc_issuer and self.oidc_client_id and self.oidc_client_secret and self.public_url)
 
     def __repr_args__(self) -> Any:
         yield from super().__repr_args__()

@@ -47,6 +47,7 @@ from signoff.tools.mcp import McpConfigError, McpServers
 from signoff.tools.registry import MCP_PREFIX, ToolsetError, load_toolsets
 
 if TYPE_CHECKING:
+    from signoff.bot.console.oidc import Issuer
     from signoff.bot.observe.metrics import Pending
     from signoff.runtime.adapters.api_callbacks import SqlCallbacks
     from signoff.runtime.audit_webhook import AuditStream, DeliveryStatus
@@ -160,6 +161,16 @@ def approval_callbacks(store: Store) -> SqlCallbacks:
 
     assert isinstance(store, SqlStore), "serve keeps runs in SQL"
     return SqlCallbacks(store.engine, clock=store.clock)
+
+
+def console_issuer(settings: Settings) -> Issuer:
+    """The OpenID Connect issuer the web console signs people in at (`SIGNOFF_OIDC_*`), returning
+    them to `SIGNOFF_PUBLIC_URL`/ui/callback."""
+    from signoff.bot.console.oidc import Issuer
+
+    assert settings.oidc_issuer and settings.oidc_client_id and settings.oidc_client_secret and settings.public_url
+    return Issuer(settings.oidc_issuer, settings.oidc_client_id, settings.oidc_client_secret.get_secret_value(),
+                  settings.public_url.rstrip("/") + "/ui/callback")
 
 
 def shared_state(store: Store) -> SqlSharedState:

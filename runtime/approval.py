@@ -141,16 +141,20 @@ def is_open(approval: ApprovalRecord, now: datetime) -> bool:
 
 
 def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, note: str = "",
-         digest: str | None = None, grant_id: str | None = None) -> tuple[Voted, Change | None]:
+         digest: str | None = None, grant_id: str | None = None,
+         step_up: Mapping[str, Any] | None = None) -> tuple[Voted, Change | None]:
     """Count `user`'s decision on `approval` (with `digest`: only on the call they were shown).
 
     A person counts once. A deny decides at once (a veto); an approve is counted until `quorum`
     distinct people have approved, and the one that completes it approves the call. `grant_id`:
     that approve also makes the grant the approval's rule offers, under this id. A click after the
     expiry, before any sweep noticed it, expires the approval (`Expired(just_now=True)`).
+    `step_up`: the fresh sign-in this decision was made with (`SignIn.to_json`, checked by the
+    runner: `step_up_refusal`), recorded in the event that counts it.
     """
     if is_open(approval, now) and (digest is None or bound_to(approval, digest)):
-        return _counted(approval, user=user, approved=approved, now=now, note=note, grant_id=grant_id)
+        return _counted(approval, user=user, approved=approved, now=now, note=note, grant_id=grant_id,
+                        step_up=step_up)
     if approval.status == "pending" and approval.expires_at <= now:
         change = expire(approval, now, noticed_by=user)
         return Expired(change.after, just_now=True), change
@@ -160,13 +164,14 @@ def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, 
 
 
 def _counted(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, note: str,
-             grant_id: str | None) -> tuple[Voted, Change | None]:
+             grant_id: str | None, step_up: Mapping[str, Any] | None) -> tuple[Voted, Change | None]:
     if any(given.user == user for given in approval.votes):
         return AlreadyCounted(approval), None
     given = Vote(user=user, approved=approved, at=now, note=note or None)
     approvals = sum(v.approved for v in approval.votes) + approved
     counted = {"approval_id": approval.approval_id, "key": approval.key, "approved": approved, "by": user,
-               "note": note, "approvals": approvals, "quorum": approval.quorum}
+               "note": note, "approvals": approvals, "quorum": approval.quorum,
+               **({"step_up": dict(step_up)} if step_up is not None else {})}
     if approved and approvals < approval.quorum:
         # Its card must now show this vote: out of line until it does, so recovery re-shows it.
         change = _change(approval, audit_event("approval_vote_recorded", **counted), vote=given, shown_status=None)
@@ -212,6 +217,47 @@ def decision_refusal(approval: ApprovalRecord, digest: str, now: datetime) -> Un
         return "decided"
     if approval.expires_at <= now:  # the database's clock decides expiry, not the edge's
         return "expired"
+    return None
+
+
+# -- step-up: a fresh sign-in to approve --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """A person's sign-in as the web console verified it: the issuer, and when the person last
+    authenticated there (the ID token's `auth_time`, by the issuer's clock)."""
+
+    issuer: str
+    at: datetime
+
+    def to_json(self, step_up: timedelta) -> dict[str, Any]:
+        """The fact a stepped-up decision records: which issuer, when the sign-in was, and how recent
+        the rule required it to be."""
+        return {"issuer": self.issuer, "signed_in_at": self.at.isoformat(),
+                "max_age_seconds": int(step_up.total_seconds())}
+
+
+def step_up_of(asked: Mapping[str, Any] | None) -> timedelta | None:
+    """How recent a sign-in approving under `asked` (an approval's `asked`) must be; None: any
+    decision counts, wherever it comes from."""
+    seconds = (asked or {}).get("step_up_seconds")
+    return timedelta(seconds=seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+
+
+def step_up_refusal(needed: timedelta | None, signed_in: SignIn | None, now: datetime) -> str | None:
+    """Why an approve made with `signed_in` (None: not from the web console, e.g. a Slack click)
+    does not meet a rule's `step_up` of `needed`, or None if it does (or none is needed)."""
+    if needed is None:
+        return None
+    if signed_in is None:
+        return (f"approving this call needs a sign-in no older than {spoken(needed.total_seconds())} at "
+                "Signoff's web console, so it cannot be approved from here: open its page there")
+    age = now - signed_in.at
+    if age > needed:
+        minutes = int(age.total_seconds() // 60)
+        return (f"approving this call needs a sign-in no older than {spoken(needed.total_seconds())}, and yours "
+                f"was {f'{minutes} min' if minutes else spoken(age.total_seconds())} ago: sign in again")
     return None
 
 

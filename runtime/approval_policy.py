@@ -101,6 +101,8 @@ class Requirement:
     remind: tuple[float, ...] = ()
     """Fractions of `ttl` (0.5 is half way) at which the approvers are reminded."""
     escalate: Escalation | None = None
+    step_up: timedelta | None = None
+    """Approving needs a sign-in at the web console no older than this (None: any decision counts)."""
 
     def waiting_at_most(self, seconds: float) -> Requirement:
         """This requirement, its time limit `seconds` if that is shorter (never longer)."""
@@ -115,7 +117,8 @@ class Requirement:
                 "allow_self_approval": self.allow_self_approval, "confirm": self.confirm,
                 "on_expiry": self.on_expiry, **({"grant": self.grant.to_json()} if self.grant else {}),
                 **({"remind": list(self.remind)} if self.remind else {}),
-                **({"escalate": self.escalate.to_json()} if self.escalate else {})}
+                **({"escalate": self.escalate.to_json()} if self.escalate else {}),
+                **({"step_up_seconds": _seconds(self.step_up)} if self.step_up else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Requirement:
@@ -129,11 +132,14 @@ class Requirement:
                 and isinstance(self_approval, bool) and isinstance(confirm, bool) and on_expiry in ON_EXPIRY):
             raise ValueError(f"not a stored approval requirement: {dict(data)!r}")
         grant, remind, escalate = data.get("grant"), data.get("remind", []), data.get("escalate")
-        if not (isinstance(remind, list) and all(_is_number(f) and 0 < f < 1 for f in remind)):
+        step_up = data.get("step_up_seconds")
+        if not (isinstance(remind, list) and all(_is_number(f) and 0 < f < 1 for f in remind)
+                and (step_up is None or (_is_number(step_up) and step_up > 0))):
             raise ValueError(f"not a stored approval requirement: {dict(data)!r}")
         return cls(tuple(approvers), quorum, timedelta(seconds=seconds), self_approval, confirm, on_expiry,
                    Grant.from_json(grant) if grant is not None else None, tuple(remind),
-                   Escalation.from_json(escalate) if escalate is not None else None)
+                   Escalation.from_json(escalate) if escalate is not None else None,
+                   None if step_up is None else timedelta(seconds=step_up))
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,8 @@ class Rule:
     grant: Grant | None = None
     remind: tuple[float, ...] | None = None
     escalate: Escalation | None = None
+    step_up: timedelta | None = None
+    """Approving needs a sign-in no older than this, at the web console (`Requirement.step_up`)."""
     _glob: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _when: When | None = field(init=False, repr=False, compare=False)
 
@@ -319,6 +327,7 @@ def _requirement(rule: Rule, defaults: Requirement) -> Requirement:
         grant=rule.grant,
         remind=defaults.remind if rule.remind is None else rule.remind,
         escalate=defaults.escalate if rule.escalate is None else rule.escalate,
+        step_up=rule.step_up,
     )
 
 
@@ -356,7 +365,13 @@ def _rule_json(rule: Rule) -> dict[str, Any]:
             **({"on_expiry": rule.on_expiry} if rule.on_expiry is not None else {}),
             **({"grant": rule.grant.to_json()} if rule.grant is not None else {}),
             **({"remind": list(rule.remind)} if rule.remind is not None else {}),
-            **({"escalate": rule.escalate.to_json()} if rule.escalate is not None else {})}
+            **({"escalate": rule.escalate.to_json()} if rule.escalate is not None else {}),
+            **({"step_up_seconds": _seconds(rule.step_up)} if rule.step_up is not None else {})}
+
+
+def _seconds(duration: timedelta) -> int | float:
+    seconds = duration.total_seconds()
+    return int(seconds) if seconds.is_integer() else seconds
 
 
 def _is_count(value: object) -> TypeGuard[int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from datetime import timedelta
 
 from signoff.runtime.approval import (
     IsAmong,
@@ -16,9 +17,10 @@ from signoff.runtime.approval import (
     asked_of,
     decider_refusal,
     decision_refusal,
+    step_up_of,
     with_rule,
 )
-from signoff.runtime.approval_policy import Ask, Deny
+from signoff.runtime.approval_policy import Ask, Deny, Verdict
 from signoff.runtime.caller_runs import run_tools
 from signoff.runtime.judging import Caller, classify, defaulted_of
 from signoff.runtime.people import SELF_APPROVAL, MayApprove
@@ -67,11 +69,7 @@ class Deciders:
         restart): a decision must satisfy the rule then and the rule now, so someone taken off
         the approvers cannot decide what was asked of them before.
         """
-        tool = run_tools(run, self.tools).get(approval.tool)
-        if tool is None:
-            return None  # the worker refuses the call: its tool is gone
-        caller = Caller(run.requester, str(run.origin.get("channel") or ""))
-        match classify(self.config.policy, tool, approval.args, caller, run.usage, defaulted_of(approval.asked)):
+        match self._verdict_now(run, approval):
             case Deny(rule=rule):
                 return f"the approval policy now refuses this call (policy rule {rule})"
             case Ask(rule=rule, requirement=now):
@@ -81,6 +79,25 @@ class Deciders:
                 return with_rule(decider_refusal(user, run.requester, approvers, now.allow_self_approval, is_among),
                                  rule)
         return None
+
+    def _verdict_now(self, run: RunRecord, approval: ApprovalRecord) -> Verdict | None:
+        """What the policy as it is now says of `approval`'s call (None: its tool is gone, and the
+        worker refuses the call)."""
+        tool = run_tools(run, self.tools).get(approval.tool)
+        if tool is None:
+            return None
+        caller = Caller(run.requester, str(run.origin.get("channel") or ""))
+        return classify(self.config.policy, tool, approval.args, caller, run.usage, defaulted_of(approval.asked))
+
+    def step_up_needed(self, run: RunRecord, approval: ApprovalRecord) -> timedelta | None:
+        """How recent a sign-in at the web console approving `approval` needs (None: any approve
+        counts, a Slack click too): by the rule that asked for it and by the rule as the policy words
+        it now, the stricter of the two, so a card posted before a rule said `step_up` approves
+        nothing without one either."""
+        then = step_up_of(approval.asked)
+        verdict = self._verdict_now(run, approval)
+        now = verdict.requirement.step_up if isinstance(verdict, Ask) else None
+        return min((d for d in (then, now) if d is not None), default=None)
 
     def unopenable(self, approval: ApprovalRecord, digest: str) -> Unopenable | None:
         """Why a form or a decision on `approval` from a message showing `digest` cannot be taken

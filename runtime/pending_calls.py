@@ -32,6 +32,9 @@ class Asked(Value):
     """Fractions of the time limit at which the approvers are reminded."""
     escalate: EscalationOffer | None = None
     """Who is added, and told, if nobody has decided after a while."""
+    step_up_seconds: Annotated[int | float, Field(gt=0)] | None = None
+    """Approving needs a sign-in at the web console no older than this many seconds (the rule's
+    `step_up`); a click in Slack cannot approve it."""
     defaulted: list[str] | None = None
     """Arguments the rules did not see: the caller left them out and the tool filled in its defaults
     (None: every argument was sent). Every later look at the call sees it as this one did."""

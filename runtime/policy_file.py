@@ -95,6 +95,8 @@ _TAKES = {
     "approvers": _SLACK_IDS, "to": _SLACK_IDS,
     "quorum": "quorum must be a whole number of people, 1 or more, got {value}",
     "ttl": _DURATION_WORDS, "for": _DURATION_WORDS, "after": _DURATION_WORDS,
+    "step_up": "step_up must be how recent the approver's sign-in at the web console must be, a duration like "
+               "10m, 1h or 1d, got {value}",
     "allow_self_approval": _FLAG, "confirm": _FLAG,
     "on_expiry": "on_expiry must be end (the run ends as expired) or continue (the model is told nobody decided "
                  "in time, and the run goes on), got {value}",

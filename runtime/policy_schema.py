@@ -64,6 +64,21 @@ def _duration(value: object) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+STEP_UP_LONGEST = timedelta(days=1)
+"""The longest `step_up` a rule may ask: a sign-in older than a day proves nothing about who holds it now."""
+
+
+def _step_up(value: object) -> timedelta:
+    """`step_up: 10m`: a duration, as `ttl` takes, from a second to a day."""
+    try:
+        duration = _duration(value)
+    except ValueError:  # zero or less is worded as any other value the field does not take
+        raise _wrong() from None
+    if duration > STEP_UP_LONGEST:
+        raise ValueError(f"step_up is how recent a sign-in must be, at most 1d, got {value!r}")
+    return duration
+
+
 def _percent(value: object) -> float:
     """`50%` as the fraction 0.5, strictly between 0% and 100%."""
     text = value.strip() if isinstance(value, str) else ""
@@ -97,6 +112,7 @@ def _not_blank(value: str) -> str:
 
 Text = Annotated[str, AfterValidator(_not_blank)]
 Duration = Annotated[timedelta, PlainValidator(_duration)]
+StepUp = Annotated[timedelta, PlainValidator(_step_up)]
 Quorum = Annotated[int, Field(ge=1)]
 SlackIds = Annotated[list[Annotated[str, AfterValidator(_approver)]], BeforeValidator(_all_text)]
 """Slack user ids (U/W), user group ids (S), `*` and on-call schedules (`people.APPROVER_FORMS`)."""
@@ -199,11 +215,15 @@ class AskRuleFile(_RuleFile):
     grant: GrantFile | None = None
     remind: Percents | None = None
     escalate: EscalateFile | None = None
+    step_up: StepUp | None = None
 
     @model_validator(mode="after")
     def _grant_without_confirm(self) -> AskRuleFile:
         if self.grant is not None and self.confirm:
             raise ValueError("grant is never offered with confirm: true: each call of the rule asks 'are you sure?'")
+        if self.grant is not None and self.step_up is not None:
+            raise ValueError("grant is never offered with step_up: each call of the rule needs a fresh sign-in, "
+                             "and a grant would let later calls run with none")
         return self
 
     def rule(self, defaults: Requirement) -> Rule:
@@ -219,7 +239,8 @@ class AskRuleFile(_RuleFile):
                     confirm=self.confirm, on_expiry=self.on_expiry,
                     grant=None if self.grant is None else self.grant.grant(),
                     remind=None if self.remind is None else _reminders(self.remind),
-                    escalate=None if self.escalate is None else self.escalate.escalation())
+                    escalate=None if self.escalate is None else self.escalate.escalation(),
+                    step_up=self.step_up)
 
 
 def _decision_of(rule: object) -> str:

@@ -263,7 +263,7 @@ class ApprovalStore(Protocol):
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None) -> Voted:
+               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None) -> Voted:
         """Count one person's decision on a pending, unexpired approval (with `digest`, when given),
         atomically, whoever else decides at the same time on whichever replica.
 
@@ -282,6 +282,10 @@ class ApprovalStore(Protocol):
         `lease_to`: the decision that moves it to approved or denied also takes the run's lease for
         that owner until now + `lease`, in the same transaction, if nobody holds a live one and
         the run has not ended (as `claim`); `Decided.lease` is the owner when it did.
+
+        `step_up`: the fresh sign-in the decision was made with, where the approval's rule needs one
+        (`approval.SignIn.to_json`), kept in the event that counts it (`approval_recorded` or
+        `approval_vote_recorded`, under `step_up`).
         """
 
     def nudge_due(self, limit: int = 100) -> list[Nudged]:

@@ -210,6 +210,14 @@ class NotAllowed:
 
 
 @dataclass(frozen=True)
+class StepUpNeeded(NotAllowed):
+    """The approve was refused for want of a fresh sign-in, as the approval's rule says (`step_up`):
+    the person may approve it from its page in the web console (`approval_id`), after signing in."""
+
+    approval_id: str = ""
+
+
+@dataclass(frozen=True)
 class Mismatch:
     """The click does not match the stored request (changed digest, another run's approval)."""
 

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from signoff.runtime.agent import Policy
-from signoff.runtime.approval import bound_to, offers_grant
+from signoff.runtime.approval import SignIn, bound_to, offers_grant, step_up_refusal, with_rule
 from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.budget import Budget
 from signoff.runtime.caller_runs import MODEL as CALLER_MODEL
@@ -38,6 +38,7 @@ from signoff.runtime.records import (
     NotAllowed,
     Nudged,
     RunRecord,
+    StepUpNeeded,
 )
 from signoff.runtime.run_requests import RunRequests
 from signoff.runtime.runner_config import RunnerConfig
@@ -138,7 +139,8 @@ class Runner(RunRequests):
 
     def decide(self, approval_id: str, digest: str, user: str, approved: bool, note: str = "",
                grant: bool = False, drive: bool = False,
-               unoffered: Callable[[ApprovalRecord], str | None] | None = None, show: bool = True) -> DecisionOutcome:
+               unoffered: Callable[[ApprovalRecord], str | None] | None = None, show: bool = True,
+               signed_in: SignIn | None = None) -> DecisionOutcome:
         """Record one person's decision on one approval; the caller then runs `execute(run_id)`.
 
         `grant`: approve and allow similar calls, as the approval's rule offers (refused where it
@@ -148,7 +150,12 @@ class Runner(RunRequests):
         runner in its own transaction (`Decided.lease` says it did); one left unused holds the run
         until it expires (`RunnerConfig.lease`). `show=False` leaves bringing the card in line to
         the caller (`show_decision`), which hands the run to a worker first: the tool then does not
-        wait for the message service."""
+        wait for the message service.
+
+        `signed_in`: the sign-in the web console verified for this person (None: the decision comes
+        from elsewhere, a Slack click or the terminal). An approve under a rule with `step_up` needs
+        one no older than it says, whatever surface it comes from (`StepUpNeeded` otherwise), and
+        its event records that sign-in; a deny needs none."""
         approval = self.store.get_approval(approval_id)
         if approval is None:
             return Missing("approval")
@@ -165,9 +172,14 @@ class Runner(RunRequests):
             return NotAllowed(reason)
         if grant and not (approved and offers_grant(approval)):
             return NotAllowed("this call's rule offers no grant: approve it alone")
+        step_up = self.step_up_needed(run, approval) if approved else None
+        refusal = step_up_refusal(step_up, signed_in, self.store.now())
+        if refusal:
+            return StepUpNeeded(with_rule(refusal, approval.rule) or refusal, approval_id=approval_id)
+        stepped_up = signed_in.to_json(step_up) if step_up is not None and signed_in is not None else None
         lease = self.worker.new_owner() if drive else None
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
-                                    lease_to=lease, lease=self.config.lease)
+                                    lease_to=lease, lease=self.config.lease, step_up=stepped_up)
         if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
             self.worker.took(approval.run_id, lease)
         self.teller.observe(run, vote_events(outcome, user))

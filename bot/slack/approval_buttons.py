@@ -15,12 +15,46 @@ from signoff.bot.slack.blocks import (
     MAX_CONFIRM_BUTTON,
     MAX_CONFIRM_TEXT,
     MAX_CONFIRM_TITLE,
+    OPEN_PAGE_ACTION,
     button,
     plain_text,
 )
 from signoff.bot.words import grant_offer, similar_words
+from signoff.runtime.approval import step_up_of
 from signoff.runtime.durations import spoken
 from signoff.runtime.records import ApprovalRecord
+
+
+def approval_page(console: str, approval: ApprovalRecord) -> str:
+    """The approval's page in the web console (`console`: `SIGNOFF_PUBLIC_URL`)."""
+    return f"{console.rstrip('/')}/ui/approvals/{approval.approval_id}"
+
+
+def approve_buttons(approval: ApprovalRecord, *, tool_confirms: bool = False,
+                    console: str | None = None) -> list[dict[str, Any]]:
+    """Approve, and Approve + allow similar where the rule offers it; for a rule with `step_up`,
+    no button bound to the approval but a link to its page in the web console (`console`: where
+    that is; None: it is off, and nothing here approves it)."""
+    if step_up_of(approval.asked) is not None:
+        return [page_button(approval, console)] if console else []
+    similar = approve_similar_button(approval, tool_confirms=tool_confirms)
+    return [approve_button(approval, tool_confirms=tool_confirms), *([similar] if similar else [])]
+
+
+def page_button(approval: ApprovalRecord, console: str) -> dict[str, Any]:
+    """A link to the approval's page, where a fresh sign-in approves it; it carries nothing to decide with."""
+    element = button("Approve on its page (sign-in needed)", OPEN_PAGE_ACTION, approval.approval_id, "primary")
+    element["url"] = approval_page(console, approval)
+    return element
+
+
+def step_up_words(approval: ApprovalRecord) -> str | None:
+    """What a card says of a rule's `step_up` (None: it has none)."""
+    needed = step_up_of(approval.asked)
+    if needed is None:
+        return None
+    return (f":closed_lock_with_key: Approving this call needs a sign-in no older than {spoken(needed.total_seconds())}"
+            " at Signoff's web console: Slack's Approve does not approve it.")
 
 
 def approval_value(approval: ApprovalRecord) -> str:

@@ -13,10 +13,10 @@ from typing import Any
 from signoff.bot.arguments import ToolDisplay, argument_lines, argument_pairs
 from signoff.bot.slack.approval_buttons import (
     approval_value,
-    approve_button,
-    approve_similar_button,
+    approve_buttons,
     deny_button,
     edit_button,
+    step_up_words,
 )
 from signoff.bot.slack.blocks import (
     APPROVAL_BLOCK,
@@ -75,11 +75,13 @@ def approvable_in(approval: ApprovalRecord, display: ToolDisplay, room: int) -> 
     return code_sections(argument_lines(approval.args, display), room) is not None
 
 
-def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, room: int) -> ShownArguments:
+def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, room: int, *,
+                    console: str | None = None) -> ShownArguments:
     """The arguments in at most `room` code sections, or the short form, with its buttons.
 
     Approve is offered only beside every argument in full. A short form offers *View full
-    arguments* (the modal, with Approve) if the modal holds them, and otherwise only Deny.
+    arguments* (the modal, with Approve) if the modal holds them, and otherwise only Deny. A rule
+    with `step_up` gets a link to the approval's page in the web console (`console`) instead of Approve.
     """
     lines = argument_lines(approval.args, display)
     deny = deny_button(approval)
@@ -88,10 +90,10 @@ def shown_arguments(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
     full = code_sections(lines, room)
     if full is not None:
         label = f"*Arguments* ({len(lines)}, one a line, in full)" if lines else "*Arguments*: none"
-        approve = approve_button(approval, tool_confirms=display.confirm)
-        similar = approve_similar_button(approval, tool_confirms=display.confirm)
-        return ShownArguments(label, [code_section(s) for s in full],
-                              [approve, *([similar] if similar else []), deny, *edit], True)
+        stepped = step_up_words(approval) if approval.status == "pending" else None
+        label += f"\n{stepped}" if stepped else ""
+        approve = approve_buttons(approval, tool_confirms=display.confirm, console=console)
+        return ShownArguments(label, [code_section(s) for s in full], [*approve, deny, *edit], True)
     size = f"*Arguments* ({len(lines)}): {sum(map(len, lines)):,} characters, too long to show in full here"
     if approval.status != "pending":
         label = f"{size}; `signoff runs show {safe(run.run_id, 80)} --json` has them in full."
@@ -184,7 +186,8 @@ def code_section(text: str) -> dict[str, Any]:
     return block
 
 
-def arguments_modal(run: RunRecord, approval: ApprovalRecord, display: ToolDisplay) -> dict[str, Any] | None:
+def arguments_modal(run: RunRecord, approval: ApprovalRecord, display: ToolDisplay, *,
+                    console: str | None = None) -> dict[str, Any] | None:
     """Every argument in full with Approve, or None if even a modal cannot hold them; the model's
     words beside the call too, when `run` carries its history."""
     lines = argument_lines(approval.args, display)
@@ -197,12 +200,11 @@ def arguments_modal(run: RunRecord, approval: ApprovalRecord, display: ToolDispl
                f"`{safe(approval.key, 120)}`{about}\n>{safe(run.goal, 600)}\n"
                + (f"{model_says(said)}\n" if said else "")
                + f"*Arguments* ({len(lines)}, one a line, in full)")
-    similar = approve_similar_button(approval, tool_confirms=display.confirm)
     preview = approval_preview(run, approval)
+    approve = approve_buttons(approval, tool_confirms=display.confirm, console=console)
     blocks = [section(heading), *(code_section(s) for s in sections), *(preview_blocks(preview, None) if preview else []),
               context(f"expires {slack_date(approval.expires_at)} · budget used: {budget_line(run.state)}"),
-              actions(APPROVAL_BLOCK, [approve_button(approval, tool_confirms=display.confirm),
-                                       *([similar] if similar else [])])]
+              *([actions(APPROVAL_BLOCK, approve)] if approve else [])]
     return _modal(approval, blocks)
 
 

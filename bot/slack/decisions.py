@@ -12,6 +12,7 @@ from slack_bolt import Ack
 from slack_sdk.errors import SlackApiError
 
 from signoff.bot.slack import argument_blocks, blocks, messages
+from signoff.bot.slack.approval_buttons import approval_page
 from signoff.bot.slack.argument_blocks import BATCH_SECTIONS, MODAL_SECTIONS, outcome_modal
 from signoff.bot.slack.edit_form import FieldErrors, edit_errors, edit_fields, edit_modal, read_edit
 from signoff.bot.slack.home import Home
@@ -54,6 +55,7 @@ from signoff.runtime.records import (
     NotAllowed,
     Refused,
     RunRecord,
+    StepUpNeeded,
 )
 from signoff.runtime.runner import Runner
 
@@ -218,7 +220,8 @@ class Decisions:
         if refusal is not None or approval is None or run is None:
             self.notices.tell(click.where, refusal or APPROVAL_GONE)
             return
-        view = argument_blocks.arguments_modal(run, approval, self.notifier.display(approval.tool, run))
+        view = argument_blocks.arguments_modal(run, approval, self.notifier.display(approval.tool, run),
+                                               console=self.notifier.console_url)
         if view is None:
             self.notices.tell(click.where, argument_blocks.too_long_for_slack(run.run_id))
             return
@@ -305,6 +308,8 @@ class Decisions:
             case AlreadyCounted(approval=approval):
                 self.notices.tell(where, f"You already decided this one; one person counts once "
                                          f"({approval_progress(approval, blocks.user)}).", modal)
+            case StepUpNeeded(reason=reason, approval_id=approval_id):
+                self.notices.tell(where, self._step_up_text(reason, approval_id), modal)
             case NotAllowed(reason=reason) | Mismatch(reason=reason):
                 self.notices.tell(where, not_done_text(reason), modal)
             case Missing(what=what):
@@ -313,6 +318,14 @@ class Decisions:
                 assert_never(outcome)
         if where.in_home or modal:  # a modal may have been opened from Home, whose buttons are now stale
             self.home.publish(where.user)
+
+    def _step_up_text(self, reason: str, approval_id: str) -> str:
+        """Why an Approve click was refused for want of a fresh sign-in, with the link to approve it."""
+        approval = self.runner.get_approval(approval_id)
+        console = self.notifier.console_url
+        if approval is None or console is None:
+            return not_done_text(reason)
+        return f"{not_done_text(reason)}\n<{approval_page(console, approval)}|Approve it on its page>"
 
     def _show_grant(self, approval: ApprovalRecord, grant: GrantRecord) -> None:
         """The card says the approve allows similar calls: the runner showed it decided before it

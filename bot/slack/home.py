@@ -32,7 +32,7 @@ class Home:
     def publish(self, viewer: str) -> None:
         view = home_tab.home_view(viewer, self.runner.waiting_on(viewer), self.runner.runs_for(viewer),
                                   displays={name: self.notifier.display(name) for name in self.notifier.tools},
-                                  grants=self.runner.grants_for(viewer))
+                                  grants=self.runner.grants_for(viewer), console=self.notifier.console_url)
         self.notifier.client.views_publish(user_id=viewer, view=view)
 
     def on_revoke_grant(self, ack: Ack, body: dict[str, Any]) -> Callable[[], None] | None:

@@ -38,6 +38,7 @@ _HOME_GRANTS = 8
 def home_view(
     viewer: str, waiting: Sequence[tuple[RunRecord, ApprovalRecord]], runs: Sequence[RunRecord],
     *, displays: Mapping[str, ToolDisplay] | None = None, grants: Sequence[GrantRecord] = (),
+    console: str | None = None,
 ) -> dict[str, Any]:
     """The Home tab: approvals waiting on the viewer, with working buttons, the grants in force
     that they made or that cover their runs (each with Revoke), and their recent runs.
@@ -51,7 +52,7 @@ def home_view(
         blocks.append(section("Nothing is waiting for your approval."))
     for run, approval in waiting[:_HOME_APPROVALS]:
         display = displays.get(approval.tool, UNKNOWN_TOOL)
-        shown = shown_arguments(run, approval, display, HOME_SECTIONS)
+        shown = shown_arguments(run, approval, display, HOME_SECTIONS, console=console)
         about = f" ({untrusted(display.description, 150)})" if display.description else ""
         deciders = deciders_line(approval)
         blocks += [

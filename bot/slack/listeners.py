@@ -109,6 +109,7 @@ class Listeners:
         app.action(blocks.DENY_ACTION)(answered(self.decisions.on_deny, self.later))
         app.action(blocks.EDIT_ACTION)(answered(self.decisions.on_edit, self.later))
         app.action(blocks.VIEW_ARGS_ACTION)(answered(self.decisions.on_view_args, self.later))
+        app.action(blocks.OPEN_PAGE_ACTION)(_only_ack)
         app.view_submission(blocks.DENY_MODAL)(answered(self.decisions.on_deny_submitted, self.later))
         app.view_submission(blocks.EDIT_MODAL)(answered(self.decisions.on_edit_submitted, self.later))
         app.action(blocks.REVOKE_GRANT_ACTION)(answered(self.home.on_revoke_grant, self.later))
@@ -124,3 +125,8 @@ class Listeners:
             self.later.submit(_finish_event, listener, event)
 
         return run
+
+
+def _only_ack(ack: Ack) -> None:
+    """A link button's click: Slack opens the link itself; the app has only to acknowledge it."""
+    ack()

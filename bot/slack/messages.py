@@ -75,6 +75,7 @@ from signoff.bot.words import (
     status_words,
     stop_words,
 )
+from signoff.runtime.approval import step_up_of
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
@@ -158,7 +159,8 @@ def tool_result_message(run: RunRecord, entry: Mapping[str, Any], *,
 
 def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
                      said: str | None = None, edited: Mapping[str, Any] | None = None,
-                     asked: AskedWith | None = None, on_call: OnCallLookup | None = None) -> Message:
+                     asked: AskedWith | None = None, on_call: OnCallLookup | None = None,
+                     console: str | None = None) -> Message:
     """An approval request: what would run, with what, for whom, until when, and what the model said
     beside the call; Approve (and Approve + allow similar, where its rule offers it), Deny and Edit.
 
@@ -166,9 +168,10 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
     model's words come from the run's history, or `said` for a run read without it; who edited the
     call and what they changed, from the run's pending call, or `edited` (`pending_calls.Edited` as JSON);
     its preview and the budget, as `asked` has them (default: as the run shows them now); who is on
-    call in an on-call schedule among its approvers, as `on_call` says.
+    call in an on-call schedule among its approvers, as `on_call` says. A rule with `step_up` links
+    to the approval's page in the web console (`console`) instead of offering Approve.
     """
-    shown = shown_arguments(run, approval, display, CARD_SECTIONS)
+    shown = shown_arguments(run, approval, display, CARD_SECTIONS, console=console)
     edited = edited_changes(run.state.get("pending"), approval) or edited
     blocks = _approval_body(run, approval, display, shown, said, edited, asked, on_call)
     progress = quorum_progress(approval)
@@ -201,7 +204,7 @@ def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDi
 
 def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
                   displays: Mapping[str, ToolDisplay] | None = None, said: str | None = None,
-                  asked: Mapping[str, AskedWith] | None = None) -> Message:
+                  asked: Mapping[str, AskedWith] | None = None, console: str | None = None) -> Message:
     """The requests of one turn's several calls on one card, in the order the model made them: each
     call with its arguments, who decides and where it stands, its own buttons while it waits (a
     click on them decides that call alone), and Approve all for the calls approvable on the card.
@@ -212,11 +215,11 @@ def batch_message(run: RunRecord, approvals: Sequence[ApprovalRecord], *,
     approvable, confirming = [], []
     for place, approval in enumerate(approvals, start=1):
         display = displays.get(approval.tool, UNKNOWN_TOOL)
-        shown = shown_arguments(run, approval, display, BATCH_SECTIONS)
+        shown = shown_arguments(run, approval, display, BATCH_SECTIONS, console=console)
         preview = asked[approval.approval_id].preview if asked is not None else approval_preview(run, approval)
         blocks += batch_call_blocks(run, place, approval, shown, preview)
         # Approvable as `approvable_in(approval, display, BATCH_SECTIONS)` says: the click is checked so.
-        if approval.status == "pending" and shown.whole:
+        if approval.status == "pending" and shown.whole and step_up_of(approval.asked) is None:
             approvable.append(approval)
             if (approval.asked or {}).get("confirm") is True or display.confirm:
                 confirming.append(approval.tool)

@@ -73,8 +73,11 @@ class SlackNotifier:
                  approval_channel: str | None = None, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
                  extend_steps: int = RunnerConfig.extend_steps, reads: Reads | None = None,
                  update_attempts: int = 4, sleep: Callable[[float], None] = time.sleep,
-                 on_call: OnCallLookup | None = None) -> None:
+                 on_call: OnCallLookup | None = None, console_url: str | None = None) -> None:
         self.client = client
+        self.console_url = console_url
+        """Where the web console is (`SIGNOFF_PUBLIC_URL`), for the cards that link to an approval's
+        page; None: it is off."""
         self.on_call = on_call
         """Who is on call in a schedule named as an approver, for the card to name them (None: unnamed)."""
         self.reads = reads
@@ -132,7 +135,7 @@ class SlackNotifier:
                 self._edited.put(approval.approval_id, edited)
         message = messages.approval_message(run, approval, display=self.display(approval.tool, run),
                                             asked=self._asked_as(run, [approval])[approval.approval_id],
-                                            on_call=self.on_call)
+                                            on_call=self.on_call, console=self.console_url)
         response = self._post(channel, message)
         self._followed.show(run, done=True)  # the run waits for a person now
         self._headers.waiting(run, self._thread(run), [approval])
@@ -182,7 +185,7 @@ class SlackNotifier:
         with self._lock:
             said = next((s for a in approvals if (s := self._said.get(a.approval_id))), None)
         return messages.batch_message(run, approvals, displays={a.tool: self.display(a.tool, run) for a in approvals},
-                                      said=said, asked=self._asked_as(run, approvals))
+                                      said=said, asked=self._asked_as(run, approvals), console=self.console_url)
 
     def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
         self._show_outcome(run, approval)
@@ -346,7 +349,7 @@ class SlackNotifier:
         display, asked = self.display(approval.tool, run), self._asked_as(run, [approval])[approval.approval_id]
         if approval.status == "pending":
             message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked,
-                                                on_call=self.on_call)
+                                                on_call=self.on_call, console=self.console_url)
         else:
             message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
                                                grant=self._grant_of(approval), asked=asked)

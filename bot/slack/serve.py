@@ -96,13 +96,15 @@ class Service:
     scheduler: BackgroundScheduler | None = None
     api: WsgiApp | None = None
     """The approval API (`/v1`), served beside Slack's routes."""
+    console: WsgiApp | None = None
+    """The web console (`/ui/`), with `SIGNOFF_OIDC_*` set; None: off, and `/ui/` answers 404."""
     wsgi: WsgiApp = field(init=False)
     readiness: Readiness = field(init=False)
 
     def __post_init__(self) -> None:
         self.readiness = Readiness(self.runner, self.client)
         self.wsgi = make_wsgi(self.app, self.healthy, ready=self.readiness, metrics=self.observation.metrics,
-                              api=self.api)
+                              api=self.api, console=self.console)
 
     def healthy(self) -> bool:
         """Alive: the clock runs. Asks nothing of the database, so an outage there restarts no pod."""
@@ -208,7 +210,8 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     tools = load_tools(settings) if parts.tools is None else parts.tools
     config = runner_config(settings)
     notifier = SlackNotifier(client, tools=tools, approval_channel=settings.approval_channel, on_call=approvers.on_call,
-                             redact_keys=config.redact_keys, extend_steps=config.extend_steps)
+                             redact_keys=config.redact_keys, extend_steps=config.extend_steps,
+                             console_url=settings.public_url if settings.console_on else None)
     if parts.store is not None:
         policies = parts.policies or policy_factory(settings, tools, model_env(environ))
         runner = Runner(parts.store, tools, policies, config, notifier, may_approve=approvers.may_approve,
@@ -233,7 +236,36 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     if scheduler is not None:
         start_callbacks(scheduler, Callbacks(api, approval_callbacks(store), keys))
     return Service(settings=settings, runner=runner, client=client, notifier=notifier, workers=workers, app=app,
-                   pool=pool, observation=observation, scheduler=scheduler, api=api)
+                   pool=pool, observation=observation, scheduler=scheduler, api=api,
+                   console=web_console(settings, runner, client, workers))
+
+
+def web_console(settings: Settings, runner: Runner, client: WebClient, workers: Workers) -> WsgiApp | None:
+    """The web console `SIGNOFF_OIDC_*` configure (None without them): people are found in Slack by
+    their email (`users.lookupByEmail`), and a run they decide goes to this process's workers."""
+    if not settings.console_on:
+        return None
+    from signoff.bot.console.app import Console
+    from signoff.bot.wiring import console_issuer
+
+    def lookup(email: str) -> str | None:
+        try:
+            return str(client.users_lookupByEmail(email=email)["user"]["id"])
+        except SlackApiError as exc:
+            if exc.response.get("error") == "users_not_found":
+                return None
+            raise
+
+    team: list[str | None] = []
+
+    def workspace() -> str | None:
+        if not team:
+            team.append(str(client.auth_test().get("team_id") or "") or None)
+        return team[0]
+
+    assert settings.oidc_client_secret is not None and settings.public_url is not None
+    return Console(runner, console_issuer(settings), settings.oidc_client_secret.get_secret_value(),
+                   settings.public_url, lookup=lookup, drive=workers.submit, team=workspace)
 
 
 class CountedWebClient(WebClient):
@@ -277,7 +309,12 @@ def serve(settings: Settings, *, environ: Mapping[str, str] | None = None) -> No
     environ = os.environ if environ is None else environ
     settings.for_serve()
     configure_logging(settings)
-    load_approval_policy(settings)  # a bad policy file stops start-up in one line, before anything is said
+    policy = load_approval_policy(settings)  # a bad policy file stops start-up in one line, before anything is said
+    stepped = [rule.name for rule in policy.rules if rule.step_up is not None]
+    if stepped and not settings.console_on:
+        raise ConfigError(f"SIGNOFF_POLICY: rule {stepped[0]} says step_up, which only the web console's sign-in "
+                          "meets: set SIGNOFF_OIDC_ISSUER, SIGNOFF_OIDC_CLIENT_ID, SIGNOFF_OIDC_CLIENT_SECRET and "
+                          "SIGNOFF_PUBLIC_URL (see Web console), or nobody can approve its calls")
     if settings.socket_mode:
         _serve_socket_mode(settings, environ)
         return

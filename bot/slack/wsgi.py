@@ -42,6 +42,8 @@ READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
 API_PREFIX = "/v1/"
 """The approval API's routes (`bot.api`)."""
+CONSOLE_PREFIX = "/ui/"
+"""The web console's pages (`bot.console`); not found while it is off."""
 SOCKET_KEYS = ("gunicorn.socket", "signoff.socket")
 """Where gunicorn, and `http_server` below, put the client's socket in the WSGI environ."""
 
@@ -205,10 +207,11 @@ class _FormBodies(SlackRequestHandler):
 
 
 def make_wsgi(app: App, healthy: Callable[[], bool], *, ready: Callable[[], Mapping[str, str]] | None = None,
-              metrics: Metrics | None = None, bodies: BodyReader | None = None, api: WsgiApp | None = None) -> WsgiApp:
+              metrics: Metrics | None = None, bodies: BodyReader | None = None, api: WsgiApp | None = None,
+              console: WsgiApp | None = None) -> WsgiApp:
     """The WSGI app: Bolt on `POST /slack/events`; `GET /healthz` (`healthy`), `/readyz` (`ready`:
-    each check with "ok" or why not), `/metrics` (`metrics`) and the approval API under `/v1/`
-    (`api`), each answered when given."""
+    each check with "ok" or why not), `/metrics` (`metrics`), the approval API under `/v1/` (`api`)
+    and the web console under `/ui/` (`console`: 404 without one), each answered when given."""
     bolt = _FormBodies(app, path=EVENTS_PATH)
     bodies = bodies or BodyReader()
 
@@ -217,6 +220,10 @@ def make_wsgi(app: App, healthy: Callable[[], bool], *, ready: Callable[[], Mapp
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
         if api is not None and path.startswith(API_PREFIX):  # its own keys and bodies: not Slack's screening
             return "api", api(environ, start_response)
+        if path.startswith(CONSOLE_PREFIX) or path == CONSOLE_PREFIX.rstrip("/"):  # its own cookies and forms
+            if console is None:
+                return "console", _answer(start_response, Refusal("404 Not Found", "not found"))
+            return "console", console(environ, start_response)
         if method in ("GET", "HEAD"):
             if path == HEALTH_PATH:
                 ok = healthy()

@@ -8,7 +8,7 @@ run's lease.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -144,7 +144,7 @@ class MemoryApprovals(MemoryReads):
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None) -> Voted:
+               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None) -> Voted:
         with self._lock:
             now = self.now()
             approval = self._approvals.get(approval_id)
@@ -152,7 +152,7 @@ class MemoryApprovals(MemoryReads):
                 return Missing("approval")
             run = self._run(approval.record.run_id)
             voted, change = vote(approval.out(), user=user, approved=approved, now=now, note=note, digest=digest,
-                                 grant_id=new_grant_id() if grant else None)
+                                 grant_id=new_grant_id() if grant else None, step_up=step_up)
             if change is not None:
                 self._save(run, [change])
             if isinstance(voted, Decided) and lease_to is not None and lease is not None and (

@@ -8,7 +8,7 @@ fenced on the run's lease, in the transaction that uses its approval or its gran
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -164,7 +164,7 @@ class SqlApprovals(SqlTransactions):
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None) -> Voted:
+               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None) -> Voted:
         """Count one person's decision (`approval.vote` decides it); the run's row is taken first, so
         deciders on any replica count one after another and exactly one of them completes (or
         vetoes) the approval."""
@@ -177,7 +177,7 @@ class SqlApprovals(SqlTransactions):
             conn.execute(LOCK_RUN, {"b_run_id": run_id})
             [approval] = approvals_where(conn, approvals.c.approval_id == approval_id)
             voted, change = vote(approval, user=user, approved=approved, now=now, note=note, digest=digest,
-                                 grant_id=new_grant_id() if grant else None)
+                                 grant_id=new_grant_id() if grant else None, step_up=step_up)
             if change is not None:
                 save_changes(conn, [change], now)
             if isinstance(voted, Decided) and lease_to is not None and lease is not None and conn.execute(
