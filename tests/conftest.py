@@ -14,6 +14,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,11 @@ from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import OperationalError
 
 from signoff.runtime.adapters.db import make_engine, upgrade
+
+# celpy raises the recursion limit to 2500 each time it makes a CEL environment. Where the first one
+# of a test process is made inside a Hypothesis test, Hypothesis fails that test for the change
+# ("The recursion limit will not be reset"): so the limit is celpy's from the start.
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 2500))
 
 POSTGRES_URL = os.environ.get("SIGNOFF_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 _postgres_reachable: bool | None = None
