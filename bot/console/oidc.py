@@ -72,8 +72,8 @@ class Issuer:
         endpoints = self.endpoints()
         state, nonce, verifier = generate_token(32), generate_token(32), generate_token(64)
         fresh: dict[str, Any] = {"max_age": max_age, "prompt": "login"} if max_age is not None else {}
-        with self._client(endpoints) as client:
-            url, _ = client.create_authorization_url(endpoints.authorization, state=state, nonce=nonce,
+        with self._client(endpoints) as oauth:
+            url, _ = oauth.create_authorization_url(endpoints.authorization, state=state, nonce=nonce,
                                                      code_verifier=verifier, **fresh)
         return Started(url, {"state": state, "nonce": nonce, "verifier": verifier, "max_age": max_age,
                              "at": int(self._clock())})
@@ -88,8 +88,8 @@ class Issuer:
             raise SignInError("the issuer sent no authorization code")
         endpoints = self.endpoints()
         try:
-            with self._client(endpoints) as client:
-                token = client.fetch_token(endpoints.token, code=query["code"], code_verifier=kept["verifier"])
+            with self._client(endpoints) as oauth:
+                token = oauth.fetch_token(endpoints.token, code=query["code"], code_verifier=kept["verifier"])
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             raise SignInError(f"the issuer did not exchange the code ({type(exc).__name__})") from None
         id_token = token.get("id_token") if isinstance(token, dict) else None
