@@ -5,6 +5,10 @@ for all but the upstream's own answer); nothing raises to the client.
 Fails closed: when Signoff cannot be asked, or stops answering before the call started, nothing is
 run, reads included. A side effect whose server hung or went away mid-call has an unknown outcome:
 it is left started without one, so Signoff asks a person whether it took effect.
+
+An approval holds for the tool as it was when the call was asked: a server that changes the tool's
+schema or annotations (its contract, as Signoff's runs compare it) while the call waits voids it,
+and the call is not run.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import mcp_types as types
 
 from signoff.bot.gateway.catalog import Catalog, GatewayTool
 from signoff.client import AsyncApproval, AsyncSignoff, Conflict, SignoffError, decider_words
+from signoff.tools.base import contract_change
 from signoff.tools.mcp.connection import (
     CallOutcome,
     ConnectionLost,
@@ -74,6 +79,10 @@ class Gateway:
             return refusal(f"Not run: Signoff could not be asked ({exc.message}); the gateway fails closed.")
         if approval.status != "approved":
             return refusal(not_approved(approval))
+        changed = contract_change(call.tool.name, call.tool.tool.contract, self.catalog.tool_now(call.tool.name))
+        if changed is not None:
+            return refusal(f"Not run: {changed}, so approval {approval.id} no longer holds; it is left to "
+                           "expire unused. List the tools again and call it as it is now to ask again.")
         # Once started, the call runs and is reported even if the client goes away meanwhile.
         with anyio.CancelScope(shield=True):
             result = await self._run(call, approval)
@@ -81,7 +90,10 @@ class Gateway:
 
     async def _ask(self, call: Call, args: dict[str, Any]) -> AsyncApproval:
         gate = call.tool.gate
-        return await self.signoff.request(call.tool.name, args, key=call.key, reason=call.reason,
+        # The contract is in the reason (shown on the card): the request, and so its idempotency key,
+        # is bound to the tool as it was, and a retry after the tool changed is refused as another request.
+        reason = f"{call.reason} (tool contract {call.tool.tool.contract})"
+        return await self.signoff.request(call.tool.name, args, key=call.key, reason=reason,
                                           description=call.tool.tool.description[:2000],
                                           side_effect=gate.side_effect, timeout=gate.timeout_s + REPORT_MARGIN_S)
 

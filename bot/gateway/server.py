@@ -4,20 +4,34 @@ catalog, `tools/call` goes through `Gateway.call`.
 Over stdio a client session is the process: each start of the gateway draws a new session id, and
 a call's idempotency key is that id and the JSON-RPC request id, so a request the client sends
 again (the same id) is the same approval, and runs at most once.
+
+When an upstream's tools change, the gateway tells its clients: on their `subscriptions/listen`
+streams (the 2026 protocol), or with `notifications/tools/list_changed` (the handshake era).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
+import logging
 import uuid
+import weakref
 from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from signoff.bot.gateway.calls import Call, Gateway, refusal
+from signoff.bot.gateway.catalog import Catalog
+
+log = logging.getLogger("signoff.gateway")
 
 SERVER_NAME = "signoff-gateway"
 MAX_ID_CHARS = 80
@@ -32,11 +46,43 @@ def idempotency_key(session: str, request_id: Any) -> str:
     return f"mcp-gateway:{session}:{shown}"
 
 
-def gateway_server(gateway: Gateway, session: str) -> Server[Any]:
+class ListChanges:
+    """Tells the gateway's clients that its tool list changed, from a server's thread."""
+
+    def __init__(self) -> None:
+        self.bus = InMemorySubscriptionBus()
+        self.sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+        """Clients of the handshake era that listed the tools (those of 2026 listen on the bus)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def follow(self, catalog: Catalog) -> None:
+        """Tell clients of each change of `catalog`, on the running loop."""
+        self._loop = asyncio.get_running_loop()
+        catalog.listeners.append(self._changed)
+
+    def _changed(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody to tell
+                loop.call_soon_threadsafe(lambda: loop.create_task(self._tell()))
+
+    async def _tell(self) -> None:
+        await self.bus.publish(ToolsListChanged())
+        for session in list(self.sessions):
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:  # a client gone meanwhile
+                log.info("could not tell a client its tools changed: %s", exc)
+                self.sessions.discard(session)
+
+
+def gateway_server(gateway: Gateway, session: str, changes: ListChanges) -> Server[Any]:
     """The MCP server of one client session."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            changes.sessions.add(ctx.session)
         return types.ListToolsResult(tools=gateway.catalog.listed())
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -52,14 +98,20 @@ def gateway_server(gateway: Gateway, session: str) -> Server[Any]:
                     reason=f"{tool.name}, asked for through the MCP gateway{_by(ctx)}")
         return await gateway.call(call, progress)
 
-    return Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_subscriptions_listen=ListenHandler(changes.bus))
+
+
+LIST_CHANGES = NotificationOptions(tools_changed=True)
 
 
 async def serve_stdio(gateway: Gateway) -> None:
     """Serve one client on stdin and stdout until it closes them."""
-    server = gateway_server(gateway, uuid.uuid4().hex[:16])
+    changes = ListChanges()
+    changes.follow(gateway.catalog)
+    server = gateway_server(gateway, uuid.uuid4().hex[:16], changes)
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        await server.run(read, write, server.create_initialization_options(LIST_CHANGES))
 
 
 def _by(ctx: ServerRequestContext[Any]) -> str:

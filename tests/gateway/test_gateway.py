@@ -247,3 +247,34 @@ def test_signoff_unreachable_refuses_every_call_reads_too(config: Path, env: dic
 
     refused = through_gateway(config, {**env, "SIGNOFF_URL": "http://127.0.0.1:9"}, body)
     assert refused.is_error and "could not be asked" in text_of(refused) and "fails closed" in text_of(refused)
+
+
+# -- tool list changes --------------------------------------------------------------------------------
+
+
+def test_a_tool_that_changes_while_its_call_waits_voids_the_approval_and_clients_are_told(
+        world: World, config: Path, env: dict[str, str], log: Path) -> None:
+    async def body(client: Client) -> tuple[Any, Any, Any]:
+        results: dict[str, Any] = {}
+        async with client.listen(tools_list_changed=True) as changes, anyio.create_task_group() as group:
+            async def moving() -> None:
+                results["moved"] = await client.call_tool("mcp__hostile__move_note", {"note": "n"})
+
+            group.start_soon(moving)
+            waiting = await anyio.to_thread.run_sync(pending_approval, world, "mcp__hostile__move_note")
+            results["changed"] = await client.call_tool("mcp__hostile__change_tools", {})
+            with anyio.fail_after(30):
+                results["told"] = await changes.__anext__()
+            await anyio.to_thread.run_sync(approve, world, waiting)
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        return results, listed, waiting
+
+    results, listed, waiting = through_gateway(config, env, body)
+    assert not results["changed"].is_error and type(results["told"]).__name__ == "ToolsListChanged"
+    moved = results["moved"]
+    assert moved.is_error and "changed since this call was proposed" in text_of(moved), text_of(moved)
+    assert "no longer holds" in text_of(moved)
+    # The approver agreed to the tool as it was; nothing ran, and the new arguments are offered.
+    assert [c["tool"] for c in hostile_calls(log)] == ["change_tools"]
+    assert "destination" in listed["mcp__hostile__move_note"].input_schema["properties"]
+    assert world.db.store.executions(waiting.run_id) == []
