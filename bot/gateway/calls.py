@@ -43,7 +43,10 @@ REPORT_MARGIN_S = 30.0
 """Added to a tool's time limit for the approval's `timeout`: past it, a person is asked what came of
 a call whose outcome never arrived (the gateway died, or the upstream hung)."""
 MAX_REPORTED_CHARS = 64_000
-"""A result reported to Signoff (the audit, the card's thread) is cut here; the client gets it whole."""
+"""A result reported to Signoff (the audit, the card's thread) is cut here."""
+MAX_FORWARDED_CHARS = 400_000
+"""What the client gets of a result is cut here (about 100,000 tokens): a server's answer is not
+allowed to flood a model's context, nor a client's memory."""
 
 Progress = Callable[[float, str], Awaitable[None]]
 """`(seconds waited, message)`: a progress notification to the client, when it asked for them."""
@@ -127,7 +130,7 @@ class Gateway:
             await _report(approval.failed(error_text(outcome.blocks)))
         else:
             await _report(approval.succeeded(_reported(shaped(outcome.structured, outcome.blocks))))
-        return _forwarded(outcome)
+        return _forwarded(outcome, call.tool)
 
     async def _cut(self, call: Call, approval: AsyncApproval, why: str, seconds: float) -> types.CallToolResult:
         """A call its server did not answer: a read failed; a side effect's outcome is unknown."""
@@ -151,10 +154,35 @@ def _forward(connection: ServerConnection | None, tool: GatewayTool, args: dict[
     return connection.call(tool.upstream, args, key, tool.gate.timeout_s)
 
 
-def _forwarded(outcome: CallOutcome) -> types.CallToolResult:
-    """The upstream's answer as it gave it."""
-    return types.CallToolResult.model_validate(
-        {"content": outcome.blocks, "structuredContent": outcome.structured, "isError": outcome.is_error})
+def _forwarded(outcome: CallOutcome, tool: GatewayTool) -> types.CallToolResult:
+    """The upstream's answer as it gave it, cut at `MAX_FORWARDED_CHARS` (saying so) when larger.
+    A cut answer has no structured content; for a tool that promises some (an output schema), it is
+    an error result, as the client would refuse a success without it."""
+    blocks, structured, is_error = outcome.blocks, outcome.structured, outcome.is_error
+    size = sum(len(json.dumps(block)) for block in blocks) + len(json.dumps(structured, default=str))
+    if size > MAX_FORWARDED_CHARS:
+        promised = tool.listed.output_schema is not None
+        blocks, structured, is_error = _bounded(blocks, MAX_FORWARDED_CHARS), None, is_error or promised
+        blocks.append({"type": "text", "text": (
+            f"[cut by Signoff: the server answered {size} characters; at most the first {MAX_FORWARDED_CHARS} are "
+            "above" + (", and not its structured content, so this is an error result" if promised else "") + "]")})
+    return types.CallToolResult.model_validate({"content": blocks, "structuredContent": structured,
+                                                "isError": is_error})
+
+
+def _bounded(blocks: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The blocks that fit in `budget` characters, in order; a text block that does not fit is cut,
+    any other is left out."""
+    kept: list[dict[str, Any]] = []
+    for block in blocks:
+        size = len(json.dumps(block))
+        if size <= budget:
+            kept.append(block)
+            budget -= size
+        elif block.get("type") == "text" and budget > 0:
+            kept.append({"type": "text", "text": str(block.get("text", ""))[:budget]})
+            budget = 0
+    return kept
 
 
 def not_approved(approval: AsyncApproval) -> str:

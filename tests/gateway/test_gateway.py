@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +36,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from scenarios.world import ROOT, Policy, World, wait_until
+from signoff.bot.gateway.calls import MAX_FORWARDED_CHARS
 
 T = TypeVar("T")
 TTL = timedelta(seconds=15)
@@ -217,14 +219,21 @@ def test_a_write_that_claims_to_be_read_only_runs_unasked_unless_the_operator_ov
 
 def test_a_write_whose_server_hangs_or_dies_is_an_unknown_outcome_left_to_a_person(
         world: World, config: Path, env: dict[str, str], log: Path) -> None:
+    approved: list[float] = []
+
+    def approve_hang() -> None:
+        approve(world, pending_approval(world, "mcp__hostile__hang_write"))
+        approved.append(time.monotonic())
+
     async def body(client: Client) -> tuple[Any, Any]:
-        hung = await while_deciding(client.call_tool("mcp__hostile__hang_write", {"note": "h"}),
-                                    lambda: approve(world, pending_approval(world, "mcp__hostile__hang_write")))
+        hung = await while_deciding(client.call_tool("mcp__hostile__hang_write", {"note": "h"}), approve_hang)
+        approved.append(time.monotonic() - approved[0])
         died = await while_deciding(client.call_tool("mcp__hostile__crash_write", {"note": "c"}),
                                     lambda: approve(world, pending_approval(world, "mcp__hostile__crash_write")))
         return hung, died
 
     hung, died = through_gateway(config, env, body)
+    assert 3 <= approved[1] < 3 + 8  # cut at the tool's time limit (3 s), not left hanging
     for result in (hung, died):
         assert result.is_error and "Outcome unknown" in text_of(result) and "a person is asked" in text_of(result)
     for tool in ("mcp__hostile__hang_write", "mcp__hostile__crash_write"):
@@ -233,20 +242,28 @@ def test_a_write_whose_server_hangs_or_dies_is_an_unknown_outcome_left_to_a_pers
     assert [c["tool"] for c in hostile_calls(log)] == ["hang_write", "crash_write"]
 
 
-def test_a_huge_answer_reaches_the_client_whole(config: Path, env: dict[str, str]) -> None:
+def test_a_huge_answer_is_cut_for_the_client_saying_so(config: Path, env: dict[str, str]) -> None:
     async def body(client: Client) -> Any:
         return await client.call_tool("mcp__hostile__huge_read", {})
 
     huge = through_gateway(config, env, body)
-    assert not huge.is_error and len(text_of(huge)) == 2_000_000
+    head, note = huge.content[0].text, huge.content[-1].text
+    assert set(head) == {"x"} and 300_000 < len(head) <= MAX_FORWARDED_CHARS
+    assert "cut by Signoff: the server answered 4000042 characters" in note  # the text and the structured copy
+    # The tool promises structured content (an output schema), which is not forwarded cut: the
+    # result says so as an error, rather than a success the client would refuse.
+    assert huge.is_error and "not its structured content" in note
 
 
 def test_signoff_unreachable_refuses_every_call_reads_too(config: Path, env: dict[str, str], repo: Path) -> None:
-    async def body(client: Client) -> Any:
-        return await client.call_tool("mcp__git__git_status", {"repo_path": str(repo)})
+    async def body(client: Client) -> tuple[Any, Any]:
+        read = await client.call_tool("mcp__git__git_status", {"repo_path": str(repo)})
+        write = await client.call_tool("mcp__git__git_add", {"repo_path": str(repo), "files": ["notes.txt"]})
+        return read, write
 
-    refused = through_gateway(config, {**env, "SIGNOFF_URL": "http://127.0.0.1:9"}, body)
-    assert refused.is_error and "could not be asked" in text_of(refused) and "fails closed" in text_of(refused)
+    for refused in through_gateway(config, {**env, "SIGNOFF_URL": "http://127.0.0.1:9"}, body):
+        assert refused.is_error and "could not be asked" in text_of(refused) and "fails closed" in text_of(refused)
+    assert staged(repo) == []
 
 
 # -- tool list changes --------------------------------------------------------------------------------
