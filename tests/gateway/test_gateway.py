@@ -16,8 +16,6 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from harness import (
-    GATEWAY,
-    RawGateway,
     approve,
     commits,
     deny,
@@ -35,6 +33,7 @@ from harness import (
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from scenarios.gateway import GATEWAY, RawGateway
 from scenarios.world import ROOT, Policy, World, wait_until
 from signoff.bot.gateway.calls import MAX_FORWARDED_CHARS
 
