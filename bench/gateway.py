@@ -6,9 +6,8 @@ with the official MCP client SDK both times. Through the gateway, each call is a
 the upstream is called. The overhead is the median through the gateway minus the median direct.
 
 Calls are made back to back, and again one every `PACE_S` (a model's turn between two calls is far
-longer): the gateway reports a call's outcome after the client has its answer, so back to back the
-next call's ask waits for the last one's report at the database. Where the time goes is measured
-beside: each of the approval API's steps a read takes (ask, start, outcome), from the Python client.
+longer, and the server finishes the last run meanwhile). Where the time goes is measured beside:
+each of the approval API's steps a read takes (ask, start, outcome), from the Python client.
 
 `python -m bench.gateway [--quick]` prints the table; `python -m bench --only gateway` saves it.
 """
@@ -123,7 +122,7 @@ def markdown(result: dict[str, Any]) -> str:
             [f"the same, one call every {PACE_S * 1000:g} ms ({result['paced_n']} calls)", ms(paced["median_ms"]),
              ms(paced["p99_ms"])]]
     words = {"ask": "ask (`POST /v1/approvals`: the policy allows it, the run is recorded)",
-             "start": "start (the ledger row)", "outcome": "outcome (recorded, the run ends; after the answer)"}
+             "start": "start (the ledger row)", "outcome": "outcome (recorded, the run ends)"}
     steps = [[words[name], ms(step["median_ms"]), ms(step["p99_ms"])] for name, step in result["steps"].items()]
     return "\n".join([
         f"A read (`get_current_time`) over stdio with the MCP client SDK, {result['n']} one after another; "

@@ -48,8 +48,6 @@ MAX_FORWARDED_CHARS = 400_000
 """What the client gets of a result is cut here (about 100,000 tokens): a server's answer is not
 allowed to flood a model's context, nor a client's memory."""
 
-Later = Callable[[Awaitable[None]], None]
-"""Awaits a report after the call has answered its client (the report is off the call's path)."""
 Progress = Callable[[float, str], Awaitable[None]]
 """`(seconds waited, message)`: a progress notification to the client, when it asked for them."""
 
@@ -68,10 +66,9 @@ class Call:
 class Gateway:
     """Forwards calls to the catalog's servers, each as Signoff decides it."""
 
-    def __init__(self, catalog: Catalog, signoff: AsyncSignoff, later: Later | None = None) -> None:
+    def __init__(self, catalog: Catalog, signoff: AsyncSignoff) -> None:
         self.catalog = catalog
         self.signoff = signoff
-        self._later = later
 
     async def call(self, call: Call, progress: Progress) -> types.CallToolResult:
         """The call's result: the upstream's answer once Signoff let it run, else why not."""
@@ -130,15 +127,9 @@ class Gateway:
             await _report(approval.failed(why))
             return refusal(f"Failed: {why} (approval {approval.id}).")
         if outcome.is_error:
-            reporting = _report(approval.failed(error_text(outcome.blocks)))
+            await _report(approval.failed(error_text(outcome.blocks)))
         else:
-            reporting = _report(approval.succeeded(_reported(shaped(outcome.structured, outcome.blocks))))
-        # The client has its answer without waiting for the report: it was run either way, and a
-        # report that never arrives leaves the call started, which a person is asked about.
-        if self._later is not None:
-            self._later(reporting)
-        else:
-            await reporting
+            await _report(approval.succeeded(_reported(shaped(outcome.structured, outcome.blocks))))
         return _forwarded(outcome, call.tool)
 
     async def _cut(self, call: Call, approval: AsyncApproval, why: str, seconds: float) -> types.CallToolResult:

@@ -19,11 +19,10 @@ import hashlib
 import logging
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -33,7 +32,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from signoff.bot.gateway.calls import Call, Gateway, Later, refusal
+from signoff.bot.gateway.calls import Call, Gateway, refusal
 from signoff.bot.gateway.catalog import Catalog
 from signoff.client import AsyncSignoff
 from signoff.runtime.digests import canonical_json
@@ -90,10 +89,8 @@ class ListChanges:
                 self.sessions.discard(session)
 
 
-def gateway_server(catalog: Catalog, asking: Asking, session_of: SessionOf, changes: ListChanges,
-                   later: Later | None = None) -> Server[Any]:
-    """The MCP server of the gateway: its tools are the catalog's, each call asked with `asking`
-    (and its outcome reported after the client has its answer, when `later` is given)."""
+def gateway_server(catalog: Catalog, asking: Asking, session_of: SessionOf, changes: ListChanges) -> Server[Any]:
+    """The MCP server of the gateway: its tools are the catalog's, each call asked with `asking`."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
@@ -114,7 +111,7 @@ def gateway_server(catalog: Catalog, asking: Asking, session_of: SessionOf, chan
         call = Call(tool, args, idempotency_key(session_of(ctx), ctx.request_id, tool.name, args),
                     reason=f"{tool.name}, asked for through the MCP gateway{_by(ctx)}")
         async with asking(ctx) as signoff:
-            return await Gateway(catalog, signoff, later).call(call, progress)
+            return await Gateway(catalog, signoff).call(call, progress)
 
     return Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool,
                   on_subscriptions_listen=ListenHandler(changes.bus))
@@ -128,18 +125,9 @@ async def serve_stdio(catalog: Catalog, signoff: AsyncSignoff) -> None:
     changes = ListChanges()
     changes.follow(catalog)
     session = uuid.uuid4().hex[:16]
-    async with anyio.create_task_group() as reports:  # on the way out, waits for the reports still going
-        def later(reporting: Awaitable[None]) -> None:
-            reports.start_soon(_awaited, reporting)
-
-        server = gateway_server(catalog, lambda ctx: contextlib.nullcontext(signoff), lambda ctx: session, changes,
-                                later=later)
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options(LIST_CHANGES))
-
-
-async def _awaited(reporting: Awaitable[None]) -> None:
-    await reporting
+    server = gateway_server(catalog, lambda ctx: contextlib.nullcontext(signoff), lambda ctx: session, changes)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options(LIST_CHANGES))
 
 
 def _by(ctx: ServerRequestContext[Any]) -> str:
