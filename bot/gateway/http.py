@@ -27,6 +27,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
+import httpx
 from a2wsgi import ASGIMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -42,6 +43,7 @@ MCP_PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
 MAX_SESSION_CHARS = 40
 STOP_WAIT_S = 10.0
+ASK_TIMEOUT_S = 10.0
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 KeyCheck = Callable[[str], ApiKey]
@@ -64,7 +66,9 @@ class HttpGateway:
         # request here needs a key, which a page in a browser does not have.
         manager = StreamableHTTPSessionManager(
             app=server, security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        self._serving_now = threading.Event()
         self._stop = asyncio.run_coroutine_threadsafe(self._serving(manager, changes), self._loop)
+        self._serving_now.wait(STOP_WAIT_S)  # no request before the session manager runs
         self._asgi = ASGIMiddleware(StreamableHTTPASGIApp(manager), loop=self._loop)  # type: ignore[arg-type]
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -87,14 +91,16 @@ class HttpGateway:
     async def _serving(self, manager: StreamableHTTPSessionManager, changes: ListChanges) -> None:
         self._stopping = asyncio.Event()
         changes.follow(self.catalog)
-        async with manager.run():
+        async with httpx.AsyncClient(timeout=ASK_TIMEOUT_S) as self._http, manager.run():
+            self._serving_now.set()
             await self._stopping.wait()
 
     @contextlib.asynccontextmanager
     async def _asking(self, ctx: ServerRequestContext[Any]) -> AsyncIterator[AsyncSignoff]:
         """A client of the approval API with the key the request carries (checked on the way in)."""
         _, _, secret = _header(ctx, "authorization").partition(" ")
-        async with AsyncSignoff(self._url, secret.strip()) as signoff:
+        # Every key's calls share one pool of connections to the approval API.
+        async with AsyncSignoff(self._url, secret.strip(), http=self._http) as signoff:
             yield signoff
 
 
