@@ -426,6 +426,13 @@ def check(settings: Settings, environ: Mapping[str, str]) -> None:
     # gunicorn forks after this check: a pooled connection carried into the worker and closed there
     # drops the worker's own SQLite locks ("disk I/O error"), so none may cross the fork.
     runner.store.close()
+    if settings.gateway_config:  # the file is read here; its servers start in the worker, after the fork
+        from signoff.tools.mcp import McpConfigError, load_config
+
+        try:
+            load_config(settings.gateway_config, environ)
+        except McpConfigError as exc:
+            raise ConfigError("SIGNOFF_GATEWAY_CONFIG: " + "; ".join(exc.problems)) from None
     check_slack(settings)
 
 
