@@ -44,12 +44,14 @@ class RawGateway:
         self.process = subprocess.Popen([*GATEWAY, str(config)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, env=env, cwd=ROOT, text=True)
         self._answers: dict[Any, queue.Queue[dict[str, Any]]] = {}
+        self.notifications: list[str] = []
+        """The methods of the notifications the gateway sent, in order."""
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self.request(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                        "clientInfo": {"name": "raw-test-client", "version": "1"}})
-        self.answer(0)
+        self.initialized = self.answer(0)
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def request(self, request_id: Any, method: str, params: dict[str, Any]) -> None:
@@ -97,6 +99,9 @@ class RawGateway:
             message = json.loads(line)
             if "id" in message and "method" not in message:
                 self._queue(message["id"]).put(message)
+            elif "id" not in message and "method" in message:
+                with self._lock:
+                    self.notifications.append(message["method"])
 
 
 def _gateway(world: World, serve: Any) -> RawGateway:

@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import logging
 import uuid
-import weakref
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -64,8 +63,9 @@ class ListChanges:
 
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
-        self.sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
-        """Clients of the handshake era that listed the tools (those of 2026 listen on the bus)."""
+        self.sessions: dict[int, ServerSession] = {}
+        """Clients of the handshake era that listed the tools, one a connection (those of 2026
+        listen on the bus); gone from here when telling them fails."""
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def follow(self, catalog: Catalog) -> None:
@@ -81,12 +81,16 @@ class ListChanges:
 
     async def _tell(self) -> None:
         await self.bus.publish(ToolsListChanged())
-        for session in list(self.sessions):
+        for connection, session in list(self.sessions.items()):
             try:
                 await session.send_tool_list_changed()
             except Exception as exc:  # a client gone meanwhile
                 log.info("could not tell a client its tools changed: %s", exc)
-                self.sessions.discard(session)
+                self.sessions.pop(connection, None)
+
+    def listed_by(self, session: ServerSession) -> None:
+        """`session` (a proxy the SDK makes per request) listed the tools: keep one per connection."""
+        self.sessions[id(getattr(session, "_connection", session))] = session
 
 
 def gateway_server(catalog: Catalog, asking: Asking, session_of: SessionOf, changes: ListChanges) -> Server[Any]:
@@ -95,7 +99,7 @@ def gateway_server(catalog: Catalog, asking: Asking, session_of: SessionOf, chan
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            changes.sessions.add(ctx.session)
+            changes.listed_by(ctx.session)
         return types.ListToolsResult(tools=catalog.listed())
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams

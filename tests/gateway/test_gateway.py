@@ -294,3 +294,21 @@ def test_a_tool_that_changes_while_its_call_waits_voids_the_approval_and_clients
     assert [c["tool"] for c in hostile_calls(log)] == ["change_tools"]
     assert "destination" in listed["mcp__hostile__move_note"].input_schema["properties"]
     assert world.db.store.executions(waiting.run_id) == []
+
+
+def test_a_client_of_the_handshake_era_is_told_the_tool_list_changed(config: Path, env: dict[str, str]) -> None:
+    gateway = RawGateway(config, env)  # it speaks the 2025-11-25 protocol, as most clients do today
+    try:
+        assert gateway.initialized["result"]["capabilities"]["tools"]["listChanged"] is True
+        gateway.request(1, "tools/list", {})
+        before = {tool["name"]: tool for tool in gateway.answer(1)["result"]["tools"]}
+        gateway.call(2, "mcp__hostile__change_tools", {})
+        assert not gateway.answer(2)["result"].get("isError")
+        wait_until(lambda: "notifications/tools/list_changed" in gateway.notifications, 30,
+                   what="the list change told to the client")
+        gateway.request(3, "tools/list", {})
+        after = {tool["name"]: tool for tool in gateway.answer(3)["result"]["tools"]}
+    finally:
+        gateway.close()
+    assert "destination" not in before["mcp__hostile__move_note"]["inputSchema"]["properties"]
+    assert "destination" in after["mcp__hostile__move_note"]["inputSchema"]["properties"]
