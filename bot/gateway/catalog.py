@@ -11,6 +11,7 @@ are offered as they are now, and the catalog's listeners are told (the gateway t
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ class Catalog:
             made = ServerTools(tools, {tool.name: gate for tool in tools
                                        if (gate := servers.gate_of(tool.name)) is not None})
             self.tools.update(_offered(server, connection.listing, made))
-            connection.on_tools_changed = lambda listing, server=server: self._relisted(server, listing)
+            connection.follow_tools(functools.partial(self._relisted, server))
 
     @classmethod
     def from_file(cls, path: str | Path, environ: Mapping[str, str]) -> Catalog:

@@ -87,7 +87,8 @@ class ServerConnection:
         self.listing_now: list[dict[str, Any]] = []
         """The tools as the server lists them now."""
         self.on_tools_changed: Callable[[list[dict[str, Any]]], None] | None = None
-        """Told each new listing, on the connection's thread (the gateway offers what is listed now)."""
+        """Told each new listing, on the connection's thread (`follow_tools`)."""
+        self._following: asyncio.Event | None = None
         self.last_error: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -131,6 +132,16 @@ class ServerConnection:
             raise TimeoutError(f"no answer within {timeout_s:g}s") from None
         except concurrent.futures.CancelledError:
             raise ConnectionLost("the server was stopped during the call") from None
+
+    def follow_tools(self, listener: Callable[[list[dict[str, Any]]], None]) -> None:
+        """Tell `listener` each new listing, from now on (the gateway offers what is listed now).
+        Only then does the connection hold a `subscriptions/listen` stream open: Signoff's toolsets
+        keep the tools they loaded, and an open stream would hold up a remote server's shutdown."""
+        self.on_tools_changed = listener
+        loop, following = self._loop, self._following
+        if loop is not None and following is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed between the check and the call
+                loop.call_soon_threadsafe(following.set)
 
     def _connected(self, wait: float) -> bool:
         """Whether the session is up, waiting up to `wait` seconds for a connection being made."""
@@ -178,6 +189,9 @@ class ServerConnection:
         self._loop = asyncio.get_running_loop()
         self._up = asyncio.Event()
         self._stop = asyncio.Event()
+        self._following = asyncio.Event()
+        if self.on_tools_changed is not None:
+            self._following.set()
         if self._stopping.is_set():
             return
         delay = FIRST_RESTART_DELAY_S
@@ -251,7 +265,7 @@ class ServerConnection:
     async def _watch_tools(self, client: Client, changed: asyncio.Event) -> None:
         """List the tools again each time the server says they changed, for as long as the session
         lasts (a server of the 2026 protocol says so on a `subscriptions/listen` stream)."""
-        listening = asyncio.ensure_future(self._listen(client, changed))
+        listening = asyncio.ensure_future(self._listen(client, changed))  # once someone follows the tools
         try:
             while True:
                 await changed.wait()
@@ -264,6 +278,8 @@ class ServerConnection:
             listening.cancel()
 
     async def _listen(self, client: Client, changed: asyncio.Event) -> None:
+        if self._following is not None:
+            await self._following.wait()
         try:
             async with client.listen(tools_list_changed=True) as subscription:
                 async for _ in subscription:
