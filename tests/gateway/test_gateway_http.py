@@ -118,3 +118,16 @@ def test_the_sdk_client_with_a_wrong_key_gets_nothing(world: World) -> None:
     with pytest.raises(Exception) as refused:  # the SDK says only that the server answered an error
         over_http(world, "sk_signoff_wrong", body)
     assert "error response" in repr(refused.value)
+
+
+def test_a_key_asks_only_about_the_tools_it_names(world: World, repo: Path) -> None:
+    narrow = keys(world, "create", "http-time-only", "--channel", "C0RUNS", "--tools", "mcp__time__*").splitlines()[-1]
+
+    async def body(client: Client) -> tuple[Any, Any]:
+        now = await client.call_tool("mcp__time__get_current_time", {"timezone": "UTC"})
+        status = await client.call_tool("mcp__git__git_status", {"repo_path": str(repo)})
+        return now, status
+
+    now, status = over_http(world, narrow, body)
+    assert not now.is_error
+    assert status.is_error and "may not ask about mcp__git__git_status" in text_of(status)
