@@ -42,7 +42,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def world(tmp_path_factory: pytest.TempPathFactory, repo: Path) -> Iterator[World]:
     require_prerequisites()
     here = tmp_path_factory.mktemp("http-config")
-    upstreams = {name: entry for name, entry in servers(repo, here / "hostile.jsonl").items() if name in ("git", "time")}
+    upstreams = {name: entry for name, entry in servers(repo, here / "hostile.jsonl").items()
+                 if name in ("git", "time", "hostile")}
     config = write_config(here / "servers.json", upstreams)
     world = World("sqlite", [{"final": "unused: the gateway proposes its own calls"}],
                   policy=Policy(ttl=timedelta(seconds=30)), env={"SIGNOFF_GATEWAY_CONFIG": str(config)})
@@ -131,3 +132,19 @@ def test_a_key_asks_only_about_the_tools_it_names(world: World, repo: Path) -> N
     now, status = over_http(world, narrow, body)
     assert not now.is_error
     assert status.is_error and "may not ask about mcp__git__git_status" in text_of(status)
+
+
+def test_a_client_over_http_is_told_the_tool_list_changed(world: World, secret: str) -> None:
+    async def body(client: Client) -> tuple[Any, Any, Any]:
+        before = {tool.name: tool for tool in (await client.list_tools()).tools}
+        async with client.listen(tools_list_changed=True) as changes:
+            await client.call_tool("mcp__hostile__change_tools", {})
+            with anyio.fail_after(30):
+                told = await changes.__anext__()
+        after = {tool.name: tool for tool in (await client.list_tools()).tools}
+        return before, told, after
+
+    before, told, after = over_http(world, secret, body)
+    assert type(told).__name__ == "ToolsListChanged"
+    assert "destination" not in before["mcp__hostile__move_note"].input_schema["properties"]
+    assert "destination" in after["mcp__hostile__move_note"].input_schema["properties"]
