@@ -167,6 +167,3 @@ class AccessReviews(Protocol):
 
     def take_nudge(self, review_id: str, kind: NudgeKind) -> bool:
         """Mark the review reminded or escalated, once; True if this call did."""
-
-    def posted_reviews(self, since: datetime) -> list[AccessReview]:
-        """Posted reviews opened since `since` that still have unanswered lines."""

@@ -156,15 +156,17 @@ class AccessReviewer:
             self.api_keys.revoke_key(subject)
 
     def nudge_due(self) -> list[tuple[AccessReview, NudgeKind]]:
-        """Remind, then escalate, the reviews left unanswered; each nudge once, whichever replica is first."""
-        now, after = self.reviews.now(), self.config.remind_after
-        made = []
-        for review in self.reviews.posted_reviews(since=now - 4 * after - timedelta(days=7)):
-            kind = due_nudge(review, now, after.total_seconds())
-            if kind is not None and self.reviews.take_nudge(review.review_id, kind):
-                self.notifier.review_nudged(review, kind)
-                made.append((review, kind))
-        return made
+        """Remind, then escalate, the latest review while lines of it are unanswered (a superseded
+        one is not: its lines are asked again in the newer); each nudge once, whichever replica is first."""
+        latest = self.reviews.latest_review_id()
+        review = self.reviews.get_review(latest) if latest is not None else None
+        if review is None:
+            return []
+        kind = due_nudge(review, self.reviews.now(), self.config.remind_after.total_seconds())
+        if kind is None or not self.reviews.take_nudge(review.review_id, kind):
+            return []
+        self.notifier.review_nudged(review, kind)
+        return [(review, kind)]
 
 
 def _review_context(review: AccessReview) -> RunRecord:

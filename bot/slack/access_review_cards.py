@@ -105,11 +105,13 @@ def answered_text(line: ReviewLine) -> str:
 def nudge_message(review: AccessReview, kind: NudgeKind, reviewers: str) -> Message:
     """A reminder in the review's thread, to its reviewers; an escalation, to the whole channel."""
     waiting = len(review.unanswered)
-    lines = f"{waiting} line{'s' if waiting != 1 else ''} of this review of standing access"
+    one = waiting == 1
+    lines = f"{waiting} line{'' if one else 's'} of this review of standing access"
     if kind == "remind":
-        text = f":bell: {reviewers}: {lines} still wait for Keep or Revoke."
+        text = f":bell: {reviewers}: {lines} still wait{'s' if one else ''} for Keep or Revoke."
     else:
-        text = f":rotating_light: <!here> {lines} are still unanswered; {reviewers}, please answer them."
+        text = (f":rotating_light: <!here> {lines} {'is' if one else 'are'} still unanswered; {reviewers}, "
+                "please answer.")
     return Message(text, [section(text)])
 
 

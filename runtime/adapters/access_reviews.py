@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, insert, or_, select, update
+from sqlalchemy import ColumnElement, Connection, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from signoff.runtime.access_reviews import (
@@ -103,14 +103,6 @@ class SqlAccessReviews(SqlTransactions):
             return conn.execute(update(access_reviews).where(
                 access_reviews.c.review_id == review_id, column.is_(None),
             ).values({column.name: self._now(conn)})).rowcount == 1
-
-    def posted_reviews(self, since: datetime) -> list[AccessReview]:
-        unanswered = select(access_review_lines.c.review_id).where(access_review_lines.c.verdict.is_(None))
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(access_reviews).where(and_(
-                access_reviews.c.ts.is_not(None), access_reviews.c.opened_at >= since,
-                access_reviews.c.review_id.in_(unanswered))).order_by(access_reviews.c.period)).all()
-            return [_review(row, _lines(conn, row.review_id)) for row in rows]
 
 
 def _write_audit(conn: Connection, audit: Sequence[RunEvent], at: datetime) -> None:
