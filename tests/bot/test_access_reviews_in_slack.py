@@ -10,16 +10,19 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+import pytest
 from bot_fakes import final, tool_call
 from slack_harness import Signoff
 
 from signoff.bot.review_schedule import review_trigger
+from signoff.bot.settings import Settings
 from signoff.bot.slack.access_review_cards import REVIEW_KEEP_ACTION, REVIEW_REVOKE_ACTION
 from signoff.bot.slack.access_review_jobs import review_access
 from signoff.bot.slack.blocks import APPROVE_SIMILAR_ACTION
 from signoff.bot.wiring import api_keys
 from signoff.runtime.api_keys import ApiKey, new_callback_secret, new_secret, secret_hash
 from signoff.runtime.audit import EventRow, Selection
+from signoff.runtime.errors import ConfigError
 from signoff.runtime.records import RunRecord
 
 FORM = "application/x-www-form-urlencoded"
@@ -180,3 +183,12 @@ def test_an_unanswered_review_reminds_once_then_escalates_to_the_channel(make_si
     assert escalation["text"].startswith(":rotating_light: <!here> 1 line of this review of standing access is still unanswered")
     assert [c["reply_broadcast"] for c in slack.calls_to("chat.postMessage") if c.get("thread_ts") == card["ts"]] \
         == [False, True]
+
+
+def test_reviews_are_off_when_set_off_or_empty_or_without_an_approval_channel(make_signoff, tmp_path):
+    assert make_signoff(SIGNOFF_APPROVAL_CHANNEL=REVIEWS, SIGNOFF_REVIEW_SCHEDULE="off").service.reviewer is None
+    assert make_signoff(SIGNOFF_APPROVAL_CHANNEL=REVIEWS, SIGNOFF_REVIEW_SCHEDULE="").service.reviewer is None
+    assert make_signoff().service.reviewer is None  # no SIGNOFF_APPROVAL_CHANNEL to post in
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"SIGNOFF_REVIEW_SCHEDULE": "every monday"})
+    assert "SIGNOFF_REVIEW_SCHEDULE" in str(refused.value) and "five cron fields" in str(refused.value)
