@@ -142,6 +142,9 @@ class AccessReviews(Protocol):
     def now(self) -> datetime:
         """The database's time now."""
 
+    def has_review(self, period: datetime) -> bool:
+        """Whether `period`'s review was opened (by any replica)."""
+
     def open_review(self, period: datetime, lines: Sequence[tuple[SubjectKind, str]], posting_for_s: float,
                     audit: Callable[[str], Sequence[RunEvent]]) -> AccessReview | None:
         """Open the review of `period` with `lines`, held for posting by the caller for

@@ -67,6 +67,12 @@ class AccessReviewer:
     def open_due(self, period: datetime) -> AccessReview | None:
         """Open and post `period`'s review unless it exists (opened here or by another replica);
         then post any review whose poster crashed before posting it."""
+        posted = self._open(period) if not self.reviews.has_review(period) else None
+        for review in self.reviews.take_unposted(self.config.posting_for.total_seconds()):
+            self._post(review)
+        return posted
+
+    def _open(self, period: datetime) -> AccessReview | None:
         store = self.runner.store
         grants = store.list_grants(live=True, limit=GRANTS_REVIEWED)
         lines = review_subjects(grants, self.api_keys.keys(), self.reviews.now())
@@ -79,10 +85,7 @@ class AccessReviewer:
         # Nothing in force, nothing to ask: the period stays open for a grant or key made later in it.
         opened = self.reviews.open_review(period, lines, self.config.posting_for.total_seconds(),
                                           audit) if lines else None
-        posted = self._post(opened) if opened is not None else None
-        for review in self.reviews.take_unposted(self.config.posting_for.total_seconds()):
-            self._post(review)
-        return posted
+        return self._post(opened) if opened is not None else None
 
     def _post(self, review: AccessReview) -> AccessReview | None:
         where = self.notifier.review_opened(review, self.standing(review))
