@@ -22,6 +22,7 @@ RunEvent = tuple[str, dict[str, Any]]
 """An audit event and the run whose log it goes in (a grant's: the run it was made in)."""
 
 NOT_A_KEY_REVIEWER = "only the configured approvers (SIGNOFF_APPROVERS) review API keys"
+GRANT_RUN_GONE = "the run this grant was made in no longer exists, so only its maker may act on it"
 KEEP_OWN_GRANT = "you made this grant, so someone else who may approve its calls has to keep it"
 
 
@@ -85,13 +86,13 @@ def review_subjects(grants: Sequence[GrantRecord], keys: Sequence[ApiKey],
 
 
 def grant_reviewer_refusal(verdict: Verdict, user: str, grant: GrantRecord,
-                           approver_refusal: str | None) -> str | None:
-    """Why `user` may not answer a grant's line, or None: those who may decide the approval it was
-    made on (by its rule then and now; `approver_refusal` is why not) keep or revoke it; its maker
-    may always revoke it, as from App Home, but keeping it is for someone else."""
+                           approver_refusal: Callable[[], str | None]) -> str | None:
+    """Why `user` may not keep or revoke `grant` (in a review, or from App Home), or None: those
+    who may decide the approval it was made on (by its rule then and now; `approver_refusal` says
+    why not) keep or revoke it; its maker may always revoke it, but keeping it is for someone else."""
     if user == grant.created_by:
         return KEEP_OWN_GRANT if verdict == "keep" else None
-    return approver_refusal
+    return approver_refusal()
 
 
 def key_reviewer_refusal(user: str, key: ApiKey, approver_refusal: str | None) -> str | None:

@@ -19,14 +19,13 @@ from signoff.runtime.access_reviews import (
     SubjectKind,
     Verdict,
     due_nudge,
-    grant_reviewer_refusal,
     key_reviewer_refusal,
     review_subjects,
     stale_reason,
 )
 from signoff.runtime.api_keys import ApiKeys
 from signoff.runtime.events import grant_kept, grant_put_to_review
-from signoff.runtime.records import AlreadyDone, GrantRecord, Missing, NotAllowed, Refused, RunRecord
+from signoff.runtime.records import AlreadyDone, Missing, NotAllowed, Refused, RunRecord
 from signoff.runtime.runner import Runner
 
 ReviewOutcome = Reviewed | AlreadyDone | NotAllowed | Refused | Missing
@@ -139,18 +138,11 @@ class AccessReviewer:
             grant = standing.grants.get(subject)
             if grant is None:
                 return None  # nothing to act on: said as stale
-            return grant_reviewer_refusal(verdict, user, grant, self._grant_approver_refusal(user, grant))
+            return self.runner.grant_refusal(verdict, user, grant)
         key = standing.keys.get(subject)
         if key is None:
             return None
         return key_reviewer_refusal(user, key, self.runner.may_approve(user, _review_context(review), ()))
-
-    def _grant_approver_refusal(self, user: str, grant: GrantRecord) -> str | None:
-        store = self.runner.store
-        run, approval = store.get_run(grant.run_id, history=False), store.get_approval(grant.approval_id)
-        if run is None or approval is None:
-            return "the run this grant was made in no longer exists, so only its maker may revoke it"
-        return self.runner.approval_refusal(user, run, approval)
 
     def _revoke(self, kind: SubjectKind, subject: str, user: str) -> None:
         if kind == "grant":

@@ -50,10 +50,10 @@ def test_a_review_asks_about_what_is_in_force_only():
 
 
 def test_who_may_keep_or_revoke():
-    assert grant_reviewer_refusal("keep", "U0OPS", grant(), None) is None
-    assert grant_reviewer_refusal("keep", "U0OPS", grant(), "not an approver") == "not an approver"
-    assert grant_reviewer_refusal("revoke", "U0LEAD", grant(), "not an approver") is None  # its maker
-    assert grant_reviewer_refusal("keep", "U0LEAD", grant(), None).startswith("you made this grant")
+    assert grant_reviewer_refusal("keep", "U0OPS", grant(), lambda: None) is None
+    assert grant_reviewer_refusal("keep", "U0OPS", grant(), lambda: "not an approver") == "not an approver"
+    assert grant_reviewer_refusal("revoke", "U0LEAD", grant(), lambda: "not an approver") is None  # its maker
+    assert grant_reviewer_refusal("keep", "U0LEAD", grant(), lambda: None).startswith("you made this grant")
     assert key_reviewer_refusal("U0ADMIN", key(), None) is None
     assert key_reviewer_refusal("U0ADMIN", key(requester="U0ADMIN"), None).startswith("this key asks for approvals as you")
     assert key_reviewer_refusal("U0X", key(), "not one").startswith("only the configured approvers")
