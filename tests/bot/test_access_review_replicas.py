@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from test_access_reviews_in_slack import (
+from review_harness import (
     REVIEWS,
     line,
     make_key,
