@@ -81,8 +81,10 @@ def line_text(line: ReviewLine, standing: Standing, display: Callable[[str], Too
     """One line as the review shows it: a grant as App Home words it, a key with its scopes."""
     if line.kind == "grant":
         grant = standing.grants.get(line.subject)
-        return (f":ticket: {grant_text(grant, display(grant.tool))}" if grant is not None
-                else f":ticket: grant `{safe(line.subject, 80)}`, which no longer exists")
+        if grant is None:
+            return f":ticket: grant `{safe(line.subject, 80)}`, which no longer exists"
+        last = f", last {slack_date(grant.last_used_at)}" if grant.last_used_at else ""
+        return f":ticket: {grant_text(grant, display(grant.tool))}{last}"
     key = standing.keys.get(line.subject)
     return key_text(key) if key is not None else f":key: key `{safe(line.subject, 80)}`, which no longer exists"
 

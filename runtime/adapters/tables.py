@@ -166,6 +166,7 @@ grants = Table(
     Column("revoked_at", UTCDateTime, nullable=True),
     Column("revoked_by", String(64), nullable=True),
     Column("uses", Integer, nullable=False, server_default=text("0")),
+    Column("last_used_at", UTCDateTime, nullable=True),
     Index(None, "run_id"),
     Index(None, "requester", "expires_at"),
 )

@@ -31,7 +31,9 @@ def test_keep_and_revoke_only_by_who_may_once_and_revoke_holds_at_once(make_sign
     signoff = reviewing(make_signoff, tmp_path)
     refund_run(signoff, 20.0)
     signoff.click(signoff.approval_message(), APPROVE_SIMILAR_ACTION, user="U0LEAD")
+    refund_run(signoff, 25.0)  # the grant lets it run unasked: its first use
     [grant] = signoff.runner.store.list_grants()
+    assert grant.uses == 1 and grant.last_used_at == signoff.store.now()
     secret = make_key(signoff, "ci-bot")
     make_key(signoff, "ops-bot", requester="U0LEAD")
     assert api_status(signoff, secret) == 404  # the key works: it only asks for an approval it has not
@@ -42,7 +44,9 @@ def test_keep_and_revoke_only_by_who_may_once_and_revoke_holds_at_once(make_sign
     card = slack.message(REVIEWS, card["ts"])
     assert card["text"] == "Review of standing access: 3 of 3 to answer"
     texts = line_texts(card)
-    assert any("*issue_refund* under rule `refunds`" in t and "made by <@U0LEAD>" in t for t in texts)
+    [granted] = [t for t in texts if t.startswith(":ticket:")]
+    assert "*issue_refund* under rule `refunds`: calls in any run of <@U0ASKER> with the same order_id" in granted
+    assert "made by <@U0LEAD>" in granted and "· used 1 time, last <!date^" in granted
     assert any(t.startswith(":key: API key *ci-bot*: may ask about `issue_refund`, cards to <#C0API>, for itself")
                and "never used" not in t for t in texts)
 

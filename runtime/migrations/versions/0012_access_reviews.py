@@ -1,5 +1,6 @@
 """Reviews of standing access: one row per review period (the period's start, unique, so one
-replica alone opens it), and one line per grant or API key it asks about, with its verdict.
+replica alone opens it), and one line per grant or API key it asks about, with its verdict; and
+when each grant was last used, which a review shows.
 
 Revision ID: 0012r
 Revises: 0011
@@ -15,6 +16,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("grants") as grants:
+        grants.add_column(sa.Column("last_used_at", sa.DateTime(timezone=True), nullable=True))
     op.create_table(
         "access_reviews",
         sa.Column("review_id", sa.String(64), nullable=False),
@@ -45,3 +48,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("access_review_lines")
     op.drop_table("access_reviews")
+    with op.batch_alter_table("grants") as grants:
+        grants.drop_column("last_used_at")
