@@ -4,9 +4,13 @@ Revoke, each button carrying only the review and the line it answers. Pure."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from signoff.bot.arguments import ToolDisplay
 from signoff.bot.slack.blocks import (
+    MAX_CONFIRM_BUTTON,
+    MAX_CONFIRM_TEXT,
+    MAX_CONFIRM_TITLE,
     MAX_SECTION_TEXT,
     Message,
     actions,
@@ -14,6 +18,7 @@ from signoff.bot.slack.blocks import (
     clip,
     context,
     header,
+    plain_text,
     safe,
     section,
     slack_date,
@@ -68,13 +73,27 @@ def review_message(review: AccessReview, standing: Standing,
         blocks += [section(clip(line_text(line, standing, display), MAX_SECTION_TEXT)),
                    actions(f"signoff.review.{line.kind}.{clip(line.subject, 200)}", [
                        button("Keep", REVIEW_KEEP_ACTION, line_value(review, line), "primary"),
-                       button("Revoke", REVIEW_REVOKE_ACTION, line_value(review, line), "danger")])]
+                       revoke_button(review, line)])]
     if len(waiting) > LINES_ON_A_CARD:
         blocks.append(context(f"and {len(waiting) - LINES_ON_A_CARD} more, shown here as these are answered"))
     answered = [answered_text(line) for line in review.lines if line.verdict is not None]
     if answered:
         blocks.append(section(clip("*Answered*\n" + "\n".join(answered), MAX_SECTION_TEXT)))
     return Message(title, blocks)
+
+
+def revoke_button(review: AccessReview, line: ReviewLine) -> dict[str, Any]:
+    """Revoke, behind an "are you sure?": it takes effect at once and cannot be undone."""
+    element = button("Revoke", REVIEW_REVOKE_ACTION, line_value(review, line), "danger")
+    what = f"grant {line.subject}" if line.kind == "grant" else f"API key {line.subject}"
+    then = ("the calls it covered are asked about again" if line.kind == "grant"
+            else "every request with it is refused")
+    element["confirm"] = {"title": plain_text(f"Revoke {what}?", MAX_CONFIRM_TITLE),
+                          "text": plain_text(f"From now on {then}, on every replica. It cannot be undone.",
+                                             MAX_CONFIRM_TEXT),
+                          "confirm": plain_text("Revoke", MAX_CONFIRM_BUTTON),
+                          "deny": plain_text("Cancel", MAX_CONFIRM_BUTTON), "style": "danger"}
+    return element
 
 
 def line_text(line: ReviewLine, standing: Standing, display: Callable[[str], ToolDisplay]) -> str:

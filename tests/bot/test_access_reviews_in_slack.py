@@ -19,6 +19,7 @@ from review_harness import (
     reviewing,
     reviews_posted,
 )
+from slack_harness import find_button
 
 from signoff.bot.settings import Settings
 from signoff.bot.slack.access_review_cards import REVIEW_KEEP_ACTION, REVIEW_REVOKE_ACTION
@@ -50,6 +51,9 @@ def test_keep_and_revoke_only_by_who_may_once_and_revoke_holds_at_once(make_sign
     assert any(t.startswith(":key: API key *ci-bot*: may ask about `issue_refund`, cards to <#C0API>, for itself")
                and "never used" not in t for t in texts)
 
+    confirm = find_button(line(card, "ci-bot"), REVIEW_REVOKE_ACTION)["confirm"]  # Slack asks before a revoke
+    assert (confirm["title"]["text"], confirm["style"]) == ("Revoke API key ci-bot?", "danger")
+    assert "confirm" not in find_button(line(card, "ci-bot"), REVIEW_KEEP_ACTION)  # a keep needs no dialog
     signoff.click(line(card, grant.grant_id), REVIEW_KEEP_ACTION, user="U0ASKER")  # not an approver of the rule
     signoff.click(line(card, grant.grant_id), REVIEW_KEEP_ACTION, user="U0LEAD")  # its maker may not keep it
     signoff.click(line(card, "ci-bot"), REVIEW_REVOKE_ACTION, user="U0OPS")  # keys are for SIGNOFF_APPROVERS
