@@ -470,7 +470,8 @@ def slack_matches_db(evidence: Evidence) -> list[str]:
 
 def replay_identical(evidence: Evidence, policy: Policy) -> list[str]:
     """Each readable run replayed through today's loop, the scenario tools' contracts and the world's
-    approval policy, as it applied to the run's requester and channel."""
+    approval policy the run recorded (the current one or an earlier), as it applied to the run's
+    requester and channel."""
     found = []
     for run_id, run in evidence.runs.items():
         if run.get("state") is None:
@@ -478,7 +479,9 @@ def replay_identical(evidence: Evidence, policy: Policy) -> list[str]:
         try:
             state = {**json.loads(run["state"]), "history": evidence.histories.get(run_id, [])}
             tools = tools_of(str(run.get("model") or ""), json.loads(run.get("origin") or "{}"), evidence.tools)
-            result = replay(state, evidence.events.get(run_id, []), tools, approval_policy=policy.rules,
+            recorded = evidence.events.get(run_id, [])
+            digest = next((str(e["policy"]) for e in recorded if e.get("policy")), None)
+            result = replay(state, recorded, tools, approval_policy=policy.recorded_as(digest),
                             caller=Caller(str(run.get("requester", "")), _origin_channel(run)))
         except (ValueError, IncompatibleState) as exc:  # a run the scenario damaged on purpose
             if "damaged" not in str(run.get("goal", "")):

@@ -28,6 +28,7 @@ from scenarios import (
     replicas,
     seeing,
     slackfaults,
+    step_up,
     tool_faults,
 )
 from scenarios.outcome import Outcome
@@ -103,6 +104,7 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("hostile/edit-repeats/sqlite", decisions_attacked.run_edit_repeats, False),
         Scenario("hostile/forged-approve-all/sqlite", decisions_attacked.run_forged_approve_all, False),
         Scenario("hostile/number-forms/sqlite", decisions_attacked.run_number_forms, False),
+        Scenario("hostile/step-up-slack-clicks/sqlite", step_up.run_step_up_slack_clicks, False),
         Scenario("hostile/policy-values/sqlite", policy_values.run_policy_values, False),
         Scenario("api/caller-dies-after-start/sqlite", api.run_caller_dies, False),
         Scenario("api/racing-starts/2x/postgres", api.run_racing_starts, True),
