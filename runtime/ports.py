@@ -114,10 +114,12 @@ class RunStore(Protocol):
         """One run, None if there is none; `history=False` leaves the history out (state["history"]
         is empty). Raises `IncompatibleState` for a state this Signoff cannot read."""
 
-    def list_runs(self, *, requester: str | None = None, status: str | None = None,
-                  limit: int = 20) -> list[RunRecord]:
-        """Recent runs, newest first, without history; a run whose state cannot be read is listed
-        with `unreadable` set instead of hiding the others."""
+    def list_runs(self, *, requester: str | None = None, status: str | None = None, tool: str | None = None,
+                  older_than: str | None = None, limit: int = 20) -> list[RunRecord]:
+        """Recent runs, newest first (by when they were made, then by id), without history; a run
+        whose state cannot be read is listed with `unreadable` set instead of hiding the others.
+        `tool`: only runs that asked about or started a call of it; `older_than`: only runs after
+        that run in this order (the next page of a listing that ended with it)."""
 
     def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
         """Several runs without their history (listed as `list_runs` lists them)."""

@@ -69,12 +69,18 @@ class MemoryReads:
             run_id = self._by_request.get(request_id) if request_id is not None else None
             return self._runs[run_id].record(history=False) if run_id is not None else None
 
-    def list_runs(self, *, requester: str | None = None, status: str | None = None,
-                  limit: int = 20) -> list[RunRecord]:
+    def list_runs(self, *, requester: str | None = None, status: str | None = None, tool: str | None = None,
+                  older_than: str | None = None, limit: int = 20) -> list[RunRecord]:
         with self._lock:
+            used = ({a.record.run_id for a in self._approvals.values() if a.record.tool == tool}
+                    | {e.run_id for e in self._executions.values() if e.tool == tool}) if tool else set()
+            after = self._runs.get(older_than) if older_than else None
             chosen = [r for r in self._runs.values()
-                      if (not requester or r.requester == requester) and (not status or r.status == status)]
-            return [r.record(history=False) for r in newest_first(chosen, "created_at")[:limit]]
+                      if (not requester or r.requester == requester) and (not status or r.status == status)
+                      and (not tool or r.run_id in used) and (not older_than or (
+                          after is not None and (r.created_at, r.run_id) < (after.created_at, after.run_id)))]
+            chosen.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+            return [r.record(history=False) for r in chosen[:limit]]
 
     def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
         with self._lock:

@@ -145,14 +145,22 @@ class SqlReads:
                 query = query.where(approvals.c.requested_at < self._now(conn) - older_than)
             return with_votes(conn, conn.execute(query).all())
 
-    def list_runs(self, *, requester: str | None = None, status: str | None = None,
-                  limit: int = 20) -> list[RunRecord]:
+    def list_runs(self, *, requester: str | None = None, status: str | None = None, tool: str | None = None,
+                  older_than: str | None = None, limit: int = 20) -> list[RunRecord]:
         """Recent runs, newest first, without their history (use `get_run` for one run's story)."""
-        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        query = select(runs).order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(limit)
         if requester:
             query = query.where(runs.c.requester == requester)
         if status:
             query = query.where(runs.c.status == status)
+        if tool:
+            asked = select(approvals.c.key).where(approvals.c.run_id == runs.c.run_id, approvals.c.tool == tool)
+            started = select(tool_executions.c.key).where(tool_executions.c.run_id == runs.c.run_id,
+                                                          tool_executions.c.tool == tool)
+            query = query.where(or_(asked.exists(), started.exists()))
+        if older_than:
+            made = select(runs.c.created_at).where(runs.c.run_id == older_than).scalar_subquery()
+            query = query.where(or_(runs.c.created_at < made, and_(runs.c.created_at == made, runs.c.run_id < older_than)))
         with self.engine.connect() as conn:
             return [run_record(r, None, listing=True) for r in conn.execute(query).all()]
 
