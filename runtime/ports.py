@@ -18,11 +18,13 @@ from typing import Any, Protocol
 
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.audit import WHOLE_LOG, Record, Selection
+from signoff.runtime.break_glass import FollowUp, GlassDue, ReviewOutcome, Verdict
 from signoff.runtime.records import (
     ApprovalRecord,
     CommandRefusal,
     ExecutionStart,
     GrantRecord,
+    Missing,
     Nudged,
     Restart,
     RunRecord,
@@ -66,6 +68,14 @@ class Notifier(Protocol):
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         """Report one tool observation (a history entry with role "tool")."""
+
+    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> None:
+        """A break-glass's follow-up (`break_glass.FOLLOW_UPS`): `tell` its channels loudly and post
+        its review card, `remind` its reviewers, or say it is `overdue`; a card not yet posted is
+        posted with any of them."""
+
+    def glass_reviewed(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        """Show the review on the break-glass's review card, and tell its channels if it was flagged."""
 
     def run_finished(self, run: RunRecord) -> None:
         """The run is done: post the answer and show the outcome on the run message."""
@@ -265,7 +275,8 @@ class ApprovalStore(Protocol):
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None) -> Voted:
+               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
+               glass: str | None = None) -> Voted:
         """Count one person's decision on a pending, unexpired approval (with `digest`, when given),
         atomically, whoever else decides at the same time on whichever replica.
 
@@ -288,7 +299,24 @@ class ApprovalStore(Protocol):
         `step_up`: the fresh sign-in the decision was made with, where the approval's rule needs one
         (`approval.SignIn.to_json`), kept in the event that counts it (`approval_recorded` or
         `approval_vote_recorded`, under `step_up`).
+
+        `glass`: the reason the person gave for breaking the glass: the approve decides alone, where
+        the approval's rule offers it (`break_glass`), its first follow-up due at once.
         """
+
+    def review_glass(self, approval_id: str, *, user: str, verdict: Verdict, note: str = "") -> ReviewOutcome | Missing:
+        """Record the first review of the break-glass that approved the approval, atomically: a
+        second one, from anyone on any replica, is `AlreadyReviewed`; its follow-ups stop."""
+
+    def glass_due(self, limit: int = 100) -> list[GlassDue]:
+        """Make every break-glass follow-up now due (`break_glass.follow_up`), each once whichever
+        replica asks, with its event."""
+
+    def set_glass_message(self, approval_id: str, message: dict[str, Any]) -> None:
+        """Record where the break-glass's review card was posted."""
+
+    def unreviewed_glass(self, limit: int = 100) -> list[ApprovalRecord]:
+        """Approvals approved by breaking the glass and not yet reviewed, oldest first."""
 
     def nudge_due(self, limit: int = 100) -> list[Nudged]:
         """Make every reminder and escalation now due of pending approvals (`approval.nudge`),
