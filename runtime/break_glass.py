@@ -41,14 +41,15 @@ def offer_of(asked: Mapping[str, Any] | None) -> BreakGlass | None:
         return None
 
 
-def glass_refusal(approval: ApprovalRecord, reason: str) -> str | None:
+def glass_refusal(approval: ApprovalRecord, reason: str | None) -> str | None:
     """Why `approval` cannot be approved by breaking the glass with `reason` (None: it can): its
-    rule must offer it, and the reason must be as long as the rule asks. Who may is the runner's
-    (`Deciders.glass_refusal`); whether it is still open is the vote's."""
+    rule must offer it, and the reason must be as long as the rule asks (None: not typed yet, as
+    its form opens). Who may is the runner's (`GlassRequests.breaker_refusal`); whether it is
+    still open is the vote's."""
     offer = offer_of(approval.asked)
     if offer is None:
         return "this call's rule offers no break-glass: it needs its approvers"
-    written = len(reason.strip())
+    written = len(reason.strip()) if reason is not None else offer.reason_min_chars
     if written < offer.reason_min_chars:
         return (f"say why the glass must be broken in at least {offer.reason_min_chars} characters "
                 f"(you wrote {written})")

@@ -28,10 +28,11 @@ class GlassRequests(Deciders):
 
     teller: Teller
 
-    def breaker_refusal(self, user: str, run: RunRecord, approval: ApprovalRecord, reason: str) -> str | None:
+    def breaker_refusal(self, user: str, run: RunRecord, approval: ApprovalRecord, reason: str | None) -> str | None:
         """Why `user` may not approve `approval` alone by breaking the glass with `reason` (None:
-        they may): the rule offers it, then and now, the reason is long enough, and they are the
-        run's requester or may decide the call (alone, however many its rule needs)."""
+        they may): the rule offers it, then and now, the reason is long enough (None: not typed
+        yet, as a form opens), and they are the run's requester or may decide the call (alone,
+        however many its rule needs)."""
         refusal = glass_refusal(approval, reason)
         if refusal is None:
             verdict = self._verdict_now(run, approval)
@@ -74,7 +75,9 @@ class GlassRequests(Deciders):
             if run is not None:
                 self.teller.observe(run, [audit_event(FOLLOW_UP_EVENTS[due.kind], run_id=run.run_id,
                                                       approval_id=due.approval.approval_id)])
-                self.teller.notify("glass_follow_up", run, due.approval, due.kind)
+                posted = self.teller.notify("glass_follow_up", run, due.approval, due.kind)
+                if isinstance(posted, dict):
+                    self.store.set_glass_message(due.approval.approval_id, posted)
         return made
 
     def unreviewed_glass(self, limit: int = 100) -> list[ApprovalRecord]:

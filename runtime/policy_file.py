@@ -107,7 +107,7 @@ _TAKES = {
     "grant": "grant: expected a mapping with for, same and scope, got {kind}",
     "escalate": "escalate: expected a mapping with after and to, got {kind}",
     "break_glass": "break_glass: expected a mapping with reason_min_chars, review_within and notify, got {kind}",
-    "reason_min_chars": "reason_min_chars must be a whole number of characters from 1 to 1000, got {value}",
+    "reason_min_chars": "reason_min_chars must be a whole number of characters from 1 to 500, got {value}",
     "review_within": "review_within must be a duration like 4h or 1d, got {value}",
     "notify": "notify must be a list of Slack channel ids, got {value}",
     "defaults": "defaults: expected a mapping, got {kind}",

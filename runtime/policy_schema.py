@@ -175,7 +175,7 @@ def _channel(value: str) -> str:
 class BreakGlassFile(_FileModel):
     """`break_glass:`: one person may approve alone, saying why; it is told and reviewed."""
 
-    reason_min_chars: Annotated[int, Field(ge=1, le=1000)] = 20
+    reason_min_chars: Annotated[int, Field(ge=1, le=500)] = 20
     review_within: Annotated[timedelta, PlainValidator(_review_within)] = timedelta(hours=24)
     notify: Annotated[list[Annotated[str, AfterValidator(_channel)]], BeforeValidator(_all_text),
                       Field(min_length=1)]

@@ -69,10 +69,10 @@ class Notifier(Protocol):
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         """Report one tool observation (a history entry with role "tool")."""
 
-    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> None:
+    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> dict[str, Any] | None:
         """A break-glass's follow-up (`break_glass.FOLLOW_UPS`): `tell` its channels loudly and post
         its review card, `remind` its reviewers, or say it is `overdue`; a card not yet posted is
-        posted with any of them."""
+        posted with any of them. Returns where a card was posted ({"channel", "ts"}), if one was."""
 
     def glass_reviewed(self, run: RunRecord, approval: ApprovalRecord) -> None:
         """Show the review on the break-glass's review card, and tell its channels if it was flagged."""

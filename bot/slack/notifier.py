@@ -27,6 +27,7 @@ from signoff.bot.slack import deadlines, messages
 from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, OnCallLookup, asked_with
 from signoff.bot.slack.blocks import Message
 from signoff.bot.slack.followed_notices import FollowedNotices
+from signoff.bot.slack.glass_cards import GlassNotices
 from signoff.bot.slack.recent import Recent
 from signoff.bot.slack.run_headers import RunHeaders
 from signoff.bot.slack.updates import update_with_retries
@@ -66,7 +67,7 @@ class Reads(Protocol):
                        exclude_requester: str | None = None, unposted: bool = False,
                        older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]: ...
 
-class SlackNotifier:
+class SlackNotifier(GlassNotices):
     """Posts runs, approval requests and outcomes to Slack, threading progress under the run message."""
 
     def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,
