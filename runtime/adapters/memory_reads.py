@@ -34,6 +34,7 @@ class MemoryReads:
         self._by_key: dict[str, list[Approval]] = {}
         self._executions: dict[str, Execution] = {}
         self._grants: dict[str, GrantRecord] = {}
+        self._receipts: list[dict[str, Any]] = []
         self._added = itertools.count()
         self._audit_head = Head(links=0, hash=GENESIS)
         self._seals: list[Seal] = []
