@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.audit import WHOLE_LOG, Record, Selection
+from signoff.runtime.receipt_check import Proof
 from signoff.runtime.receipts import SigningKey
 from signoff.runtime.records import (
     ApprovalRecord,
@@ -296,6 +297,13 @@ class ApprovalStore(Protocol):
         receipt (`receipts.decision_receipt`, letting the call start until `start_within` after the
         decision) kept in the same transaction; `Decided.receipt` is it. None: no receipt.
         """
+
+    def receipt_of(self, approval_id: str) -> dict[str, Any] | None:
+        """The signed receipt of `approval_id`'s decision (None: not decided, or no key signed it)."""
+
+    def proofs(self, run_id: str | None = None) -> list[Proof]:
+        """Every receipt kept and every call the execution ledger says started (of run `run_id`, or
+        of all), each call with the approval it used up: what receipts are checked against."""
 
     def nudge_due(self, limit: int = 100) -> list[Nudged]:
         """Make every reminder and escalation now due of pending approvals (`approval.nudge`),
