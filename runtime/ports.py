@@ -298,8 +298,9 @@ class ApprovalStore(Protocol):
         decision) kept in the same transaction; `Decided.receipt` is it. None: no receipt.
         """
 
-    def receipt_of(self, approval_id: str) -> dict[str, Any] | None:
-        """The signed receipt of `approval_id`'s decision (None: not decided, or no key signed it)."""
+    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None:
+        """The signed receipt of `approval_id`'s decision, or (`key`) of the call under `key` that a
+        rule or a grant let start unasked; None: not decided or started, or no key signed it."""
 
     def proofs(self, run_id: str | None = None) -> list[Proof]:
         """Every receipt kept and every call the execution ledger says started (of run `run_id`, or

@@ -92,9 +92,10 @@ class MemoryReads:
             return [{"seq": e.seq, "type": e.type, "at": e.at.isoformat(), **thaw(e.payload)}
                     for e in (run.events if run is not None else [])]
 
-    def receipt_of(self, approval_id: str) -> dict[str, Any] | None:
+    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None:
         with self._lock:
-            return next((r for r in reversed(self._receipts) if r["receipt"]["approval_id"] == approval_id), None)
+            return next((r for r in reversed(self._receipts) if r["receipt"]["approval_id"] == approval_id
+                         and (approval_id is not None or r["receipt"]["key"] == key)), None)
 
     def proofs(self, run_id: str | None = None) -> list[Proof]:
         with self._lock:

@@ -217,11 +217,11 @@ class SqlReads:
         with self.engine.connect() as conn:
             return dict(conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all())
 
-    def receipt_of(self, approval_id: str) -> dict[str, Any] | None:
-        """The signed receipt of `approval_id`'s decision (None: undecided, or decided unsigned)."""
+    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
-            text_ = conn.execute(select(receipts.c.receipt).where(receipts.c.approval_id == approval_id)
-                                 .order_by(receipts.c.id.desc()).limit(1)).scalar()
+            which = (receipts.c.approval_id == approval_id if approval_id is not None
+                     else and_(receipts.c.key == key, receipts.c.approval_id.is_(None)))
+            text_ = conn.execute(select(receipts.c.receipt).where(which).order_by(receipts.c.id.desc()).limit(1)).scalar()
         return json.loads(text_) if text_ is not None else None
 
     def proofs(self, run_id: str | None = None) -> list[Proof]:
