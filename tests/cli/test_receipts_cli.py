@@ -101,6 +101,17 @@ def test_without_a_public_key_receipts_are_said_to_be_unchecked(signoff, signed)
     assert "1 receipt not checked: give the public key with --public-key" in verified.out
 
 
+def test_check_says_which_key_signs_and_names_a_bad_key_file(signoff, signed):
+    (signoff.cwd / "not-a-key.pem").write_text("hello")
+
+    good = signoff.here("check")
+    bad = signoff.here("check", env={"SIGNOFF_SIGNING_KEY": "not-a-key.pem"})
+
+    assert any(line.startswith("ok receipts: each decision is signed with key ") for line in good.lines)
+    assert any(line.startswith("FAIL receipts: SIGNOFF_SIGNING_KEY: not-a-key.pem is not a readable Ed25519")
+               for line in bad.lines)
+
+
 def test_public_key_says_there_are_no_receipts_without_a_signing_key(signoff):
     answered = signoff.here("receipts", "public-key")
 
