@@ -1,0 +1,80 @@
+"""The store keeps each decision's signed receipt in the decision's own transaction, on every adapter:
+one receipt for the decision that won, none for a double click, one for a call a rule let start,
+and the ledger's calls and the receipts check against each other."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from store_harness import APPROVER, LEASE, ManualClock, create
+from test_store_approvals import ARGS, WINDOW, await_approval
+
+from signoff.canonical import arguments_digest
+from signoff.receipts import receipt_problem
+from signoff.runtime.audit import stamp
+from signoff.runtime.ports import Store
+from signoff.runtime.receipt_check import ExecutionRow, ReceiptRow, receipt_problems
+from signoff.runtime.records import AlreadyDecided, Decided, Fresh
+
+KEY = Ed25519PrivateKey.generate()
+
+
+def test_the_decision_that_wins_is_signed_once_and_kept_with_it(store: Store, clock: ManualClock) -> None:
+    approval = await_approval(store)
+
+    won = store.decide(approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
+    again = store.decide(approval.approval_id, approved=False, user="U0OTHER", signer=KEY, start_within=WINDOW)
+
+    assert isinstance(won, Decided) and isinstance(again, AlreadyDecided)
+    assert won.receipt is not None and receipt_problem(won.receipt, [KEY.public_key()]) is None
+    fields = won.receipt["receipt"]
+    assert (fields["approval_id"], fields["decision"], fields["digest"]) == (
+        approval.approval_id, "approved", approval.digest)
+    assert fields["arguments_digest"] == arguments_digest("send_email", ARGS)
+    assert [voter["user"] for voter in fields["decided_by"]] == [APPROVER]
+    assert (fields["decided_at"], fields["start_by"]) == (stamp(clock.now), stamp(clock.now + WINDOW))
+    assert store.receipt_of(approval_id=approval.approval_id) == won.receipt
+    assert [p for p in store.proofs("run-a") if isinstance(p, ReceiptRow)] == [ReceiptRow(won.receipt)]
+
+
+def test_a_started_call_checks_against_its_approval_s_receipt(store: Store) -> None:
+    approval = await_approval(store)
+    store.decide(approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
+    store.claim("run-a", "w1", LEASE)
+
+    started = store.begin_execution("run-a", "send_email", ARGS, "run-a:1", owner="w1", lease=LEASE,
+                                    dispatch_window=WINDOW, signer=KEY)
+
+    assert isinstance(started, Fresh)
+    proofs = store.proofs("run-a")
+    assert ExecutionRow(run_id="run-a", key="run-a:1", tool="send_email", digest=approval.digest, status="started",
+                        approval_id=approval.approval_id) in proofs
+    assert receipt_problems(proofs, [KEY.public_key()]) == []
+    other = Ed25519PrivateKey.generate().public_key()
+    assert any("not trusted here" in p for p in receipt_problems(proofs, [other]))
+
+
+def test_a_call_a_rule_lets_start_gets_its_receipt_in_the_same_transaction(store: Store) -> None:
+    create(store, "run-b")
+    store.claim("run-b", "w1", LEASE)
+
+    started = store.begin_execution("run-b", "send_email", ARGS, "run-b:1", owner="w1", lease=LEASE,
+                                    dispatch_window=WINDOW, allowed_by="small emails", signer=KEY)
+
+    assert isinstance(started, Fresh)
+    receipt = store.receipt_of(key="run-b:1")
+    assert receipt is not None and receipt["receipt"]["decision"] == "allowed"
+    assert receipt["receipt"]["rule"] == "small emails"
+    assert receipt_problems(store.proofs("run-b"), [KEY.public_key()]) == []
+
+
+def test_a_call_started_with_no_receipt_is_named(store: Store) -> None:
+    create(store, "run-c")
+    store.claim("run-c", "w1", LEASE)
+    store.begin_execution("run-c", "send_email", ARGS, "run-c:1", owner="w1", lease=timedelta(seconds=30),
+                          dispatch_window=WINDOW, allowed_by="small emails")  # no signing key then
+
+    [problem] = receipt_problems(store.proofs("run-c"), [KEY.public_key()])
+
+    assert problem.startswith("receipt of call run-c:1 (run run-c) is missing")
