@@ -5,6 +5,7 @@ ledger row says ran. Pure: `signoff audit verify --file` hands it an export's ro
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -48,7 +49,33 @@ class ExecutionRow:
     approval_id: str | None
 
 
+@dataclass(frozen=True)
+class StartedEvent:
+    """A call's start as the hash-chained audit log records it (`execution_started`): a ledger row
+    deleted with its receipt still shows by this."""
+
+    run_id: str
+    key: str
+    tool: str
+    approval_id: str | None
+
+
 Proof = ReceiptRow | ExecutionRow
+
+
+def started_event(run_id: str, type: str, payload: str) -> StartedEvent | None:
+    """The call start an audit event records, if it is one (`execution_started`)."""
+    if type != "execution_started":
+        return None
+    try:
+        fields = json.loads(payload)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(fields, dict) or not isinstance(fields.get("key"), str):
+        return None
+    approval_id = fields.get("approval_id")
+    return StartedEvent(run_id, fields["key"], str(fields.get("tool")),
+                        approval_id if isinstance(approval_id, str) else None)
 
 
 def _named(fields: dict[str, Any]) -> str:
@@ -57,10 +84,12 @@ def _named(fields: dict[str, Any]) -> str:
     return f"receipt of call {fields.get('key')}"
 
 
-def receipt_problems(rows: Iterable[Proof], trusted: Iterable[Ed25519PublicKey]) -> list[str]:
+def receipt_problems(rows: Iterable[Proof], trusted: Iterable[Ed25519PublicKey],
+                     started: Iterable[StartedEvent] = ()) -> list[str]:
     """Every problem with the receipts in `rows`, each naming the receipt (its approval, or the key of
-    a call that ran unasked): one not signed by a `trusted` key or changed since, and each call the
-    ledger says started with no valid receipt letting it, or whose receipt is for another call."""
+    a call that ran unasked): one not signed by a `trusted` key or changed since, each call the
+    ledger says started with no valid receipt letting it, or whose receipt is for another call, and
+    each start the audit log records (`started`) whose ledger row and receipt are both gone."""
     keys = list(trusted)
     problems: list[str] = []
     valid: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -83,4 +112,12 @@ def receipt_problems(rows: Iterable[Proof], trusted: Iterable[Ed25519PublicKey])
         elif not any(fields.get("digest") == execution.digest for fields in lets):
             problems.append(f"receipt of {what} (run {execution.run_id}) is for another call than the one "
                             f"the ledger says ran under {execution.key}")
+    in_ledger = {execution.key for execution in executions}
+    for event in started:
+        lets = [fields for fields in valid.get(event.key, []) if fields.get("decision") in LETS_RUN
+                and fields.get("tool") == event.tool]
+        if event.key not in in_ledger and not lets:
+            what = f"approval {event.approval_id}" if event.approval_id else f"call {event.key}"
+            problems.append(f"receipt of {what} (run {event.run_id}) is missing: the audit log says {event.tool} "
+                            f"started under {event.key}, and neither its ledger row nor its receipt is there")
     return problems

@@ -26,10 +26,11 @@ Unasked = Literal["allowed", "granted"]
 
 
 def decision_receipt(approval: ApprovalRecord, key: SigningKey, *, start_within: timedelta,
-                     step_up: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     step_up: Mapping[str, Any] | None = None, grant_id: str | None = None) -> dict[str, Any]:
     """The signed receipt of `approval` just decided (approved or denied) by its votes, by the
     database's clock; an approved call may start until `start_within` after the decision.
-    `step_up`: the fresh sign-in the deciding vote was made with (None: none was)."""
+    `step_up`: the fresh sign-in the deciding vote was made with (None: none was); `grant_id`: the
+    grant the approve made ("Approve + allow similar"), whose later uses have receipts of their own."""
     assert approval.status in ("approved", "denied") and approval.decided_at is not None, approval.status
     asked = approval.asked or {}
     preview = (approval.asked_with or {}).get("preview") or {}
@@ -39,7 +40,7 @@ def decision_receipt(approval: ApprovalRecord, key: SigningKey, *, start_within:
         "key": approval.key, "tool": approval.tool, "digest": approval.digest,
         "arguments_digest": arguments_digest(approval.tool, approval.args),
         "preview_digest": preview.get("digest") if isinstance(preview, Mapping) else None,
-        "policy_digest": asked.get("policy"), "rule": asked.get("rule"), "grant_id": None,
+        "policy_digest": asked.get("policy"), "rule": asked.get("rule"), "grant_id": grant_id,
         "decision": approval.status,
         "decided_by": [{"user": vote.user, "approved": vote.approved, "at": stamp(vote.at)} for vote in approval.votes],
         "decided_at": stamp(approval.decided_at),

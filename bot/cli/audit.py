@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from signoff.runtime.audit import Head, Record, Selection
     from signoff.runtime.audit_verify import Problem
     from signoff.runtime.ports import Store
-    from signoff.runtime.receipt_check import Proof
+    from signoff.runtime.receipt_check import Proof, StartedEvent
 
 RUN = click.option("--run", "run_id", metavar="RUN", help="Only this run.")
 
@@ -64,10 +64,12 @@ class Tally:
         self.runs = self.events = 0
         self.head: Head | None = None
         self.proofs: list[Proof] = []
+        self.started: list[StartedEvent] = []
+        """The call starts the audit log records (`execution_started`), checked against the receipts."""
 
     def __iter__(self) -> Iterator[Record]:
         from signoff.runtime.audit import EventRow, Head, RunRow
-        from signoff.runtime.receipt_check import ExecutionRow, ReceiptRow
+        from signoff.runtime.receipt_check import ExecutionRow, ReceiptRow, started_event
 
         for record in self.records:
             match record:
@@ -78,6 +80,9 @@ class Tally:
                     self.runs += 1
                 case EventRow():
                     self.events += 1
+                    start = started_event(record.run_id, record.type, record.payload)
+                    if start is not None:
+                        self.started.append(start)
                 case Head():
                     self.head = record
             yield record
@@ -127,7 +132,7 @@ def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, 
         if run_id is not None and not tally.runs and not tally.events:
             raise click.ClickException(f"no run {run_id!r} in {path}")
         chains = _verdict(problem, tally, selection, str(path))
-        return max(chains, _receipts_verdict(tally.proofs, public_keys))
+        return max(chains, _receipts_verdict(tally.proofs, tally.started, public_keys))
     selection = Selection(run_id=run_id)
     with _store(database_url, demo) as (store, where):
         if store is None:
@@ -138,10 +143,10 @@ def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, 
             problem = verify(tally, selection, since_head)
         proofs = store.proofs(run_id) if public_keys else []
     chains = _verdict(problem, tally, selection, where, since_head)
-    return max(chains, _receipts_verdict(proofs, public_keys))
+    return max(chains, _receipts_verdict(proofs, tally.started, public_keys))
 
 
-def _receipts_verdict(proofs: list[Proof], public_keys: list[Ed25519PublicKey]) -> int:
+def _receipts_verdict(proofs: list[Proof], started: list[StartedEvent], public_keys: list[Ed25519PublicKey]) -> int:
     """Each receipt problem, named; or how many receipts checked out (nothing without `--public-key`)."""
     from signoff.runtime.receipt_check import ReceiptRow, receipt_problems
 
@@ -151,7 +156,7 @@ def _receipts_verdict(proofs: list[Proof], public_keys: list[Ed25519PublicKey]) 
             click.echo(f"{receipts} {'receipt' if receipts == 1 else 'receipts'} not checked: "
                        "give the public key with --public-key")
         return EXIT_OK
-    problems = receipt_problems(proofs, public_keys)
+    problems = receipt_problems(proofs, public_keys, started)
     for problem in problems:
         click.echo(f"does not match: {problem}")
     if problems:

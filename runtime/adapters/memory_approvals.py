@@ -167,7 +167,8 @@ class MemoryApprovals(MemoryReads):
             if change is not None:
                 self._save(run, [change])
             if isinstance(voted, Decided) and signer is not None:
-                receipt = decision_receipt(voted.approval, signer, start_within=start_within, step_up=step_up)
+                receipt = decision_receipt(voted.approval, signer, start_within=start_within, step_up=step_up,
+                                           grant_id=voted.grant.grant_id if voted.grant is not None else None)
                 self._receipts.append(receipt)
                 voted = dataclasses.replace(voted, receipt=receipt)
             if isinstance(voted, Decided) and lease_to is not None and lease is not None and (

@@ -116,3 +116,14 @@ def test_public_key_says_there_are_no_receipts_without_a_signing_key(signoff):
     answered = signoff.here("receipts", "public-key")
 
     assert answered.code == 1 and "without it, decisions get no receipts" in answered.err
+
+
+def test_a_call_s_ledger_row_dropped_with_its_receipt_is_named_from_the_audit_log(signoff, signed):
+    gone = [n for n, line in enumerate(signed) if json.loads(line)["record"] in ("receipt", "execution")]
+    approval_id = json.loads(signed[gone[0]])["receipt"]["receipt"]["approval_id"]
+    (signoff.cwd / "both-gone.jsonl").write_text("\n".join(line for n, line in enumerate(signed) if n not in gone) + "\n")
+
+    verified = signoff.here("audit", "verify", "--file", "both-gone.jsonl", "--public-key", "public.pem")
+
+    assert verified.code == 1
+    assert f"receipt of approval {approval_id}" in verified.out and "the audit log says" in verified.out

@@ -7,15 +7,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from store_harness import APPROVER, LEASE, ManualClock, create
-from test_store_approvals import ARGS, WINDOW, await_approval
+from store_harness import APPROVER, LEASE, TTL, ManualClock, create, step
+from test_store_approvals import ARGS, WINDOW, await_approval, pending_call
 
 from signoff.canonical import arguments_digest
 from signoff.receipts import receipt_problem
 from signoff.runtime.audit import stamp
+from signoff.runtime.effects import AskAbout
 from signoff.runtime.ports import Store
 from signoff.runtime.receipt_check import ExecutionRow, ReceiptRow, receipt_problems
-from signoff.runtime.records import AlreadyDecided, Decided, Fresh
+from signoff.runtime.records import AlreadyDecided, Counted, Decided, Fresh
+from signoff.runtime.rules import step_write
 
 KEY = Ed25519PrivateKey.generate()
 
@@ -78,3 +80,42 @@ def test_a_call_started_with_no_receipt_is_named(store: Store) -> None:
     [problem] = receipt_problems(store.proofs("run-c"), [KEY.public_key()])
 
     assert problem.startswith("receipt of call run-c:1 (run run-c) is missing")
+
+
+def await_quorum(store: Store, run_id: str = "run-q") -> str:
+    """A run whose call a rule asks two people to approve, with a fresh sign-in; its approval's id."""
+    create(store, run_id)
+    store.claim(run_id, "w1", LEASE)
+    pending = {**pending_call(run_id, 1), "asked": {
+        "rule": "two people", "policy": "abc123", "approvers": [], "quorum": 2, "ttl_seconds": 600,
+        "allow_self_approval": False, "step_up_seconds": 300}}
+    checkpoint = step(store.get_run(run_id).state,
+                      {"role": "assistant", "step": 1, "tool": "send_email", "args": ARGS, "call_id": "c1"},
+                      events=[{"type": "approval_requested", "key": pending["key"]}], effects=(AskAbout(pending["key"]),),
+                      status="awaiting_approval", pending=pending)
+    saved = store.save_step(run_id, owner="w1", version=1, checkpoint=checkpoint, write=step_write(checkpoint, TTL),
+                            lease=LEASE)
+    store.release(run_id, "w1")
+    return saved.approvals[0].approval_id
+
+
+def test_a_quorum_s_receipt_names_each_voter_the_rule_and_the_step_up(store: Store, clock: ManualClock) -> None:
+    approval_id = await_quorum(store)
+    signed_in = {"issuer": "https://id.example.com", "signed_in_at": stamp(clock.now), "max_age_seconds": 300}
+
+    first = store.decide(approval_id, approved=True, user="U0FIRST", signer=KEY, start_within=WINDOW,
+                         step_up=signed_in)
+    counted_only = store.receipt_of(approval_id=approval_id)
+    clock.advance(seconds=5)
+    second = store.decide(approval_id, approved=True, user="U0SECOND", signer=KEY, start_within=WINDOW,
+                          step_up=signed_in)
+
+    assert isinstance(first, Counted) and counted_only is None  # a vote short of the quorum decides nothing
+    assert isinstance(second, Decided) and second.receipt is not None
+    assert store.receipt_of(approval_id=approval_id) == second.receipt
+    fields = second.receipt["receipt"]
+    assert [voter["user"] for voter in fields["decided_by"]] == ["U0FIRST", "U0SECOND"]
+    assert (fields["rule"], fields["policy_digest"]) == ("two people", "abc123")
+    assert fields["step_up"] == {"stepped_up": True, "signed_in_at": signed_in["signed_in_at"],
+                                 "issuer": "https://id.example.com"}
+    assert len([p for p in store.proofs("run-q") if isinstance(p, ReceiptRow)]) == 1
