@@ -82,13 +82,14 @@ def test_a_call_started_with_no_receipt_is_named(store: Store) -> None:
     assert problem.startswith("receipt of call run-c:1 (run run-c) is missing")
 
 
-def await_quorum(store: Store, run_id: str = "run-q") -> str:
-    """A run whose call a rule asks two people to approve, with a fresh sign-in; its approval's id."""
+def await_quorum(store: Store, run_id: str = "run-q", **asked: object) -> str:
+    """A run whose call a rule asks two people to approve, with a fresh sign-in (or as `asked`
+    says); its approval's id."""
     create(store, run_id)
     store.claim(run_id, "w1", LEASE)
     pending = {**pending_call(run_id, 1), "asked": {
         "rule": "two people", "policy": "abc123", "approvers": [], "quorum": 2, "ttl_seconds": 600,
-        "allow_self_approval": False, "step_up_seconds": 300}}
+        "allow_self_approval": False, "step_up_seconds": 300, **asked}}
     checkpoint = step(store.get_run(run_id).state,
                       {"role": "assistant", "step": 1, "tool": "send_email", "args": ARGS, "call_id": "c1"},
                       events=[{"type": "approval_requested", "key": pending["key"]}], effects=(AskAbout(pending["key"]),),
@@ -119,3 +120,21 @@ def test_a_quorum_s_receipt_names_each_voter_the_rule_and_the_step_up(store: Sto
     assert fields["step_up"] == {"stepped_up": True, "signed_in_at": signed_in["signed_in_at"],
                                  "issuer": "https://id.example.com"}
     assert len([p for p in store.proofs("run-q") if isinstance(p, ReceiptRow)]) == 1
+
+
+def test_an_approve_that_makes_a_grant_and_each_use_of_it_are_signed(store: Store) -> None:
+    approval_id = await_quorum(store, "run-g", rule="similar emails", quorum=1, step_up_seconds=None,
+                               grant={"for_seconds": 600, "same": ["to"], "scope": "run"})
+    decided = store.decide(approval_id, approved=True, user=APPROVER, grant=True, signer=KEY, start_within=WINDOW)
+    assert isinstance(decided, Decided) and decided.grant is not None and decided.receipt is not None
+    store.claim("run-g", "w1", LEASE)
+
+    used = store.begin_execution("run-g", "send_email", {**ARGS, "body": "again"}, "run-g:2", owner="w1",
+                                 lease=LEASE, dispatch_window=WINDOW, granted_by=decided.grant.grant_id, signer=KEY)
+
+    assert isinstance(used, Fresh)
+    assert decided.receipt["receipt"]["grant_id"] == decided.grant.grant_id
+    receipt = store.receipt_of(key="run-g:2")
+    assert receipt is not None and receipt_problem(receipt, [KEY.public_key()]) is None
+    assert (receipt["receipt"]["decision"], receipt["receipt"]["grant_id"]) == ("granted", decided.grant.grant_id)
+    assert receipt_problems(store.proofs("run-g"), [KEY.public_key()]) == []
