@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from store_harness import APPROVER, LEASE, TTL, ManualClock, create, step
 from test_store_approvals import ARGS, WINDOW, await_approval, pending_call
 
 from signoff.canonical import arguments_digest
 from signoff.receipts import receipt_problem
+from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.audit import stamp
 from signoff.runtime.effects import AskAbout
 from signoff.runtime.ports import Store
@@ -138,3 +142,16 @@ def test_an_approve_that_makes_a_grant_and_each_use_of_it_are_signed(store: Stor
     assert receipt is not None and receipt_problem(receipt, [KEY.public_key()]) is None
     assert (receipt["receipt"]["decision"], receipt["receipt"]["grant_id"]) == ("granted", decided.grant.grant_id)
     assert receipt_problems(store.proofs("run-g"), [KEY.public_key()]) == []
+
+
+def test_a_decision_whose_receipt_cannot_be_kept_is_not_kept_either(sql_store: SqlStore) -> None:
+    approval = await_approval(sql_store)
+    with sql_store.engine.begin() as conn:  # the receipts' table gone from under the store
+        conn.execute(text("DROP TABLE receipts"))
+
+    with pytest.raises(DBAPIError):
+        sql_store.decide(approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
+
+    kept = sql_store.get_approval(approval.approval_id)
+    assert kept is not None and (kept.status, kept.votes, kept.decided_by) == ("pending", (), None)
+    assert "approval_recorded" not in [event["type"] for event in sql_store.timeline("run-a")]
