@@ -127,3 +127,15 @@ def test_a_call_s_ledger_row_dropped_with_its_receipt_is_named_from_the_audit_lo
 
     assert verified.code == 1
     assert f"receipt of approval {approval_id}" in verified.out and "the audit log says" in verified.out
+
+
+def test_an_export_of_the_format_before_receipts_still_verifies(signoff, signed):
+    header = json.loads(signed[0])
+    older = [json.dumps({**header, "format": 2})] + [
+        line for line in signed[1:] if json.loads(line)["record"] not in ("receipt", "execution")]
+    (signoff.cwd / "older.jsonl").write_text("\n".join(older) + "\n")
+
+    verified = signoff.here("audit", "verify", "--file", "older.jsonl")
+
+    assert header["format"] == 3
+    assert verified.code == 0 and verified.out.startswith("intact: 1 run, ")
