@@ -221,8 +221,8 @@ class SqlReads:
         with self.engine.connect() as conn:
             which = (receipts.c.approval_id == approval_id if approval_id is not None
                      else and_(receipts.c.key == key, receipts.c.approval_id.is_(None)))
-            text_ = conn.execute(select(receipts.c.receipt).where(which).order_by(receipts.c.id.desc()).limit(1)).scalar()
-        return json.loads(text_) if text_ is not None else None
+            signed = conn.execute(select(receipts.c.receipt).where(which).order_by(receipts.c.id.desc()).limit(1)).scalar()
+        return json.loads(signed) if signed is not None else None
 
     def proofs(self, run_id: str | None = None) -> list[Proof]:
         """Every receipt kept and every call the ledger says started (of one run, or all), from one
