@@ -19,6 +19,8 @@ from typing import Any, Protocol
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.audit import WHOLE_LOG, Record, Selection
 from signoff.runtime.break_glass import FollowUp, GlassDue, ReviewOutcome, Verdict
+from signoff.runtime.receipt_check import Proof
+from signoff.runtime.receipts import SigningKey
 from signoff.runtime.records import (
     ApprovalRecord,
     CommandRefusal,
@@ -224,7 +226,8 @@ class ExecutionLedger(Protocol):
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
                         restart: Restart | None = None, allowed_by: str | None = None,
-                        granted_by: str | None = None, preview: str | None = None) -> ExecutionStart:
+                        granted_by: str | None = None, preview: str | None = None,
+                        signer: SigningKey | None = None) -> ExecutionStart:
         """Consume the call's approval and write its ledger row "started", atomically, or say why not.
         `allowed_by`: the policy rule that let the call run without a person; there is no approval
         to consume, and the ledger row is written all the same (once per key). `granted_by`: the
@@ -232,7 +235,9 @@ class ExecutionLedger(Protocol):
         clock, and covering this call: `grants.grant_refusal`) and its use counted, or `Ungranted`
         and nothing written, so that a revoked grant stops the very next call. `preview`: the
         digest of the preview the call was approved with (`pending_calls.Preview`), part of what the
-        approval is bound to.
+        approval is bound to. `signer`: a call `allowed_by` or `granted_by` starts with a signed
+        receipt (`receipts.start_receipt`) kept in this same transaction (an approved call's
+        receipt was kept with its decision).
 
         Fenced on the lease: only `owner` holding a live lease may start the run's call (the lease is
         renewed here, so the call starts with a whole lease ahead of it); anyone else gets
@@ -276,7 +281,8 @@ class ApprovalStore(Protocol):
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
                lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
-               glass: str | None = None) -> Voted:
+               glass: str | None = None, signer: SigningKey | None = None,
+               start_within: timedelta = timedelta(0)) -> Voted:
         """Count one person's decision on a pending, unexpired approval (with `digest`, when given),
         atomically, whoever else decides at the same time on whichever replica.
 
@@ -302,6 +308,10 @@ class ApprovalStore(Protocol):
 
         `glass`: the reason the person gave for breaking the glass: the approve decides alone, where
         the approval's rule offers it (`break_glass`), its first follow-up due at once.
+
+        `signer`: the decision that moves it to approved or denied is signed with this key, and its
+        receipt (`receipts.decision_receipt`, letting the call start until `start_within` after the
+        decision) kept in the same transaction; `Decided.receipt` is it. None: no receipt.
         """
 
     def review_glass(self, approval_id: str, *, user: str, verdict: Verdict, note: str = "") -> ReviewOutcome | Missing:
@@ -317,6 +327,14 @@ class ApprovalStore(Protocol):
 
     def unreviewed_glass(self, limit: int = 100) -> list[ApprovalRecord]:
         """Approvals approved by breaking the glass and not yet reviewed, oldest first."""
+
+    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None:
+        """The signed receipt of `approval_id`'s decision, or (`key`) of the call under `key` that a
+        rule or a grant let start unasked; None: not decided or started, or no key signed it."""
+
+    def proofs(self, run_id: str | None = None) -> list[Proof]:
+        """Every receipt kept and every call the execution ledger says started (of run `run_id`, or
+        of all), each call with the approval it used up: what receipts are checked against."""
 
     def nudge_due(self, limit: int = 100) -> list[Nudged]:
         """Make every reminder and escalation now due of pending approvals (`approval.nudge`),

@@ -170,6 +170,8 @@ class Decided:
     """The run's lease, taken for the decider in the decision's own transaction when it asked to
     drive the run on (`Runner.decide(drive=True)`); None when it did not, or another worker holds
     the run. Hand it to `Runner.execute`, which then needs no claim of its own."""
+    receipt: dict[str, Any] | None = None
+    """The decision's signed receipt, made in its transaction (None: no signing key is configured)."""
 
 
 @dataclass(frozen=True)

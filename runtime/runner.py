@@ -186,7 +186,8 @@ class Runner(RunRequests, GlassRequests):
         stepped_up = signed_in.to_json(step_up) if step_up is not None and signed_in is not None else None
         lease = self.worker.new_owner() if drive else None
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
-                                    lease_to=lease, lease=self.config.lease, step_up=stepped_up, glass=glass)
+                                    lease_to=lease, lease=self.config.lease, step_up=stepped_up, glass=glass,
+                                    signer=self.config.signer, start_within=self.config.dispatch_window)
         if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
             self.worker.took(approval.run_id, lease)
         self.teller.observe(run, vote_events(outcome, user))

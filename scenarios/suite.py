@@ -24,6 +24,7 @@ from scenarios import (
     outsiders,
     policy_values,
     quorum,
+    receipts,
     replays,
     replicas,
     seeing,
@@ -125,6 +126,8 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
               for k in sizes.kinds]
     found += [Scenario(f"hostile/audit-erasure/{k}", functools.partial(erasure.run_erasure, k), k == "postgres")
               for k in sizes.kinds]
+    found += [Scenario(f"hostile/receipts-crash-and-forgery/{k}", functools.partial(receipts.run_receipts, k),
+                       k == "postgres") for k in sizes.kinds]
     if sizes.slack_timeout:
         found.append(Scenario("slack/post-timeout/sqlite", slackfaults.run_post_timeout, False))
     return found

@@ -67,6 +67,8 @@ class Reads(Protocol):
                        exclude_requester: str | None = None, unposted: bool = False,
                        older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]: ...
 
+    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None: ...
+
 class SlackNotifier(GlassNotices):
     """Posts runs, approval requests and outcomes to Slack, threading progress under the run message."""
 
@@ -352,8 +354,9 @@ class SlackNotifier(GlassNotices):
             message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked,
                                                 on_call=self.on_call, console=self.console_url)
         else:
+            receipt = self.reads.receipt_of(approval_id=approval.approval_id) if self.reads is not None else None
             message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
-                                               grant=self._grant_of(approval), asked=asked)
+                                               grant=self._grant_of(approval), asked=asked, receipt=receipt)
         self._update(where["channel"], where["ts"], message)
         self._headers.going_on(run, self._thread(run), [approval])
 

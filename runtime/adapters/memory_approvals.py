@@ -32,6 +32,7 @@ from signoff.runtime.approval_change import Change
 from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review, unreviewed
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
+from signoff.runtime.receipts import SigningKey, decision_receipt, start_receipt
 from signoff.runtime.records import (
     ApprovalRecord,
     Decided,
@@ -76,7 +77,8 @@ class MemoryApprovals(MemoryReads):
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
                         restart: Restart | None = None, allowed_by: str | None = None,
-                        granted_by: str | None = None, preview: str | None = None) -> ExecutionStart:
+                        granted_by: str | None = None, preview: str | None = None,
+                        signer: SigningKey | None = None) -> ExecutionStart:
         digest = call_digest(tool, args, key, preview)
         with self._lock:
             now = self.now()
@@ -93,8 +95,16 @@ class MemoryApprovals(MemoryReads):
                 if isinstance(grant, Ungranted):
                     return grant
                 self._grants[granted_by] = grant
+                if signer is not None:
+                    self._receipts.append(start_receipt(
+                        "granted", signer, run_id=run_id, requester=run.requester, tool=tool, args=args, call_key=key,
+                        digest=digest, now=now, rule=grant.rule, grant_id=granted_by, preview=preview))
                 return self._started(run, key, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
+                if signer is not None:
+                    self._receipts.append(start_receipt(
+                        "allowed", signer, run_id=run_id, requester=run.requester, tool=tool, args=args, call_key=key,
+                        digest=digest, now=now, rule=allowed_by, preview=preview))
                 return self._started(run, key, tool, digest, now, allowed_by=allowed_by)
             latest = newest_first([a for a in self._by_key.get(key, []) if a.record.status != "superseded"],
                                    "requested_at")
@@ -146,7 +156,8 @@ class MemoryApprovals(MemoryReads):
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
                lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
-               glass: str | None = None) -> Voted:
+               glass: str | None = None, signer: SigningKey | None = None,
+               start_within: timedelta = timedelta(0)) -> Voted:
         with self._lock:
             now = self.now()
             approval = self._approvals.get(approval_id)
@@ -157,6 +168,11 @@ class MemoryApprovals(MemoryReads):
                                  grant_id=new_grant_id() if grant else None, step_up=step_up, glass=glass)
             if change is not None:
                 self._save(run, [change])
+            if isinstance(voted, Decided) and signer is not None:
+                receipt = decision_receipt(voted.approval, signer, start_within=start_within, step_up=step_up,
+                                           grant_id=voted.grant.grant_id if voted.grant is not None else None)
+                self._receipts.append(receipt)
+                voted = dataclasses.replace(voted, receipt=receipt)
             if isinstance(voted, Decided) and lease_to is not None and lease is not None and (
                     claimable(run.status, run.command) and run.free(now)):
                 run.lease_owner, run.lease_expires_at = lease_to, now + lease

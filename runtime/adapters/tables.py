@@ -267,6 +267,24 @@ api_callbacks = Table(
     Column("last_error", Text, nullable=True),
 )
 
+receipts = Table(
+    "receipts",
+    metadata,
+    # The signed receipt of each decision (`runtime/receipts.py`), written in the decision's own
+    # transaction: a person's approve or deny (`approval_id`), or a call a rule or grant let start
+    # (`approval_id` NULL). `receipt` is the signed JSON as it was signed.
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("approval_id", String(64), nullable=True),
+    Column("key", String(160), nullable=False),
+    Column("key_id", String(32), nullable=False),
+    Column("receipt", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index(None, "approval_id"),
+    Index(None, "key"),
+    Index(None, "run_id"),
+)
+
 tool_executions = Table(
     "tool_executions",
     metadata,

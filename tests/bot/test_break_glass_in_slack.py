@@ -159,3 +159,24 @@ def test_a_rule_without_break_glass_never_offers_it_and_a_forged_one_is_refused(
     submit_glass(signoff, view, "U0ASKER", REASON)  # the form forged too
     assert ledger.total == 0 and signoff.runner.get_approval(approval.approval_id).status == "pending"
     assert not posted_to(slack, "C0SECURITY")
+
+
+def test_a_break_glass_receipt_says_who_broke_it_and_why(make_signoff, policy_env, tmp_path, slack, ledger) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from signoff.receipts import private_key_pem, receipt_problem
+
+    key = Ed25519PrivateKey.generate()
+    path = tmp_path / "signing.pem"
+    path.write_bytes(private_key_pem(key))
+    signoff = make_signoff(**policy_env, SIGNOFF_SIGNING_KEY=str(path))
+    run = propose(signoff, 900.0)
+    signoff.click(signoff.approval_message(), BREAK_GLASS_ACTION, "U0ASKER")
+    submit_glass(signoff, slack.last("views.open")["view"], "U0ASKER", REASON)
+    approval = signoff.runner.store.approval_for_key(f"{run.run_id}:1")
+    assert approval is not None
+    receipt = signoff.runner.store.receipt_of(approval_id=approval.approval_id)
+    assert receipt is not None and receipt_problem(receipt, [key.public_key()]) is None
+    assert receipt["receipt"]["break_glass"]["by"] == "U0ASKER"
+    assert receipt["receipt"]["break_glass"]["reason"] == REASON
+    assert [v["user"] for v in receipt["receipt"]["decided_by"]] == ["U0ASKER"]

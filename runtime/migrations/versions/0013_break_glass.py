@@ -2,15 +2,15 @@
 the rule's approvers owe it, where its review card is, and its follow-ups (telling, reminding,
 escalating once overdue), due from `glass_due_at` whichever replica's sweep gets there first.
 
-Revision ID: 0012g
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012g"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
