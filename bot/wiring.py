@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, case, func, select
 from sqlalchemy.exc import OperationalError
 
 from signoff.bot.settings import Settings
@@ -198,6 +198,17 @@ class SqlSharedState:
         now = self.clock()
         late = sum(1 for requested, expires in rows if now - requested > (expires - requested) / 2)
         return Pending(len(rows), late)
+
+    def unreviewed_break_glass(self) -> tuple[int, int]:
+        """Break-glass approvals nobody reviewed yet, and of those how many were told overdue."""
+        from signoff.runtime.break_glass import FOLLOW_UPS
+
+        query = (select(func.count(), func.coalesce(func.sum(case((approvals.c.glass_nudges >= len(FOLLOW_UPS), 1),
+                                                                    else_=0)), 0))
+                 .where(approvals.c.glass.is_not(None), approvals.c.glass_review.is_(None)))
+        with self.engine.connect() as conn:
+            unreviewed, overdue = conn.execute(query).one()
+        return int(unreviewed), int(overdue)
 
     def runs_needing_reconciliation(self) -> int:
         query = select(func.count()).select_from(runs).where(runs.c.status == "needs_reconciliation")

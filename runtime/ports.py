@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.audit import WHOLE_LOG, Record, Selection
+from signoff.runtime.break_glass import FollowUp, GlassDue, ReviewOutcome, Verdict
 from signoff.runtime.receipt_check import Proof
 from signoff.runtime.receipts import SigningKey
 from signoff.runtime.records import (
@@ -25,6 +26,7 @@ from signoff.runtime.records import (
     CommandRefusal,
     ExecutionStart,
     GrantRecord,
+    Missing,
     Nudged,
     Restart,
     RunRecord,
@@ -68,6 +70,14 @@ class Notifier(Protocol):
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         """Report one tool observation (a history entry with role "tool")."""
+
+    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> dict[str, Any] | None:
+        """A break-glass's follow-up (`break_glass.FOLLOW_UPS`): `tell` its channels loudly and post
+        its review card, `remind` its reviewers, or say it is `overdue`; a card not yet posted is
+        posted with any of them. Returns where a card was posted ({"channel", "ts"}), if one was."""
+
+    def glass_reviewed(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        """Show the review on the break-glass's review card, and tell its channels if it was flagged."""
 
     def run_finished(self, run: RunRecord) -> None:
         """The run is done: post the answer and show the outcome on the run message."""
@@ -271,7 +281,8 @@ class ApprovalStore(Protocol):
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
                lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
-               signer: SigningKey | None = None, start_within: timedelta = timedelta(0)) -> Voted:
+               glass: str | None = None, signer: SigningKey | None = None,
+               start_within: timedelta = timedelta(0)) -> Voted:
         """Count one person's decision on a pending, unexpired approval (with `digest`, when given),
         atomically, whoever else decides at the same time on whichever replica.
 
@@ -295,10 +306,27 @@ class ApprovalStore(Protocol):
         (`approval.SignIn.to_json`), kept in the event that counts it (`approval_recorded` or
         `approval_vote_recorded`, under `step_up`).
 
+        `glass`: the reason the person gave for breaking the glass: the approve decides alone, where
+        the approval's rule offers it (`break_glass`), its first follow-up due at once.
+
         `signer`: the decision that moves it to approved or denied is signed with this key, and its
         receipt (`receipts.decision_receipt`, letting the call start until `start_within` after the
         decision) kept in the same transaction; `Decided.receipt` is it. None: no receipt.
         """
+
+    def review_glass(self, approval_id: str, *, user: str, verdict: Verdict, note: str = "") -> ReviewOutcome | Missing:
+        """Record the first review of the break-glass that approved the approval, atomically: a
+        second one, from anyone on any replica, is `AlreadyReviewed`; its follow-ups stop."""
+
+    def glass_due(self, limit: int = 100) -> list[GlassDue]:
+        """Make every break-glass follow-up now due (`break_glass.follow_up`), each once whichever
+        replica asks, with its event."""
+
+    def set_glass_message(self, approval_id: str, message: dict[str, Any]) -> None:
+        """Record where the break-glass's review card was posted."""
+
+    def unreviewed_glass(self, limit: int = 100) -> list[ApprovalRecord]:
+        """Approvals approved by breaking the glass and not yet reviewed, oldest first."""
 
     def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None:
         """The signed receipt of `approval_id`'s decision, or (`key`) of the call under `key` that a

@@ -46,6 +46,7 @@ def decision_receipt(approval: ApprovalRecord, key: SigningKey, *, start_within:
         "decided_at": stamp(approval.decided_at),
         "start_by": stamp(approval.decided_at + start_within) if approved else None,
         "step_up": _step_up(step_up),
+        "break_glass": _break_glass(approval.glass),
     }, key)
 
 
@@ -58,7 +59,7 @@ def start_receipt(decision: Unasked, key: SigningKey, *, run_id: str, requester:
         "approval_id": None, "run_id": run_id, "requester": requester, "key": call_key, "tool": tool,
         "digest": digest, "arguments_digest": arguments_digest(tool, dict(args)), "preview_digest": preview,
         "policy_digest": None, "rule": rule, "grant_id": grant_id, "decision": decision, "decided_by": [],
-        "decided_at": stamp(now), "start_by": stamp(now), "step_up": _step_up(None),
+        "decided_at": stamp(now), "start_by": stamp(now), "step_up": _step_up(None), "break_glass": None,
     }, key)
 
 
@@ -66,3 +67,10 @@ def _step_up(step_up: Mapping[str, Any] | None) -> dict[str, Any]:
     if step_up is None:
         return {"stepped_up": False, "signed_in_at": None}
     return {"stepped_up": True, "signed_in_at": step_up.get("signed_in_at"), "issuer": step_up.get("issuer")}
+
+
+def _break_glass(glass: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Who approved alone by breaking the glass, why, and by when it is to be reviewed (None: it was not)."""
+    if glass is None:
+        return None
+    return {"by": glass.get("by"), "reason": glass.get("reason"), "review_by": glass.get("review_by")}

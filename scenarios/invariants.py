@@ -45,7 +45,7 @@ from signoff.runtime.adapters.tables import (
     runs,
     tool_executions,
 )
-from signoff.runtime.approval_policy import Allow, Ask, Deny, Verdict
+from signoff.runtime.approval_policy import Allow, Ask, Deny, Requirement, Verdict
 from signoff.runtime.caller_runs import tools_of
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.judging import Caller
@@ -187,8 +187,10 @@ def effect_approved(evidence: Evidence, policy: Policy) -> list[str]:
         verdict = _verdict(policy, approval["tool"], _approved_args(approval), run)
         if isinstance(verdict, Deny):
             problems.append(f"the policy {_says(verdict)}")
-        refusal = policy.refusal(approval["decided_by"], run.get("requester", ""), _channel(run),
-                                 policy.requirement(verdict))
+        requirement = policy.requirement(verdict)
+        refusal = policy.refusal(approval["decided_by"], run.get("requester", ""), _channel(run), requirement)
+        if _broke_glass(approval, requirement) and approval["decided_by"] == run.get("requester"):
+            refusal = None  # break-glass lets the requester approve their own call, alone
         if refusal:
             problems.append(f"not approved by an allowed person ({refusal})")
         decided, expires = approval["decided_at"], approval["expires_at"]
@@ -493,6 +495,16 @@ def replay_identical(evidence: Evidence, policy: Policy) -> list[str]:
     return found
 
 
+def _broke_glass(approval: dict[str, Any], requirement: Requirement) -> bool:
+    """The approval was approved alone by breaking the glass, as the world's policy offers for its
+    call, with a reason as long as the rule asks."""
+    offer = requirement.break_glass
+    glass = json.loads(approval["glass"]) if approval.get("glass") else None
+    return bool(offer is not None and glass is not None
+                and len(str(glass.get("reason") or "").strip()) >= offer.reason_min_chars
+                and glass.get("by") == approval.get("decided_by"))
+
+
 def quorum_met(evidence: Evidence, policy: Policy) -> list[str]:
     """Each approval a call ran on: enough distinct allowed people approved it (the greater of what the
     policy requires and what the approval row says), each counted once; and none someone denied was used."""
@@ -506,12 +518,14 @@ def quorum_met(evidence: Evidence, policy: Policy) -> list[str]:
         approval = by_key[key]
         run = evidence.runs.get(approval["run_id"], {})
         requirement = policy.requirement(_verdict(policy, approval["tool"], _approved_args(approval), run))
-        needed = max(requirement.quorum, int(approval.get("quorum") or 1))
+        needed = 1 if _broke_glass(approval, requirement) else max(requirement.quorum, int(approval.get("quorum") or 1))
         yeas = Counter(v["user_id"] for v in evidence.votes.get(approval["approval_id"], []) if v["approved"])
         problems = [f"{user}'s approval is counted {n} times" for user, n in yeas.items() if n > 1]
         allowed = []
         for user in yeas:
             refusal = policy.refusal(user, run.get("requester", ""), _channel(run), requirement)
+            if _broke_glass(approval, requirement) and user == run.get("requester"):
+                refusal = None
             if refusal:
                 problems.append(f"{user}'s approval counted though they may not give it ({refusal})")
             else:

@@ -221,6 +221,35 @@ def audit_export(since: datetime | None, run_id: str | None, database_url: str |
     return EXIT_OK
 
 
+@click.command("break-glass")
+@options(DATABASE_URL, DEMO)
+def audit_break_glass(database_url: str | None, demo: bool) -> int:
+    """List the calls approved by breaking the glass that nobody has reviewed yet.
+
+    Each with who broke it, when, why and by when its review is owed; OVERDUE past that. Exits 1
+    when any is overdue (for a cron job or a check), 0 otherwise.
+    """
+    from signoff.bot.cli.rendering import one_line
+    from signoff.runtime.break_glass import review_by
+
+    with _store(database_url, demo) as (store, where):
+        unreviewed = store.unreviewed_glass(limit=1000) if store is not None else []
+        now = store.now() if store is not None else datetime.now(UTC)
+    if not unreviewed:
+        click.echo(f"no unreviewed break-glass in {where}")
+        return EXIT_OK
+    overdue = 0
+    for approval in unreviewed:
+        glass, due = approval.glass or {}, review_by(approval)
+        late = due is not None and due < now
+        overdue += late
+        click.echo(f"{approval.approval_id}  {approval.tool} ({approval.key})  by {glass.get('by')} at "
+                   f"{glass.get('at')}  review by {glass.get('review_by')}{'  OVERDUE' if late else ''}\n"
+                   f"    reason: {one_line(glass.get('reason'), 500)}")
+    click.echo(f"{len(unreviewed)} unreviewed break-glass, {overdue} overdue, in {where}")
+    return EXIT_ERROR if overdue else EXIT_OK
+
+
 @contextlib.contextmanager
 def _store(database_url: str | None, demo: bool) -> Iterator[tuple[Store | None, str]]:
     """The store to read (None: the zero-configuration file does not exist yet), and where it is."""
@@ -249,6 +278,7 @@ def _records(store: Store, selection: Selection, where: str) -> Iterator[Iterato
         yield itertools.chain([first] if first is not None else [], records)
 
 
-@click.group(commands=[audit_verify, audit_export])
+@click.group(commands=[audit_verify, audit_export, audit_break_glass])
 def audit() -> None:
-    """Check the audit log's hash chains; export the log to check it later without the database."""
+    """Check the audit log's hash chains; export the log to check it later without the database; list
+    unreviewed break-glass."""

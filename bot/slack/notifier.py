@@ -27,6 +27,7 @@ from signoff.bot.slack import deadlines, messages
 from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, OnCallLookup, asked_with
 from signoff.bot.slack.blocks import Message
 from signoff.bot.slack.followed_notices import FollowedNotices
+from signoff.bot.slack.glass_cards import GlassNotices
 from signoff.bot.slack.recent import Recent
 from signoff.bot.slack.run_headers import RunHeaders
 from signoff.bot.slack.updates import update_with_retries
@@ -68,7 +69,7 @@ class Reads(Protocol):
 
     def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None: ...
 
-class SlackNotifier:
+class SlackNotifier(GlassNotices):
     """Posts runs, approval requests and outcomes to Slack, threading progress under the run message."""
 
     def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,

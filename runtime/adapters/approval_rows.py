@@ -20,12 +20,12 @@ from sqlalchemy.engine import Row
 from signoff.runtime.adapters.rows import append_events, append_one_event_each, approval_record, grant_record
 from signoff.runtime.adapters.statements import INSERT_VOTE
 from signoff.runtime.adapters.tables import approval_votes, approvals, grants, receipts
-from signoff.runtime.approval import Change
+from signoff.runtime.approval_change import Change
 from signoff.runtime.errors import Conflict
 from signoff.runtime.records import ApprovalRecord, GrantRecord, Vote
 from signoff.runtime.state import canonical_json
 
-_JSON_COLUMNS = ("args", "message", "asked", "asked_with")
+_JSON_COLUMNS = ("args", "message", "asked", "asked_with", "glass", "glass_review", "glass_message")
 
 
 def approvals_where(conn: Connection, *conditions: ColumnElement[bool], limit: int | None = None,

@@ -125,6 +125,13 @@ approvals = Table(
     Column("nudges", Integer, nullable=False, server_default=text("0")),
     # What its card showed when it was asked (JSON: the preview it is bound to, the budget figures then).
     Column("asked_with", Text, nullable=True),
+    # Approved by breaking the glass (JSON: who, why, when, review by when, who is told), its review
+    # (JSON), where its review card is, and its follow-ups: the next one due and how many were made.
+    Column("glass", Text, nullable=True),
+    Column("glass_review", Text, nullable=True),
+    Column("glass_message", Text, nullable=True),
+    Column("glass_due_at", UTCDateTime, nullable=True),
+    Column("glass_nudges", Integer, nullable=False, server_default=text("0")),
     # One approval in force per call; a superseded one (its tool changed) stays for the record.
     Index(None, "key"),
     Index("uq_approvals_live_key", "key", unique=True, sqlite_where=text(LIVE_APPROVAL),
@@ -133,6 +140,7 @@ approvals = Table(
     Index(None, "status", "requested_at"),
     Index(None, "requested_at"),
     Index(None, "status", "nudge_at"),
+    Index(None, "glass_due_at"),
 )
 
 approval_votes = Table(
