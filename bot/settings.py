@@ -65,6 +65,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_OIDC_CLIENT_ID", "", "Client id of Signoff at that issuer; required with SIGNOFF_OIDC_ISSUER."),
     ("SIGNOFF_OIDC_CLIENT_SECRET", "", "Client secret of Signoff at that issuer (it also signs the console's cookies); required with SIGNOFF_OIDC_ISSUER."),
     ("SIGNOFF_PUBLIC_URL", "", "The URL people reach `signoff serve` at, e.g. https://signoff.example.com: the console's sign-in returns to it, its cookies are Secure when it is https, and cards link to it; required with SIGNOFF_OIDC_ISSUER."),
+    ("SIGNOFF_SIGNING_KEY", "", "Path of the Ed25519 private key (PEM) each decision's receipt is signed with; `signoff keys signing create PATH` makes one. Without it, decisions get no receipts. See Signed receipts."),
+    ("SIGNOFF_TRUSTED_KEYS", "", "Comma-separated paths of further Ed25519 public keys (PEM) whose receipts are trusted too, e.g. the key before a rotation; `signoff receipts public-key` prints them with Signoff's own."),
     ("SIGNOFF_LOG_LEVEL", "INFO", "Log level: DEBUG, INFO, WARNING or ERROR."),
     ("SIGNOFF_LOG_FORMAT", "text", "Log format: text (one timestamped line a record) or json (one JSON object a line)."),
     ("SIGNOFF_FAILPOINTS", "", "Fault testing only: crash at named points, e.g. after_tool=exit. Never set in production."),
@@ -228,6 +230,8 @@ class Settings(BaseModel):
     oidc_client_id: str | None = _field("SIGNOFF_OIDC_CLIENT_ID")
     oidc_client_secret: SecretStr | None = _field("SIGNOFF_OIDC_CLIENT_SECRET")
     public_url: HttpUrl | None = _field("SIGNOFF_PUBLIC_URL")
+    signing_key: str | None = _field("SIGNOFF_SIGNING_KEY")
+    trusted_keys: str | None = _field("SIGNOFF_TRUSTED_KEYS")
     log_level: LogLevel = _field("SIGNOFF_LOG_LEVEL")
     log_format: LogFormat = _field("SIGNOFF_LOG_FORMAT")
     failpoints: Failpoint = _field("SIGNOFF_FAILPOINTS")

@@ -20,6 +20,7 @@ from signoff.bot.slack.access_review_cards import REVIEW_ACTIONS
 from signoff.bot.slack.access_reviews import ReviewButtons
 from signoff.bot.slack.commands import Commands
 from signoff.bot.slack.decisions import Decisions, Rest
+from signoff.bot.slack.glass_listeners import GlassListeners
 from signoff.bot.slack.home import Home
 from signoff.bot.slack.notices import Notices
 from signoff.bot.slack.notifier import SlackNotifier
@@ -105,6 +106,7 @@ class Listeners:
         self.commands = Commands(runner, workers, SeenTriggers(replay_window_s, clock))
         self.decisions = Decisions(runner, workers, notifier, notices, self.home)
         self.run_buttons = RunButtons(runner, workers, notifier, notices)
+        self.glass = GlassListeners(self.decisions)
 
     def register(self, app: App) -> None:
         app.command(blocks.COMMAND)(answered(self.commands.on_command, self.later))
@@ -118,6 +120,10 @@ class Listeners:
         app.view_submission(blocks.DENY_MODAL)(answered(self.decisions.on_deny_submitted, self.later))
         app.view_submission(blocks.EDIT_MODAL)(answered(self.decisions.on_edit_submitted, self.later))
         app.action(blocks.REVOKE_GRANT_ACTION)(answered(self.home.on_revoke_grant, self.later))
+        app.action(blocks.BREAK_GLASS_ACTION)(answered(self.glass.on_break_glass, self.later))
+        app.view_submission(blocks.BREAK_GLASS_MODAL)(answered(self.glass.on_glass_submitted, self.later))
+        for action in blocks.GLASS_REVIEW_ACTIONS:
+            app.action(action)(answered(self.glass.on_review, self.later))
         for action in blocks.RUN_ACTIONS:
             app.action(action)(answered(self.run_buttons.on_press, self.later))
         app.action(blocks.VIEW_RESULT_ACTION)(answered(self.run_buttons.on_view_result, self.later))

@@ -125,6 +125,13 @@ approvals = Table(
     Column("nudges", Integer, nullable=False, server_default=text("0")),
     # What its card showed when it was asked (JSON: the preview it is bound to, the budget figures then).
     Column("asked_with", Text, nullable=True),
+    # Approved by breaking the glass (JSON: who, why, when, review by when, who is told), its review
+    # (JSON), where its review card is, and its follow-ups: the next one due and how many were made.
+    Column("glass", Text, nullable=True),
+    Column("glass_review", Text, nullable=True),
+    Column("glass_message", Text, nullable=True),
+    Column("glass_due_at", UTCDateTime, nullable=True),
+    Column("glass_nudges", Integer, nullable=False, server_default=text("0")),
     # One approval in force per call; a superseded one (its tool changed) stays for the record.
     Index(None, "key"),
     Index("uq_approvals_live_key", "key", unique=True, sqlite_where=text(LIVE_APPROVAL),
@@ -133,6 +140,7 @@ approvals = Table(
     Index(None, "status", "requested_at"),
     Index(None, "requested_at"),
     Index(None, "status", "nudge_at"),
+    Index(None, "glass_due_at"),
 )
 
 approval_votes = Table(
@@ -258,6 +266,24 @@ api_callbacks = Table(
     Column("next_at", UTCDateTime, nullable=False),
     Column("delivered_at", UTCDateTime, nullable=True),
     Column("last_error", Text, nullable=True),
+)
+
+receipts = Table(
+    "receipts",
+    metadata,
+    # The signed receipt of each decision (`runtime/receipts.py`), written in the decision's own
+    # transaction: a person's approve or deny (`approval_id`), or a call a rule or grant let start
+    # (`approval_id` NULL). `receipt` is the signed JSON as it was signed.
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("approval_id", String(64), nullable=True),
+    Column("key", String(160), nullable=False),
+    Column("key_id", String(32), nullable=False),
+    Column("receipt", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index(None, "approval_id"),
+    Index(None, "key"),
+    Index(None, "run_id"),
 )
 
 tool_executions = Table(

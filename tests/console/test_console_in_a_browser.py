@@ -17,6 +17,7 @@ import pytest
 from scenarios.drive import message_with
 from scenarios.serve import Reply
 from scenarios.world import wait_until
+from signoff.bot.console.pages import RUNS_SHOWN
 from signoff.bot.slack.blocks import APPROVE_ACTION, OPEN_PAGE_ACTION
 from tests.console.harness import STEP_UP_S, Rig, rig
 
@@ -167,6 +168,25 @@ def test_someone_who_is_no_approver_sees_nothing_of_other_peoples_runs(console: 
             assert page.goto(console.base + path).status == 404
     finally:
         browser.close()
+
+
+def test_the_runs_list_pages_through_every_run_a_filter_matches(console: Rig, lead: Any) -> None:
+    """More runs than a page shows, filtered in the database: each is listed once across the pages."""
+    made = {console.start_run("U0PAGED") for _ in range(RUNS_SHOWN + 3)}
+    for run_id in made:
+        console.pending(run_id)
+
+    def listed() -> list[str]:
+        return [link.inner_text() for link in lead.locator("tbody a").all()]
+
+    lead.goto(console.base + "/ui/?requester=U0PAGED&tool=send_note")
+    first = listed()
+    lead.get_by_role("link", name="Older runs").click()
+    second = listed()
+    assert len(first) == RUNS_SHOWN and sorted(first + second) == sorted(made)
+    assert lead.get_by_role("link", name="Older runs").count() == 0
+    lead.goto(console.base + "/ui/?requester=U0PAGED&tool=send_email")
+    assert "No run you may see matches." in lead.locator("main").inner_text()
 
 
 def test_without_oidc_settings_the_console_answers_404(console: Rig) -> None:

@@ -2,15 +2,15 @@
 replica alone opens it), and one line per grant or API key it asks about, with its verdict; and
 when each grant was last used, which a review shows.
 
-Revision ID: 0012r
-Revises: 0011
+Revision ID: 0014
+Revises: 0013
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012r"
-down_revision = "0011"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
