@@ -44,6 +44,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_APPROVAL_CHANNEL", "", "Channel id for approval requests (default: the run's channel)."),
     ("SIGNOFF_APPROVAL_TTL", "30m", "How long an approval request stays open, e.g. 90s, 15m, 2h, 1h30m, 1d."),
     ("SIGNOFF_DISPATCH_WINDOW", "10m", "How long after an approval its call may still start (workers busy, a restart); later, it is not executed and people are told."),
+    ("SIGNOFF_REVIEW_SCHEDULE", "0 9 * * 1", "When `signoff serve` posts a review of standing access (the grants and API keys in force, each with Keep and Revoke) to SIGNOFF_APPROVAL_CHANNEL: five cron fields in UTC, by the database's clock; `off` (or set empty) for never. See Reviews of standing access."),
+    ("SIGNOFF_REVIEW_REMIND_AFTER", "1d", "How long a review of standing access waits for answers before its reviewers are reminded; after twice this, it is escalated to the channel."),
     ("SIGNOFF_SWEEP_INTERVAL", "15s", "How often expired approvals are swept and orphaned runs recovered."),
     ("SIGNOFF_MAX_STEPS", "8", "Budget: model calls per run."),
     ("SIGNOFF_MAX_TOOL_CALLS", "", "Budget: tool executions per run (default: unlimited)."),
@@ -171,6 +173,16 @@ def _check_failpoints(value: Any) -> Any:
 Failpoint = Annotated[str | None, BeforeValidator(_check_failpoints)]
 
 
+def _check_review_schedule(value: Any) -> Any:
+    from signoff.bot.review_schedule import review_trigger
+
+    review_trigger(str(value))  # raises ValueError naming what is wrong
+    return str(value).strip()
+
+
+ReviewSchedule = Annotated[str, BeforeValidator(_check_review_schedule)]
+
+
 class Settings(BaseModel):
     """Everything `signoff` can be configured with, parsed and checked."""
 
@@ -198,6 +210,8 @@ class Settings(BaseModel):
     approval_ttl: Duration = _field("SIGNOFF_APPROVAL_TTL")
     dispatch_window: Duration = _field("SIGNOFF_DISPATCH_WINDOW")
     sweep_interval: Duration = _field("SIGNOFF_SWEEP_INTERVAL")
+    review_schedule: ReviewSchedule = _field("SIGNOFF_REVIEW_SCHEDULE")
+    review_remind_after: Duration = _field("SIGNOFF_REVIEW_REMIND_AFTER")
     max_steps: int = _field("SIGNOFF_MAX_STEPS", gt=0)
     max_tool_calls: int | None = _field("SIGNOFF_MAX_TOOL_CALLS", gt=0)
     max_tokens: int | None = _field("SIGNOFF_MAX_TOKENS", gt=0)
@@ -233,6 +247,8 @@ class Settings(BaseModel):
         values = {
             name: environ[name].strip() for name in ENV_VARS if name in environ and environ[name].strip()
         }
+        if "SIGNOFF_REVIEW_SCHEDULE" in environ and not environ["SIGNOFF_REVIEW_SCHEDULE"].strip():
+            values["SIGNOFF_REVIEW_SCHEDULE"] = "off"  # set empty: no reviews, rather than the default
         try:
             return cls.model_validate(values)
         except ValidationError as exc:

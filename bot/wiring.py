@@ -21,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 from signoff.bot.settings import Settings
 from signoff.bot.words import DEMO_MODEL
 from signoff.receipts import read_private_key, read_public_key
+from signoff.runtime.access_reviews import AccessReviews
 from signoff.runtime.adapters.db import check_writable as check_writable
 from signoff.runtime.adapters.db import database_error, ensure_schema, make_engine, upgrade
 from signoff.runtime.adapters.db import is_default_sqlite as is_default_sqlite
@@ -156,6 +157,14 @@ def api_keys(store: Store) -> ApiKeys:
 
     assert isinstance(store, SqlStore), "serve keeps runs in SQL"
     return SqlApiKeys(store.engine, clock=store.clock)
+
+
+def access_reviews(store: Store) -> AccessReviews:
+    """The reviews of standing access, kept in `store`'s database."""
+    from signoff.runtime.adapters.access_reviews import SqlAccessReviews
+
+    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
+    return SqlAccessReviews(store.engine, clock=store.clock)
 
 
 def approval_callbacks(store: Store) -> SqlCallbacks:

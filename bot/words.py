@@ -328,6 +328,7 @@ _REQUEST_WORDS = {  # request (`AlreadyDone.what`) -> (what it did, what follows
     "reconcile.retry": ("retried", "the call runs again"),
     "reconcile.abort": ("aborted", ""),
     "revoke": ("revoked", "the calls it covered are asked about again"),
+    "keep": ("kept", ""),
     "request_again": ("requested again", "a fresh approval is asked for"),
 }
 

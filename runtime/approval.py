@@ -396,4 +396,4 @@ def use_grant(grant: GrantRecord | None, grant_id: str, *, run_id: str, requeste
     refusal = grant_refusal(grant, run_id=run_id, requester=requester, tool=tool, rule=grant.rule, args=args, now=now)
     if refusal is not None:
         return Ungranted(refusal)
-    return dataclasses.replace(grant, uses=grant.uses + 1)
+    return dataclasses.replace(grant, uses=grant.uses + 1, last_used_at=now)

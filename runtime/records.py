@@ -157,6 +157,8 @@ class GrantRecord:
     revoked_at: datetime | None = None
     revoked_by: str | None = None
     uses: int = 0
+    last_used_at: datetime | None = None
+    """When it last let a call start (None: never), as a review of standing access shows it."""
 
 
 @dataclass(frozen=True)

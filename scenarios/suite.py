@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from scenarios import (
+    access_reviews,
     again,
     api,
     batches,
@@ -112,6 +113,8 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("api/caller-dies-after-start/sqlite", api.run_caller_dies, False),
         Scenario("api/racing-starts/2x/postgres", api.run_racing_starts, True),
         Scenario("api/replayed-create/2x/postgres", api.run_replayed_create, True),
+        Scenario("access/review-once/3x-skewed/postgres", access_reviews.run_reviews_once_across_skewed_replicas,
+                 True),
     ]
     for k in sizes.kinds:
         found += [

@@ -16,6 +16,8 @@ from typing import Any
 from slack_bolt import Ack, App, Respond
 
 from signoff.bot.slack import blocks
+from signoff.bot.slack.access_review_cards import REVIEW_ACTIONS
+from signoff.bot.slack.access_reviews import ReviewButtons
 from signoff.bot.slack.commands import Commands
 from signoff.bot.slack.decisions import Decisions, Rest
 from signoff.bot.slack.glass_listeners import GlassListeners
@@ -25,6 +27,7 @@ from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.run_buttons import RunButtons
 from signoff.bot.slack.seen import SeenTriggers
 from signoff.bot.slack.workers import Workers
+from signoff.runtime.reviewing import AccessReviewer
 from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.slack.listeners")
@@ -94,9 +97,11 @@ class Listeners:
     """Every listener, sharing the runner, the worker pool and the notifier."""
 
     def __init__(self, runner: Runner, workers: Workers, notifier: SlackNotifier, later: Executor, *,
-                 clock: Callable[[], float] = time.time, replay_window_s: float = 300.0) -> None:
+                 clock: Callable[[], float] = time.time, replay_window_s: float = 300.0,
+                 reviewer: AccessReviewer | None = None) -> None:
         self.later = later
         notices = Notices(notifier.client)
+        self.reviews = ReviewButtons(reviewer, notices) if reviewer is not None else None
         self.home = Home(runner, notifier, notices)
         self.commands = Commands(runner, workers, SeenTriggers(replay_window_s, clock))
         self.decisions = Decisions(runner, workers, notifier, notices, self.home)
@@ -123,6 +128,9 @@ class Listeners:
             app.action(action)(answered(self.run_buttons.on_press, self.later))
         app.action(blocks.VIEW_RESULT_ACTION)(answered(self.run_buttons.on_view_result, self.later))
         app.event("app_home_opened")(self._later_event(self.home.on_opened))
+        if self.reviews is not None:
+            for action in REVIEW_ACTIONS:
+                app.action(action)(answered(self.reviews.on_press, self.later))
 
     def _later_event(self, listener: Callable[[dict[str, Any]], None]) -> Callable[..., None]:
         """An event listener run after the event's ack (Bolt acks an event before its listener runs

@@ -306,6 +306,11 @@ def parse_request(text: str) -> Request:
     return StartRun(text.strip())
 
 
+def where_of(body: dict[str, Any]) -> Where | Malformed:
+    """Who clicked, and where the answer goes, for a click on a button of any Signoff message."""
+    return _where(body)
+
+
 def _where(body: dict[str, Any]) -> Where | Malformed:
     user = _user_id(body)
     if user is None:

@@ -75,7 +75,8 @@ def insert_receipt(conn: Connection, receipt: dict[str, Any], now: datetime) -> 
 
 
 def save_grant_use(conn: Connection, grant: GrantRecord) -> None:
-    conn.execute(update(grants).where(grants.c.grant_id == grant.grant_id).values(uses=grant.uses))
+    conn.execute(update(grants).where(grants.c.grant_id == grant.grant_id)
+                 .values(uses=grant.uses, last_used_at=grant.last_used_at))
 
 
 def save_changes(conn: Connection, changes: Sequence[Change], now: datetime) -> None:

@@ -174,6 +174,7 @@ grants = Table(
     Column("revoked_at", UTCDateTime, nullable=True),
     Column("revoked_by", String(64), nullable=True),
     Column("uses", Integer, nullable=False, server_default=text("0")),
+    Column("last_used_at", UTCDateTime, nullable=True),
     Index(None, "run_id"),
     Index(None, "requester", "expires_at"),
 )
@@ -300,4 +301,35 @@ tool_executions = Table(
     Column("started_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, nullable=True),
     Column("seconds", Float, nullable=True),
+)
+
+access_reviews = Table(
+    "access_reviews",
+    metadata,
+    # One review of standing access per period of SIGNOFF_REVIEW_SCHEDULE; `period` (its start, by
+    # the database's clock) is unique, so of several replicas exactly one opens it. `posting_until`
+    # fences the replica posting it; a review still without `ts` after that is posted again.
+    Column("review_id", String(64), primary_key=True),
+    Column("period", UTCDateTime, nullable=False, unique=True),
+    Column("opened_at", UTCDateTime, nullable=False),
+    Column("posting_until", UTCDateTime, nullable=True),
+    Column("channel", String(32), nullable=True),
+    Column("ts", String(32), nullable=True),
+    Column("posted_at", UTCDateTime, nullable=True),
+    Column("reminded_at", UTCDateTime, nullable=True),
+    Column("escalated_at", UTCDateTime, nullable=True),
+)
+
+access_review_lines = Table(
+    "access_review_lines",
+    metadata,
+    # A grant (`kind` grant, `subject` its id) or an API key (`kind` key, `subject` its name) put
+    # to a review, and its verdict (keep or revoke): set once, by a conditional UPDATE.
+    Column("review_id", String(64), primary_key=True),
+    Column("kind", String(8), primary_key=True),
+    Column("subject", String(64), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("verdict", String(8), nullable=True),
+    Column("decided_by", String(64), nullable=True),
+    Column("decided_at", UTCDateTime, nullable=True),
 )
