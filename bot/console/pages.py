@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from signoff.bot.arguments import ToolDisplay, argument_lines
-from signoff.bot.words import approval_progress, plain_budget_line, status_words, who_decides
+from signoff.bot.words import approval_progress, plain_budget_line, receipt_words, status_words, who_decides
 from signoff.runtime.approval import step_up_of
 from signoff.runtime.audit import Selection
 from signoff.runtime.audit_verify import verify
@@ -56,6 +56,8 @@ class ApprovalView:
     """Seconds a sign-in approving it may be old (None: any decision counts)."""
     step_ups: list[dict[str, Any]] = field(default_factory=list)
     """The stepped-up sign-ins its decisions were made with (`approval.SignIn.to_json`)."""
+    receipt: str | None = None
+    """Its decision's signed receipt in short, as the card shows it (None: undecided, or unsigned)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,12 @@ def approval_view(runner: Runner, run: RunRecord, approval: ApprovalRecord,
         waited=_span(approval.requested_at, end) if end is not None else None,
         reminded=sum(1 for e in mine if e.get("type") == "approval_reminded"),
         step_up=int(step_up.total_seconds()) if step_up is not None else None,
-        step_ups=[e["step_up"] for e in mine if isinstance(e.get("step_up"), dict)])
+        step_ups=[e["step_up"] for e in mine if isinstance(e.get("step_up"), dict)],
+        receipt=receipt_words(receipt) if (receipt := _receipt(runner, approval)) is not None else None)
+
+
+def _receipt(runner: Runner, approval: ApprovalRecord) -> dict[str, Any] | None:
+    return None if approval.status == "pending" else runner.store.receipt_of(approval_id=approval.approval_id)
 
 
 def story(runner: Runner, run: RunRecord) -> Story:

@@ -19,6 +19,7 @@ from scenarios.serve import Reply
 from scenarios.world import wait_until
 from signoff.bot.console.pages import RUNS_SHOWN
 from signoff.bot.slack.blocks import APPROVE_ACTION, OPEN_PAGE_ACTION
+from signoff.bot.words import receipt_words
 from tests.console.harness import STEP_UP_S, Rig, rig
 
 pytestmark = pytest.mark.slow
@@ -71,6 +72,8 @@ def test_an_approve_from_the_inbox_runs_the_call_once(console: Rig, lead: Any) -
     lead.goto(f"{console.base}/ui/runs/{run_id}")
     page = lead.locator("main").inner_text()
     assert "Verified: every event matches its hash" in page and "U0LEAD" in page and "succeeded" in page
+    receipt = console.world.db.store.receipt_of(approval_id=approval.approval_id)
+    assert receipt is not None and receipt_words(receipt) in page  # the signed receipt, as the card shows it
     if SHOTS:
         # The test's model is a script in a temporary folder: its path is nobody's business in a picture.
         lead.screenshot(path=str(Path(SHOTS) / "console-run.png"), full_page=True,
@@ -130,6 +133,10 @@ def test_a_step_up_rule_refuses_slack_and_a_stale_sign_in_and_takes_a_fresh_one(
     recorded = [e for e in console.world.db.store.timeline(run_id) if e["type"] == "approval_recorded"]
     assert recorded[-1]["step_up"]["max_age_seconds"] == STEP_UP_S
     assert recorded[-1]["step_up"]["signed_in_at"]
+    receipt = console.world.db.store.receipt_of(approval_id=approval.approval_id)
+    assert receipt is not None and receipt["receipt"]["step_up"] == {
+        "stepped_up": True, "signed_in_at": recorded[-1]["step_up"]["signed_in_at"],
+        "issuer": recorded[-1]["step_up"]["issuer"]}
 
 
 def test_a_form_without_its_csrf_token_or_with_a_forged_cookie_is_refused(console: Rig, lead: Any) -> None:
