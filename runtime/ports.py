@@ -227,7 +227,7 @@ class ExecutionLedger(Protocol):
                         lease: timedelta, dispatch_window: timedelta,
                         restart: Restart | None = None, allowed_by: str | None = None,
                         granted_by: str | None = None, preview: str | None = None,
-                        signer: SigningKey | None = None) -> ExecutionStart:
+                        signer: SigningKey | None = None, policy: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write its ledger row "started", atomically, or say why not.
         `allowed_by`: the policy rule that let the call run without a person; there is no approval
         to consume, and the ledger row is written all the same (once per key). `granted_by`: the

@@ -52,13 +52,13 @@ def decision_receipt(approval: ApprovalRecord, key: SigningKey, *, start_within:
 
 def start_receipt(decision: Unasked, key: SigningKey, *, run_id: str, requester: str, tool: str,
                   args: Mapping[str, Any], call_key: str, digest: str, now: datetime, rule: str | None = None,
-                  grant_id: str | None = None, preview: str | None = None) -> dict[str, Any]:
+                  grant_id: str | None = None, preview: str | None = None, policy: str | None = None) -> dict[str, Any]:
     """The signed receipt of a call starting `now` without a person deciding it: `rule` allowed it,
     or the grant `grant_id` covered it."""
     return sign({
         "approval_id": None, "run_id": run_id, "requester": requester, "key": call_key, "tool": tool,
         "digest": digest, "arguments_digest": arguments_digest(tool, dict(args)), "preview_digest": preview,
-        "policy_digest": None, "rule": rule, "grant_id": grant_id, "decision": decision, "decided_by": [],
+        "policy_digest": policy, "rule": rule, "grant_id": grant_id, "decision": decision, "decided_by": [],
         "decided_at": stamp(now), "start_by": stamp(now), "step_up": _step_up(None), "break_glass": None,
     }, key)
 

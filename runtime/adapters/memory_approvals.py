@@ -78,7 +78,7 @@ class MemoryApprovals(MemoryReads):
                         lease: timedelta, dispatch_window: timedelta,
                         restart: Restart | None = None, allowed_by: str | None = None,
                         granted_by: str | None = None, preview: str | None = None,
-                        signer: SigningKey | None = None) -> ExecutionStart:
+                        signer: SigningKey | None = None, policy: str | None = None) -> ExecutionStart:
         digest = call_digest(tool, args, key, preview)
         with self._lock:
             now = self.now()
@@ -98,13 +98,13 @@ class MemoryApprovals(MemoryReads):
                 if signer is not None:
                     self._receipts.append(start_receipt(
                         "granted", signer, run_id=run_id, requester=run.requester, tool=tool, args=args, call_key=key,
-                        digest=digest, now=now, rule=grant.rule, grant_id=granted_by, preview=preview))
+                        digest=digest, now=now, rule=grant.rule, grant_id=granted_by, preview=preview, policy=policy))
                 return self._started(run, key, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
                 if signer is not None:
                     self._receipts.append(start_receipt(
                         "allowed", signer, run_id=run_id, requester=run.requester, tool=tool, args=args, call_key=key,
-                        digest=digest, now=now, rule=allowed_by, preview=preview))
+                        digest=digest, now=now, rule=allowed_by, preview=preview, policy=policy))
                 return self._started(run, key, tool, digest, now, allowed_by=allowed_by)
             latest = newest_first([a for a in self._by_key.get(key, []) if a.record.status != "superseded"],
                                    "requested_at")

@@ -97,7 +97,8 @@ class SqlApprovals(SqlTransactions):
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta, restart: Restart | None = None,
                         allowed_by: str | None = None, granted_by: str | None = None,
-                        preview: str | None = None, signer: SigningKey | None = None) -> ExecutionStart:
+                        preview: str | None = None, signer: SigningKey | None = None,
+                        policy: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write the ledger row, or say why the call must not run.
 
         Fenced on the lease: only the worker holding a live lease on the run may start its call (it
@@ -125,13 +126,13 @@ class SqlApprovals(SqlTransactions):
                 if signer is not None:
                     insert_receipt(conn, start_receipt("granted", signer, run_id=run_id, requester=held.requester,
                                                        tool=tool, args=args, call_key=key, digest=digest, now=now,
-                                                       rule=grant.rule, grant_id=granted_by, preview=preview), now)
+                                                       rule=grant.rule, grant_id=granted_by, preview=preview, policy=policy), now)
                 return _started(conn, key, run_id, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
                 if signer is not None:
                     insert_receipt(conn, start_receipt("allowed", signer, run_id=run_id, requester=held.requester,
                                                        tool=tool, args=args, call_key=key, digest=digest, now=now,
-                                                       rule=allowed_by, preview=preview), now)
+                                                       rule=allowed_by, preview=preview, policy=policy), now)
                 return _started(conn, key, run_id, tool, digest, now, allowed_by=allowed_by)
             found = approvals_where(conn, approvals.c.key == key, approvals.c.status != "superseded",
                                     order=approvals.c.requested_at.desc(), limit=1)

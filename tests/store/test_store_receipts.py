@@ -66,12 +66,12 @@ def test_a_call_a_rule_lets_start_gets_its_receipt_in_the_same_transaction(store
     store.claim("run-b", "w1", LEASE)
 
     started = store.begin_execution("run-b", "send_email", ARGS, "run-b:1", owner="w1", lease=LEASE,
-                                    dispatch_window=WINDOW, allowed_by="small emails", signer=KEY)
+                                    dispatch_window=WINDOW, allowed_by="small emails", signer=KEY, policy="abc123")
 
     assert isinstance(started, Fresh)
     receipt = store.receipt_of(key="run-b:1")
     assert receipt is not None and receipt["receipt"]["decision"] == "allowed"
-    assert receipt["receipt"]["rule"] == "small emails"
+    assert (receipt["receipt"]["rule"], receipt["receipt"]["policy_digest"]) == ("small emails", "abc123")
     assert receipt_problems(store.proofs("run-b"), [KEY.public_key()]) == []
 
 
