@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,backtest,startup,replicas,cli,api,gateway,targets]`: run the benchmarks, write the figures.
+"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,backtest,startup,replicas,cli,api,gateway,receipts,targets]`: run the benchmarks, write the figures.
 
 Each benchmark saves JSON to bench/results/ and rewrites its generated block in BENCHMARKS.md.
 `targets` measures nothing: it judges every target from the saved results, so it runs last.
@@ -23,6 +23,7 @@ from bench import (
     peers,
     pg,
     policy,
+    receipts,
     replicas,
     report,
     scale,
@@ -32,7 +33,7 @@ from bench import (
     targets,
 )
 
-BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "backtest", "startup", "replicas", "cli", "api", "gateway", "targets")
+BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "backtest", "startup", "replicas", "cli", "api", "gateway", "receipts", "targets")
 SUMMARIES = ("targets",)
 """Benchmarks that only read what the others saved: they run after every other one chosen."""
 
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "backtest": lambda: backtest.run(args.quick),
         "api": lambda: api_roundtrip.run(args.quick),
         "gateway": lambda: gateway.run(args.quick),
+        "receipts": lambda: receipts.run(args.quick),
         "startup": lambda: startup.run(args.quick),
         "replicas": lambda: replicas.run(args.quick, postgres),
         "cli": lambda: cli_steps.run(args.quick),
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     writers = {"steps": steps.markdown, "peers": peers.markdown, "slack": slack_ack.markdown, "policy": policy.markdown,
                "backtest": backtest.markdown, "api": api_roundtrip.markdown, "scale": scale.markdown, "startup": startup.markdown, "replicas": replicas.markdown,
-               "cli": cli_steps.markdown, "gateway": gateway.markdown,
+               "cli": cli_steps.markdown, "gateway": gateway.markdown, "receipts": receipts.markdown,
                "targets": targets.markdown}
     for name in chosen:
         started = time.perf_counter()

@@ -45,6 +45,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_APPROVAL_CHANNEL", "", "Channel id for approval requests (default: the run's channel)."),
     ("SIGNOFF_APPROVAL_TTL", "30m", "How long an approval request stays open, e.g. 90s, 15m, 2h, 1h30m, 1d."),
     ("SIGNOFF_DISPATCH_WINDOW", "10m", "How long after an approval its call may still start (workers busy, a restart); later, it is not executed and people are told."),
+    ("SIGNOFF_REVIEW_SCHEDULE", "0 9 * * 1", "When `signoff serve` posts a review of standing access (the grants and API keys in force, each with Keep and Revoke) to SIGNOFF_APPROVAL_CHANNEL: five cron fields in UTC, by the database's clock; `off` (or set empty) for never. See Reviews of standing access."),
+    ("SIGNOFF_REVIEW_REMIND_AFTER", "1d", "How long a review of standing access waits for answers before its reviewers are reminded; after twice this, it is escalated to the channel."),
     ("SIGNOFF_SWEEP_INTERVAL", "15s", "How often expired approvals are swept and orphaned runs recovered."),
     ("SIGNOFF_MAX_STEPS", "8", "Budget: model calls per run."),
     ("SIGNOFF_MAX_TOOL_CALLS", "", "Budget: tool executions per run (default: unlimited)."),
@@ -64,6 +66,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_OIDC_CLIENT_ID", "", "Client id of Signoff at that issuer; required with SIGNOFF_OIDC_ISSUER."),
     ("SIGNOFF_OIDC_CLIENT_SECRET", "", "Client secret of Signoff at that issuer (it also signs the console's cookies); required with SIGNOFF_OIDC_ISSUER."),
     ("SIGNOFF_PUBLIC_URL", "", "The URL people reach `signoff serve` at, e.g. https://signoff.example.com: the console's sign-in returns to it, its cookies are Secure when it is https, and cards link to it; required with SIGNOFF_OIDC_ISSUER."),
+    ("SIGNOFF_SIGNING_KEY", "", "Path of the Ed25519 private key (PEM) each decision's receipt is signed with; `signoff keys signing create PATH` makes one. Without it, decisions get no receipts. See Signed receipts."),
+    ("SIGNOFF_TRUSTED_KEYS", "", "Comma-separated paths of further Ed25519 public keys (PEM) whose receipts are trusted too, e.g. the key before a rotation; `signoff receipts public-key` prints them with Signoff's own."),
     ("SIGNOFF_LOG_LEVEL", "INFO", "Log level: DEBUG, INFO, WARNING or ERROR."),
     ("SIGNOFF_LOG_FORMAT", "text", "Log format: text (one timestamped line a record) or json (one JSON object a line)."),
     ("SIGNOFF_FAILPOINTS", "", "Fault testing only: crash at named points, e.g. after_tool=exit. Never set in production."),
@@ -170,6 +174,16 @@ def _check_failpoints(value: Any) -> Any:
 Failpoint = Annotated[str | None, BeforeValidator(_check_failpoints)]
 
 
+def _check_review_schedule(value: Any) -> Any:
+    from signoff.bot.review_schedule import review_trigger
+
+    review_trigger(str(value))  # raises ValueError naming what is wrong
+    return str(value).strip()
+
+
+ReviewSchedule = Annotated[str, BeforeValidator(_check_review_schedule)]
+
+
 class Settings(BaseModel):
     """Everything `signoff` can be configured with, parsed and checked."""
 
@@ -198,6 +212,8 @@ class Settings(BaseModel):
     approval_ttl: Duration = _field("SIGNOFF_APPROVAL_TTL")
     dispatch_window: Duration = _field("SIGNOFF_DISPATCH_WINDOW")
     sweep_interval: Duration = _field("SIGNOFF_SWEEP_INTERVAL")
+    review_schedule: ReviewSchedule = _field("SIGNOFF_REVIEW_SCHEDULE")
+    review_remind_after: Duration = _field("SIGNOFF_REVIEW_REMIND_AFTER")
     max_steps: int = _field("SIGNOFF_MAX_STEPS", gt=0)
     max_tool_calls: int | None = _field("SIGNOFF_MAX_TOOL_CALLS", gt=0)
     max_tokens: int | None = _field("SIGNOFF_MAX_TOKENS", gt=0)
@@ -216,6 +232,8 @@ class Settings(BaseModel):
     oidc_client_id: str | None = _field("SIGNOFF_OIDC_CLIENT_ID")
     oidc_client_secret: SecretStr | None = _field("SIGNOFF_OIDC_CLIENT_SECRET")
     public_url: HttpUrl | None = _field("SIGNOFF_PUBLIC_URL")
+    signing_key: str | None = _field("SIGNOFF_SIGNING_KEY")
+    trusted_keys: str | None = _field("SIGNOFF_TRUSTED_KEYS")
     log_level: LogLevel = _field("SIGNOFF_LOG_LEVEL")
     log_format: LogFormat = _field("SIGNOFF_LOG_FORMAT")
     failpoints: Failpoint = _field("SIGNOFF_FAILPOINTS")
@@ -231,6 +249,8 @@ class Settings(BaseModel):
         values = {
             name: environ[name].strip() for name in ENV_VARS if name in environ and environ[name].strip()
         }
+        if "SIGNOFF_REVIEW_SCHEDULE" in environ and not environ["SIGNOFF_REVIEW_SCHEDULE"].strip():
+            values["SIGNOFF_REVIEW_SCHEDULE"] = "off"  # set empty: no reviews, rather than the default
         try:
             return cls.model_validate(values)
         except ValidationError as exc:

@@ -14,11 +14,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, func, select
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from sqlalchemy import Engine, case, func, select
 from sqlalchemy.exc import OperationalError
 
 from signoff.bot.settings import Settings
 from signoff.bot.words import DEMO_MODEL
+from signoff.receipts import read_private_key, read_public_key
+from signoff.runtime.access_reviews import AccessReviews
 from signoff.runtime.adapters.db import check_writable as check_writable
 from signoff.runtime.adapters.db import database_error, ensure_schema, make_engine, upgrade
 from signoff.runtime.adapters.db import is_default_sqlite as is_default_sqlite
@@ -40,6 +43,7 @@ from signoff.runtime.models import policy_from_spec
 from signoff.runtime.people import MayApprove
 from signoff.runtime.policy_file import parse_policy
 from signoff.runtime.ports import Notifier, Observer, Store
+from signoff.runtime.receipts import SigningKey
 from signoff.runtime.runner import Runner
 from signoff.runtime.runner_config import RunnerConfig
 from signoff.tools.base import Tool
@@ -155,6 +159,14 @@ def api_keys(store: Store) -> ApiKeys:
     return SqlApiKeys(store.engine, clock=store.clock)
 
 
+def access_reviews(store: Store) -> AccessReviews:
+    """The reviews of standing access, kept in `store`'s database."""
+    from signoff.runtime.adapters.access_reviews import SqlAccessReviews
+
+    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
+    return SqlAccessReviews(store.engine, clock=store.clock)
+
+
 def approval_callbacks(store: Store) -> SqlCallbacks:
     """Which decided approvals still owe their caller a callback, in `store`'s database."""
     from signoff.runtime.adapters.api_callbacks import SqlCallbacks
@@ -195,6 +207,17 @@ class SqlSharedState:
         now = self.clock()
         late = sum(1 for requested, expires in rows if now - requested > (expires - requested) / 2)
         return Pending(len(rows), late)
+
+    def unreviewed_break_glass(self) -> tuple[int, int]:
+        """Break-glass approvals nobody reviewed yet, and of those how many were told overdue."""
+        from signoff.runtime.break_glass import FOLLOW_UPS
+
+        query = (select(func.count(), func.coalesce(func.sum(case((approvals.c.glass_nudges >= len(FOLLOW_UPS), 1),
+                                                                    else_=0)), 0))
+                 .where(approvals.c.glass.is_not(None), approvals.c.glass_review.is_(None)))
+        with self.engine.connect() as conn:
+            unreviewed, overdue = conn.execute(query).one()
+        return int(unreviewed), int(overdue)
 
     def runs_needing_reconciliation(self) -> int:
         query = select(func.count()).select_from(runs).where(runs.c.status == "needs_reconciliation")
@@ -248,6 +271,37 @@ def stop_mcp_servers() -> None:
         servers.close()
 
 
+def signing_key(settings: Settings) -> SigningKey | None:
+    """The key receipts are signed with (`SIGNOFF_SIGNING_KEY`), read from its file; None: not set.
+
+    Raises `ConfigError` when the file cannot be read or holds no Ed25519 private key."""
+    if settings.signing_key is None:
+        return None
+    try:
+        return read_private_key(Path(settings.signing_key).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ConfigError([f"SIGNOFF_SIGNING_KEY: {settings.signing_key} is not a readable Ed25519 private key "
+                           f"in PEM ({type(exc).__name__}); `signoff keys signing create PATH` makes one"]) from None
+
+
+def trusted_keys(settings: Settings) -> list[Ed25519PublicKey]:
+    """The public keys whose receipts Signoff trusts: its own signing key's, then `SIGNOFF_TRUSTED_KEYS`'.
+
+    Raises `ConfigError` naming each file that cannot be read or holds no Ed25519 key."""
+    own = signing_key(settings)
+    keys = [own.public_key()] if own is not None else []
+    problems = []
+    for path in filter(None, (p.strip() for p in (settings.trusted_keys or "").split(","))):
+        try:
+            keys.append(read_public_key(Path(path).read_bytes()))
+        except (OSError, ValueError) as exc:
+            problems.append(f"SIGNOFF_TRUSTED_KEYS: {path} is not a readable Ed25519 public key in PEM "
+                            f"({type(exc).__name__})")
+    if problems:
+        raise ConfigError(problems)
+    return keys
+
+
 def runner_config(settings: Settings, **overrides: Any) -> RunnerConfig:
     """Runner settings from `settings`; `overrides` replace single fields (e.g. `allow_self_approval`).
 
@@ -258,6 +312,7 @@ def runner_config(settings: Settings, **overrides: Any) -> RunnerConfig:
         lease=timedelta(seconds=settings.lease_seconds), extend_steps=settings.extend_steps,
         allow_self_approval=settings.allow_self_approval,
         failpoints=Failpoints(settings.failpoints or ""),
+        signer=signing_key(settings),
     )
     values.update(overrides)
     if "approval_policy" not in values:

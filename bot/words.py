@@ -230,6 +230,15 @@ def approval_words(status: str, decided_by: str | None) -> str:
 # -- edits, grants and timeouts ---------------------------------------------------------------------
 
 
+def receipt_words(receipt: Mapping[str, Any]) -> str:
+    """A decision's signed receipt in short, to compare by eye with the one the API or an export
+    holds: its fingerprint and the key that signed it."""
+    from signoff.receipts import fingerprint
+
+    fields = receipt.get("receipt") or {}
+    return f"receipt {fingerprint(receipt)} · key {fields.get('key_id')}"
+
+
 def grant_offer(asked: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """What "approve and allow similar" would grant (`pending_calls.GrantOffer` as JSON), or None where the
     approval's rule offers no grant."""
@@ -319,6 +328,7 @@ _REQUEST_WORDS = {  # request (`AlreadyDone.what`) -> (what it did, what follows
     "reconcile.retry": ("retried", "the call runs again"),
     "reconcile.abort": ("aborted", ""),
     "revoke": ("revoked", "the calls it covered are asked about again"),
+    "keep": ("kept", ""),
     "request_again": ("requested again", "a fresh approval is asked for"),
 }
 

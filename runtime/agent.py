@@ -200,15 +200,16 @@ class Agent:
         return self._drive(loop.Draft(self._run).go_on(), committed=True)
 
     def decide(self, approved: bool, note: str = "", by: str | None = None, approvals: int = 1,
-               key: str | None = None) -> str:
+               key: str | None = None, broke_glass: bool = False) -> str:
         """Approve or deny the pending call, then continue the run.
 
         Approving runs exactly the pending call, once, with its key (`approvals`: how many distinct
         people approved it, for a policy that now asks more). Denying tells the model
         `denied by human: <note>`. Raises `InvalidTransition` when nothing is pending. `key`: one
-        of the calls of a turn that made several, decided in any order.
+        of the calls of a turn that made several, decided in any order. `broke_glass`: one person
+        approved it alone, as its rule's break-glass allows.
         """
-        return self._drive(requests.decide(self._run, self.context, approved, note, by, approvals, key))
+        return self._drive(requests.decide(self._run, self.context, approved, note, by, approvals, key, broke_glass))
 
     def reconsider(self, reason: str, key: str | None = None) -> str:
         """The pending call's tool changed since it was proposed: ask afresh, withdraw or run it

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from signoff.runtime.approval_change import Change, change_of
+from signoff.runtime.break_glass import broken_glass, glass_refusal
 from signoff.runtime.durations import spoken
 from signoff.runtime.events import event as audit_event
 from signoff.runtime.grants import grant_refusal, granted_values
@@ -50,31 +52,6 @@ OPEN: tuple[ApprovalStatus, ...] = ("pending", "approved")
 DECIDED: tuple[str, ...] = ("approved", "denied", "consumed", "expired", "cancelled")
 """What a run waiting on an approval can go on from: its worker has something to do."""
 NOT_STARTED_IN_TIME = "not started in time after the approval"
-
-
-@dataclass(frozen=True)
-class Change:
-    """What a transition did: the approval as it is now, the audit events of its run that say so,
-    and the rows it adds (a person's vote, the grant an approve made). A store saves it whole."""
-
-    before: ApprovalRecord
-    after: ApprovalRecord
-    events: tuple[dict[str, Any], ...] = ()
-    vote: Vote | None = None
-    grant: GrantRecord | None = None
-
-    @property
-    def changed(self) -> dict[str, Any]:
-        """The approval's fields this change sets, by name (votes are rows of their own: `vote`)."""
-        return {field.name: getattr(self.after, field.name) for field in dataclasses.fields(ApprovalRecord)
-                if field.name != "votes" and getattr(self.after, field.name) != getattr(self.before, field.name)}
-
-
-def _change(before: ApprovalRecord, *events: dict[str, Any], vote: Vote | None = None,
-            grant: GrantRecord | None = None, **fields: Any) -> Change:
-    if vote is not None:
-        fields["votes"] = (*before.votes, vote)
-    return Change(before, dataclasses.replace(before, **fields), events, vote, grant)
 
 
 # -- opening -----------------------------------------------------------------------------------
@@ -122,7 +99,7 @@ def reopen(approval: ApprovalRecord, reopening: Reopening) -> Change | None:
     """An approved, unused approval pending again under a larger quorum (None: it is not approved)."""
     if approval.status != "approved":
         return None
-    return _change(approval, status="pending", quorum=reopening.quorum, asked=reopening.asked,
+    return change_of(approval, status="pending", quorum=reopening.quorum, asked=reopening.asked,
                    decided_at=None, decided_by=None)
 
 
@@ -142,7 +119,7 @@ def is_open(approval: ApprovalRecord, now: datetime) -> bool:
 
 def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, note: str = "",
          digest: str | None = None, grant_id: str | None = None,
-         step_up: Mapping[str, Any] | None = None) -> tuple[Voted, Change | None]:
+         step_up: Mapping[str, Any] | None = None, glass: str | None = None) -> tuple[Voted, Change | None]:
     """Count `user`'s decision on `approval` (with `digest`: only on the call they were shown).
 
     A person counts once. A deny decides at once (a veto); an approve is counted until `quorum`
@@ -150,11 +127,16 @@ def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, 
     that approve also makes the grant the approval's rule offers, under this id. A click after the
     expiry, before any sweep noticed it, expires the approval (`Expired(just_now=True)`).
     `step_up`: the fresh sign-in this decision was made with (`SignIn.to_json`, checked by the
-    runner: `step_up_refusal`), recorded in the event that counts it.
+    runner: `step_up_refusal`), recorded in the event that counts it. `glass`: the reason `user`
+    gave for breaking the glass: an approve that decides alone, whatever the quorum, where the
+    rule offers it (`break_glass.glass_refusal`, asked here again; refused, nothing is counted).
     """
+    if glass is not None and (not approved or glass_refusal(approval, glass) is not None):
+        return AlreadyDecided(approval), None  # the runner refused it first, with its reason
     if is_open(approval, now) and (digest is None or bound_to(approval, digest)):
+        broken = broken_glass(approval, user, glass, now) if glass is not None else None
         return _counted(approval, user=user, approved=approved, now=now, note=note, grant_id=grant_id,
-                        step_up=step_up)
+                        step_up=step_up, glass=broken)
     if approval.status == "pending" and approval.expires_at <= now:
         change = expire(approval, now, noticed_by=user)
         return Expired(change.after, just_now=True), change
@@ -164,21 +146,24 @@ def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, 
 
 
 def _counted(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, note: str,
-             grant_id: str | None, step_up: Mapping[str, Any] | None) -> tuple[Voted, Change | None]:
+             grant_id: str | None, step_up: Mapping[str, Any] | None,
+             glass: dict[str, Any] | None) -> tuple[Voted, Change | None]:
     if any(given.user == user for given in approval.votes):
         return AlreadyCounted(approval), None
     given = Vote(user=user, approved=approved, at=now, note=note or None)
     approvals = sum(v.approved for v in approval.votes) + approved
     counted = {"approval_id": approval.approval_id, "key": approval.key, "approved": approved, "by": user,
                "note": note, "approvals": approvals, "quorum": approval.quorum,
-               **({"step_up": dict(step_up)} if step_up is not None else {})}
-    if approved and approvals < approval.quorum:
+               **({"step_up": dict(step_up)} if step_up is not None else {}),
+               **({"break_glass": glass} if glass is not None else {})}
+    if approved and glass is None and approvals < approval.quorum:
         # Its card must now show this vote: out of line until it does, so recovery re-shows it.
-        change = _change(approval, audit_event("approval_vote_recorded", **counted), vote=given, shown_status=None)
+        change = change_of(approval, audit_event("approval_vote_recorded", **counted), vote=given, shown_status=None)
         return Counted(change.after), change
-    decided = _change(approval, audit_event("approval_recorded", **counted), vote=given,
-                      status="approved" if approved else "denied", decided_by=user, decided_at=now,
-                      note=note or None)
+    broke: dict[str, Any] = {"glass": glass, "glass_due_at": now} if glass is not None else {}
+    decided = change_of(approval, audit_event("approval_recorded", **counted), vote=given,
+                        status="approved" if approved else "denied", decided_by=user, decided_at=now,
+                        note=note or None, **broke)
     made = made_grant(decided.after, user, now, grant_id) if approved and grant_id is not None else None
     if made is not None:
         decided = dataclasses.replace(decided, grant=made, events=(*decided.events, audit_event(
@@ -295,7 +280,7 @@ def expire(approval: ApprovalRecord, now: datetime, *, noticed_by: str | None = 
     """`approval`, pending past its expiry, expired (`noticed_by`: the click that noticed it first)."""
     expiry = audit_event("approval_expired", approval_id=approval.approval_id, key=approval.key,
                          **({"noticed_by": noticed_by} if noticed_by is not None else {}))
-    return _change(approval, expiry, status="expired", decided_at=now)
+    return change_of(approval, expiry, status="expired", decided_at=now)
 
 
 def overdue(approval: ApprovalRecord, now: datetime) -> bool:
@@ -309,7 +294,7 @@ def close(approval: ApprovalRecord, status: ApprovalStatus, now: datetime, by: s
     if approval.status not in OPEN:
         return None
     fields: dict[str, Any] = {"decided_by": by} if by is not None else {}
-    return _change(approval, status=status, decided_at=now, **fields)
+    return change_of(approval, status=status, decided_at=now, **fields)
 
 
 def cancel_pending(approval: ApprovalRecord, now: datetime, by: str | None) -> Change | None:
@@ -324,7 +309,7 @@ def supersede_by_edit(approval: ApprovalRecord | None, *, run_id: str, digest: A
     approval must still be the run's, pending, for the call the editor saw."""
     if approval is None or approval.run_id != run_id or approval.status != "pending" or not bound_to(approval, digest):
         return CommandRefusal("the request was decided before your change arrived", stale=True)
-    return _change(approval, status="superseded", decided_at=now, decided_by=by)
+    return change_of(approval, status="superseded", decided_at=now, decided_by=by)
 
 
 # -- reminding and escalating ------------------------------------------------------------------
@@ -369,7 +354,7 @@ def nudge(approval: ApprovalRecord, now: datetime) -> tuple[Nudged, Change] | No
     events = [audit_event("approval_escalated" if kind == "escalate" else "approval_reminded",
                           approval_id=approval.approval_id, key=approval.key,
                           **({"added": list(added)} if kind == "escalate" else {})) for kind in kinds]
-    change = _change(approval, *events, **fields)
+    change = change_of(approval, *events, **fields)
     reminded = [kind for _, kind in moments]
     first = "remind" in reminded[done:after] and "remind" not in reminded[:done]
     return Nudged(change.after, tuple(kinds), added, first), change
@@ -393,12 +378,12 @@ def dispatch(approval: ApprovalRecord | None, *, run_id: str, key: str, digest: 
     if approval.status != "approved":
         return NotDispatchable(f"the approval for {key} is {approval.status}", "failed"), None
     if approval.decided_at is None or approval.decided_at <= now - window:
-        expired = _change(approval, audit_event("approval_expired", approval_id=approval.approval_id, key=key,
+        expired = change_of(approval, audit_event("approval_expired", approval_id=approval.approval_id, key=key,
                                                  approved_by=approval.decided_by, reason=NOT_STARTED_IN_TIME),
                           status="expired")
         return NotDispatchable(f"{key} was approved but could not start within {spoken(window.total_seconds())} "
                                "of the approval; it was not executed", "expired"), expired
-    return _change(approval, status="consumed", consumed_at=now)
+    return change_of(approval, status="consumed", consumed_at=now)
 
 
 def use_grant(grant: GrantRecord | None, grant_id: str, *, run_id: str, requester: str, tool: str,
@@ -411,4 +396,4 @@ def use_grant(grant: GrantRecord | None, grant_id: str, *, run_id: str, requeste
     refusal = grant_refusal(grant, run_id=run_id, requester=requester, tool=tool, rule=grant.rule, args=args, now=now)
     if refusal is not None:
         return Ungranted(refusal)
-    return dataclasses.replace(grant, uses=grant.uses + 1)
+    return dataclasses.replace(grant, uses=grant.uses + 1, last_used_at=now)

@@ -84,6 +84,29 @@ class Escalation:
 
 
 @dataclass(frozen=True)
+class BreakGlass:
+    """One person may approve alone, typing why (at least `reason_min_chars`), and the call runs at
+    once; `notify` (channel ids) are told loudly, and the rule's approvers review it within
+    `review_within`."""
+
+    reason_min_chars: int
+    review_within: timedelta
+    notify: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reason_min_chars": self.reason_min_chars, "review_within_seconds": _seconds(self.review_within),
+                "notify": list(self.notify)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> BreakGlass:
+        if not (isinstance(data, Mapping) and _is_count(data.get("reason_min_chars")) and data["reason_min_chars"] >= 1
+                and _is_number(data.get("review_within_seconds")) and data["review_within_seconds"] > 0
+                and isinstance(data.get("notify"), list) and all(isinstance(c, str) for c in data["notify"])):
+            raise ValueError(f"not a stored break-glass offer: {data!r}")
+        return cls(data["reason_min_chars"], timedelta(seconds=data["review_within_seconds"]), tuple(data["notify"]))
+
+
+@dataclass(frozen=True)
 class Requirement:
     """What an asked call needs before it runs."""
 
@@ -103,6 +126,8 @@ class Requirement:
     escalate: Escalation | None = None
     step_up: timedelta | None = None
     """Approving needs a sign-in at the web console no older than this (None: any decision counts)."""
+    break_glass: BreakGlass | None = None
+    """One person may approve alone with a justification, reviewed afterwards (None: never)."""
 
     def waiting_at_most(self, seconds: float) -> Requirement:
         """This requirement, its time limit `seconds` if that is shorter (never longer)."""
@@ -118,7 +143,8 @@ class Requirement:
                 "on_expiry": self.on_expiry, **({"grant": self.grant.to_json()} if self.grant else {}),
                 **({"remind": list(self.remind)} if self.remind else {}),
                 **({"escalate": self.escalate.to_json()} if self.escalate else {}),
-                **({"step_up_seconds": _seconds(self.step_up)} if self.step_up else {})}
+                **({"step_up_seconds": _seconds(self.step_up)} if self.step_up else {}),
+                **({"break_glass": self.break_glass.to_json()} if self.break_glass else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Requirement:
@@ -139,7 +165,8 @@ class Requirement:
         return cls(tuple(approvers), quorum, timedelta(seconds=seconds), self_approval, confirm, on_expiry,
                    Grant.from_json(grant) if grant is not None else None, tuple(remind),
                    Escalation.from_json(escalate) if escalate is not None else None,
-                   None if step_up is None else timedelta(seconds=step_up))
+                   None if step_up is None else timedelta(seconds=step_up),
+                   BreakGlass.from_json(data["break_glass"]) if data.get("break_glass") is not None else None)
 
 
 @dataclass(frozen=True)
@@ -208,6 +235,8 @@ class Rule:
     escalate: Escalation | None = None
     step_up: timedelta | None = None
     """Approving needs a sign-in no older than this, at the web console (`Requirement.step_up`)."""
+    break_glass: BreakGlass | None = None
+    """One person may approve alone with a justification (`Requirement.break_glass`)."""
     _glob: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _when: When | None = field(init=False, repr=False, compare=False)
 
@@ -328,6 +357,7 @@ def _requirement(rule: Rule, defaults: Requirement) -> Requirement:
         remind=defaults.remind if rule.remind is None else rule.remind,
         escalate=defaults.escalate if rule.escalate is None else rule.escalate,
         step_up=rule.step_up,
+        break_glass=rule.break_glass,
     )
 
 
@@ -366,7 +396,8 @@ def _rule_json(rule: Rule) -> dict[str, Any]:
             **({"grant": rule.grant.to_json()} if rule.grant is not None else {}),
             **({"remind": list(rule.remind)} if rule.remind is not None else {}),
             **({"escalate": rule.escalate.to_json()} if rule.escalate is not None else {}),
-            **({"step_up_seconds": _seconds(rule.step_up)} if rule.step_up is not None else {})}
+            **({"step_up_seconds": _seconds(rule.step_up)} if rule.step_up is not None else {}),
+            **({"break_glass": rule.break_glass.to_json()} if rule.break_glass is not None else {})}
 
 
 def _seconds(duration: timedelta) -> int | float:

@@ -1,5 +1,6 @@
 """The audit log's export format: JSON lines, a header saying what was selected, then each record
-(`audit.Record`), written by `export_lines` and read back by `read_export`.
+(`audit.Record`), then each receipt and each call the ledger says started (`receipt_check.Proof`),
+written by `export_lines` and read back by `read_export`.
 
 Pure: no I/O; `signoff audit export` writes the lines, `signoff audit verify --file` reads them.
 """
@@ -14,18 +15,30 @@ from typing import Any
 from signoff.runtime.audit import EventRow, Head, Link, Record, RunRow, Seal, Selection, Unreadable, stamp
 from signoff.runtime.digests import canonical_json
 from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.receipt_check import ExecutionRow, Proof, ReceiptRow
 
-EXPORT_FORMAT = 2
-"""2 added seals (and named the head's count `links`); format 1 is still read."""
+EXPORT_FORMAT = 3
+"""3 added receipts and the ledger's calls; 2 added seals (and named the head's count `links`);
+formats 1 and 2 are still read."""
 
 
-def export_lines(records: Iterable[Record], selection: Selection, exported_at: datetime) -> Iterator[str]:
-    """JSON lines: a header saying what was selected, then each record (see `Record`)."""
+def export_lines(records: Iterable[Record], selection: Selection, exported_at: datetime,
+                 proofs: Iterable[Proof] = ()) -> Iterator[str]:
+    """JSON lines: a header saying what was selected, then each record (see `Record`), then each
+    receipt and each call the ledger says started (`proofs`)."""
     yield canonical_json({"record": "export", "format": EXPORT_FORMAT, "exported_at": stamp(exported_at),
                           "run_id": selection.run_id,
                           "since": stamp(selection.since) if selection.since is not None else None})
     for record in records:
         yield canonical_json(_exported(record))
+    for proof in proofs:
+        match proof:
+            case ReceiptRow():
+                yield canonical_json({"record": "receipt", "receipt": proof.receipt})
+            case ExecutionRow():
+                yield canonical_json({"record": "execution", "run_id": proof.run_id, "key": proof.key,
+                                      "tool": proof.tool, "digest": proof.digest, "status": proof.status,
+                                      "approval_id": proof.approval_id})
 
 
 def exported_event(event: EventRow) -> dict[str, Any]:
@@ -52,7 +65,7 @@ def _exported(record: Record) -> dict[str, Any]:
             raise AssertionError("an unreadable line is never exported")
 
 
-def read_export(lines: Iterable[str]) -> tuple[Selection, Iterator[Record]]:
+def read_export(lines: Iterable[str]) -> tuple[Selection, Iterator[Record | Proof]]:
     """What an export selected, and its records (a line that is none reads as `Unreadable`).
 
     Raises `IncompatibleState` when the first line is no header of a format this Signoff reads."""
@@ -61,7 +74,7 @@ def read_export(lines: Iterable[str]) -> tuple[Selection, Iterator[Record]]:
     if not isinstance(header, dict) or header.get("record") != "export":
         raise IncompatibleState("not a Signoff audit export (`signoff audit export` writes one)")
     form = header.get("format")
-    if form not in (1, EXPORT_FORMAT):
+    if not isinstance(form, int) or form not in range(1, EXPORT_FORMAT + 1):
         raise IncompatibleState(f"audit export format {form!r}; this Signoff reads 1 to {EXPORT_FORMAT}")
     try:
         since = datetime.fromisoformat(header["since"]) if header.get("since") else None
@@ -78,6 +91,8 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "seal": {"run_id": str, "position": int, "seq": int, "last": str, "prev": str, "hash": str},
     "head": {"links": int, "hash": str},
     "link": {"position": int, "first": str, "prev": str, "hash": str},
+    "receipt": {"receipt": dict},
+    "execution": {"run_id": str, "key": str, "tool": str, "digest": str, "status": str, "approval_id": str | None},
 }
 
 
@@ -94,9 +109,10 @@ def _misshapen(data: dict[str, Any], kind: str) -> str | None:
                 None)
 
 
-def _record(number: int, line: str, form: int) -> Record:
+def _record(number: int, line: str, form: int) -> Record | Proof:
     data = _parsed(line)
-    if not isinstance(data, dict) or data.get("record") not in ("event", "run", "seal", "head"):
+    kinds = ("event", "run", "seal", "head") + (("receipt", "execution") if form >= 3 else ())
+    if not isinstance(data, dict) or data.get("record") not in kinds:
         return Unreadable(number, "not JSON" if data is None else "no record of a known kind")
     kind = data["record"]
     if form == 1 and kind == "head":  # format 1 counted the links as runs: it had no seals
@@ -104,6 +120,10 @@ def _record(number: int, line: str, form: int) -> Record:
     wrong = _misshapen(data, kind) or (_misshapen(data["link"], "link") if kind == "run" and data["link"] else None)
     if wrong is not None:
         return Unreadable(number, f"its {wrong!r} is missing or not a {kind}'s")
+    if kind == "receipt":
+        return ReceiptRow(data["receipt"])
+    if kind == "execution":
+        return ExecutionRow(**{k: data[k] for k in _FIELDS["execution"]})
     if kind == "head":
         return Head(links=data["links"], hash=data["hash"])
     if kind == "seal":

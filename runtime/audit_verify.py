@@ -25,6 +25,7 @@ from signoff.runtime.audit import (
     link_hash,
     seal_hash,
 )
+from signoff.runtime.receipt_check import ExecutionRow, Proof, ReceiptRow
 
 ProblemKind = Literal["edited", "missing", "reordered", "added", "deleted run", "unchained", "rewritten"]
 
@@ -48,7 +49,8 @@ class Problem:
         return f"{where or 'the chain of runs'}: {self.kind}: {self.detail}"
 
 
-def verify(records: Iterable[Record], selection: Selection = WHOLE_LOG, since_head: str | None = None) -> Problem | None:
+def verify(records: Iterable[Record | Proof], selection: Selection = WHOLE_LOG,
+           since_head: str | None = None) -> Problem | None:
     """The first problem of the audit log in `records` (by when its run was created, then `seq`),
     or None when every hash matches. Each run's events are held only while that run is checked.
 
@@ -74,8 +76,10 @@ class _Check:
         self.firsts: dict[str, str | None] = {}
         self.problems: list[tuple[tuple[float, str, int], Problem]] = []
 
-    def take(self, record: Record) -> None:
+    def take(self, record: Record | Proof) -> None:
         match record:
+            case ReceiptRow() | ExecutionRow():
+                pass  # an export's receipts: `receipt_check` checks them, against the keys given
             case RunRow():
                 self.runs[record.run_id] = record
             case Seal():

@@ -168,7 +168,8 @@ class CallerDoor:
                 lease=timedelta(seconds=tool.timeout_s or DEFAULT_TIMEOUT_S),
                 dispatch_window=self.worker.config.dispatch_window,
                 allowed_by=_allowed_by(action), granted_by=action.granted_by,
-                preview=call.preview.digest if call.preview is not None else None)
+                preview=call.preview.digest if call.preview is not None else None,
+                signer=self.worker.config.signer, policy=agent.context.approval_policy.digest)
             handed = isinstance(begun, Fresh)
         except Conflict:
             return self._not_started(run_id)

@@ -3,31 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
+from signoff.canonical import arguments_digest, canonical_json
 
-def canonical_json(value: Any) -> str:
-    """Canonical JSON (sorted keys, compact): the same value always gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+__all__ = ["batch_place", "call_digest", "call_fingerprint", "canonical_json", "idempotency_key", "preview_digest"]
 
 
 def call_fingerprint(tool: str, args: Any) -> str:
     """Identity of a call regardless of when it was made: tool plus canonical arguments, a number
     being the same number however it is written (`1` and `1.0` are one call, as in JSON)."""
-    return hashlib.sha256(f"{tool}\n{canonical_json(_numbers_as_one(args))}".encode()).hexdigest()[:32]
-
-
-def _numbers_as_one(value: Any) -> Any:
-    """`value` with every whole float written as the int it equals (a bool stays a bool)."""
-    kind = type(value)
-    if kind is float:
-        return int(value) if value.is_integer() else value
-    if kind is dict:
-        return {key: _numbers_as_one(item) for key, item in value.items()}
-    if kind is list or kind is tuple:
-        return [_numbers_as_one(item) for item in value]
-    return value
+    return arguments_digest(tool, args)[:32]
 
 
 def call_digest(tool: str, args: Any, key: str, preview: str | None = None) -> str:

@@ -23,7 +23,8 @@ EventType = Literal[
     "call_edited", "call_reconsidered", "preview_changed",
     "approval_requested", "approval_vote_recorded", "approval_recorded", "approval_decided",
     "approval_reminded", "approval_escalated", "approval_expired", "approval_timed_out", "approval_reopened",
-    "grant_created", "grant_revoked",
+    "grant_created", "grant_revoked", "grant_put_to_review", "grant_kept",
+    "break_glass_told", "break_glass_review_reminded", "break_glass_review_overdue", "break_glass_reviewed",
     "call_handed_to_caller", "execution_started", "execution_retried", "tool_executed", "tool_failed",
     "command_recorded", "command_refused", "notify_failed",
 ]
@@ -55,7 +56,8 @@ EVENT_MEANINGS: Final[Mapping[EventType, str]] = MappingProxyType({
     "preview_changed": "What the call would do changed since its approvers saw it; the approval is void.",
     "approval_requested": "A person's approval was asked for the call: the rule, the quorum, the preview.",
     "approval_vote_recorded": "One approver approved; the rule's quorum is not met yet.",
-    "approval_recorded": "The approval was decided: approved (its quorum met) or denied, and by whom.",
+    "approval_recorded": "The approval was decided: approved (its quorum met, or one person breaking the glass, "
+                         "with why: `break_glass`) or denied, and by whom.",
     "approval_decided": "The run took the decision and went on with it.",
     "approval_reminded": "The approvers were reminded of the approval.",
     "approval_escalated": "More approvers were added to the approval, as its rule says.",
@@ -64,6 +66,13 @@ EVENT_MEANINGS: Final[Mapping[EventType, str]] = MappingProxyType({
     "approval_reopened": "The policy now asks more approvals of a call already approved.",
     "grant_created": "An approver approved and allowed similar calls: the grant's rule, scope and end.",
     "grant_revoked": "A person revoked a grant.",
+    "grant_put_to_review": "A scheduled review of standing access asked whether to keep the grant.",
+    "grant_kept": "A person kept a grant when a review of standing access asked about it.",
+    "break_glass_told": "An approval was approved by breaking the glass: its channels were told and its review asked.",
+    "break_glass_review_reminded": "A break-glass is half way to its review deadline unreviewed: its reviewers "
+                                   "were reminded.",
+    "break_glass_review_overdue": "A break-glass passed its review deadline unreviewed: its channels were told again.",
+    "break_glass_reviewed": "A person reviewed a break-glass: confirmed it or flagged it, and whether late.",
     "call_handed_to_caller": "The call was decided and handed to the program that asked for it, which runs it "
                              "(what lets it start is said: a person's approval, a rule or a grant).",
     "execution_started": "The call's ledger row was written and the call started (what allowed it is said).",
@@ -112,6 +121,14 @@ def command_refused(command: Mapping[str, Any], reason: str) -> dict[str, Any]:
 
 def grant_revoked(grant_id: str, by: str) -> dict[str, Any]:
     return event("grant_revoked", grant_id=grant_id, by=by)
+
+
+def grant_put_to_review(grant_id: str, review_id: str, period: str) -> dict[str, Any]:
+    return event("grant_put_to_review", grant_id=grant_id, review_id=review_id, period=period)
+
+
+def grant_kept(grant_id: str, review_id: str, by: str) -> dict[str, Any]:
+    return event("grant_kept", grant_id=grant_id, review_id=review_id, by=by)
 
 
 def execution_retried(key: str, tool: str, attempt: int, because: str, by: str | None) -> dict[str, Any]:

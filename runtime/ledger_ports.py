@@ -141,7 +141,8 @@ class LedgerPorts:
             return self.store.begin_execution(session.run.run_id, name, args, key, owner=session.owner,
                                               lease=self.config.lease, dispatch_window=self.config.dispatch_window,
                                               restart=restart, allowed_by=allowed_by if tool.side_effect else None,
-                                              granted_by=granted_by, preview=preview)
+                                              granted_by=granted_by, preview=preview, signer=self.config.signer,
+                                              policy=self.config.policy.digest)
         except Conflict as exc:
             raise LeaseLost(str(exc)) from exc
         except Exception as exc:  # the database failed, not the tool

@@ -35,6 +35,8 @@ class Asked(Value):
     step_up_seconds: Annotated[int | float, Field(gt=0)] | None = None
     """Approving needs a sign-in at the web console no older than this many seconds (the rule's
     `step_up`); a click in Slack cannot approve it."""
+    break_glass: BreakGlassOffer | None = None
+    """One person may approve alone with a reason, reviewed afterwards (None: not offered)."""
     defaulted: list[str] | None = None
     """Arguments the rules did not see: the caller left them out and the tool filled in its defaults
     (None: every argument was sent). Every later look at the call sees it as this one did."""
@@ -43,6 +45,14 @@ class Asked(Value):
 class EscalationOffer(Value):
     after_seconds: Annotated[int | float, Field(gt=0)]
     to: list[str]
+
+
+class BreakGlassOffer(Value):
+    """A rule's break-glass: how long the reason must be, how soon it is reviewed, who is told."""
+
+    reason_min_chars: Annotated[int, Field(ge=1)]
+    review_within_seconds: Annotated[int | float, Field(gt=0)]
+    notify: list[str]
 
 
 class GrantOffer(Value):

@@ -20,6 +20,7 @@ from signoff.runtime.policy_cel import one_line
 from signoff.runtime.policy_schema import (
     AllowRuleFile,
     AskRuleFile,
+    BreakGlassFile,
     DefaultsFile,
     DenyRuleFile,
     EscalateFile,
@@ -81,7 +82,7 @@ def _aliases(model: type[BaseModel]) -> tuple[str, ...]:
 
 _ASK_FIELDS = tuple(name for name in _aliases(AskRuleFile) if name not in _aliases(AllowRuleFile))
 _ALLOWED = {"file": _aliases(PolicyFile), "defaults": _aliases(DefaultsFile), "grant": _aliases(GrantFile),
-            "escalate": _aliases(EscalateFile),
+            "escalate": _aliases(EscalateFile), "break_glass": _aliases(BreakGlassFile),
             "rule": tuple(dict.fromkeys([*_aliases(AskRuleFile), *_aliases(DenyRuleFile)]))}
 """The fields each mapping of the file may hold, in the order they are listed when one is not known."""
 _UNEXPECTED = ("extra_forbidden", "invalid_key")
@@ -105,6 +106,10 @@ _TAKES = {
     "scope": "scope must be run or requester, got {value}",
     "grant": "grant: expected a mapping with for, same and scope, got {kind}",
     "escalate": "escalate: expected a mapping with after and to, got {kind}",
+    "break_glass": "break_glass: expected a mapping with reason_min_chars, review_within and notify, got {kind}",
+    "reason_min_chars": "reason_min_chars must be a whole number of characters from 1 to 500, got {value}",
+    "review_within": "review_within must be a duration like 4h or 1d, got {value}",
+    "notify": "notify must be a list of Slack channel ids, got {value}",
     "defaults": "defaults: expected a mapping, got {kind}",
     "rules": "rules must be a list, got {kind}",
 }
@@ -113,7 +118,8 @@ _ITEM_TAKES = {"remind": "remind: {value} is not a percentage of the ttl between
 """What an item of a list is told where it is named on its own; any other item is told its list's words."""
 _EMPTY = {"approvers": "approvers is empty, so no one could approve; list at least one, or leave the field out "
                        "to use the default approvers",
-          "to": "to is empty: name who is added"}
+          "to": "to is empty: name who is added",
+          "notify": "notify is empty: name the channel told when someone breaks the glass, e.g. [C0SECURITY]"}
 _MISSING_HINT = {"for": " (how long later calls may run unasked, e.g. 30m)"}
 _NOT_A_RULE = "expected a mapping with name, tool and decision, got {kind}"
 _NOT_A_FILE = "expected a mapping with 'defaults' and 'rules' at the top, the file is {found}"
@@ -128,7 +134,7 @@ class _Place:
 
     names: tuple[str, ...]
     holder: str
-    """`file`, `defaults`, `rule`, `grant` or `escalate`."""
+    """`file`, `defaults`, `rule`, `grant`, `escalate` or `break_glass`."""
     field: str | int | None
     """None: the mapping itself is wrong."""
     item: bool
@@ -147,7 +153,7 @@ def _place(loc: tuple[str | int, ...], document: Any) -> _Place:
         raw = document["rules"][position]
         names = [_rule_label(raw.get("name") if isinstance(raw, dict) else None, position + 1)]
         holder, decision, steps = "rule", str(steps[2]), steps[3:]  # steps[2] is the union's tag
-    if len(steps) > 1 and steps[0] in ("grant", "escalate"):
+    if len(steps) > 1 and steps[0] in ("grant", "escalate", "break_glass"):
         names.append(str(steps[0]))
         holder, steps = str(steps[0]), steps[1:]
     return _Place(tuple(names), holder, steps[0] if steps else None, len(steps) > 1, decision)

@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from signoff.runtime.approval_policy import (
     DECISIONS,
+    BreakGlass,
     Escalation,
     Grant,
     GrantScope,
@@ -154,6 +155,35 @@ class GrantFile(_FileModel):
         return Grant(self.lasting, tuple(self.same), self.scope)
 
 
+REVIEW_LONGEST = timedelta(days=30)
+"""The longest `review_within` a break-glass may wait for its review: past that nobody remembers why."""
+
+
+def _review_within(value: object) -> timedelta:
+    duration = _duration(value)
+    if duration > REVIEW_LONGEST:
+        raise ValueError(f"review_within is how soon a break-glass is reviewed, at most 30d, got {value!r}")
+    return duration
+
+
+def _channel(value: str) -> str:
+    if not re.fullmatch(r"[CG][A-Z0-9]{2,}", value):
+        raise ValueError(f"notify takes Slack channel ids such as C0SECURITY, got {value!r}")
+    return value
+
+
+class BreakGlassFile(_FileModel):
+    """`break_glass:`: one person may approve alone, saying why; it is told and reviewed."""
+
+    reason_min_chars: Annotated[int, Field(ge=1, le=500)] = 20
+    review_within: Annotated[timedelta, PlainValidator(_review_within)] = timedelta(hours=24)
+    notify: Annotated[list[Annotated[str, AfterValidator(_channel)]], BeforeValidator(_all_text),
+                      Field(min_length=1)]
+
+    def break_glass(self) -> BreakGlass:
+        return BreakGlass(self.reason_min_chars, self.review_within, tuple(self.notify))
+
+
 class DefaultsFile(_FileModel):
     """`defaults:`: what a side effect no rule names must meet, and what ask rules leave out."""
 
@@ -216,9 +246,13 @@ class AskRuleFile(_RuleFile):
     remind: Percents | None = None
     escalate: EscalateFile | None = None
     step_up: StepUp | None = None
+    break_glass: BreakGlassFile | None = None
 
     @model_validator(mode="after")
     def _grant_without_confirm(self) -> AskRuleFile:
+        if self.break_glass is not None and self.step_up is not None:
+            raise ValueError("break_glass is never offered with step_up: breaking the glass from Slack would "
+                             "approve without the fresh sign-in step_up requires")
         if self.grant is not None and self.confirm:
             raise ValueError("grant is never offered with confirm: true: each call of the rule asks 'are you sure?'")
         if self.grant is not None and self.step_up is not None:
@@ -240,7 +274,8 @@ class AskRuleFile(_RuleFile):
                     grant=None if self.grant is None else self.grant.grant(),
                     remind=None if self.remind is None else _reminders(self.remind),
                     escalate=None if self.escalate is None else self.escalate.escalation(),
-                    step_up=self.step_up)
+                    step_up=self.step_up,
+                    break_glass=None if self.break_glass is None else self.break_glass.break_glass())
 
 
 def _decision_of(rule: object) -> str:

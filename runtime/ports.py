@@ -18,11 +18,15 @@ from typing import Any, Protocol
 
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.audit import WHOLE_LOG, Record, Selection
+from signoff.runtime.break_glass import FollowUp, GlassDue, ReviewOutcome, Verdict
+from signoff.runtime.receipt_check import Proof
+from signoff.runtime.receipts import SigningKey
 from signoff.runtime.records import (
     ApprovalRecord,
     CommandRefusal,
     ExecutionStart,
     GrantRecord,
+    Missing,
     Nudged,
     Restart,
     RunRecord,
@@ -66,6 +70,14 @@ class Notifier(Protocol):
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
         """Report one tool observation (a history entry with role "tool")."""
+
+    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> dict[str, Any] | None:
+        """A break-glass's follow-up (`break_glass.FOLLOW_UPS`): `tell` its channels loudly and post
+        its review card, `remind` its reviewers, or say it is `overdue`; a card not yet posted is
+        posted with any of them. Returns where a card was posted ({"channel", "ts"}), if one was."""
+
+    def glass_reviewed(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        """Show the review on the break-glass's review card, and tell its channels if it was flagged."""
 
     def run_finished(self, run: RunRecord) -> None:
         """The run is done: post the answer and show the outcome on the run message."""
@@ -114,10 +126,12 @@ class RunStore(Protocol):
         """One run, None if there is none; `history=False` leaves the history out (state["history"]
         is empty). Raises `IncompatibleState` for a state this Signoff cannot read."""
 
-    def list_runs(self, *, requester: str | None = None, status: str | None = None,
-                  limit: int = 20) -> list[RunRecord]:
-        """Recent runs, newest first, without history; a run whose state cannot be read is listed
-        with `unreadable` set instead of hiding the others."""
+    def list_runs(self, *, requester: str | None = None, status: str | None = None, tool: str | None = None,
+                  older_than: str | None = None, limit: int = 20) -> list[RunRecord]:
+        """Recent runs, newest first (by when they were made, then by id), without history; a run
+        whose state cannot be read is listed with `unreadable` set instead of hiding the others.
+        `tool`: only runs that asked about or started a call of it; `older_than`: only runs after
+        that run in this order (the next page of a listing that ended with it)."""
 
     def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
         """Several runs without their history (listed as `list_runs` lists them)."""
@@ -212,7 +226,8 @@ class ExecutionLedger(Protocol):
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
                         restart: Restart | None = None, allowed_by: str | None = None,
-                        granted_by: str | None = None, preview: str | None = None) -> ExecutionStart:
+                        granted_by: str | None = None, preview: str | None = None,
+                        signer: SigningKey | None = None, policy: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write its ledger row "started", atomically, or say why not.
         `allowed_by`: the policy rule that let the call run without a person; there is no approval
         to consume, and the ledger row is written all the same (once per key). `granted_by`: the
@@ -220,7 +235,9 @@ class ExecutionLedger(Protocol):
         clock, and covering this call: `grants.grant_refusal`) and its use counted, or `Ungranted`
         and nothing written, so that a revoked grant stops the very next call. `preview`: the
         digest of the preview the call was approved with (`pending_calls.Preview`), part of what the
-        approval is bound to.
+        approval is bound to. `signer`: a call `allowed_by` or `granted_by` starts with a signed
+        receipt (`receipts.start_receipt`) kept in this same transaction (an approved call's
+        receipt was kept with its decision).
 
         Fenced on the lease: only `owner` holding a live lease may start the run's call (the lease is
         renewed here, so the call starts with a whole lease ahead of it); anyone else gets
@@ -263,7 +280,9 @@ class ApprovalStore(Protocol):
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None) -> Voted:
+               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
+               glass: str | None = None, signer: SigningKey | None = None,
+               start_within: timedelta = timedelta(0)) -> Voted:
         """Count one person's decision on a pending, unexpired approval (with `digest`, when given),
         atomically, whoever else decides at the same time on whichever replica.
 
@@ -286,7 +305,36 @@ class ApprovalStore(Protocol):
         `step_up`: the fresh sign-in the decision was made with, where the approval's rule needs one
         (`approval.SignIn.to_json`), kept in the event that counts it (`approval_recorded` or
         `approval_vote_recorded`, under `step_up`).
+
+        `glass`: the reason the person gave for breaking the glass: the approve decides alone, where
+        the approval's rule offers it (`break_glass`), its first follow-up due at once.
+
+        `signer`: the decision that moves it to approved or denied is signed with this key, and its
+        receipt (`receipts.decision_receipt`, letting the call start until `start_within` after the
+        decision) kept in the same transaction; `Decided.receipt` is it. None: no receipt.
         """
+
+    def review_glass(self, approval_id: str, *, user: str, verdict: Verdict, note: str = "") -> ReviewOutcome | Missing:
+        """Record the first review of the break-glass that approved the approval, atomically: a
+        second one, from anyone on any replica, is `AlreadyReviewed`; its follow-ups stop."""
+
+    def glass_due(self, limit: int = 100) -> list[GlassDue]:
+        """Make every break-glass follow-up now due (`break_glass.follow_up`), each once whichever
+        replica asks, with its event."""
+
+    def set_glass_message(self, approval_id: str, message: dict[str, Any]) -> None:
+        """Record where the break-glass's review card was posted."""
+
+    def unreviewed_glass(self, limit: int = 100) -> list[ApprovalRecord]:
+        """Approvals approved by breaking the glass and not yet reviewed, oldest first."""
+
+    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None:
+        """The signed receipt of `approval_id`'s decision, or (`key`) of the call under `key` that a
+        rule or a grant let start unasked; None: not decided or started, or no key signed it."""
+
+    def proofs(self, run_id: str | None = None) -> list[Proof]:
+        """Every receipt kept and every call the execution ledger says started (of run `run_id`, or
+        of all), each call with the approval it used up: what receipts are checked against."""
 
     def nudge_due(self, limit: int = 100) -> list[Nudged]:
         """Make every reminder and escalation now due of pending approvals (`approval.nudge`),

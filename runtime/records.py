@@ -102,6 +102,18 @@ class ApprovalRecord:
     """What the run showed when the approval was asked, which every later drawing of its card
     keeps: `preview` (the `pending_calls.Preview` it is bound to, or None) and the budget figures
     then (`budget`, `usage`, `steps`). None: asked before Signoff kept it."""
+    glass: dict[str, Any] | None = None
+    """How it was approved by breaking the glass (`break_glass.BrokenGlass` as JSON: by, reason,
+    at, review_by, notify); None: it was not."""
+    glass_review: dict[str, Any] | None = None
+    """The review of that break-glass: verdict (confirmed or flagged), by, at, note; None: not yet."""
+    glass_message: dict[str, Any] | None = None
+    """Where its review card was posted; None until it is."""
+    glass_due_at: datetime | None = None
+    """When the break-glass's next follow-up is due: telling (at once), the review's reminder, its
+    escalation once overdue; None: nothing left to do."""
+    glass_nudges: int = 0
+    """How many of those follow-ups were made."""
 
     @property
     def rule(self) -> str | None:
@@ -145,6 +157,8 @@ class GrantRecord:
     revoked_at: datetime | None = None
     revoked_by: str | None = None
     uses: int = 0
+    last_used_at: datetime | None = None
+    """When it last let a call start (None: never), as a review of standing access shows it."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +172,8 @@ class Decided:
     """The run's lease, taken for the decider in the decision's own transaction when it asked to
     drive the run on (`Runner.decide(drive=True)`); None when it did not, or another worker holds
     the run. Hand it to `Runner.execute`, which then needs no claim of its own."""
+    receipt: dict[str, Any] | None = None
+    """The decision's signed receipt, made in its transaction (None: no signing key is configured)."""
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,8 @@ def _act(agent: Agent, state: dict[str, Any], event: dict[str, Any]) -> None:
     match event["type"]:
         case "approval_decided":
             agent.decide(event["approved"], event.get("note") or "", by=event.get("by"),
-                         approvals=int(event.get("approvals") or 1), key=event.get("key"))
+                         approvals=int(event.get("approvals") or 1), key=event.get("key"),
+                         broke_glass=event.get("break_glass") is True)
         case "budget_extended":
             agent.extend(**event.get("limits", {}))
         case "retried":

@@ -45,22 +45,23 @@ def start(state: RunState, goal: str) -> Step:
 
 
 def decide(state: RunState, context: Context, approved: bool, note: str = "", by: str | None = None,
-           approvals: int = 1, key: str | None = None) -> Step:
+           approvals: int = 1, key: str | None = None, broke_glass: bool = False) -> Step:
     """Approve (run exactly the pending call, once, with its key) or deny (tell the model
     `denied by human: <note>`) the pending call, or (`key`) one of its turn's calls still waiting.
 
     `approvals`: how many distinct allowed people approved it. The policy is asked again first, and
     the stricter of then and now holds: a call it now denies is refused, and one it now asks more
-    approvals for than were given waits for them.
+    approvals for than were given waits for them. `broke_glass`: one person approved it alone,
+    breaking the glass, which stands while the policy still offers that for the call.
     """
     pending = _awaited(state, key)
     draft = Draft(state)
     if approved:
-        overruled = _overruled(draft, context, pending, approvals)
+        overruled = _overruled(draft, context, pending, approvals, broke_glass)
         if overruled is not None:
             return overruled
     draft.emit("approval_decided", key=pending.key, tool=pending.tool, approved=approved, by=by, note=note,
-               approvals=approvals)
+               approvals=approvals, **({"break_glass": True} if broke_glass else {}))
     draft.evolve(status="running")
     if approved:
         return _run(draft, context, pending)
@@ -294,7 +295,8 @@ def _withdraw(draft: Draft, pending: PendingCall, reason: str, kind: ErrorKind, 
     return draft.go_on()
 
 
-def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: int) -> Step | None:
+def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: int,
+               broke_glass: bool = False) -> Step | None:
     """The step for an approved call the policy as it is now does not let run yet, or None.
 
     The policy may have changed since the call was proposed: a rule that now denies it withdraws it
@@ -315,7 +317,7 @@ def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: 
         case Ask(rule=rule, requirement=requirement):
             asked = pending.asked
             quorum = asked.quorum if asked is not None else 1
-            if approvals >= max(quorum, requirement.quorum):
+            if approvals >= max(quorum, requirement.quorum) or (broke_glass and requirement.break_glass is not None):
                 return None
             raised = (asked.evolved(quorum=requirement.quorum, policy=context.approval_policy.digest,
                                     confirm=asked.confirm or requirement.confirm) if asked is not None else

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from signoff.runtime.access_reviews import GRANT_RUN_GONE, Verdict, grant_reviewer_refusal
 from signoff.runtime.approval import bound_to
 from signoff.runtime.approval_policy import Deny
 from signoff.runtime.budget import extension
@@ -216,14 +217,9 @@ class RunRequests(Deciders):
         grant = self.store.get_grant(grant_id)
         if grant is None:
             return Missing("grant")
-        if user != grant.created_by:
-            approval = self.store.get_approval(grant.approval_id)
-            run = self.store.get_run(grant.run_id, history=False)
-            if approval is None or run is None:
-                return Missing("run")
-            reason = self.approval_refusal(user, run, approval)
-            if reason:
-                return NotAllowed(reason)
+        reason = self.grant_refusal("revoke", user, grant)
+        if reason:
+            return NotAllowed(reason)
         revoked = self.store.revoke_grant(grant_id, user)
         run = self.store.get_run(grant.run_id, history=False)
         if revoked is None or run is None:
@@ -232,6 +228,17 @@ class RunRequests(Deciders):
             return AlreadyDone("revoke", revoked.revoked_by, revoked.revoked_at)
         self.teller.observe(run, [{**grant_revoked(grant_id, user), "run_id": run.run_id}])
         return Done(run, {"grant_id": grant_id})
+
+    def grant_refusal(self, verdict: Verdict, user: str, grant: GrantRecord) -> str | None:
+        """Why `user` may not keep or revoke `grant` (`access_reviews.grant_reviewer_refusal`), or None."""
+        def approver_refusal() -> str | None:
+            approval = self.store.get_approval(grant.approval_id)
+            run = self.store.get_run(grant.run_id, history=False)
+            if approval is None or run is None:
+                return GRANT_RUN_GONE
+            return self.approval_refusal(user, run, approval)
+
+        return grant_reviewer_refusal(verdict, user, grant, approver_refusal)
 
     def grants_for(self, user: str, limit: int = 20) -> list[GrantRecord]:
         """Grants in force that `user` made or that cover their runs, newest first."""

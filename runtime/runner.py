@@ -25,6 +25,7 @@ from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.events import event as audit_event
 from signoff.runtime.events import run_created
+from signoff.runtime.glass_requests import GlassRequests
 from signoff.runtime.people import MayApprove
 from signoff.runtime.ports import Notifier, Observer, Store
 from signoff.runtime.records import (
@@ -52,7 +53,7 @@ log = logging.getLogger("signoff.runner")
 MAX_GOAL_CHARS = 4000
 
 
-class Runner(RunRequests):
+class Runner(RunRequests, GlassRequests):
     """Starts, continues and settles runs; every method is safe to call from several threads and replicas."""
 
     def __init__(self, store: Store, tools: dict[str, Tool], policies: Callable[[str], Policy],
@@ -140,7 +141,7 @@ class Runner(RunRequests):
     def decide(self, approval_id: str, digest: str, user: str, approved: bool, note: str = "",
                grant: bool = False, drive: bool = False,
                unoffered: Callable[[ApprovalRecord], str | None] | None = None, show: bool = True,
-               signed_in: SignIn | None = None) -> DecisionOutcome:
+               signed_in: SignIn | None = None, glass: str | None = None) -> DecisionOutcome:
         """Record one person's decision on one approval; the caller then runs `execute(run_id)`.
 
         `grant`: approve and allow similar calls, as the approval's rule offers (refused where it
@@ -155,7 +156,10 @@ class Runner(RunRequests):
         `signed_in`: the sign-in the web console verified for this person (None: the decision comes
         from elsewhere, a Slack click or the terminal). An approve under a rule with `step_up` needs
         one no older than it says, whatever surface it comes from (`StepUpNeeded` otherwise), and
-        its event records that sign-in; a deny needs none."""
+        its event records that sign-in; a deny needs none.
+
+        `glass`: the reason `user` gives for breaking the glass: an approve that decides alone where
+        the rule offers it and they may (`breaker_refusal`); its follow-ups start at once."""
         approval = self.store.get_approval(approval_id)
         if approval is None:
             return Missing("approval")
@@ -167,7 +171,10 @@ class Runner(RunRequests):
         run = self.store.get_run(approval.run_id, history=False)
         if run is None:
             return Missing("run")
-        reason = self.approval_refusal(user, run, approval)
+        if glass is not None and not approved:
+            return NotAllowed("only an approve breaks the glass")
+        reason = (self.approval_refusal(user, run, approval) if glass is None
+                  else self.breaker_refusal(user, run, approval, glass))
         if reason:
             return NotAllowed(reason)
         if grant and not (approved and offers_grant(approval)):
@@ -179,7 +186,8 @@ class Runner(RunRequests):
         stepped_up = signed_in.to_json(step_up) if step_up is not None and signed_in is not None else None
         lease = self.worker.new_owner() if drive else None
         outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
-                                    lease_to=lease, lease=self.config.lease, step_up=stepped_up)
+                                    lease_to=lease, lease=self.config.lease, step_up=stepped_up, glass=glass,
+                                    signer=self.config.signer, start_within=self.config.dispatch_window)
         if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
             self.worker.took(approval.run_id, lease)
         self.teller.observe(run, vote_events(outcome, user))
@@ -187,6 +195,8 @@ class Runner(RunRequests):
             self.config.failpoints.hit("after_approval_recorded")
         if show:
             self._show(run, outcome)
+        if glass is not None and isinstance(outcome, Decided):
+            self.glass_due()  # tell its channels now, not at the next sweep
         return outcome
 
     def show_decision(self, outcome: DecisionOutcome) -> None:

@@ -12,6 +12,7 @@ from datetime import timedelta
 from signoff.runtime.approval_policy import ApprovalPolicy, default_policy
 from signoff.runtime.budget import Budget
 from signoff.runtime.failpoints import Failpoints
+from signoff.runtime.receipts import SigningKey
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 
 
@@ -39,6 +40,8 @@ class RunnerConfig:
     approval_policy: ApprovalPolicy | None = None
     """Which calls run, ask or are refused; None: the built-in policy (every side effect asks the
     configured approvers for `approval_ttl`, every read runs)."""
+    signer: SigningKey | None = None
+    """The key each decision's receipt is signed with (`SIGNOFF_SIGNING_KEY`); None: no receipts."""
 
     @functools.cached_property
     def policy(self) -> ApprovalPolicy:

@@ -268,7 +268,7 @@ class Worker:
         match approval.status:
             case "approved" | "consumed":
                 agent.decide(True, approval.note or "", by=approval.decided_by,
-                             approvals=len(approval.approved_by) or 1, key=key)
+                             approvals=len(approval.approved_by) or 1, key=key, broke_glass=approval.glass is not None)
             case "denied":
                 agent.decide(False, approval.note or "", by=approval.decided_by, key=key)
             case "expired":

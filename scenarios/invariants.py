@@ -45,7 +45,7 @@ from signoff.runtime.adapters.tables import (
     runs,
     tool_executions,
 )
-from signoff.runtime.approval_policy import Allow, Ask, Deny, Verdict
+from signoff.runtime.approval_policy import Allow, Ask, Deny, Requirement, Verdict
 from signoff.runtime.caller_runs import tools_of
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.judging import Caller
@@ -187,8 +187,10 @@ def effect_approved(evidence: Evidence, policy: Policy) -> list[str]:
         verdict = _verdict(policy, approval["tool"], _approved_args(approval), run)
         if isinstance(verdict, Deny):
             problems.append(f"the policy {_says(verdict)}")
-        refusal = policy.refusal(approval["decided_by"], run.get("requester", ""), _channel(run),
-                                 policy.requirement(verdict))
+        requirement = policy.requirement(verdict)
+        refusal = policy.refusal(approval["decided_by"], run.get("requester", ""), _channel(run), requirement)
+        if _broke_glass(approval, requirement) and approval["decided_by"] == run.get("requester"):
+            refusal = None  # break-glass lets the requester approve their own call, alone
         if refusal:
             problems.append(f"not approved by an allowed person ({refusal})")
         decided, expires = approval["decided_at"], approval["expires_at"]
@@ -470,7 +472,8 @@ def slack_matches_db(evidence: Evidence) -> list[str]:
 
 def replay_identical(evidence: Evidence, policy: Policy) -> list[str]:
     """Each readable run replayed through today's loop, the scenario tools' contracts and the world's
-    approval policy, as it applied to the run's requester and channel."""
+    approval policy the run recorded (the current one or an earlier), as it applied to the run's
+    requester and channel."""
     found = []
     for run_id, run in evidence.runs.items():
         if run.get("state") is None:
@@ -478,7 +481,9 @@ def replay_identical(evidence: Evidence, policy: Policy) -> list[str]:
         try:
             state = {**json.loads(run["state"]), "history": evidence.histories.get(run_id, [])}
             tools = tools_of(str(run.get("model") or ""), json.loads(run.get("origin") or "{}"), evidence.tools)
-            result = replay(state, evidence.events.get(run_id, []), tools, approval_policy=policy.rules,
+            recorded = evidence.events.get(run_id, [])
+            digest = next((str(e["policy"]) for e in recorded if e.get("policy")), None)
+            result = replay(state, recorded, tools, approval_policy=policy.recorded_as(digest),
                             caller=Caller(str(run.get("requester", "")), _origin_channel(run)))
         except (ValueError, IncompatibleState) as exc:  # a run the scenario damaged on purpose
             if "damaged" not in str(run.get("goal", "")):
@@ -488,6 +493,16 @@ def replay_identical(evidence: Evidence, policy: Policy) -> list[str]:
             where = result.divergence
             found.append(f"{run_id} diverged at step {where.step}: expected {where.expected}, got {where.got}")
     return found
+
+
+def _broke_glass(approval: dict[str, Any], requirement: Requirement) -> bool:
+    """The approval was approved alone by breaking the glass, as the world's policy offers for its
+    call, with a reason as long as the rule asks."""
+    offer = requirement.break_glass
+    glass = json.loads(approval["glass"]) if approval.get("glass") else None
+    return bool(offer is not None and glass is not None
+                and len(str(glass.get("reason") or "").strip()) >= offer.reason_min_chars
+                and glass.get("by") == approval.get("decided_by"))
 
 
 def quorum_met(evidence: Evidence, policy: Policy) -> list[str]:
@@ -503,12 +518,14 @@ def quorum_met(evidence: Evidence, policy: Policy) -> list[str]:
         approval = by_key[key]
         run = evidence.runs.get(approval["run_id"], {})
         requirement = policy.requirement(_verdict(policy, approval["tool"], _approved_args(approval), run))
-        needed = max(requirement.quorum, int(approval.get("quorum") or 1))
+        needed = 1 if _broke_glass(approval, requirement) else max(requirement.quorum, int(approval.get("quorum") or 1))
         yeas = Counter(v["user_id"] for v in evidence.votes.get(approval["approval_id"], []) if v["approved"])
         problems = [f"{user}'s approval is counted {n} times" for user, n in yeas.items() if n > 1]
         allowed = []
         for user in yeas:
             refusal = policy.refusal(user, run.get("requester", ""), _channel(run), requirement)
+            if _broke_glass(approval, requirement) and user == run.get("requester"):
+                refusal = None
             if refusal:
                 problems.append(f"{user}'s approval counted though they may not give it ({refusal})")
             else:

@@ -9,9 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from scenarios import (
+    access_reviews,
     again,
     api,
     batches,
+    break_glass,
     clocks,
     crash,
     dbdrop,
@@ -25,10 +27,12 @@ from scenarios import (
     outsiders,
     policy_values,
     quorum,
+    receipts,
     replays,
     replicas,
     seeing,
     slackfaults,
+    step_up,
     tool_faults,
 )
 from scenarios.outcome import Outcome
@@ -104,12 +108,16 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("hostile/edit-repeats/sqlite", decisions_attacked.run_edit_repeats, False),
         Scenario("hostile/forged-approve-all/sqlite", decisions_attacked.run_forged_approve_all, False),
         Scenario("hostile/number-forms/sqlite", decisions_attacked.run_number_forms, False),
+        Scenario("hostile/step-up-slack-clicks/sqlite", step_up.run_step_up_slack_clicks, False),
+        Scenario("hostile/break-glass/sqlite", break_glass.run_break_glass, False),
         Scenario("hostile/policy-values/sqlite", policy_values.run_policy_values, False),
         Scenario("api/caller-dies-after-start/sqlite", api.run_caller_dies, False),
         Scenario("api/racing-starts/2x/postgres", api.run_racing_starts, True),
         Scenario("api/replayed-create/2x/postgres", api.run_replayed_create, True),
         Scenario("gateway/killed-while-waiting/sqlite", gateway.run_gateway_killed_while_waiting, False),
         Scenario("gateway/retried-request/sqlite", gateway.run_retried_request, False),
+        Scenario("access/review-once/3x-skewed/postgres", access_reviews.run_reviews_once_across_skewed_replicas,
+                 True),
     ]
     for k in sizes.kinds:
         found += [
@@ -126,6 +134,8 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
               for k in sizes.kinds]
     found += [Scenario(f"hostile/audit-erasure/{k}", functools.partial(erasure.run_erasure, k), k == "postgres")
               for k in sizes.kinds]
+    found += [Scenario(f"hostile/receipts-crash-and-forgery/{k}", functools.partial(receipts.run_receipts, k),
+                       k == "postgres") for k in sizes.kinds]
     if sizes.slack_timeout:
         found.append(Scenario("slack/post-timeout/sqlite", slackfaults.run_post_timeout, False))
     return found

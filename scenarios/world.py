@@ -139,6 +139,9 @@ class Policy:
     """The policy file's YAML text; None: the built-in policy (every side effect asks the approvers)."""
     ttl: timedelta = DEFAULT_TTL
     """`SIGNOFF_APPROVAL_TTL`: the defaults' TTL, so part of the policy digest every run records."""
+    earlier: tuple[Policy, ...] = ()
+    """The policies serve processes ran under before this one (restarted with another file): a run
+    is replayed under the one whose digest it recorded."""
     rules: ApprovalPolicy = field(init=False, repr=False, compare=False)
     """The policy as `signoff serve` loads it from this configuration."""
 
@@ -148,6 +151,10 @@ class Policy:
         else:
             self.rules = parse_policy(self.file, source=POLICY_FILE, approvers=sorted(self.approvers), ttl=self.ttl,
                                       allow_self_approval=self.allow_self)
+
+    def recorded_as(self, digest: str | None) -> ApprovalPolicy:
+        """The rules of this policy or an earlier one whose digest is `digest` (this one's if none is)."""
+        return next((p.rules for p in (self, *self.earlier) if p.rules.digest == digest), self.rules)
 
     def verdict(self, tool: str, args: Mapping[str, Any], requester: str, channel: str) -> Verdict:
         """What the policy says of a call. The run's usage is not known here: a scenario's rules do

@@ -21,6 +21,12 @@ or, the same steps in one decorator:
 API's stable `code` and the HTTP status; `Unauthorized` (401), `Forbidden` (403) and `Conflict` (409)
 are its kinds a caller may want to tell apart, `Unreachable` is no answer at all, and `NotApproved` is
 what `gated` raises when the answer is not "approved".
+
+A decided approval carries its signed receipt (`Approval.receipt`, when the server has a signing
+key). `verify_receipt(receipt, public_key, tool=, args=)` checks one offline, so a tool or service
+can refuse to act without a valid receipt for exactly the arguments it is about to use:
+
+    verify_receipt(approval.receipt, public_key_pem, tool="refund", args=args)  # InvalidReceipt if not
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from typing import Any, Final, ParamSpec, TypeVar
 
 import httpx
 
+from signoff.receipts import InvalidReceipt, verify_receipt
+
 __all__ = [
     "DECIDED",
     "FINAL",
@@ -48,11 +56,13 @@ __all__ = [
     "AsyncSignoff",
     "Conflict",
     "Forbidden",
+    "InvalidReceipt",
     "NotApproved",
     "Signoff",
     "SignoffError",
     "Unauthorized",
     "Unreachable",
+    "verify_receipt",
 ]
 
 log = logging.getLogger(__name__)
@@ -220,6 +230,8 @@ class _ApprovalFields:
         self.reason: str | None = None
         self.expires_at: str | None = None
         self.key: str | None = None
+        self.receipt: dict[str, Any] | None = None
+        """The decision's signed receipt (None: not decided yet, or the server signs none)."""
         self._update(body)
 
     def _update(self, body: dict[str, Any]) -> None:
@@ -228,6 +240,8 @@ class _ApprovalFields:
         self.status = str(body.get("status") or self.status)
         if isinstance(body.get("args"), dict):
             self.args = dict(body["args"])
+        if isinstance(body.get("receipt"), dict):
+            self.receipt = dict(body["receipt"])
         for name in ("digest", "decided_by", "reason", "expires_at", "key"):
             if name in body:
                 value = body[name]

@@ -37,11 +37,12 @@ DECIDE_WITHIN = 60.0
 
 
 class ApprovalServer:
-    """`signoff serve` with `policy` (the policy file's YAML; None: every side effect asks)."""
+    """`signoff serve` with `policy` (the policy file's YAML; None: every side effect asks), on a
+    `kind` database (sqlite or postgres), with `env` set besides."""
 
-    def __init__(self, policy: str | None = None) -> None:
-        self.world = World("sqlite", [{"final": "unused: an API caller proposes its own call"}],
-                           policy=Policy(file=policy))
+    def __init__(self, policy: str | None = None, *, kind: str = "sqlite", env: dict[str, str] | None = None) -> None:
+        self.world = World(kind, [{"final": "unused: an API caller proposes its own call"}],
+                           policy=Policy(file=policy), env=dict(env or {}))
         try:
             self.world.start()
         except BaseException:

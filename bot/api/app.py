@@ -35,7 +35,7 @@ from signoff.runtime.api_keys import ApiKey, ApiKeys, secret_hash
 from signoff.runtime.caller_runs import CallerCall, Started
 from signoff.runtime.caller_status import DECIDED, CallerView, caller_view
 from signoff.runtime.digests import canonical_json
-from signoff.runtime.records import RunRecord
+from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.runner import MAX_GOAL_CHARS, Runner
 
 log = logging.getLogger("signoff.bot.api")
@@ -247,7 +247,23 @@ class ApprovalApi:
             body["reason"] = view.reason
         if approvals:  # newest first
             body["expires_at"], body["digest"] = approvals[0].expires_at.isoformat(), approvals[0].digest
+        receipt = self._receipt(view, approvals, execution)
+        if receipt is not None:
+            body["receipt"] = receipt
         return view, body
+
+    def _receipt(self, view: CallerView, approvals: Sequence[ApprovalRecord],
+                 execution: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The signed receipt of the decision the caller is told of: a person's (its approval's), or,
+        once the call started, the rule's or grant's that let it run unasked."""
+        if view.status == "pending":
+            return None
+        decided = next((a for a in approvals if a.status != "superseded"), None)
+        if decided is not None and decided.decided_by is not None:
+            found = self.runner.store.receipt_of(approval_id=decided.approval_id)
+            if found is not None:
+                return found
+        return self.runner.store.receipt_of(key=execution["key"]) if execution is not None else None
 
     def _view(self, run: RunRecord) -> CallerView:
         return self._look(run)[0]

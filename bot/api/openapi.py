@@ -20,6 +20,21 @@ _APPROVAL = {
         "reason": {"type": "string"},
         "expires_at": {"type": "string", "format": "date-time"},
         "digest": {"type": "string", "description": "What the approval is bound to: tool, arguments, key, preview."},
+        "receipt": {
+            "type": "object", "required": ["receipt", "signature"],
+            "description": "The decision's signed receipt (Ed25519), once it is decided and a signing key is "
+                           "configured; a call a rule or a grant let run unasked has one once it starts. Check it "
+                           "with signoff.client.verify_receipt against the public key `signoff receipts public-key` "
+                           "prints.",
+            "properties": {
+                "receipt": {"type": "object", "description": "The signed fields: approval_id, run_id, requester, "
+                                                            "key, tool, digest, arguments_digest, preview_digest, "
+                                                            "policy_digest, rule, grant_id, decision, decided_by, "
+                                                            "decided_at, start_by, step_up, format, key_id."},
+                "signature": {"type": "string", "description": "Base64 Ed25519 signature of the fields' "
+                                                               "canonical JSON."},
+            },
+        },
     },
 }
 _ERROR = {

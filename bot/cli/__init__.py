@@ -42,6 +42,8 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "serve": ("signoff.bot.cli.ops:serve", "Run the Slack bot."),
     "hook": ("signoff.bot.cli.hook:hook", "Answer an agent's hook (Claude Code) from Signoff's approvals."),
     "keys": ("signoff.bot.cli.keys:keys", "Keys programs ask for approvals with (the approval API)."),
+    "grants": ("signoff.bot.cli.grants:grants", "Grants made by \"Approve + allow similar\": list, revoke."),
+    "receipts": ("signoff.bot.cli.receipts:receipts", "Signed receipts of decisions: the public keys to check them."),
     "gateway": ("signoff.bot.cli.gateway:gateway", "Gate MCP servers: every tool call is decided in Signoff first."),
 }
 """Each command: where it lives ("module:attribute"), and its line in `signoff --help`."""

@@ -25,9 +25,12 @@ from signoff.bot.cli.options import DATABASE_URL, DEMO, load_settings, options
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     from signoff.runtime.audit import Head, Record, Selection
     from signoff.runtime.audit_verify import Problem
     from signoff.runtime.ports import Store
+    from signoff.runtime.receipt_check import Proof, StartedEvent
 
 RUN = click.option("--run", "run_id", metavar="RUN", help="Only this run.")
 
@@ -39,23 +42,47 @@ def _head(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
     return value
 
 
-class Tally:
-    """The records passing through, counted; and the head of the chain of runs, once it has passed."""
+def _public_keys(ctx: click.Context, param: click.Parameter, value: tuple[Path, ...]) -> list[Ed25519PublicKey]:
+    from signoff.receipts import read_public_key
 
-    def __init__(self, records: Iterable[Record]) -> None:
+    keys = []
+    for path in value:
+        try:
+            keys.append(read_public_key(path.read_bytes()))
+        except ValueError:
+            raise click.BadParameter(f"{path} holds no Ed25519 public key in PEM "
+                                     "(`signoff receipts public-key` prints one)", ctx, param) from None
+    return keys
+
+
+class Tally:
+    """The records passing through, counted; the head of the chain of runs, once it has passed; and
+    the receipts and ledger calls among them, set aside (`proofs`) for the receipts' check."""
+
+    def __init__(self, records: Iterable[Record | Proof]) -> None:
         self.records = records
         self.runs = self.events = 0
         self.head: Head | None = None
+        self.proofs: list[Proof] = []
+        self.started: list[StartedEvent] = []
+        """The call starts the audit log records (`execution_started`), checked against the receipts."""
 
     def __iter__(self) -> Iterator[Record]:
         from signoff.runtime.audit import EventRow, Head, RunRow
+        from signoff.runtime.receipt_check import ExecutionRow, ReceiptRow, started_event
 
         for record in self.records:
             match record:
+                case ReceiptRow() | ExecutionRow():
+                    self.proofs.append(record)
+                    continue
                 case RunRow():
                     self.runs += 1
                 case EventRow():
                     self.events += 1
+                    start = started_event(record.run_id, record.type, record.payload)
+                    if start is not None:
+                        self.started.append(start)
                 case Head():
                     self.head = record
             yield record
@@ -67,9 +94,13 @@ class Tally:
               help="Check this export (from `signoff audit export`) instead of the database.")
 @click.option("--since-head", "since_head", callback=_head, metavar="HASH",
               help="A head printed earlier: fail unless the chain of runs still passes through it.")
+@click.option("--public-key", "public_keys", multiple=True, callback=_public_keys,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="PEM",
+              help="Check every receipt too, trusting only this public key (repeat for several; "
+                   "`signoff receipts public-key` prints them).")
 @options(DATABASE_URL, DEMO)
-def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, database_url: str | None,
-                 demo: bool) -> int:
+def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, public_keys: list[Ed25519PublicKey],
+                 database_url: str | None, demo: bool) -> int:
     """Recompute every hash of the audit log.
 
     Each run's events, and the chain of runs (a link per run created, and a seal of its events each
@@ -77,6 +108,10 @@ def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, 
     head to keep elsewhere; 1 naming the first event that does not (its run and seq) and what is
     wrong: edited, missing, reordered, added, deleted run, unchained, or rewritten (the chain no
     longer passes through the head given with `--since-head`).
+
+    With `--public-key`, every receipt is checked as well, trusting only the keys given: signed by
+    one of them and unchanged, and every call the ledger says started backed by a receipt for
+    exactly that call; 1 naming each receipt that is not (its approval).
     """
     from signoff.runtime.audit import Head, Selection
     from signoff.runtime.audit_export import read_export
@@ -96,7 +131,8 @@ def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, 
             problem = verify(tally, selection, since_head)
         if run_id is not None and not tally.runs and not tally.events:
             raise click.ClickException(f"no run {run_id!r} in {path}")
-        return _verdict(problem, tally, selection, str(path))
+        chains = _verdict(problem, tally, selection, str(path))
+        return max(chains, _receipts_verdict(tally.proofs, tally.started, public_keys))
     selection = Selection(run_id=run_id)
     with _store(database_url, demo) as (store, where):
         if store is None:
@@ -105,7 +141,30 @@ def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, 
         with _records(store, selection, where) as records:
             tally = Tally(records)
             problem = verify(tally, selection, since_head)
-    return _verdict(problem, tally, selection, where, since_head)
+        proofs = store.proofs(run_id) if public_keys else []
+    chains = _verdict(problem, tally, selection, where, since_head)
+    return max(chains, _receipts_verdict(proofs, tally.started, public_keys))
+
+
+def _receipts_verdict(proofs: list[Proof], started: list[StartedEvent], public_keys: list[Ed25519PublicKey]) -> int:
+    """Each receipt problem, named; or how many receipts checked out (nothing without `--public-key`)."""
+    from signoff.runtime.receipt_check import ReceiptRow, receipt_problems
+
+    receipts = sum(isinstance(proof, ReceiptRow) for proof in proofs)
+    if not public_keys:
+        if receipts:
+            click.echo(f"{receipts} {'receipt' if receipts == 1 else 'receipts'} not checked: "
+                       "give the public key with --public-key")
+        return EXIT_OK
+    problems = receipt_problems(proofs, public_keys, started)
+    for problem in problems:
+        click.echo(f"does not match: {problem}")
+    if problems:
+        return EXIT_ERROR
+    calls = len(proofs) - receipts
+    click.echo(f"receipts intact: {receipts} {'receipt' if receipts == 1 else 'receipts'} signed by a key given, "
+               f"{calls} {'call' if calls == 1 else 'calls'} started, each with its receipt")
+    return EXIT_OK
 
 
 def _verdict(problem: Problem | None, tally: Tally, selection: Selection, where: str,
@@ -157,9 +216,38 @@ def audit_export(since: datetime | None, run_id: str | None, database_url: str |
             click.echo(f"no runs yet in {where}: nothing to export", err=True)
             return EXIT_OK
         with _records(store, selection, where) as records:
-            for line in export_lines(records, selection, store.now()):
+            for line in export_lines(records, selection, store.now(), store.proofs(run_id)):
                 click.echo(line)
     return EXIT_OK
+
+
+@click.command("break-glass")
+@options(DATABASE_URL, DEMO)
+def audit_break_glass(database_url: str | None, demo: bool) -> int:
+    """List the calls approved by breaking the glass that nobody has reviewed yet.
+
+    Each with who broke it, when, why and by when its review is owed; OVERDUE past that. Exits 1
+    when any is overdue (for a cron job or a check), 0 otherwise.
+    """
+    from signoff.bot.cli.rendering import one_line
+    from signoff.runtime.break_glass import review_by
+
+    with _store(database_url, demo) as (store, where):
+        unreviewed = store.unreviewed_glass(limit=1000) if store is not None else []
+        now = store.now() if store is not None else datetime.now(UTC)
+    if not unreviewed:
+        click.echo(f"no unreviewed break-glass in {where}")
+        return EXIT_OK
+    overdue = 0
+    for approval in unreviewed:
+        glass, due = approval.glass or {}, review_by(approval)
+        late = due is not None and due < now
+        overdue += late
+        click.echo(f"{approval.approval_id}  {approval.tool} ({approval.key})  by {glass.get('by')} at "
+                   f"{glass.get('at')}  review by {glass.get('review_by')}{'  OVERDUE' if late else ''}\n"
+                   f"    reason: {one_line(glass.get('reason'), 500)}")
+    click.echo(f"{len(unreviewed)} unreviewed break-glass, {overdue} overdue, in {where}")
+    return EXIT_ERROR if overdue else EXIT_OK
 
 
 @contextlib.contextmanager
@@ -190,6 +278,7 @@ def _records(store: Store, selection: Selection, where: str) -> Iterator[Iterato
         yield itertools.chain([first] if first is not None else [], records)
 
 
-@click.group(commands=[audit_verify, audit_export])
+@click.group(commands=[audit_verify, audit_export, audit_break_glass])
 def audit() -> None:
-    """Check the audit log's hash chains; export the log to check it later without the database."""
+    """Check the audit log's hash chains; export the log to check it later without the database; list
+    unreviewed break-glass."""

@@ -35,7 +35,7 @@ def check_lines(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     database, Slack and model, each checked for real (the file parsed, a query, `auth.test`, a model call)."""
     return [check_tools(settings, environ), *check_mcp(settings, environ), *check_http(settings, environ),
             *check_policy(settings, environ), check_database(settings), check_outbox(settings),
-            check_audit_webhook(settings), check_slack(settings),
+            check_audit_webhook(settings), check_receipts(settings), check_slack(settings),
             check_model_line(settings, environ)]
 
 
@@ -117,6 +117,21 @@ def _json_types(schema: Mapping[str, Any], definitions: Mapping[str, Any], depth
         kinds |= _json_types(target, definitions, depth + 1) if isinstance(target, dict) else set()
     unconstrained = not any(key in schema for key in ("type", "enum", "const", "anyOf", "oneOf", "$ref", "allOf"))
     return {"null", "boolean"} if unconstrained else kinds
+
+
+def check_receipts(settings: Settings) -> str:
+    """Whether decisions are signed: the signing key read, and each key trusted besides."""
+    from signoff.bot.wiring import trusted_keys
+    from signoff.receipts import key_id
+
+    try:
+        keys = trusted_keys(settings)
+    except ConfigError as exc:
+        return f"FAIL receipts: {exc}"
+    if settings.signing_key is None:
+        return "skip receipts: SIGNOFF_SIGNING_KEY is not set; decisions get no signed receipts"
+    besides = f"; {len(keys) - 1} more trusted" if len(keys) > 1 else ""
+    return f"ok receipts: each decision is signed with key {key_id(keys[0])}{besides}"
 
 
 def check_database(settings: Settings) -> str:

@@ -13,6 +13,7 @@ import click
 
 from signoff.bot.cli.options import DATABASE_URL, load_settings, options
 from signoff.bot.cli.outcomes import EXIT_ERROR, EXIT_OK
+from signoff.bot.cli.receipts import signing
 
 CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
 SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
@@ -131,6 +132,7 @@ def keys_revoke(name: str, database_url: str | None) -> int:
     return EXIT_OK
 
 
-@click.group(commands=[keys_create, keys_list, keys_revoke])
+@click.group(commands=[keys_create, keys_list, keys_revoke, signing])
 def keys() -> None:
-    """Keys programs ask for approvals with (the approval API): create, list, revoke."""
+    """Keys programs ask for approvals with (the approval API): create, list, revoke; and the key
+    receipts are signed with (`signing create`)."""

@@ -19,6 +19,7 @@ from signoff.bot.words import (
     timed_out_words,
     who_decides,
 )
+from signoff.runtime.break_glass import FollowUp
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 from signoff.tools.base import Tool
@@ -101,6 +102,20 @@ class TerminalNotifier:
     def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
         self.console.say(f"  escalated: nobody decided in time, so {people(added)} may now decide the approval "
                          f"for {approval.tool} ({approval.key})")
+
+    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> dict[str, Any] | None:
+        glass = approval.glass or {}
+        said = {"tell": f"break-glass: {glass.get('by')} approved {approval.tool} ({approval.key}) alone: "
+                        f"{one_line(glass.get('reason'), 500)!r}; its review is owed by {glass.get('review_by')}",
+                "remind": f"reminder: the break-glass on {approval.tool} ({approval.key}) waits for its review",
+                "overdue": f"overdue: the break-glass on {approval.tool} ({approval.key}) was not reviewed in time"}
+        self.console.say(f"  {said[kind]}")
+        return None
+
+    def glass_reviewed(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        review = approval.glass_review or {}
+        self.console.say(f"  the break-glass on {approval.tool} ({approval.key}) was {review.get('verdict')} "
+                         f"by {review.get('by')}")
 
     def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
         then = (f": the model is told {timed_out_words(approval.asked)}, and the run goes on"

@@ -127,8 +127,10 @@ class Console:
                               headers=[cookie_header(SESSION_COOKIE, "", secure=self.secure, max_age=0)])
         if path == PREFIX and method == "GET":
             wanted = {k: request.query.get(k, "") for k in pages.FILTERS}
-            return self._page("runs.html", session, title="Runs", rows=pages.visible_runs(self.runner, session.user, wanted),
-                              wanted=wanted, statuses=STATUSES)
+            listed = pages.visible_runs(self.runner, session.user, wanted, request.query.get("older_than") or None)
+            older = urlencode({**{k: v for k, v in wanted.items() if v}, "older_than": listed.older_than})
+            return self._page("runs.html", session, title="Runs", rows=listed.rows, wanted=wanted, statuses=STATUSES,
+                              older=f"{PREFIX}?{older}" if listed.older_than else None)
         if path == "/ui/approvals" and method == "GET":
             return self._page("inbox.html", session, title="Waiting on you", waiting=pages.waiting(self.runner, session.user))
         if (found := _RUN.match(path)) and method == "GET":

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from signoff.bot.arguments import ToolDisplay, argument_lines
-from signoff.bot.words import approval_progress, plain_budget_line, status_words, who_decides
+from signoff.bot.words import approval_progress, plain_budget_line, receipt_words, status_words, who_decides
 from signoff.runtime.approval import step_up_of
 from signoff.runtime.audit import Selection
 from signoff.runtime.audit_verify import verify
@@ -22,8 +22,14 @@ from signoff.runtime.caller_runs import run_tools
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.runner import Runner
 
+RUNS_SHOWN = 50
+"""Runs a page of the list shows; its "Older runs" link goes on from the last."""
 RUNS_READ = 200
-"""The newest runs a list looks through (each person sees those of them they may)."""
+"""Runs read at a time while a page is filled (the store filters by status, requester and tool;
+who may see a run and its channel are judged here)."""
+RUNS_LOOKED_AT = 2000
+"""The most runs one page looks through before it stops and offers the rest behind its link, so a
+filter few runs match never reads the whole table in one request."""
 FILTERS = ("status", "requester", "channel", "tool")
 
 
@@ -50,6 +56,8 @@ class ApprovalView:
     """Seconds a sign-in approving it may be old (None: any decision counts)."""
     step_ups: list[dict[str, Any]] = field(default_factory=list)
     """The stepped-up sign-ins its decisions were made with (`approval.SignIn.to_json`)."""
+    receipt: str | None = None
+    """Its decision's signed receipt in short, as the card shows it (None: undecided, or unsigned)."""
 
 
 @dataclass(frozen=True)
@@ -69,19 +77,39 @@ def display(runner: Runner, run: RunRecord, tool: str) -> ToolDisplay:
     return ToolDisplay.of(run_tools(run, runner.tools).get(tool), runner.config.redact_keys)
 
 
-def visible_runs(runner: Runner, user: str, wanted: Mapping[str, str]) -> list[RunRow]:
-    """The runs `user` may see, newest first, that match every filter given (`FILTERS`)."""
-    runs = [run for run in runner.store.list_runs(status=wanted.get("status") or None, limit=RUNS_READ)
-            if not run.unreadable and runner.visibility_refusal(user, run) is None]
-    asked: dict[str, set[str]] = {}
-    for approval in runner.store.list_approvals(limit=RUNS_READ * 4):
-        asked.setdefault(approval.run_id, set()).add(approval.tool)
-    rows = [RunRow(run, status_words(run.status), str(run.origin.get("channel") or ""),
-                   tuple(sorted(asked.get(run.run_id, set())))) for run in runs]
-    return [row for row in rows
-            if (not wanted.get("requester") or row.run.requester == wanted["requester"].strip())
-            and (not wanted.get("channel") or row.channel == wanted["channel"].strip())
-            and (not wanted.get("tool") or wanted["tool"].strip() in row.tools)]
+@dataclass(frozen=True)
+class RunsPage:
+    rows: list[RunRow]
+    older_than: str | None
+    """The run the next page goes on after (None: no older run matches)."""
+
+
+def visible_runs(runner: Runner, user: str, wanted: Mapping[str, str], older_than: str | None = None) -> RunsPage:
+    """The runs `user` may see that match every filter given (`FILTERS`), newest first, a page at a
+    time: those after `older_than`, up to `RUNS_SHOWN`."""
+    chosen = {name: value.strip() for name, value in wanted.items() if value.strip()}
+    rows: list[RunRow] = []
+    looked_at = 0
+    while len(rows) < RUNS_SHOWN and looked_at < RUNS_LOOKED_AT:
+        read = runner.store.list_runs(status=chosen.get("status"), requester=chosen.get("requester"),
+                                      tool=chosen.get("tool"), older_than=older_than, limit=RUNS_READ)
+        for run in read:
+            looked_at, older_than = looked_at + 1, run.run_id
+            channel = str(run.origin.get("channel") or "")
+            if (not run.unreadable and runner.visibility_refusal(user, run) is None
+                    and chosen.get("channel", channel) == channel):
+                rows.append(RunRow(run, status_words(run.status), channel, _tools_of(runner, run.run_id)))
+                if len(rows) == RUNS_SHOWN:
+                    break
+        if len(read) < RUNS_READ and (not read or older_than == read[-1].run_id):
+            return RunsPage(rows, None)
+    return RunsPage(rows, older_than)
+
+
+def _tools_of(runner: Runner, run_id: str) -> tuple[str, ...]:
+    """The tools the run asked about or started."""
+    asked = {a.tool for a in runner.store.list_approvals(run_id=run_id, limit=1000)}
+    return tuple(sorted(asked | {str(e["tool"]) for e in runner.store.executions(run_id)}))
 
 
 def approval_view(runner: Runner, run: RunRecord, approval: ApprovalRecord,
@@ -95,7 +123,12 @@ def approval_view(runner: Runner, run: RunRecord, approval: ApprovalRecord,
         waited=_span(approval.requested_at, end) if end is not None else None,
         reminded=sum(1 for e in mine if e.get("type") == "approval_reminded"),
         step_up=int(step_up.total_seconds()) if step_up is not None else None,
-        step_ups=[e["step_up"] for e in mine if isinstance(e.get("step_up"), dict)])
+        step_ups=[e["step_up"] for e in mine if isinstance(e.get("step_up"), dict)],
+        receipt=receipt_words(receipt) if (receipt := _receipt(runner, approval)) is not None else None)
+
+
+def _receipt(runner: Runner, approval: ApprovalRecord) -> dict[str, Any] | None:
+    return None if approval.status == "pending" else runner.store.receipt_of(approval_id=approval.approval_id)
 
 
 def story(runner: Runner, run: RunRecord) -> Story:

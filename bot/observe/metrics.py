@@ -162,6 +162,8 @@ class SharedState(Protocol):
 
     def runs_needing_reconciliation(self) -> int: ...
 
+    def unreviewed_break_glass(self) -> tuple[int, int]: ...
+
 
 class SharedGauges(Collector):
     """The gauges of shared state, read when Prometheus scrapes; with the database down they are left
@@ -174,6 +176,7 @@ class SharedGauges(Collector):
         try:
             pending = self.shared.pending_approvals()
             unreconciled = self.shared.runs_needing_reconciliation()
+            unreviewed, overdue = self.shared.unreviewed_break_glass()
         except Exception as exc:  # a scrape must answer, whatever the database says
             log.warning("metrics: the database did not answer: %s: %s", type(exc).__name__,
                         str(exc).splitlines()[0] if str(exc) else "")
@@ -186,3 +189,7 @@ class SharedGauges(Collector):
                                 "more than half the time their rule gives them.", value=pending.past_half_ttl)
         yield GaugeMetricFamily("signoff_runs_needing_reconciliation", "Runs stopped on a call whose outcome is "
                                 "unknown, waiting for a person (all replicas).", value=unreconciled)
+        yield GaugeMetricFamily("signoff_break_glass_unreviewed", "Calls approved by breaking the glass that "
+                                "their rule's approvers have not reviewed yet (all replicas).", value=unreviewed)
+        yield GaugeMetricFamily("signoff_break_glass_review_overdue", "Of those, how many are past the review "
+                                "deadline their rule gives.", value=overdue)

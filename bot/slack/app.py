@@ -18,6 +18,7 @@ from slack_sdk import WebClient
 from signoff.bot.slack.listeners import Listeners, tell_failure
 from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.workers import Workers
+from signoff.runtime.reviewing import AccessReviewer
 from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.slack.app")
@@ -46,8 +47,10 @@ class AppOptions:
 
 def build_app(
     runner: Runner, *, client: WebClient, workers: Workers, notifier: SlackNotifier, options: AppOptions | None = None,
+    reviewer: AccessReviewer | None = None,
 ) -> App:
-    """The Bolt app with every Signoff listener registered."""
+    """The Bolt app with every Signoff listener registered (`reviewer`: Keep and Revoke on
+    reviews of standing access, when they are on)."""
     options = options or AppOptions()
     _quiet_about_the_token()
     # What listeners do after their acks runs here, in the order the requests came.
@@ -64,7 +67,7 @@ def build_app(
     )
     app.use(installed_workspace_only)
     Listeners(runner, workers, notifier, pool, clock=options.clock,
-              replay_window_s=options.replay_window_s).register(app)
+              replay_window_s=options.replay_window_s, reviewer=reviewer).register(app)
 
     @app.error
     def on_error(error: Exception, body: dict[str, Any], respond: Respond | None = None) -> None:

@@ -10,6 +10,7 @@ from signoff.bot.slack.blocks import (
     APPROVE_ACTION,
     APPROVE_ALL_ACTION,
     APPROVE_SIMILAR_ACTION,
+    BREAK_GLASS_ACTION,
     DENY_ACTION,
     EDIT_ACTION,
     MAX_CONFIRM_BUTTON,
@@ -21,6 +22,7 @@ from signoff.bot.slack.blocks import (
 )
 from signoff.bot.words import grant_offer, similar_words
 from signoff.runtime.approval import step_up_of
+from signoff.runtime.break_glass import offer_of
 from signoff.runtime.durations import spoken
 from signoff.runtime.records import ApprovalRecord
 
@@ -32,13 +34,14 @@ def approval_page(console: str, approval: ApprovalRecord) -> str:
 
 def approve_buttons(approval: ApprovalRecord, *, tool_confirms: bool = False,
                     console: str | None = None) -> list[dict[str, Any]]:
-    """Approve, and Approve + allow similar where the rule offers it; for a rule with `step_up`,
+    """Approve, Approve + allow similar and Break glass where the rule offers them; for a rule with `step_up`,
     no button bound to the approval but a link to its page in the web console (`console`: where
     that is; None: it is off, and nothing here approves it)."""
     if step_up_of(approval.asked) is not None:
         return [page_button(approval, console)] if console else []
     similar = approve_similar_button(approval, tool_confirms=tool_confirms)
-    return [approve_button(approval, tool_confirms=tool_confirms), *([similar] if similar else [])]
+    glass = [button("Break glass", BREAK_GLASS_ACTION, approval_value(approval))] if offer_of(approval.asked) else []
+    return [approve_button(approval, tool_confirms=tool_confirms), *([similar] if similar else []), *glass]
 
 
 def page_button(approval: ApprovalRecord, console: str) -> dict[str, Any]:

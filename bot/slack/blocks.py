@@ -44,6 +44,15 @@ RECONCILE_RETRY_ACTION = "signoff.reconcile.retry"
 RECONCILE_ABORT_ACTION = "signoff.reconcile.abort"
 REQUEST_AGAIN_ACTION = "signoff.request_again"
 """On the notice of a run that expired with nobody deciding its call: its requester asks again."""
+BREAK_GLASS_ACTION = "signoff.break_glass"
+"""Approve alone, typing why, where the approval's rule offers break-glass: opens its modal."""
+BREAK_GLASS_MODAL = "signoff.break_glass_modal"
+GLASS_REASON_BLOCK = "signoff.glass_reason"
+GLASS_REASON_INPUT = "reason"
+GLASS_CONFIRM_ACTION = "signoff.glass_confirm"
+GLASS_FLAG_ACTION = "signoff.glass_flag"
+"""The review card of a break-glass: confirm it was warranted, or flag it; each carries `approval_value`."""
+GLASS_REVIEW_ACTIONS = (GLASS_CONFIRM_ACTION, GLASS_FLAG_ACTION)
 DENY_MODAL = "signoff.deny_modal"
 DENY_REASON_BLOCK = "signoff.deny_reason"
 DENY_REASON_INPUT = "reason"
@@ -55,7 +64,8 @@ COMMAND = "/signoff"
 APPROVAL_BLOCK = "signoff.approval"
 """The block of decision buttons under an approval request, on its card and in its modal."""
 
-APPROVAL_ACTIONS = (APPROVE_ACTION, APPROVE_SIMILAR_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, EDIT_ACTION)
+APPROVAL_ACTIONS = (APPROVE_ACTION, APPROVE_SIMILAR_ACTION, DENY_ACTION, VIEW_ARGS_ACTION, EDIT_ACTION,
+                    BREAK_GLASS_ACTION, *GLASS_REVIEW_ACTIONS)
 """Buttons about one approval; each carries `approval_buttons.approval_value` (Approve all carries
 `approval_buttons.batch_value`)."""
 RUN_ACTIONS = (

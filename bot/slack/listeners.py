@@ -16,14 +16,18 @@ from typing import Any
 from slack_bolt import Ack, App, Respond
 
 from signoff.bot.slack import blocks
+from signoff.bot.slack.access_review_cards import REVIEW_ACTIONS
+from signoff.bot.slack.access_reviews import ReviewButtons
 from signoff.bot.slack.commands import Commands
 from signoff.bot.slack.decisions import Decisions, Rest
+from signoff.bot.slack.glass_listeners import GlassListeners
 from signoff.bot.slack.home import Home
 from signoff.bot.slack.notices import Notices
 from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.run_buttons import RunButtons
 from signoff.bot.slack.seen import SeenTriggers
 from signoff.bot.slack.workers import Workers
+from signoff.runtime.reviewing import AccessReviewer
 from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.slack.listeners")
@@ -93,13 +97,16 @@ class Listeners:
     """Every listener, sharing the runner, the worker pool and the notifier."""
 
     def __init__(self, runner: Runner, workers: Workers, notifier: SlackNotifier, later: Executor, *,
-                 clock: Callable[[], float] = time.time, replay_window_s: float = 300.0) -> None:
+                 clock: Callable[[], float] = time.time, replay_window_s: float = 300.0,
+                 reviewer: AccessReviewer | None = None) -> None:
         self.later = later
         notices = Notices(notifier.client)
+        self.reviews = ReviewButtons(reviewer, notices) if reviewer is not None else None
         self.home = Home(runner, notifier, notices)
         self.commands = Commands(runner, workers, SeenTriggers(replay_window_s, clock))
         self.decisions = Decisions(runner, workers, notifier, notices, self.home)
         self.run_buttons = RunButtons(runner, workers, notifier, notices)
+        self.glass = GlassListeners(self.decisions)
 
     def register(self, app: App) -> None:
         app.command(blocks.COMMAND)(answered(self.commands.on_command, self.later))
@@ -113,10 +120,17 @@ class Listeners:
         app.view_submission(blocks.DENY_MODAL)(answered(self.decisions.on_deny_submitted, self.later))
         app.view_submission(blocks.EDIT_MODAL)(answered(self.decisions.on_edit_submitted, self.later))
         app.action(blocks.REVOKE_GRANT_ACTION)(answered(self.home.on_revoke_grant, self.later))
+        app.action(blocks.BREAK_GLASS_ACTION)(answered(self.glass.on_break_glass, self.later))
+        app.view_submission(blocks.BREAK_GLASS_MODAL)(answered(self.glass.on_glass_submitted, self.later))
+        for action in blocks.GLASS_REVIEW_ACTIONS:
+            app.action(action)(answered(self.glass.on_review, self.later))
         for action in blocks.RUN_ACTIONS:
             app.action(action)(answered(self.run_buttons.on_press, self.later))
         app.action(blocks.VIEW_RESULT_ACTION)(answered(self.run_buttons.on_view_result, self.later))
         app.event("app_home_opened")(self._later_event(self.home.on_opened))
+        if self.reviews is not None:
+            for action in REVIEW_ACTIONS:
+                app.action(action)(answered(self.reviews.on_press, self.later))
 
     def _later_event(self, listener: Callable[[dict[str, Any]], None]) -> Callable[..., None]:
         """An event listener run after the event's ack (Bolt acks an event before its listener runs

@@ -72,6 +72,7 @@ from signoff.bot.words import (
     approval_preview,
     edited_changes,
     model_words,
+    receipt_words,
     status_words,
     stop_words,
 )
@@ -189,15 +190,18 @@ def approval_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolD
 
 def decided_message(run: RunRecord, approval: ApprovalRecord, *, display: ToolDisplay = UNKNOWN_TOOL,
                     said: str | None = None, edited: Mapping[str, Any] | None = None,
-                    grant: GrantRecord | None = None, asked: AskedWith | None = None) -> Message:
+                    grant: GrantRecord | None = None, asked: AskedWith | None = None,
+                    receipt: Mapping[str, Any] | None = None) -> Message:
     """The approval request after the fact: the same card, with the preview and budget it was
     decided on (`asked`), its buttons replaced by the outcome (`grant`: the grant its approve made,
-    "allowing similar calls for 30 min")."""
+    "allowing similar calls for 30 min"), and the decision's signed receipt in short (`receipt`)."""
     shown = shown_arguments(run, approval, display, CARD_SECTIONS)
     edited = edited_changes(run.state.get("pending"), approval) or edited
     blocks = _approval_body(run, approval, display, shown, said, edited, asked)
     line, _ = approval_outcome(approval, grant)
     blocks.append(section(line))
+    if receipt is not None:
+        blocks.append(context(receipt_words(receipt)))
     text = f"{approval_fallback(approval, grant)}: {safe(approval.tool, 64)} for run {safe(run.run_id, 80)}"
     return Message(clip(text, MAX_FALLBACK), blocks)
 

@@ -27,6 +27,7 @@ from signoff.bot.slack import deadlines, messages
 from signoff.bot.slack.approval_cards import FORGOTTEN, AskedWith, OnCallLookup, asked_with
 from signoff.bot.slack.blocks import Message
 from signoff.bot.slack.followed_notices import FollowedNotices
+from signoff.bot.slack.glass_cards import GlassNotices
 from signoff.bot.slack.recent import Recent
 from signoff.bot.slack.run_headers import RunHeaders
 from signoff.bot.slack.updates import update_with_retries
@@ -66,7 +67,9 @@ class Reads(Protocol):
                        exclude_requester: str | None = None, unposted: bool = False,
                        older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]: ...
 
-class SlackNotifier:
+    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None: ...
+
+class SlackNotifier(GlassNotices):
     """Posts runs, approval requests and outcomes to Slack, threading progress under the run message."""
 
     def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,
@@ -351,8 +354,9 @@ class SlackNotifier:
             message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked,
                                                 on_call=self.on_call, console=self.console_url)
         else:
+            receipt = self.reads.receipt_of(approval_id=approval.approval_id) if self.reads is not None else None
             message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
-                                               grant=self._grant_of(approval), asked=asked)
+                                               grant=self._grant_of(approval), asked=asked, receipt=receipt)
         self._update(where["channel"], where["ts"], message)
         self._headers.going_on(run, self._thread(run), [approval])
 

@@ -14,10 +14,13 @@ from typing import Any
 from signoff.bot.slack.blocks import (
     APPROVAL_ACTIONS,
     APPROVE_ALL_ACTION,
+    BREAK_GLASS_MODAL,
     DENY_MODAL,
     DENY_REASON_BLOCK,
     DENY_REASON_INPUT,
     EDIT_MODAL,
+    GLASS_REASON_BLOCK,
+    GLASS_REASON_INPUT,
     MAX_REASON,
     REVOKE_GRANT_ACTION,
     RUN_ACTIONS,
@@ -108,7 +111,8 @@ class EditSubmission:
 
 @dataclass(frozen=True)
 class DenySubmission:
-    """The Deny modal submitted, with its optional reason."""
+    """The Deny modal submitted, with its optional reason (or the break-glass modal, with its
+    justification)."""
 
     approval_id: str
     digest: str
@@ -224,6 +228,15 @@ def parse_deny_submission(body: Any) -> DenySubmission | Malformed:
     return DenySubmission(approval_id, digest, _reason(view), where)
 
 
+def parse_glass_submission(body: Any) -> DenySubmission | Malformed:
+    """A `view_submission` of the break-glass modal: the approval, and why (in `reason`)."""
+    submitted = _submission(body, BREAK_GLASS_MODAL, "break-glass")
+    if isinstance(submitted, Malformed):
+        return submitted
+    approval_id, digest, where, view = submitted
+    return DenySubmission(approval_id, digest, _reason(view, GLASS_REASON_BLOCK, GLASS_REASON_INPUT), where)
+
+
 def parse_edit_submission(body: Any) -> EditSubmission | Malformed:
     """A `view_submission` of the edit modal."""
     submitted = _submission(body, EDIT_MODAL, "edit")
@@ -256,9 +269,9 @@ def _submission(body: Any, callback_id: str, form: str) -> tuple[str, str, Where
     return parsed[0], parsed[1], Where(user=user, channel=channel, in_home=meta.get("home") is True), view
 
 
-def _reason(view: dict[str, Any]) -> str:
+def _reason(view: dict[str, Any], block: str = DENY_REASON_BLOCK, field: str = DENY_REASON_INPUT) -> str:
     values = _dict(_dict(view.get("state")).get("values"))
-    text = _dict(_dict(values.get(DENY_REASON_BLOCK)).get(DENY_REASON_INPUT)).get("value")
+    text = _dict(_dict(values.get(block)).get(field)).get("value")
     return text.strip()[:MAX_REASON] if isinstance(text, str) else ""
 
 
@@ -291,6 +304,11 @@ def parse_request(text: str) -> Request:
             return ShowHelp()
         return ShowStatus(words[1]) if head == "status" else CancelRun(words[1])
     return StartRun(text.strip())
+
+
+def where_of(body: dict[str, Any]) -> Where | Malformed:
+    """Who clicked, and where the answer goes, for a click on a button of any Signoff message."""
+    return _where(body)
 
 
 def _where(body: dict[str, Any]) -> Where | Malformed:

@@ -1,5 +1,5 @@
 """The clock: APScheduler interval jobs that expire stale approvals, remind and escalate waiting
-ones, and recover orphaned runs.
+ones, follow up break-glass approvals until they are reviewed, and recover orphaned runs.
 
 The deadlines live in the approvals table, so there is no job store and nothing to pickle; every
 job is idempotent, so several replicas may run them at once.
@@ -20,6 +20,7 @@ log = logging.getLogger("signoff.bot.slack.scheduler")
 EXPIRE_JOB = "expire-approvals"
 RECOVER_JOB = "recover-runs"
 NUDGE_JOB = "nudge-approvals"
+GLASS_JOB = "follow-up-break-glass"
 
 
 class JobFailures:
@@ -73,6 +74,22 @@ def nudge_approvals(runner: Runner, failures: JobFailures | None = None) -> int:
     return len(made)
 
 
+def follow_up_glass(runner: Runner, failures: JobFailures | None = None) -> int:
+    """One sweep: tell, remind or say overdue each break-glass whose follow-up is due, each once,
+    whichever replica sweeps first."""
+    failures = failures or JobFailures(GLASS_JOB)
+    try:
+        made = runner.glass_due()
+    except Exception as exc:  # as above: log, and let the next sweep retry
+        failures.failed(exc)
+        return 0
+    failures.succeeded()
+    if made:
+        log.info("followed up %d break-glass approval(s): %s", len(made),
+                 ", ".join(f"{due.approval.approval_id} ({due.kind})" for due in made))
+    return len(made)
+
+
 def recover_runs(runner: Runner, workers: Workers, failures: JobFailures | None = None) -> list[str]:
     """One pass: hand every run that needs a worker (orphaned, decided, commanded) to the pool."""
     failures = failures or JobFailures(RECOVER_JOB)
@@ -101,6 +118,8 @@ def start_scheduler(runner: Runner, workers: Workers, interval: timedelta) -> Ba
                       args=(runner, workers, JobFailures(EXPIRE_JOB)), next_run_time=now)
     scheduler.add_job(nudge_approvals, "interval", seconds=seconds, id=NUDGE_JOB,
                       args=(runner, JobFailures(NUDGE_JOB)), next_run_time=now)
+    scheduler.add_job(follow_up_glass, "interval", seconds=seconds, id=GLASS_JOB,
+                      args=(runner, JobFailures(GLASS_JOB)), next_run_time=now)
     scheduler.add_job(recover_runs, "interval", seconds=seconds, id=RECOVER_JOB,
                       args=(runner, workers, JobFailures(RECOVER_JOB)), next_run_time=now)
     scheduler.start()

@@ -41,6 +41,7 @@ from signoff.bot.observe.logs import quiet
 from signoff.bot.observe.observers import Observation, serve_observation
 from signoff.bot.oncall import on_call_reader
 from signoff.bot.settings import Settings
+from signoff.bot.slack.access_review_jobs import access_reviewer, start_access_reviews
 from signoff.bot.slack.app import AppOptions, build_app
 from signoff.bot.slack.approvers import Approvers
 from signoff.bot.slack.audit_webhook import stream_audit_events
@@ -75,6 +76,7 @@ from signoff.bot.words import DEMO_MODEL
 from signoff.runtime.agent import Policy
 from signoff.runtime.errors import ConfigError
 from signoff.runtime.ports import Observer, Store
+from signoff.runtime.reviewing import AccessReviewer
 from signoff.runtime.runner import Runner
 from signoff.tools.base import Tool
 
@@ -103,6 +105,8 @@ class Service:
     """The web console (`/ui/`), with `SIGNOFF_OIDC_*` set; None: off, and `/ui/` answers 404."""
     gateway: HttpGateway | None = None
     """The MCP gateway (`/mcp`), with `SIGNOFF_GATEWAY_CONFIG` set."""
+    reviewer: AccessReviewer | None = None
+    """Reviews of standing access; None: `SIGNOFF_REVIEW_SCHEDULE` is off or there is no approval channel."""
     wsgi: WsgiApp = field(init=False)
     readiness: Readiness = field(init=False)
 
@@ -234,17 +238,21 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     workers = Workers(runner, pool)
     options = parts.app_options or AppOptions(
         signing_secret=None if settings.socket_mode else _secret(settings.slack_signing_secret))
-    app = build_app(runner, client=client, workers=workers, notifier=notifier, options=options)
-    scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
-    stream_audit_events(settings, store, observation.metrics, scheduler)
     keys = api_keys(store)
+    reviewer = access_reviewer(settings, runner, notifier, keys)
+    app = build_app(runner, client=client, workers=workers, notifier=notifier, options=options, reviewer=reviewer)
+    scheduler = start_scheduler(runner, workers, settings.sweep_interval) if parts.scheduler else None
+    if scheduler is not None and reviewer is not None:
+        start_access_reviews(scheduler, reviewer, settings)
+    stream_audit_events(settings, store, observation.metrics, scheduler)
     api = ApprovalApi(runner, keys, BodyReader(BodyLimits(max_bytes=MAX_BODY_BYTES)).read_or_status,
                       RateLimit(settings.api_rate), changes)
     if scheduler is not None:
         start_callbacks(scheduler, Callbacks(api, approval_callbacks(store), keys))
     return Service(settings=settings, runner=runner, client=client, notifier=notifier, workers=workers, app=app,
                    pool=pool, observation=observation, scheduler=scheduler, api=api,
-                   console=web_console(settings, runner, client, workers), gateway=mcp_gateway(settings, api, environ))
+                   console=web_console(settings, runner, client, workers), gateway=mcp_gateway(settings, api, environ),
+                   reviewer=reviewer)
 
 
 def mcp_gateway(settings: Settings, api: ApprovalApi, environ: Mapping[str, str]) -> HttpGateway | None:

@@ -19,13 +19,13 @@ from sqlalchemy.engine import Row
 
 from signoff.runtime.adapters.rows import append_events, append_one_event_each, approval_record, grant_record
 from signoff.runtime.adapters.statements import INSERT_VOTE
-from signoff.runtime.adapters.tables import approval_votes, approvals, grants
-from signoff.runtime.approval import Change
+from signoff.runtime.adapters.tables import approval_votes, approvals, grants, receipts
+from signoff.runtime.approval_change import Change
 from signoff.runtime.errors import Conflict
 from signoff.runtime.records import ApprovalRecord, GrantRecord, Vote
 from signoff.runtime.state import canonical_json
 
-_JSON_COLUMNS = ("args", "message", "asked", "asked_with")
+_JSON_COLUMNS = ("args", "message", "asked", "asked_with", "glass", "glass_review", "glass_message")
 
 
 def approvals_where(conn: Connection, *conditions: ColumnElement[bool], limit: int | None = None,
@@ -66,8 +66,17 @@ def grant_row(conn: Connection, grant_id: str) -> GrantRecord | None:
     return grant_record(row) if row is not None else None
 
 
+def insert_receipt(conn: Connection, receipt: dict[str, Any], now: datetime) -> None:
+    """Keep a signed receipt, in the transaction of the decision it is the receipt of."""
+    fields = receipt["receipt"]
+    conn.execute(insert(receipts).values(run_id=fields["run_id"], approval_id=fields["approval_id"],
+                                         key=fields["key"], key_id=fields["key_id"],
+                                         receipt=canonical_json(receipt), created_at=now))
+
+
 def save_grant_use(conn: Connection, grant: GrantRecord) -> None:
-    conn.execute(update(grants).where(grants.c.grant_id == grant.grant_id).values(uses=grant.uses))
+    conn.execute(update(grants).where(grants.c.grant_id == grant.grant_id)
+                 .values(uses=grant.uses, last_used_at=grant.last_used_at))
 
 
 def save_changes(conn: Connection, changes: Sequence[Change], now: datetime) -> None:

@@ -29,13 +29,13 @@ from signoff.runtime.approval import (
     LIVE,
     OPEN,
     ApprovalRequest,
-    Change,
     cancel_pending,
     close,
     opened,
     reopen,
     supersede_by_edit,
 )
+from signoff.runtime.approval_change import Change
 from signoff.runtime.audit import SEALED_WHEN, Seal
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.events import command_recorded, command_refused, run_created

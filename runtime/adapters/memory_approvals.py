@@ -21,7 +21,6 @@ from signoff.runtime.adapters.memory_rows import (
     thaw,
 )
 from signoff.runtime.approval import (
-    Change,
     dispatch,
     expire,
     nudge,
@@ -29,8 +28,11 @@ from signoff.runtime.approval import (
     use_grant,
     vote,
 )
+from signoff.runtime.approval_change import Change
+from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review, unreviewed
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
+from signoff.runtime.receipts import SigningKey, decision_receipt, start_receipt
 from signoff.runtime.records import (
     ApprovalRecord,
     Decided,
@@ -75,7 +77,8 @@ class MemoryApprovals(MemoryReads):
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta,
                         restart: Restart | None = None, allowed_by: str | None = None,
-                        granted_by: str | None = None, preview: str | None = None) -> ExecutionStart:
+                        granted_by: str | None = None, preview: str | None = None,
+                        signer: SigningKey | None = None, policy: str | None = None) -> ExecutionStart:
         digest = call_digest(tool, args, key, preview)
         with self._lock:
             now = self.now()
@@ -92,8 +95,16 @@ class MemoryApprovals(MemoryReads):
                 if isinstance(grant, Ungranted):
                     return grant
                 self._grants[granted_by] = grant
+                if signer is not None:
+                    self._receipts.append(start_receipt(
+                        "granted", signer, run_id=run_id, requester=run.requester, tool=tool, args=args, call_key=key,
+                        digest=digest, now=now, rule=grant.rule, grant_id=granted_by, preview=preview, policy=policy))
                 return self._started(run, key, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
+                if signer is not None:
+                    self._receipts.append(start_receipt(
+                        "allowed", signer, run_id=run_id, requester=run.requester, tool=tool, args=args, call_key=key,
+                        digest=digest, now=now, rule=allowed_by, preview=preview, policy=policy))
                 return self._started(run, key, tool, digest, now, allowed_by=allowed_by)
             latest = newest_first([a for a in self._by_key.get(key, []) if a.record.status != "superseded"],
                                    "requested_at")
@@ -144,7 +155,9 @@ class MemoryApprovals(MemoryReads):
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None) -> Voted:
+               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
+               glass: str | None = None, signer: SigningKey | None = None,
+               start_within: timedelta = timedelta(0)) -> Voted:
         with self._lock:
             now = self.now()
             approval = self._approvals.get(approval_id)
@@ -152,9 +165,14 @@ class MemoryApprovals(MemoryReads):
                 return Missing("approval")
             run = self._run(approval.record.run_id)
             voted, change = vote(approval.out(), user=user, approved=approved, now=now, note=note, digest=digest,
-                                 grant_id=new_grant_id() if grant else None, step_up=step_up)
+                                 grant_id=new_grant_id() if grant else None, step_up=step_up, glass=glass)
             if change is not None:
                 self._save(run, [change])
+            if isinstance(voted, Decided) and signer is not None:
+                receipt = decision_receipt(voted.approval, signer, start_within=start_within, step_up=step_up,
+                                           grant_id=voted.grant.grant_id if voted.grant is not None else None)
+                self._receipts.append(receipt)
+                voted = dataclasses.replace(voted, receipt=receipt)
             if isinstance(voted, Decided) and lease_to is not None and lease is not None and (
                     claimable(run.status, run.command) and run.free(now)):
                 run.lease_owner, run.lease_expires_at = lease_to, now + lease
@@ -169,6 +187,35 @@ class MemoryApprovals(MemoryReads):
             made = [nudged for a in due if (nudged := nudge(a.out(), now)) is not None][:limit]
             self._save(None, [change for _, change in made])
             return [nudged for nudged, _ in made]
+
+    def review_glass(self, approval_id: str, *, user: str, verdict: Verdict, note: str = "") -> ReviewOutcome | Missing:
+        with self._lock:
+            approval = self._approvals.get(approval_id)
+            if approval is None:
+                return Missing("approval")
+            reviewed, change = review(approval.out(), user=user, verdict=verdict, note=note, now=self.now())
+            if change is not None:
+                self._save(None, [change])
+            return reviewed
+
+    def glass_due(self, limit: int = 100) -> list[GlassDue]:
+        with self._lock:
+            now = self.now()
+            due = sorted((a for a in self._approvals.values() if a.record.glass_due_at is not None),
+                         key=lambda a: a.record.glass_due_at or now)  # `follow_up` says which are due
+            made = [found for a in due if (found := follow_up(a.out(), now)) is not None][:limit]
+            self._save(None, [change for _, change in made])
+            return [due_now for due_now, _ in made]
+
+    def set_glass_message(self, approval_id: str, message: dict[str, Any]) -> None:
+        with self._lock:
+            if approval_id in self._approvals:
+                self._approvals[approval_id].change(glass_message=thaw(freeze(message)))
+
+    def unreviewed_glass(self, limit: int = 100) -> list[ApprovalRecord]:
+        with self._lock:
+            chosen = [a for a in self._approvals.values() if unreviewed(a.record)]
+            return [a.out() for a in sorted(chosen, key=lambda a: a.record.decided_at or a.record.requested_at)[:limit]]
 
     def revoke_grant(self, grant_id: str, user: str) -> GrantRecord | None:
         with self._lock:
@@ -201,6 +248,7 @@ class MemoryApprovals(MemoryReads):
 def copied(value: _Kept) -> _Kept:
     """`value` with its JSON fields copied through canonical JSON, so nothing the caller holds is
     shared with what the store keeps (as a row read back from a database is a fresh value)."""
-    copies = {name: thaw(canonical_json(getattr(value, name))) for name in ("args", "asked", "asked_with", "message", "same")
+    copies = {name: thaw(canonical_json(getattr(value, name))) for name in ("args", "asked", "asked_with", "message", "same", "glass",
+                                                                     "glass_review", "glass_message")
               if hasattr(value, name) and getattr(value, name) is not None}
     return dataclasses.replace(value, **copies)

@@ -17,6 +17,7 @@ from signoff.runtime.adapters.memory_rows import Approval, Execution, Run, thaw
 from signoff.runtime.approval import DECIDED
 from signoff.runtime.audit import GENESIS, WHOLE_LOG, EventRow, Head, Record, RunRow, Seal, Selection
 from signoff.runtime.errors import NotFound
+from signoff.runtime.receipt_check import ExecutionRow, Proof, ReceiptRow
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, RESYNC_WINDOW
 from signoff.runtime.schema import ACTIVE, WAITING_ON_CALLER
@@ -34,6 +35,7 @@ class MemoryReads:
         self._by_key: dict[str, list[Approval]] = {}
         self._executions: dict[str, Execution] = {}
         self._grants: dict[str, GrantRecord] = {}
+        self._receipts: list[dict[str, Any]] = []
         self._added = itertools.count()
         self._audit_head = Head(links=0, hash=GENESIS)
         self._seals: list[Seal] = []
@@ -69,12 +71,18 @@ class MemoryReads:
             run_id = self._by_request.get(request_id) if request_id is not None else None
             return self._runs[run_id].record(history=False) if run_id is not None else None
 
-    def list_runs(self, *, requester: str | None = None, status: str | None = None,
-                  limit: int = 20) -> list[RunRecord]:
+    def list_runs(self, *, requester: str | None = None, status: str | None = None, tool: str | None = None,
+                  older_than: str | None = None, limit: int = 20) -> list[RunRecord]:
         with self._lock:
+            used = ({a.record.run_id for a in self._approvals.values() if a.record.tool == tool}
+                    | {e.run_id for e in self._executions.values() if e.tool == tool}) if tool else set()
+            after = self._runs.get(older_than) if older_than else None
             chosen = [r for r in self._runs.values()
-                      if (not requester or r.requester == requester) and (not status or r.status == status)]
-            return [r.record(history=False) for r in newest_first(chosen, "created_at")[:limit]]
+                      if (not requester or r.requester == requester) and (not status or r.status == status)
+                      and (not tool or r.run_id in used) and (not older_than or (
+                          after is not None and (r.created_at, r.run_id) < (after.created_at, after.run_id)))]
+            chosen.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+            return [r.record(history=False) for r in chosen[:limit]]
 
     def runs_by_id(self, run_ids: list[str]) -> dict[str, RunRecord]:
         with self._lock:
@@ -89,6 +97,22 @@ class MemoryReads:
             run = self._runs.get(run_id)
             return [{"seq": e.seq, "type": e.type, "at": e.at.isoformat(), **thaw(e.payload)}
                     for e in (run.events if run is not None else [])]
+
+    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None:
+        with self._lock:
+            return next((r for r in reversed(self._receipts) if r["receipt"]["approval_id"] == approval_id
+                         and (approval_id is not None or r["receipt"]["key"] == key)), None)
+
+    def proofs(self, run_id: str | None = None) -> list[Proof]:
+        with self._lock:
+            found: list[Proof] = [ReceiptRow(r) for r in self._receipts if run_id in (None, r["receipt"]["run_id"])]
+            for e in sorted(self._executions.values(), key=lambda e: e.added):
+                if run_id in (None, e.run_id):
+                    used = next((a.record.approval_id for a in self._by_key.get(e.key, [])
+                                 if a.record.status == "consumed"), None)
+                    found.append(ExecutionRow(run_id=e.run_id, key=e.key, tool=e.tool, digest=e.digest,
+                                              status=e.status, approval_id=used))
+        return found
 
     def audit_records(self, selection: Selection = WHOLE_LOG) -> Generator[Record, None, None]:
         """The audit log's chains as kept, in the order `audit_verify.verify` reads them, at one moment."""

@@ -19,12 +19,14 @@ from signoff.runtime.adapters.tables import (
     approvals,
     audit_head,
     events,
+    receipts,
     run_chain,
     runs,
     tool_executions,
 )
 from signoff.runtime.approval import DECIDED
 from signoff.runtime.audit import WHOLE_LOG, EventRow, Head, Link, Record, RunRow, Seal, Selection
+from signoff.runtime.receipt_check import ExecutionRow, Proof, ReceiptRow
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import COMMANDS_LOOKED_AT, RESYNC_WINDOW
 from signoff.runtime.schema import ACTIVE, WAITING_ON_CALLER
@@ -145,14 +147,22 @@ class SqlReads:
                 query = query.where(approvals.c.requested_at < self._now(conn) - older_than)
             return with_votes(conn, conn.execute(query).all())
 
-    def list_runs(self, *, requester: str | None = None, status: str | None = None,
-                  limit: int = 20) -> list[RunRecord]:
+    def list_runs(self, *, requester: str | None = None, status: str | None = None, tool: str | None = None,
+                  older_than: str | None = None, limit: int = 20) -> list[RunRecord]:
         """Recent runs, newest first, without their history (use `get_run` for one run's story)."""
-        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        query = select(runs).order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(limit)
         if requester:
             query = query.where(runs.c.requester == requester)
         if status:
             query = query.where(runs.c.status == status)
+        if tool:
+            asked = select(approvals.c.key).where(approvals.c.run_id == runs.c.run_id, approvals.c.tool == tool)
+            started = select(tool_executions.c.key).where(tool_executions.c.run_id == runs.c.run_id,
+                                                          tool_executions.c.tool == tool)
+            query = query.where(or_(asked.exists(), started.exists()))
+        if older_than:
+            made = select(runs.c.created_at).where(runs.c.run_id == older_than).scalar_subquery()
+            query = query.where(or_(runs.c.created_at < made, and_(runs.c.created_at == made, runs.c.run_id < older_than)))
         with self.engine.connect() as conn:
             return [run_record(r, None, listing=True) for r in conn.execute(query).all()]
 
@@ -214,6 +224,31 @@ class SqlReads:
     def count_runs(self) -> dict[str, int]:
         with self.engine.connect() as conn:
             return dict(conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all())
+
+    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            which = (receipts.c.approval_id == approval_id if approval_id is not None
+                     else and_(receipts.c.key == key, receipts.c.approval_id.is_(None)))
+            signed = conn.execute(select(receipts.c.receipt).where(which).order_by(receipts.c.id.desc()).limit(1)).scalar()
+        return json.loads(signed) if signed is not None else None
+
+    def proofs(self, run_id: str | None = None) -> list[Proof]:
+        """Every receipt kept and every call the ledger says started (of one run, or all), from one
+        snapshot: what `signoff audit verify --public-key` checks against each other."""
+        used = (select(approvals.c.approval_id).where(approvals.c.key == tool_executions.c.key, approvals.c.status == "consumed")
+                .limit(1).scalar_subquery())
+        kept = select(receipts.c.receipt).order_by(receipts.c.id)
+        ran = select(tool_executions.c.run_id, tool_executions.c.key, tool_executions.c.tool, tool_executions.c.digest, tool_executions.c.status,
+                     used.label("approval_id")).order_by(tool_executions.c.started_at, tool_executions.c.key)
+        if run_id is not None:
+            kept, ran = kept.where(receipts.c.run_id == run_id), ran.where(tool_executions.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            found: list[Proof] = [ReceiptRow(json.loads(row.receipt)) for row in conn.execute(kept)]
+            found += [ExecutionRow(run_id=row.run_id, key=row.key, tool=row.tool, digest=row.digest,
+                                   status=row.status, approval_id=row.approval_id) for row in conn.execute(ran)]
+        return found
 
     def audit_records(self, selection: Selection = WHOLE_LOG) -> Generator[Record, None, None]:
         """The audit log's chains as stored, in the order `audit_verify.verify` reads them, from one snapshot

@@ -339,6 +339,8 @@ def approval_record(row: Row[Any], votes: tuple[Vote, ...] | None = None) -> App
     data["message"] = loads(data["message"])
     data["asked"] = loads(data["asked"])
     data["asked_with"] = loads(data["asked_with"])
+    for name in ("glass", "glass_review", "glass_message"):
+        data[name] = loads(data[name])
     if votes is None:
         decided = data["decided_by"] is not None and data["status"] in ("approved", "consumed", "denied")
         votes = (Vote(user=data["decided_by"], approved=data["status"] != "denied", at=data["decided_at"],

@@ -19,8 +19,10 @@ from sqlalchemy.engine import Row
 from signoff.runtime.adapters.approval_rows import (
     approvals_where,
     grant_row,
+    insert_receipt,
     save_changes,
     save_grant_use,
+    with_all_votes,
 )
 from signoff.runtime.adapters.db import WRITE_OPTION
 from signoff.runtime.adapters.ids import new_grant_id
@@ -51,8 +53,10 @@ from signoff.runtime.approval import (
     use_grant,
     vote,
 )
+from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
+from signoff.runtime.receipts import SigningKey, decision_receipt, start_receipt
 from signoff.runtime.records import (
     ApprovalRecord,
     Decided,
@@ -93,7 +97,8 @@ class SqlApprovals(SqlTransactions):
     def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
                         lease: timedelta, dispatch_window: timedelta, restart: Restart | None = None,
                         allowed_by: str | None = None, granted_by: str | None = None,
-                        preview: str | None = None) -> ExecutionStart:
+                        preview: str | None = None, signer: SigningKey | None = None,
+                        policy: str | None = None) -> ExecutionStart:
         """Consume the call's approval and write the ledger row, or say why the call must not run.
 
         Fenced on the lease: only the worker holding a live lease on the run may start its call (it
@@ -118,8 +123,16 @@ class SqlApprovals(SqlTransactions):
                 if isinstance(grant, Ungranted):
                     return grant
                 save_grant_use(conn, grant)
+                if signer is not None:
+                    insert_receipt(conn, start_receipt("granted", signer, run_id=run_id, requester=held.requester,
+                                                       tool=tool, args=args, call_key=key, digest=digest, now=now,
+                                                       rule=grant.rule, grant_id=granted_by, preview=preview, policy=policy), now)
                 return _started(conn, key, run_id, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
+                if signer is not None:
+                    insert_receipt(conn, start_receipt("allowed", signer, run_id=run_id, requester=held.requester,
+                                                       tool=tool, args=args, call_key=key, digest=digest, now=now,
+                                                       rule=allowed_by, preview=preview, policy=policy), now)
                 return _started(conn, key, run_id, tool, digest, now, allowed_by=allowed_by)
             found = approvals_where(conn, approvals.c.key == key, approvals.c.status != "superseded",
                                     order=approvals.c.requested_at.desc(), limit=1)
@@ -164,10 +177,13 @@ class SqlApprovals(SqlTransactions):
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None) -> Voted:
+               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
+               glass: str | None = None, signer: SigningKey | None = None,
+               start_within: timedelta = timedelta(0)) -> Voted:
         """Count one person's decision (`approval.vote` decides it); the run's row is taken first, so
         deciders on any replica count one after another and exactly one of them completes (or
-        vetoes) the approval."""
+        vetoes) the approval. The decision's receipt, signed with `signer`, is kept in the same
+        transaction."""
         with self._tx() as conn:
             now = self._now(conn)
             run_id = conn.execute(RUN_OF_APPROVAL, {"b_approval_id": approval_id}).scalar()
@@ -177,9 +193,14 @@ class SqlApprovals(SqlTransactions):
             conn.execute(LOCK_RUN, {"b_run_id": run_id})
             [approval] = approvals_where(conn, approvals.c.approval_id == approval_id)
             voted, change = vote(approval, user=user, approved=approved, now=now, note=note, digest=digest,
-                                 grant_id=new_grant_id() if grant else None, step_up=step_up)
+                                 grant_id=new_grant_id() if grant else None, step_up=step_up, glass=glass)
             if change is not None:
                 save_changes(conn, [change], now)
+            if isinstance(voted, Decided) and signer is not None:
+                receipt = decision_receipt(voted.approval, signer, start_within=start_within, step_up=step_up,
+                                           grant_id=voted.grant.grant_id if voted.grant is not None else None)
+                insert_receipt(conn, receipt, now)
+                voted = dataclasses.replace(voted, receipt=receipt)
             if isinstance(voted, Decided) and lease_to is not None and lease is not None and conn.execute(
                     TAKE_FREE_LEASE, lease_params(run_id, lease_to, now, lease)).rowcount == 1:
                 return dataclasses.replace(voted, lease=lease_to)
@@ -197,6 +218,45 @@ class SqlApprovals(SqlTransactions):
                     if (nudged := nudge(approval, now)) is not None]
             save_changes(conn, [change for _, change in made], now)
         return [nudged for nudged, _ in made]
+
+    # -- break-glass -------------------------------------------------------------------------
+
+    def review_glass(self, approval_id: str, *, user: str, verdict: Verdict, note: str = "") -> ReviewOutcome | Missing:
+        """The first review counts (`break_glass.review`); the run's row is held first, as for a vote."""
+        with self._tx() as conn:
+            now = self._now(conn)
+            run_id = conn.execute(RUN_OF_APPROVAL, {"b_approval_id": approval_id}).scalar()
+            if run_id is None:
+                return Missing("approval")
+            conn.execute(LOCK_RUN, {"b_run_id": run_id})
+            [approval] = approvals_where(conn, approvals.c.approval_id == approval_id)
+            reviewed, change = review(approval, user=user, verdict=verdict, note=note, now=now)
+            if change is not None:
+                save_changes(conn, [change], now)
+            return reviewed
+
+    def glass_due(self, limit: int = 100) -> list[GlassDue]:
+        """Each follow-up once, whichever replica's sweep gets there first: the runs' rows are held
+        and each change is a compare-and-set on the follow-ups made so far."""
+        with self._tx() as conn:
+            now = self._now(conn)
+            due = and_(approvals.c.glass_due_at <= now, approvals.c.glass_review.is_(None))
+            lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
+            made = [found for approval in approvals_where(conn, due, order=approvals.c.glass_due_at, limit=limit)
+                    if (found := follow_up(approval, now)) is not None]
+            save_changes(conn, [change for _, change in made], now)
+        return [due_now for due_now, _ in made]
+
+    def set_glass_message(self, approval_id: str, message: dict[str, Any]) -> None:
+        with self._tx() as conn:
+            conn.execute(update(approvals).where(approvals.c.approval_id == approval_id)
+                         .values(glass_message=canonical_json(message)))
+
+    def unreviewed_glass(self, limit: int = 100) -> list[ApprovalRecord]:
+        with self.engine.connect() as conn:
+            query = (select(approvals).where(approvals.c.glass.is_not(None), approvals.c.glass_review.is_(None))
+                     .order_by(approvals.c.decided_at).limit(limit))
+            return with_all_votes(conn, conn.execute(query).all())
 
     # -- grants ------------------------------------------------------------------------------
 

@@ -125,6 +125,13 @@ approvals = Table(
     Column("nudges", Integer, nullable=False, server_default=text("0")),
     # What its card showed when it was asked (JSON: the preview it is bound to, the budget figures then).
     Column("asked_with", Text, nullable=True),
+    # Approved by breaking the glass (JSON: who, why, when, review by when, who is told), its review
+    # (JSON), where its review card is, and its follow-ups: the next one due and how many were made.
+    Column("glass", Text, nullable=True),
+    Column("glass_review", Text, nullable=True),
+    Column("glass_message", Text, nullable=True),
+    Column("glass_due_at", UTCDateTime, nullable=True),
+    Column("glass_nudges", Integer, nullable=False, server_default=text("0")),
     # One approval in force per call; a superseded one (its tool changed) stays for the record.
     Index(None, "key"),
     Index("uq_approvals_live_key", "key", unique=True, sqlite_where=text(LIVE_APPROVAL),
@@ -133,6 +140,7 @@ approvals = Table(
     Index(None, "status", "requested_at"),
     Index(None, "requested_at"),
     Index(None, "status", "nudge_at"),
+    Index(None, "glass_due_at"),
 )
 
 approval_votes = Table(
@@ -166,6 +174,7 @@ grants = Table(
     Column("revoked_at", UTCDateTime, nullable=True),
     Column("revoked_by", String(64), nullable=True),
     Column("uses", Integer, nullable=False, server_default=text("0")),
+    Column("last_used_at", UTCDateTime, nullable=True),
     Index(None, "run_id"),
     Index(None, "requester", "expires_at"),
 )
@@ -259,6 +268,24 @@ api_callbacks = Table(
     Column("last_error", Text, nullable=True),
 )
 
+receipts = Table(
+    "receipts",
+    metadata,
+    # The signed receipt of each decision (`runtime/receipts.py`), written in the decision's own
+    # transaction: a person's approve or deny (`approval_id`), or a call a rule or grant let start
+    # (`approval_id` NULL). `receipt` is the signed JSON as it was signed.
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("approval_id", String(64), nullable=True),
+    Column("key", String(160), nullable=False),
+    Column("key_id", String(32), nullable=False),
+    Column("receipt", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index(None, "approval_id"),
+    Index(None, "key"),
+    Index(None, "run_id"),
+)
+
 tool_executions = Table(
     "tool_executions",
     metadata,
@@ -274,4 +301,35 @@ tool_executions = Table(
     Column("started_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, nullable=True),
     Column("seconds", Float, nullable=True),
+)
+
+access_reviews = Table(
+    "access_reviews",
+    metadata,
+    # One review of standing access per period of SIGNOFF_REVIEW_SCHEDULE; `period` (its start, by
+    # the database's clock) is unique, so of several replicas exactly one opens it. `posting_until`
+    # fences the replica posting it; a review still without `ts` after that is posted again.
+    Column("review_id", String(64), primary_key=True),
+    Column("period", UTCDateTime, nullable=False, unique=True),
+    Column("opened_at", UTCDateTime, nullable=False),
+    Column("posting_until", UTCDateTime, nullable=True),
+    Column("channel", String(32), nullable=True),
+    Column("ts", String(32), nullable=True),
+    Column("posted_at", UTCDateTime, nullable=True),
+    Column("reminded_at", UTCDateTime, nullable=True),
+    Column("escalated_at", UTCDateTime, nullable=True),
+)
+
+access_review_lines = Table(
+    "access_review_lines",
+    metadata,
+    # A grant (`kind` grant, `subject` its id) or an API key (`kind` key, `subject` its name) put
+    # to a review, and its verdict (keep or revoke): set once, by a conditional UPDATE.
+    Column("review_id", String(64), primary_key=True),
+    Column("kind", String(8), primary_key=True),
+    Column("subject", String(64), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("verdict", String(8), nullable=True),
+    Column("decided_by", String(64), nullable=True),
+    Column("decided_at", UTCDateTime, nullable=True),
 )

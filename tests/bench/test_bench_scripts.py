@@ -23,6 +23,7 @@ from bench import (  # noqa: E402
     peer_loop,
     peers,
     pg,
+    receipts,
     report,
     scale,
     slack_ack,
@@ -273,3 +274,12 @@ def test_gateway_benchmark_times_a_read_direct_and_through_the_gateway():
     for path in ("direct", "gateway"):
         assert result[path]["n"] == 10 and result[path]["median_ms"] > 0
     assert "through `signoff gateway`" in gateway.markdown(result)
+
+
+def test_receipts_benchmark_reports_the_signature_and_both_round_trips():
+    result = receipts.run(quick=True)
+
+    for stats in (*result["signing"].values(), *result["round_trips"].values()):
+        assert_timing(stats)
+    assert 0 < result["sign_share"] < 1
+    assert "Signing is **" in receipts.markdown(result)

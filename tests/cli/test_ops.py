@@ -40,7 +40,7 @@ def test_check_with_an_unreachable_database_fails_with_the_password_masked(signo
     [line] = [line for line in result.lines if "database" in line]
     assert line.startswith("FAIL database: cannot reach the database at postgresql+psycopg://signoff:***@127.0.0.1:1/")
     assert "hunter2-db-pass" not in result.out + result.err
-    assert [line.split()[0] for line in result.lines] == ["ok", "ok", "ok", "FAIL", "ok", "skip", "skip", "ok"]
+    assert [line.split()[0] for line in result.lines] == ["ok", "ok", "ok", "FAIL", "ok", "skip", "skip", "skip", "ok"]
 
 
 def test_check_all_ok_against_a_migrated_database_and_slack(signoff, sqlite_url):
@@ -57,6 +57,7 @@ def test_check_all_ok_against_a_migrated_database_and_slack(signoff, sqlite_url)
         f"ok database: {sqlite_url} is reachable and its schema is current",
         "ok outbox: outbox does not exist yet; the first email or refund creates it",
         "skip audit webhook: SIGNOFF_AUDIT_WEBHOOK_URL is not set",
+        "skip receipts: SIGNOFF_SIGNING_KEY is not set; decisions get no signed receipts",
         "ok slack: auth.test accepted the bot token (signoff in Signoff Test)",
         "ok model scripted:demo: scripted:demo_script.json has 6 decision(s) (scripted, not a model)",
     ]

@@ -20,9 +20,11 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from scenarios.serve import Serve, free_port
 from scenarios.world import ROOT, Policy, World, wait_until
+from signoff.receipts import private_key_pem
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -156,6 +158,9 @@ def rig() -> Iterator[Rig]:
     try:
         serve = Serve(world.serve_env(), log=world.dir / "serve-console.log", root=ROOT)
         provider = Provider(f"http://127.0.0.1:{serve.port}/ui/callback", world.dir / "provider.log")
+        signing_key = world.dir / "signing.pem"
+        signing_key.write_bytes(private_key_pem(Ed25519PrivateKey.generate()))
+        serve.env.update(SIGNOFF_SIGNING_KEY=str(signing_key))  # so each decision's receipt can be shown
         serve.env.update(SIGNOFF_OIDC_ISSUER=provider.issuer, SIGNOFF_OIDC_CLIENT_ID=CLIENT_ID,
                          SIGNOFF_OIDC_CLIENT_SECRET=CLIENT_SECRET, SIGNOFF_PUBLIC_URL=f"http://127.0.0.1:{serve.port}")
         world.serves.append(serve)

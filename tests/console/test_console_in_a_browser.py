@@ -17,7 +17,9 @@ import pytest
 from scenarios.drive import message_with
 from scenarios.serve import Reply
 from scenarios.world import wait_until
+from signoff.bot.console.pages import RUNS_SHOWN
 from signoff.bot.slack.blocks import APPROVE_ACTION, OPEN_PAGE_ACTION
+from signoff.bot.words import receipt_words
 from tests.console.harness import STEP_UP_S, Rig, rig
 
 pytestmark = pytest.mark.slow
@@ -70,6 +72,8 @@ def test_an_approve_from_the_inbox_runs_the_call_once(console: Rig, lead: Any) -
     lead.goto(f"{console.base}/ui/runs/{run_id}")
     page = lead.locator("main").inner_text()
     assert "Verified: every event matches its hash" in page and "U0LEAD" in page and "succeeded" in page
+    receipt = console.world.db.store.receipt_of(approval_id=approval.approval_id)
+    assert receipt is not None and receipt_words(receipt) in page  # the signed receipt, as the card shows it
     if SHOTS:
         # The test's model is a script in a temporary folder: its path is nobody's business in a picture.
         lead.screenshot(path=str(Path(SHOTS) / "console-run.png"), full_page=True,
@@ -129,6 +133,10 @@ def test_a_step_up_rule_refuses_slack_and_a_stale_sign_in_and_takes_a_fresh_one(
     recorded = [e for e in console.world.db.store.timeline(run_id) if e["type"] == "approval_recorded"]
     assert recorded[-1]["step_up"]["max_age_seconds"] == STEP_UP_S
     assert recorded[-1]["step_up"]["signed_in_at"]
+    receipt = console.world.db.store.receipt_of(approval_id=approval.approval_id)
+    assert receipt is not None and receipt["receipt"]["step_up"] == {
+        "stepped_up": True, "signed_in_at": recorded[-1]["step_up"]["signed_in_at"],
+        "issuer": recorded[-1]["step_up"]["issuer"]}
 
 
 def test_a_form_without_its_csrf_token_or_with_a_forged_cookie_is_refused(console: Rig, lead: Any) -> None:
@@ -167,6 +175,25 @@ def test_someone_who_is_no_approver_sees_nothing_of_other_peoples_runs(console: 
             assert page.goto(console.base + path).status == 404
     finally:
         browser.close()
+
+
+def test_the_runs_list_pages_through_every_run_a_filter_matches(console: Rig, lead: Any) -> None:
+    """More runs than a page shows, filtered in the database: each is listed once across the pages."""
+    made = {console.start_run("U0PAGED") for _ in range(RUNS_SHOWN + 3)}
+    for run_id in made:
+        console.pending(run_id)
+
+    def listed() -> list[str]:
+        return [link.inner_text() for link in lead.locator("tbody a").all()]
+
+    lead.goto(console.base + "/ui/?requester=U0PAGED&tool=send_note")
+    first = listed()
+    lead.get_by_role("link", name="Older runs").click()
+    second = listed()
+    assert len(first) == RUNS_SHOWN and sorted(first + second) == sorted(made)
+    assert lead.get_by_role("link", name="Older runs").count() == 0
+    lead.goto(console.base + "/ui/?requester=U0PAGED&tool=send_email")
+    assert "No run you may see matches." in lead.locator("main").inner_text()
 
 
 def test_without_oidc_settings_the_console_answers_404(console: Rig) -> None:

@@ -310,7 +310,7 @@ def rules_yaml(*lines: str) -> str:
 LOAD_ERRORS = [
     (rules_yaml("- name: a", "  tool: x", "  aprovers: [U0ANA]"),
      "policy.yaml: rule 'a': unknown field 'aprovers' (allowed: name, tool, when, decision, approvers, quorum, "
-     "ttl, allow_self_approval, confirm, on_expiry, grant, remind, escalate, step_up, reason)"),
+     "ttl, allow_self_approval, confirm, on_expiry, grant, remind, escalate, step_up, break_glass, reason)"),
     ("rule: []\n", "policy.yaml: unknown field 'rule' (allowed: defaults, rules)"),
     ("defaults:\n  confirm: true\n",
      "policy.yaml: defaults: unknown field 'confirm' (allowed: approvers, quorum, ttl, allow_self_approval, on_expiry, remind, escalate)"),
@@ -371,10 +371,10 @@ LOAD_ERRORS = [
     (rules_yaml("- name: a", "  tool: x", "  ttl: 0"), "policy.yaml: rule 'a': ttl must be longer than zero, got 0"),
     (rules_yaml("- name: a", "  tool: x", "  decision: deny", "  quorum: 2", "  confirm: true"),
      "policy.yaml: rule 'a': quorum, confirm would be ignored on a deny rule (only ask rules use approvers, "
-     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant, remind, escalate, step_up); remove it or make the rule ask"),
+     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant, remind, escalate, step_up, break_glass); remove it or make the rule ask"),
     (rules_yaml("- name: a", "  tool: x", "  decision: allow", "  approvers: [U0ANA]"),
      "policy.yaml: rule 'a': approvers would be ignored on an allow rule (only ask rules use approvers, "
-     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant, remind, escalate, step_up); remove it or make the rule ask"),
+     "quorum, ttl, allow_self_approval, confirm, on_expiry, grant, remind, escalate, step_up, break_glass); remove it or make the rule ask"),
     (rules_yaml("- name: a", "  tool: x", "  reason: why not"),
      "policy.yaml: rule 'a': reason would be ignored on an ask rule (only a deny rule tells the model why); "
      "remove it or make the rule deny"),

@@ -60,7 +60,7 @@ WRONG_AT_EACH_DEPTH = [
     (rule("ttl: 2024-01-01"), f"policy.yaml: rule 'r': {DURATION}, got datetime.date(2024, 1, 1)"),
     (rule("tool_glob: x", "true: 1"), "policy.yaml: rule 'r': unknown fields 'tool_glob', True (allowed: name, "
      "tool, when, decision, approvers, quorum, ttl, allow_self_approval, confirm, on_expiry, grant, remind, "
-     "escalate, step_up, reason)"),
+     "escalate, step_up, break_glass, reason)"),
     (rule("remind: [50%, 1.5]"),
      "policy.yaml: rule 'r': remind: 1.5 is not a percentage of the ttl between 0% and 100%, like 50%"),
     (rule("remind: 50%"), "policy.yaml: rule 'r': remind must be a list of percentages of the ttl, like [50%, 90%], "

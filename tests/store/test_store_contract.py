@@ -140,6 +140,36 @@ def test_queries_list_runs_by_status_and_requester(store: Store, clock: ManualCl
     assert store.count_runs() == {"idle": 1, "done": 1}
 
 
+def test_lists_runs_that_asked_about_a_tool(store: Store) -> None:
+    for run_id in ("run-a", "run-b"):
+        create(store, run_id)
+    store.claim("run-b", "w1", LEASE)
+    state = store.get_run("run-b").state
+    pending = {"tool": "send_email", "args": {"to": "x@example.com"}, "key": "run-b:1", "step": 1, "call_id": "c1"}
+    save(store, "run-b", 1, step(state, {"role": "assistant", "step": 1, "tool": "send_email", "args": pending["args"],
+                                         "call_id": "c1"},
+                                 events=[{"type": "approval_requested", "key": "run-b:1"}],
+                                 effects=(AskAbout("run-b:1"),), status="awaiting_approval", pending=pending))
+    assert [r.run_id for r in store.list_runs(tool="send_email")] == ["run-b"]
+    assert store.list_runs(tool="restart_service") == []
+
+
+def test_pages_of_runs_cover_each_run_once_even_when_made_at_the_same_moment(store: Store, clock: ManualClock) -> None:
+    made = []
+    for number in range(7):
+        made.append(create(store, f"run-{number}").run_id)
+        if number % 3 == 2:
+            clock.advance(seconds=1)  # runs 0-2 share a moment, as do 3-5
+    pages, older_than = [], None
+    while page := [r.run_id for r in store.list_runs(older_than=older_than, limit=2)]:
+        pages.append(page)
+        older_than = page[-1]
+    listed = [run_id for page in pages for run_id in page]
+    assert sorted(listed) == sorted(made) and len(listed) == len(set(listed))
+    assert listed[0] == "run-6" and listed == [r.run_id for r in store.list_runs(limit=100)]
+    assert store.list_runs(older_than="run-nope") == []
+
+
 def test_a_run_read_with_its_history_carries_the_typed_state_it_was_checked_as(store: Store) -> None:
     """What a worker resumes from, so that a long run's history is checked once per load, not twice."""
     run = create(store)
