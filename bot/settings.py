@@ -31,6 +31,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("SIGNOFF_MODEL", "scripted:demo", "Model that drives runs: openai:<model>, anthropic:<model> or scripted:<path>."),
     ("SIGNOFF_TOOLS", "demo", "Toolsets, comma-separated: demo, mcp:<server> (mcp:* for every server in SIGNOFF_MCP_CONFIG), http:<api> (http:* for every API in SIGNOFF_HTTP_TOOLS) or package.module:attribute."),
     ("SIGNOFF_MCP_CONFIG", "", "JSON file of MCP servers in the usual mcpServers format (command or url, with ${VAR} taken from the environment); see Use MCP servers."),
+    ("SIGNOFF_GATEWAY_CONFIG", "", "JSON file of MCP servers (the mcpServers format) that signoff serve offers to MCP clients at /mcp, every call decided as the approval API decides it, clients authenticated by API keys; see The MCP gateway."),
     ("SIGNOFF_HTTP_TOOLS", "", "YAML (or JSON) file of HTTP APIs to call as tools, picked with http:<api> or http:* in SIGNOFF_TOOLS: base URL, headers (with ${VAR} taken from the environment), one method and path per tool; see Call your HTTP APIs."),
     ("SIGNOFF_INSTRUCTIONS", "", "Operator instructions added to the model's system prompt."),
     ("SIGNOFF_PRICES", "", "JSON price table for cost budgets (default: the built-in sample prices)."),
@@ -196,6 +197,7 @@ class Settings(BaseModel):
     model: str = _field("SIGNOFF_MODEL", min_length=1)
     tools: str = _field("SIGNOFF_TOOLS", min_length=1)
     mcp_config: str | None = _field("SIGNOFF_MCP_CONFIG")
+    gateway_config: str | None = _field("SIGNOFF_GATEWAY_CONFIG")
     http_tools: str | None = _field("SIGNOFF_HTTP_TOOLS")
     instructions: str | None = _field("SIGNOFF_INSTRUCTIONS")
     prices: str | None = _field("SIGNOFF_PRICES")

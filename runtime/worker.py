@@ -37,7 +37,7 @@ from signoff.runtime.records import (
 from signoff.runtime.state import TERMINAL
 from signoff.runtime.telling import ENDINGS, Teller
 from signoff.runtime.tool_calls import NotGranted, Outcome, Refused
-from signoff.tools.base import Tool
+from signoff.tools.base import Tool, contract_change
 
 if TYPE_CHECKING:
     from signoff.runtime.runner_config import RunnerConfig
@@ -280,15 +280,9 @@ class Worker:
     def _contract_change(self, approval: ApprovalRecord, tools: Mapping[str, Tool]) -> str | None:
         """Why an approval given but not yet used no longer holds: its tool's contract changed since
         the call was proposed (a deploy in between), so the approver agreed to something else."""
-        tool = tools.get(approval.tool)
         if approval.status != "approved" or approval.contract is None:
             return None  # not yet decided, already used (a retry after a crash), or recorded before contracts
-        if tool is None:
-            return f"{approval.tool} is no longer registered since this call was proposed"
-        if tool.contract == approval.contract:
-            return None
-        return (f"{approval.tool} changed since this call was proposed (contract {approval.contract} is now "
-                f"{tool.contract}: its description, arguments, flags or time limit differ from what was approved)")
+        return contract_change(approval.tool, approval.contract, tools.get(approval.tool))
 
     def agent_for(self, session: Session) -> Agent:
         """The run `session` drives, as an agent on the ledger's ports: its model, its tools (a

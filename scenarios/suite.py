@@ -20,6 +20,7 @@ from scenarios import (
     decisions_attacked,
     drawing,
     erasure,
+    gateway,
     hostile,
     leaks,
     model,
@@ -113,6 +114,8 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("api/caller-dies-after-start/sqlite", api.run_caller_dies, False),
         Scenario("api/racing-starts/2x/postgres", api.run_racing_starts, True),
         Scenario("api/replayed-create/2x/postgres", api.run_replayed_create, True),
+        Scenario("gateway/killed-while-waiting/sqlite", gateway.run_gateway_killed_while_waiting, False),
+        Scenario("gateway/retried-request/sqlite", gateway.run_retried_request, False),
         Scenario("access/review-once/3x-skewed/postgres", access_reviews.run_reviews_once_across_skewed_replicas,
                  True),
     ]

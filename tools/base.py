@@ -163,6 +163,18 @@ class Tool:
         return CheckedArgs(validated, frozenset(validated.keys() - model.model_fields_set))
 
 
+def contract_change(name: str, agreed: str, now: Tool | None) -> str | None:
+    """Why an approval of a call to `name`, given under the tool's contract `agreed`, no longer holds:
+    the tool is gone or its contract changed since (a deploy, a server that changed its tools), so the
+    approver agreed to something else. None while it holds."""
+    if now is None:
+        return f"{name} is no longer registered since this call was proposed"
+    if now.contract == agreed:
+        return None
+    return (f"{name} changed since this call was proposed (contract {agreed} is now {now.contract}: "
+            "its description, arguments, flags or time limit differ from what was approved)")
+
+
 @dataclass(frozen=True)
 class CheckedArgs:
     """A call's arguments as its tool validated them."""

@@ -124,6 +124,11 @@ class ApprovalApi:
 
     # -- who asks ---------------------------------------------------------------------------
 
+    def key_of(self, header: str) -> ApiKey:
+        """The live key an `Authorization: Bearer` header carries, as every route checks it (the
+        MCP gateway's `/mcp` too); raises `ApiError` (401, or 429 past its rate)."""
+        return self._key(header)
+
     def _key(self, header: str) -> ApiKey:
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != "bearer" or not secret.strip():

@@ -30,7 +30,7 @@ def gateway(config: str, url: str, api_key: str) -> int:
 
     import anyio
 
-    from signoff.bot.gateway import Catalog, Gateway, serve_stdio
+    from signoff.bot.gateway import Catalog, serve_stdio
     from signoff.client import AsyncSignoff
     from signoff.tools.mcp import McpConfigError
 
@@ -42,7 +42,7 @@ def gateway(config: str, url: str, api_key: str) -> int:
 
     async def serve() -> None:
         async with AsyncSignoff(url.strip(), api_key.strip()) as signoff:
-            await serve_stdio(Gateway(catalog, signoff))
+            await serve_stdio(catalog, signoff)
 
     try:
         anyio.run(serve)

@@ -37,13 +37,17 @@ def db() -> None:
 
 @click.command()
 @POLICY
+@click.option("--gateway", "gateway_config", metavar="SERVERS_JSON", type=click.Path(dir_okay=False),
+              help="Check only what `signoff gateway --config SERVERS_JSON` would offer: each server, its tools, "
+                   "and whether the policy lets each run unasked, asks, or refuses it.")
 @click.pass_obj
-def check(state: CliState, policy: str | None) -> int:
+def check(state: CliState, policy: str | None, gateway_config: str | None) -> int:
     """Check the configuration, the tools (each MCP server is started and lists its tools, with how
     each is gated), the approval policy, the database, Slack (auth.test) and the model.
 
     Prints one line per check, "ok ..." or "FAIL ... reason" ("skip ..." when not configured);
-    exits 1 if any check failed.
+    exits 1 if any check failed. With --gateway, checks the gateway's servers and the policy instead
+    (the policy `signoff serve` uses: the same SIGNOFF_POLICY, or --policy).
     """
     from signoff.bot.cli.checks import check_lines
     from signoff.bot.settings import unknown_variables
@@ -60,7 +64,17 @@ def check(state: CliState, policy: str | None) -> int:
     for name, likely in unknown_variables(os.environ).items():
         click.echo(f"warn config: {name} is not a setting, so it is ignored"
                    + (f"; did you mean {likely}?" if likely else ""))
-    results = [state.naming_flags(line) for line in check_lines(settings, os.environ)]
+    if gateway_config is not None:
+        from signoff.bot.cli.checks import check_policy
+        from signoff.bot.cli.gateway_check import gateway_lines
+        from signoff.bot.wiring import load_approval_policy
+
+        lines = check_policy(settings, os.environ)[:1]
+        if not lines[0].startswith("FAIL"):
+            lines += gateway_lines(gateway_config, load_approval_policy(settings), os.environ)
+    else:
+        lines = check_lines(settings, os.environ)
+    results = [state.naming_flags(line) for line in lines]
     for line in results:
         click.echo(line)
     return EXIT_ERROR if any(line.startswith("FAIL") for line in results) else EXIT_OK

@@ -5,6 +5,10 @@ for all but the upstream's own answer); nothing raises to the client.
 Fails closed: when Signoff cannot be asked, or stops answering before the call started, nothing is
 run, reads included. A side effect whose server hung or went away mid-call has an unknown outcome:
 it is left started without one, so Signoff asks a person whether it took effect.
+
+An approval holds for the tool as it was when the call was asked: a server that changes the tool's
+schema or annotations (its contract, as Signoff's runs compare it) while the call waits voids it,
+and the call is not run.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import mcp_types as types
 
 from signoff.bot.gateway.catalog import Catalog, GatewayTool
 from signoff.client import AsyncApproval, AsyncSignoff, Conflict, SignoffError, decider_words
+from signoff.tools.base import contract_change
 from signoff.tools.mcp.connection import (
     CallOutcome,
     ConnectionLost,
@@ -38,7 +43,10 @@ REPORT_MARGIN_S = 30.0
 """Added to a tool's time limit for the approval's `timeout`: past it, a person is asked what came of
 a call whose outcome never arrived (the gateway died, or the upstream hung)."""
 MAX_REPORTED_CHARS = 64_000
-"""A result reported to Signoff (the audit, the card's thread) is cut here; the client gets it whole."""
+"""A result reported to Signoff (the audit, the card's thread) is cut here."""
+MAX_FORWARDED_CHARS = 400_000
+"""What the client gets of a result is cut here (about 100,000 tokens): a server's answer is not
+allowed to flood a model's context, nor a client's memory."""
 
 Progress = Callable[[float, str], Awaitable[None]]
 """`(seconds waited, message)`: a progress notification to the client, when it asked for them."""
@@ -74,6 +82,10 @@ class Gateway:
             return refusal(f"Not run: Signoff could not be asked ({exc.message}); the gateway fails closed.")
         if approval.status != "approved":
             return refusal(not_approved(approval))
+        changed = contract_change(call.tool.name, call.tool.tool.contract, self.catalog.tool_now(call.tool.name))
+        if changed is not None:
+            return refusal(f"Not run: {changed}, so approval {approval.id} no longer holds; it is left to "
+                           "expire unused. List the tools again and call it as it is now to ask again.")
         # Once started, the call runs and is reported even if the client goes away meanwhile.
         with anyio.CancelScope(shield=True):
             result = await self._run(call, approval)
@@ -81,7 +93,10 @@ class Gateway:
 
     async def _ask(self, call: Call, args: dict[str, Any]) -> AsyncApproval:
         gate = call.tool.gate
-        return await self.signoff.request(call.tool.name, args, key=call.key, reason=call.reason,
+        # The contract is in the reason (shown on the card): the request, and so its idempotency key,
+        # is bound to the tool as it was, and a retry after the tool changed is refused as another request.
+        reason = f"{call.reason} (tool contract {call.tool.tool.contract})"
+        return await self.signoff.request(call.tool.name, args, key=call.key, reason=reason,
                                           description=call.tool.tool.description[:2000],
                                           side_effect=gate.side_effect, timeout=gate.timeout_s + REPORT_MARGIN_S)
 
@@ -115,7 +130,7 @@ class Gateway:
             await _report(approval.failed(error_text(outcome.blocks)))
         else:
             await _report(approval.succeeded(_reported(shaped(outcome.structured, outcome.blocks))))
-        return _forwarded(outcome)
+        return _forwarded(outcome, call.tool)
 
     async def _cut(self, call: Call, approval: AsyncApproval, why: str, seconds: float) -> types.CallToolResult:
         """A call its server did not answer: a read failed; a side effect's outcome is unknown."""
@@ -139,10 +154,35 @@ def _forward(connection: ServerConnection | None, tool: GatewayTool, args: dict[
     return connection.call(tool.upstream, args, key, tool.gate.timeout_s)
 
 
-def _forwarded(outcome: CallOutcome) -> types.CallToolResult:
-    """The upstream's answer as it gave it."""
-    return types.CallToolResult.model_validate(
-        {"content": outcome.blocks, "structuredContent": outcome.structured, "isError": outcome.is_error})
+def _forwarded(outcome: CallOutcome, tool: GatewayTool) -> types.CallToolResult:
+    """The upstream's answer as it gave it, cut at `MAX_FORWARDED_CHARS` (saying so) when larger.
+    A cut answer has no structured content; for a tool that promises some (an output schema), it is
+    an error result, as the client would refuse a success without it."""
+    blocks, structured, is_error = outcome.blocks, outcome.structured, outcome.is_error
+    size = sum(len(json.dumps(block)) for block in blocks) + len(json.dumps(structured, default=str))
+    if size > MAX_FORWARDED_CHARS:
+        promised = tool.listed.output_schema is not None
+        blocks, structured, is_error = _bounded(blocks, MAX_FORWARDED_CHARS), None, is_error or promised
+        blocks.append({"type": "text", "text": (
+            f"[cut by Signoff: the server answered {size} characters; at most the first {MAX_FORWARDED_CHARS} are "
+            "above" + (", and not its structured content, so this is an error result" if promised else "") + "]")})
+    return types.CallToolResult.model_validate({"content": blocks, "structuredContent": structured,
+                                                "isError": is_error})
+
+
+def _bounded(blocks: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The blocks that fit in `budget` characters, in order; a text block that does not fit is cut,
+    any other is left out."""
+    kept: list[dict[str, Any]] = []
+    for block in blocks:
+        size = len(json.dumps(block))
+        if size <= budget:
+            kept.append(block)
+            budget -= size
+        elif block.get("type") == "text" and budget > 0:
+            kept.append({"type": "text", "text": str(block.get("text", ""))[:budget]})
+            budget = 0
+    return kept
 
 
 def not_approved(approval: AsyncApproval) -> str:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from slack_bolt import App
@@ -80,6 +80,9 @@ from signoff.runtime.reviewing import AccessReviewer
 from signoff.runtime.runner import Runner
 from signoff.tools.base import Tool
 
+if TYPE_CHECKING:
+    from signoff.bot.gateway.http import HttpGateway
+
 log = logging.getLogger("signoff.bot.slack.serve")
 
 
@@ -100,6 +103,8 @@ class Service:
     """The approval API (`/v1`), served beside Slack's routes."""
     console: WsgiApp | None = None
     """The web console (`/ui/`), with `SIGNOFF_OIDC_*` set; None: off, and `/ui/` answers 404."""
+    gateway: HttpGateway | None = None
+    """The MCP gateway (`/mcp`), with `SIGNOFF_GATEWAY_CONFIG` set."""
     reviewer: AccessReviewer | None = None
     """Reviews of standing access; None: `SIGNOFF_REVIEW_SCHEDULE` is off or there is no approval channel."""
     wsgi: WsgiApp = field(init=False)
@@ -108,7 +113,7 @@ class Service:
     def __post_init__(self) -> None:
         self.readiness = Readiness(self.runner, self.client)
         self.wsgi = make_wsgi(self.app, self.healthy, ready=self.readiness, metrics=self.observation.metrics,
-                              api=self.api, console=self.console)
+                              api=self.api, console=self.console, mcp=self.gateway)
 
     def healthy(self) -> bool:
         """Alive: the clock runs. Asks nothing of the database, so an outage there restarts no pod."""
@@ -128,6 +133,8 @@ class Service:
         self.pool.shutdown(wait=wait)
         # After the workers: a run still draining may be in the middle of an MCP call.
         stop_mcp_servers()
+        if self.gateway is not None:
+            self.gateway.close()
         self.observation.close()
 
 
@@ -244,7 +251,24 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
         start_callbacks(scheduler, Callbacks(api, approval_callbacks(store), keys))
     return Service(settings=settings, runner=runner, client=client, notifier=notifier, workers=workers, app=app,
                    pool=pool, observation=observation, scheduler=scheduler, api=api,
-                   console=web_console(settings, runner, client, workers), reviewer=reviewer)
+                   console=web_console(settings, runner, client, workers), gateway=mcp_gateway(settings, api, environ),
+                   reviewer=reviewer)
+
+
+def mcp_gateway(settings: Settings, api: ApprovalApi, environ: Mapping[str, str]) -> HttpGateway | None:
+    """The MCP gateway over `SIGNOFF_GATEWAY_CONFIG`'s servers (None without it), its calls asked
+    of the approval API on this process's own port."""
+    if not settings.gateway_config:
+        return None
+    from signoff.bot.gateway import Catalog
+    from signoff.bot.gateway.http import HttpGateway
+    from signoff.tools.mcp import McpConfigError
+
+    try:
+        catalog = Catalog.from_file(settings.gateway_config, environ)
+    except McpConfigError as exc:
+        raise ConfigError("SIGNOFF_GATEWAY_CONFIG: " + "; ".join(exc.problems)) from None
+    return HttpGateway(catalog, api.key_of, f"http://127.0.0.1:{settings.port}")
 
 
 def web_console(settings: Settings, runner: Runner, client: WebClient, workers: Workers) -> WsgiApp | None:
@@ -410,6 +434,13 @@ def check(settings: Settings, environ: Mapping[str, str]) -> None:
     # gunicorn forks after this check: a pooled connection carried into the worker and closed there
     # drops the worker's own SQLite locks ("disk I/O error"), so none may cross the fork.
     runner.store.close()
+    if settings.gateway_config:  # the file is read here; its servers start in the worker, after the fork
+        from signoff.tools.mcp import McpConfigError, load_config
+
+        try:
+            load_config(settings.gateway_config, environ)
+        except McpConfigError as exc:
+            raise ConfigError("SIGNOFF_GATEWAY_CONFIG: " + "; ".join(exc.problems)) from None
     check_slack(settings)
 
 

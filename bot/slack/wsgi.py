@@ -41,6 +41,8 @@ READY_PATH = "/readyz"
 """Readiness: the database answers and Slack takes the token."""
 METRICS_PATH = "/metrics"
 API_PREFIX = "/v1/"
+MCP_PATH = "/mcp"
+"""The MCP gateway over Streamable HTTP (`bot.gateway.http`), with `SIGNOFF_GATEWAY_CONFIG`."""
 """The approval API's routes (`bot.api`)."""
 CONSOLE_PREFIX = "/ui/"
 """The web console's pages (`bot.console`); not found while it is off."""
@@ -208,10 +210,11 @@ class _FormBodies(SlackRequestHandler):
 
 def make_wsgi(app: App, healthy: Callable[[], bool], *, ready: Callable[[], Mapping[str, str]] | None = None,
               metrics: Metrics | None = None, bodies: BodyReader | None = None, api: WsgiApp | None = None,
-              console: WsgiApp | None = None) -> WsgiApp:
+              console: WsgiApp | None = None, mcp: WsgiApp | None = None) -> WsgiApp:
     """The WSGI app: Bolt on `POST /slack/events`; `GET /healthz` (`healthy`), `/readyz` (`ready`:
     each check with "ok" or why not), `/metrics` (`metrics`), the approval API under `/v1/` (`api`)
-    and the web console under `/ui/` (`console`: 404 without one), each answered when given."""
+    and the web console under `/ui/` (`console`: 404 without one), the MCP gateway at `/mcp` (`mcp`),
+    each answered when given."""
     bolt = _FormBodies(app, path=EVENTS_PATH)
     bodies = bodies or BodyReader()
 
@@ -220,6 +223,8 @@ def make_wsgi(app: App, healthy: Callable[[], bool], *, ready: Callable[[], Mapp
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
         if api is not None and path.startswith(API_PREFIX):  # its own keys and bodies: not Slack's screening
             return "api", api(environ, start_response)
+        if mcp is not None and path == MCP_PATH:  # the approval API's keys; the MCP SDK reads its bodies
+            return "mcp", mcp(environ, start_response)
         if path.startswith(CONSOLE_PREFIX) or path == CONSOLE_PREFIX.rstrip("/"):  # its own cookies and forms
             if console is None:
                 return "console", _answer(start_response, Refusal("404 Not Found", "not found"))

@@ -23,7 +23,7 @@ from slack_sdk.signature import SignatureVerifier
 from signoff.bot.api.callbacks import CALLBACK_JOB
 from signoff.bot.settings import Settings
 from signoff.bot.slack.app import AppOptions
-from signoff.bot.slack.scheduler import EXPIRE_JOB, NUDGE_JOB, RECOVER_JOB
+from signoff.bot.slack.scheduler import EXPIRE_JOB, GLASS_JOB, NUDGE_JOB, RECOVER_JOB
 from signoff.bot.slack.serve import Parts, SecretFilter, compose, configure_logging, http_server
 from signoff.bot.slack.wsgi import BodyLimits
 from signoff.runtime.adapters.db import make_engine
@@ -104,7 +104,7 @@ def test_scheduler_runs_both_jobs_and_expires_on_its_own(slack, sqlite_url):
                                                         tools=ledger.tools(), policies=lambda spec: policy))
     try:
         jobs = {job.id: job for job in service.scheduler.get_jobs()}
-        assert set(jobs) == {EXPIRE_JOB, NUDGE_JOB, RECOVER_JOB, CALLBACK_JOB}
+        assert set(jobs) == {EXPIRE_JOB, NUDGE_JOB, GLASS_JOB, RECOVER_JOB, CALLBACK_JOB}
         assert all(job.coalesce and job.max_instances == 1 for job in jobs.values())
         run = service.runner.start_run("Refund order 42", "U0ASKER", origin={"channel": "C0RUNS"})
         service.workers.submit(run.run_id)

@@ -1,19 +1,17 @@
 """What the gateway tests share: the prerequisites (skipped without them, failed in CI), a real
 `signoff serve` with a key made by `signoff keys create`, the configuration file the gateway reads,
 and two ways to talk to `signoff gateway`: the official MCP client SDK over stdio, and raw JSON-RPC
-lines for what the SDK does not let a client do (send the same request id twice, die mid-call)."""
+lines (`scenarios.gateway.RawGateway`) for what the SDK does not let a client do (send the same
+request id twice, die mid-call)."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
-import queue
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ from scenarios.world import ROOT, World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION
 
 HOSTILE_SERVER = str(Path(__file__).resolve().parent / "hostile_server.py")
-GATEWAY = [sys.executable, "-m", "signoff.bot.cli", "gateway", "--config"]
 
 
 def require_prerequisites() -> None:
@@ -115,64 +112,3 @@ def deny(world: World, approval: Any, reason: str) -> None:
 def text_of(result: Any) -> str:
     return "\n".join(getattr(block, "text", "") for block in result.content)
 
-
-class RawGateway:
-    """`signoff gateway` spoken to in JSON-RPC lines, one answer queue per request id."""
-
-    def __init__(self, config: Path, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen([*GATEWAY, str(config)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, env=env, cwd=ROOT, text=True)
-        self._answers: dict[Any, queue.Queue[dict[str, Any]]] = {}
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self.request(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                       "clientInfo": {"name": "raw-test-client", "version": "1"}})
-        self.answer(0)
-        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def request(self, request_id: Any, method: str, params: dict[str, Any]) -> None:
-        self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-
-    def call(self, request_id: Any, tool: str, args: dict[str, Any]) -> None:
-        self.request(request_id, "tools/call", {"name": tool, "arguments": args})
-
-    def answer(self, request_id: Any, timeout: float = 60) -> dict[str, Any]:
-        return self._queue(request_id).get(timeout=timeout)
-
-    def kill(self) -> None:
-        self.process.kill()
-        self._closed()
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self._closed()
-
-    def _closed(self) -> None:
-        self.process.wait(30)
-        self._reader.join(30)
-        for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None and not pipe.closed:
-                with contextlib.suppress(BrokenPipeError):  # the gateway died with unread input
-                    pipe.close()
-
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message) + "\n")
-        self.process.stdin.flush()
-
-    def _queue(self, request_id: Any) -> queue.Queue[dict[str, Any]]:
-        with self._lock:
-            return self._answers.setdefault(request_id, queue.Queue())
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            message = json.loads(line)
-            if "id" in message and "method" not in message:
-                self._queue(message["id"]).put(message)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -15,8 +16,6 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from harness import (
-    GATEWAY,
-    RawGateway,
     approve,
     commits,
     deny,
@@ -34,7 +33,9 @@ from harness import (
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from scenarios.gateway import GATEWAY, RawGateway
 from scenarios.world import ROOT, Policy, World, wait_until
+from signoff.bot.gateway.calls import MAX_FORWARDED_CHARS
 
 T = TypeVar("T")
 TTL = timedelta(seconds=15)
@@ -217,14 +218,21 @@ def test_a_write_that_claims_to_be_read_only_runs_unasked_unless_the_operator_ov
 
 def test_a_write_whose_server_hangs_or_dies_is_an_unknown_outcome_left_to_a_person(
         world: World, config: Path, env: dict[str, str], log: Path) -> None:
+    approved: list[float] = []
+
+    def approve_hang() -> None:
+        approve(world, pending_approval(world, "mcp__hostile__hang_write"))
+        approved.append(time.monotonic())
+
     async def body(client: Client) -> tuple[Any, Any]:
-        hung = await while_deciding(client.call_tool("mcp__hostile__hang_write", {"note": "h"}),
-                                    lambda: approve(world, pending_approval(world, "mcp__hostile__hang_write")))
+        hung = await while_deciding(client.call_tool("mcp__hostile__hang_write", {"note": "h"}), approve_hang)
+        approved.append(time.monotonic() - approved[0])
         died = await while_deciding(client.call_tool("mcp__hostile__crash_write", {"note": "c"}),
                                     lambda: approve(world, pending_approval(world, "mcp__hostile__crash_write")))
         return hung, died
 
     hung, died = through_gateway(config, env, body)
+    assert 3 <= approved[1] < 3 + 8  # cut at the tool's time limit (3 s), not left hanging
     for result in (hung, died):
         assert result.is_error and "Outcome unknown" in text_of(result) and "a person is asked" in text_of(result)
     for tool in ("mcp__hostile__hang_write", "mcp__hostile__crash_write"):
@@ -233,17 +241,74 @@ def test_a_write_whose_server_hangs_or_dies_is_an_unknown_outcome_left_to_a_pers
     assert [c["tool"] for c in hostile_calls(log)] == ["hang_write", "crash_write"]
 
 
-def test_a_huge_answer_reaches_the_client_whole(config: Path, env: dict[str, str]) -> None:
+def test_a_huge_answer_is_cut_for_the_client_saying_so(config: Path, env: dict[str, str]) -> None:
     async def body(client: Client) -> Any:
         return await client.call_tool("mcp__hostile__huge_read", {})
 
     huge = through_gateway(config, env, body)
-    assert not huge.is_error and len(text_of(huge)) == 2_000_000
+    head, note = huge.content[0].text, huge.content[-1].text
+    assert set(head) == {"x"} and 300_000 < len(head) <= MAX_FORWARDED_CHARS
+    assert "cut by Signoff: the server answered 4000042 characters" in note  # the text and the structured copy
+    # The tool promises structured content (an output schema), which is not forwarded cut: the
+    # result says so as an error, rather than a success the client would refuse.
+    assert huge.is_error and "not its structured content" in note
 
 
 def test_signoff_unreachable_refuses_every_call_reads_too(config: Path, env: dict[str, str], repo: Path) -> None:
-    async def body(client: Client) -> Any:
-        return await client.call_tool("mcp__git__git_status", {"repo_path": str(repo)})
+    async def body(client: Client) -> tuple[Any, Any]:
+        read = await client.call_tool("mcp__git__git_status", {"repo_path": str(repo)})
+        write = await client.call_tool("mcp__git__git_add", {"repo_path": str(repo), "files": ["notes.txt"]})
+        return read, write
 
-    refused = through_gateway(config, {**env, "SIGNOFF_URL": "http://127.0.0.1:9"}, body)
-    assert refused.is_error and "could not be asked" in text_of(refused) and "fails closed" in text_of(refused)
+    for refused in through_gateway(config, {**env, "SIGNOFF_URL": "http://127.0.0.1:9"}, body):
+        assert refused.is_error and "could not be asked" in text_of(refused) and "fails closed" in text_of(refused)
+    assert staged(repo) == []
+
+
+# -- tool list changes --------------------------------------------------------------------------------
+
+
+def test_a_tool_that_changes_while_its_call_waits_voids_the_approval_and_clients_are_told(
+        world: World, config: Path, env: dict[str, str], log: Path) -> None:
+    async def body(client: Client) -> tuple[Any, Any, Any]:
+        results: dict[str, Any] = {}
+        async with client.listen(tools_list_changed=True) as changes, anyio.create_task_group() as group:
+            async def moving() -> None:
+                results["moved"] = await client.call_tool("mcp__hostile__move_note", {"note": "n"})
+
+            group.start_soon(moving)
+            waiting = await anyio.to_thread.run_sync(pending_approval, world, "mcp__hostile__move_note")
+            results["changed"] = await client.call_tool("mcp__hostile__change_tools", {})
+            with anyio.fail_after(30):
+                results["told"] = await changes.__anext__()
+            await anyio.to_thread.run_sync(approve, world, waiting)
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        return results, listed, waiting
+
+    results, listed, waiting = through_gateway(config, env, body)
+    assert not results["changed"].is_error and type(results["told"]).__name__ == "ToolsListChanged"
+    moved = results["moved"]
+    assert moved.is_error and "changed since this call was proposed" in text_of(moved), text_of(moved)
+    assert "no longer holds" in text_of(moved)
+    # The approver agreed to the tool as it was; nothing ran, and the new arguments are offered.
+    assert [c["tool"] for c in hostile_calls(log)] == ["change_tools"]
+    assert "destination" in listed["mcp__hostile__move_note"].input_schema["properties"]
+    assert world.db.store.executions(waiting.run_id) == []
+
+
+def test_a_client_of_the_handshake_era_is_told_the_tool_list_changed(config: Path, env: dict[str, str]) -> None:
+    gateway = RawGateway(config, env)  # it speaks the 2025-11-25 protocol, as most clients do today
+    try:
+        assert gateway.initialized["result"]["capabilities"]["tools"]["listChanged"] is True
+        gateway.request(1, "tools/list", {})
+        before = {tool["name"]: tool for tool in gateway.answer(1)["result"]["tools"]}
+        gateway.call(2, "mcp__hostile__change_tools", {})
+        assert not gateway.answer(2)["result"].get("isError")
+        wait_until(lambda: "notifications/tools/list_changed" in gateway.notifications, 30,
+                   what="the list change told to the client")
+        gateway.request(3, "tools/list", {})
+        after = {tool["name"]: tool for tool in gateway.answer(3)["result"]["tools"]}
+    finally:
+        gateway.close()
+    assert "destination" not in before["mcp__hostile__move_note"]["inputSchema"]["properties"]
+    assert "destination" in after["mcp__hostile__move_note"]["inputSchema"]["properties"]

@@ -4,7 +4,8 @@ The SDK is async and our tools are sync: each server gets a thread running its o
 and a supervisor there holds the session. A tool call is submitted to that loop and waited for
 with the tool's time limit. When the connection ends (the server exited, the network went), the
 supervisor starts it again, waiting longer each time it fails quickly; calls made meanwhile fail as
-"server git is unavailable: ...". `close()` ends the session the SDK's way (stdin closed, then
+"server git is unavailable: ...". A server that says its tool list changed (or lists other tools
+after a restart) is listed again, and `on_tools_changed` is told the new listing. `close()` ends the session the SDK's way (stdin closed, then
 SIGTERM, then SIGKILL for a stdio server) and joins the thread.
 """
 
@@ -16,13 +17,14 @@ import contextlib
 import logging
 import tempfile
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TextIO, cast
 
 from mcp import Client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, RequestParamsMeta
+from mcp_types import CONNECTION_CLOSED, RequestParamsMeta, ToolListChangedNotification
 
 from signoff.tools.mcp.config import ServerConfig
 from signoff.tools.mcp.transport import open_transport
@@ -81,6 +83,12 @@ class ServerConnection:
         self.name = config.name
         self.came_up = False
         self.listing: list[dict[str, Any]] = []
+        """The tools as the server first listed them (what Signoff's toolsets load, once)."""
+        self.listing_now: list[dict[str, Any]] = []
+        """The tools as the server lists them now."""
+        self.on_tools_changed: Callable[[list[dict[str, Any]]], None] | None = None
+        """Told each new listing, on the connection's thread (`follow_tools`)."""
+        self._following: asyncio.Event | None = None
         self.last_error: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -124,6 +132,16 @@ class ServerConnection:
             raise TimeoutError(f"no answer within {timeout_s:g}s") from None
         except concurrent.futures.CancelledError:
             raise ConnectionLost("the server was stopped during the call") from None
+
+    def follow_tools(self, listener: Callable[[list[dict[str, Any]]], None]) -> None:
+        """Tell `listener` each new listing, from now on (the gateway offers what is listed now).
+        Only then does the connection hold a `subscriptions/listen` stream open: Signoff's toolsets
+        keep the tools they loaded, and an open stream would hold up a remote server's shutdown."""
+        self.on_tools_changed = listener
+        loop, following = self._loop, self._following
+        if loop is not None and following is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed between the check and the call
+                loop.call_soon_threadsafe(following.set)
 
     def _connected(self, wait: float) -> bool:
         """Whether the session is up, waiting up to `wait` seconds for a connection being made."""
@@ -171,6 +189,9 @@ class ServerConnection:
         self._loop = asyncio.get_running_loop()
         self._up = asyncio.Event()
         self._stop = asyncio.Event()
+        self._following = asyncio.Event()
+        if self.on_tools_changed is not None:
+            self._following.set()
         if self._stopping.is_set():
             return
         delay = FIRST_RESTART_DELAY_S
@@ -213,24 +234,68 @@ class ServerConnection:
 
     async def _hold(self, errlog: TextIO, up: asyncio.Event, ended: asyncio.Event) -> None:
         assert self._stop is not None
-        async with Client(open_transport(self.config, errlog, ended.set), cache=None) as client:
+        changed = asyncio.Event()
+
+        async def on_message(message: Any) -> None:  # a server of the handshake era says so this way
+            if isinstance(message, ToolListChangedNotification):
+                changed.set()
+
+        async with Client(open_transport(self.config, errlog, ended.set), cache=None,
+                          message_handler=on_message) as client:
             listing = await _list_tools(client)
             if self.came_up and listing != self.listing:
-                log.warning("MCP server %s lists different tools since it restarted; Signoff keeps the ones "
-                            "it loaded (restart Signoff to load the new ones)", self.name)
+                log.warning("MCP server %s lists different tools since it restarted; Signoff's toolsets keep "
+                            "the ones they loaded (restart Signoff to load the new ones)", self.name)
             if not self.came_up:
                 self.listing, self.came_up = listing, True
+            self._listed(listing)
             self.last_error = None
             self._session(client, ended)
             up.set()
             self._first_attempt.set()
-            waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(ended.wait())]
+            waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(ended.wait()),
+                     asyncio.ensure_future(self._watch_tools(client, changed))]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for wait in waits:
                     wait.cancel()
                 self._session(None)
+
+    async def _watch_tools(self, client: Client, changed: asyncio.Event) -> None:
+        """List the tools again each time the server says they changed, for as long as the session
+        lasts (a server of the 2026 protocol says so on a `subscriptions/listen` stream)."""
+        listening = asyncio.ensure_future(self._listen(client, changed))  # once someone follows the tools
+        try:
+            while True:
+                await changed.wait()
+                changed.clear()
+                try:
+                    self._listed(await _list_tools(client))
+                except MCPError as exc:
+                    log.warning("MCP server %s said its tools changed but did not list them: %s", self.name, exc)
+        finally:
+            listening.cancel()
+
+    async def _listen(self, client: Client, changed: asyncio.Event) -> None:
+        if self._following is not None:
+            await self._following.wait()
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    changed.set()
+        except (ListenNotSupportedError, SubscriptionLost, MCPError):
+            return  # an older server (its notification reaches `on_message`), or one that does not tell
+
+    def _listed(self, listing: list[dict[str, Any]]) -> None:
+        if listing == self.listing_now:
+            return
+        self.listing_now = listing
+        if self.on_tools_changed is not None:
+            try:
+                self.on_tools_changed(listing)
+            except Exception:  # the listener's fault must not end the session
+                log.exception("MCP server %s: a listener of tool list changes failed", self.name)
 
     def _session(self, client: Client | None, ended: asyncio.Event | None = None) -> None:
         """The session calls go to (None: none now), on the loop and for the threads that call."""
