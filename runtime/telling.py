@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from signoff.runtime.caller_runs import MODEL as CALLER_MODEL
 from signoff.runtime.events import event as audit_event
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.ports import Notifier, Observer, Store
@@ -58,7 +59,13 @@ class Teller:
             log.warning("run %s: observer failed: %s: %s", run.run_id, type(exc).__name__, exc)
 
     def announce(self, run: RunRecord) -> RunRecord:
-        """Post the run message; progress threads under it, so the run carries where it is."""
+        """Post the run message; progress threads under it, so the run carries where it is. A
+        caller's run is announced only once it asks a person (`post_approvals`)."""
+        if run.model == CALLER_MODEL:
+            return run
+        return self._announce(run)
+
+    def _announce(self, run: RunRecord) -> RunRecord:
         ref = self.notify("run_started", run)
         if not (isinstance(ref, dict) and ref):
             return run
@@ -67,10 +74,14 @@ class Teller:
         return dataclasses.replace(run, origin=origin)
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
-        self.notify("tool_result", run, entry)
+        if not quiet(run):
+            self.notify("tool_result", run, entry)
 
     def post_approvals(self, run: RunRecord, approvals: Sequence[ApprovalRecord]) -> None:
-        """Post the approvals one step opened: one card, or one card for every call of a turn."""
+        """Post the approvals one step opened: one card, or one card for every call of a turn (a
+        caller's run is announced first, now that it asks someone)."""
+        if quiet(run):
+            run = self._announce(run)
         if len(approvals) == 1:
             self.post_approval(run, approvals[0])
             return
@@ -81,6 +92,8 @@ class Teller:
                 self._record_post(run, approval.approval_id, ref)
 
     def post_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        if quiet(run):
+            run = self._announce(run)
         self.failpoints.hit("before_approval_post")
         ref = self.notify("approval_requested", run, approval)
         if isinstance(ref, dict) and ref:
@@ -111,7 +124,9 @@ class Teller:
         `remember=False` leaves recording it to the caller (a worker does it as it lets go of the run).
         """
         method = "run_finished" if run.status == "done" else "run_stopped"
-        if self.notifier is None or run.status not in ENDINGS or self.notify(method, run) is FAILED:
+        if self.notifier is None or run.status not in ENDINGS:
+            return None
+        if not quiet(run) and self.notify(method, run) is FAILED:
             return None
         if remember:
             self.store.mark_run_shown(run.run_id, run.status)
@@ -190,6 +205,12 @@ class Teller:
         run = self.store.get_run(run_id, history=False)
         if run is not None and run.status in ENDINGS and run.shown_status != run.status:
             self.tell_end(run)
+
+
+def quiet(run: RunRecord) -> bool:
+    """A caller's run that has asked nobody (the policy decided its calls alone): nothing of it is
+    posted, so a program's reads do not fill the channel; the audit log and metrics keep it all."""
+    return run.model == CALLER_MODEL and not run.origin.get("ts")
 
 
 def _readable(run: RunRecord | None) -> bool:

@@ -126,6 +126,33 @@ def test_the_policy_decides_an_api_call_as_it_decides_a_run_s(url: str, secret: 
         assert refused.value.approval_status == "denied"
 
 
+def test_a_call_the_policy_decides_alone_posts_nothing_and_one_asked_of_a_person_is_told_in_full(
+        world: World, url: str, secret: str) -> None:
+    """A program's reads must not fill the channel: nothing of a request the policy allows or refuses
+    is posted (the audit log keeps it); a request that asks someone gets its run message, its card and
+    its thread, as a run does."""
+    with Signoff(url, secret) as signoff:
+        allowed = signoff.request("refund", {"order": "A-3", "amount": 5}, key="refund-A-3")
+        assert allowed.start() == {"order": "A-3", "amount": 5}
+        allowed.succeeded({"refund_id": "R-3"})
+        denied = signoff.request("delete_account", {"account": "A-3"}, key="delete-A-3")
+        asked = signoff.request("refund", {"order": "A-4", "amount": 40}, key="refund-A-4")
+        click_approve(world, approval_of(world, asked.id).approval_id)
+        assert signoff.get(asked.id, wait=30).status == "approved"
+        asked.start()
+        asked.succeeded({"refund_id": "R-4"})
+    for run_id in (allowed.id, denied.id, asked.id):
+        wait_until(lambda r=run_id: world.db.store.get_run(r, history=False).shown_status in ("done", "failed"), 30,
+                   what=f"{run_id} settled")
+    said = [json.dumps(c.body) for c in world.slack.calls if c.method in ("chat.postMessage", "chat.update")]
+    assert not [c for c in said if allowed.id in c or denied.id in c]
+    assert [e["type"] for e in world.db.store.timeline(allowed.id)][-1] == "finished"  # kept all the same
+    thread = world.db.store.get_run(asked.id, history=False).origin.get("ts")
+    assert thread and any(asked.id in c for c in said)
+    assert any(c.method == "chat.postMessage" and c.body.get("thread_ts") == thread and "R-4" in json.dumps(c.body)
+               for c in world.slack.calls), "the asked call's result was not told in its run's thread"
+
+
 def test_the_same_key_is_the_same_approval_and_other_content_under_it_is_refused(url: str, secret: str) -> None:
     headers = {"Authorization": f"Bearer {secret}"}
     body = {"tool": "refund", "args": {"order": "A-3", "amount": 70}, "key": "refund-A-3"}
