@@ -29,7 +29,6 @@ from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
-from slack_sdk.web import SlackResponse
 
 from signoff.bot.api.app import ApprovalApi, RunChanges
 from signoff.bot.api.callbacks import Callbacks, start_callbacks
@@ -47,7 +46,10 @@ from signoff.bot.slack.approvers import Approvers
 from signoff.bot.slack.audit_webhook import stream_audit_events
 from signoff.bot.slack.gunicorn_app import Gunicorn, gunicorn_options
 from signoff.bot.slack.notifier import SlackNotifier
+from signoff.bot.slack.readiness import Readiness
 from signoff.bot.slack.scheduler import start_scheduler
+from signoff.bot.slack.web_client import secret_value, web_client
+from signoff.bot.slack.web_edges import mcp_gateway, web_console
 from signoff.bot.slack.workers import Workers
 from signoff.bot.slack.wsgi import (
     EVENTS_PATH,
@@ -138,59 +140,6 @@ class Service:
         self.observation.close()
 
 
-class Readiness:
-    """What `GET /readyz` answers: whether the database answers (one read by primary key) and Slack
-    takes the token (`auth.test`, asked at most once every `slack_every` seconds, not per probe).
-
-    A change either way is logged once, not at every probe."""
-
-    def __init__(self, runner: Runner, client: WebClient, *, slack_every: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.runner, self.client, self.slack_every, self.clock = runner, client, slack_every, clock
-        self._slack: tuple[float, str] | None = None
-        self._said: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self) -> dict[str, str]:
-        """Each check with "ok" or why not."""
-        return {"database": self._told("database", self._database()), "slack": self._told("slack", self._slack_says())}
-
-    def _database(self) -> str:
-        try:
-            self.runner.get_run("readyz-probe", history=False)  # the database answers, and has our tables
-        except Exception as exc:  # whatever the database says, the answer is "not ready"
-            return f"unavailable ({type(exc).__name__})"
-        return "ok"
-
-    def _slack_says(self) -> str:
-        now = self.clock()
-        with self._lock:
-            if self._slack is not None and now - self._slack[0] < self.slack_every:
-                return self._slack[1]
-            # Claimed before asking: probes arriving meanwhile answer with the last result.
-            self._slack = (now, self._slack[1] if self._slack is not None else "ok")
-        try:
-            self.client.auth_test()
-            said = "ok"
-        except SlackApiError as exc:
-            said = f"error ({exc.response.get('error') or exc.response.status_code})"
-        except OSError as exc:
-            said = f"unreachable ({type(exc).__name__})"
-        with self._lock:
-            self._slack = (now, said)
-        return said
-
-    def _told(self, check: str, said: str) -> str:
-        with self._lock:
-            was, self._said[check] = self._said.get(check, "ok"), said
-        if said != was:
-            if said == "ok":
-                log.info("ready: %s answers again", check)
-            else:
-                log.warning("not ready: %s %s", check, said)
-        return said
-
-
 @dataclass(frozen=True)
 class Parts:
     """Pieces a caller (tests, an embedding program) supplies instead of building them from settings."""
@@ -237,7 +186,7 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="signoff-run")
     workers = Workers(runner, pool)
     options = parts.app_options or AppOptions(
-        signing_secret=None if settings.socket_mode else _secret(settings.slack_signing_secret))
+        signing_secret=None if settings.socket_mode else secret_value(settings.slack_signing_secret))
     keys = api_keys(store)
     reviewer = access_reviewer(settings, runner, notifier, keys)
     app = build_app(runner, client=client, workers=workers, notifier=notifier, options=options, reviewer=reviewer)
@@ -253,83 +202,6 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
                    pool=pool, observation=observation, scheduler=scheduler, api=api,
                    console=web_console(settings, runner, client, workers), gateway=mcp_gateway(settings, api, environ),
                    reviewer=reviewer)
-
-
-def mcp_gateway(settings: Settings, api: ApprovalApi, environ: Mapping[str, str]) -> HttpGateway | None:
-    """The MCP gateway over `SIGNOFF_GATEWAY_CONFIG`'s servers (None without it), its calls asked
-    of the approval API on this process's own port."""
-    if not settings.gateway_config:
-        return None
-    from signoff.bot.gateway import Catalog
-    from signoff.bot.gateway.http import HttpGateway
-    from signoff.tools.mcp import McpConfigError
-
-    try:
-        catalog = Catalog.from_file(settings.gateway_config, environ)
-    except McpConfigError as exc:
-        raise ConfigError("SIGNOFF_GATEWAY_CONFIG: " + "; ".join(exc.problems)) from None
-    return HttpGateway(catalog, api.key_of, f"http://127.0.0.1:{settings.port}")
-
-
-def web_console(settings: Settings, runner: Runner, client: WebClient, workers: Workers) -> WsgiApp | None:
-    """The web console `SIGNOFF_OIDC_*` configure (None without them): people are found in Slack by
-    their email (`users.lookupByEmail`), and a run they decide goes to this process's workers."""
-    if not settings.console_on:
-        return None
-    from signoff.bot.console.app import Console
-    from signoff.bot.wiring import console_issuer
-
-    def lookup(email: str) -> str | None:
-        try:
-            return str(client.users_lookupByEmail(email=email)["user"]["id"])
-        except SlackApiError as exc:
-            if exc.response.get("error") == "users_not_found":
-                return None
-            raise
-
-    team: list[str | None] = []
-
-    def workspace() -> str | None:
-        if not team:
-            team.append(str(client.auth_test().get("team_id") or "") or None)
-        return team[0]
-
-    assert settings.oidc_client_secret is not None and settings.public_url is not None
-    return Console(runner, console_issuer(settings), settings.oidc_client_secret.get_secret_value(),
-                   settings.public_url, lookup=lookup, drive=workers.submit, team=workspace)
-
-
-class CountedWebClient(WebClient):
-    """The Web API client, telling `on_error(method, error)` of each call that failed: Slack's error
-    code (`ratelimited`, `channel_not_found`, ...), `http_<status>` without one, or `unreachable`."""
-
-    def __init__(self, *args: Any, on_error: Callable[[str, str], None] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.on_error = on_error
-
-    def api_call(self, api_method: str, **kwargs: Any) -> SlackResponse:
-        try:
-            return super().api_call(api_method, **kwargs)
-        except SlackApiError as exc:
-            self._failed(api_method, str(exc.response.get("error") or f"http_{exc.response.status_code}"))
-            raise
-        except OSError:
-            self._failed(api_method, "unreachable")
-            raise
-
-    def _failed(self, method: str, error: str) -> None:
-        if self.on_error is not None:
-            self.on_error(method, error)
-
-
-def web_client(settings: Settings, on_error: Callable[[str, str], None] | None = None) -> WebClient:
-    """The Web API client: bot token, `SLACK_API_URL`; `on_error` hears of each failed call."""
-    return CountedWebClient(token=_secret(settings.slack_bot_token), base_url=settings.slack_api_url,
-                            on_error=on_error)
-
-
-def _secret(value: Any) -> str | None:
-    return value.get_secret_value() if value is not None else None
 
 
 # -- entry points -----------------------------------------------------------------------------------
@@ -467,6 +339,6 @@ def wsgi_app() -> WsgiApp:
 
 def configure_logging(settings: Settings) -> None:
     """Log at `SIGNOFF_LOG_LEVEL` in `SIGNOFF_LOG_FORMAT` to stderr, with every secret masked."""
-    secrets = [_secret(s) or "" for s in (settings.slack_bot_token, settings.slack_signing_secret,
+    secrets = [secret_value(s) or "" for s in (settings.slack_bot_token, settings.slack_signing_secret,
                                            settings.slack_app_token)]
     configure_log_output(settings.log_level, log_format=settings.log_format, secrets=secrets)
