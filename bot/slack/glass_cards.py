@@ -7,7 +7,8 @@ tool's name) pass through `bot.slack.blocks.safe`.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk import WebClient
 
@@ -34,9 +35,12 @@ from signoff.bot.slack.blocks import (
     slack_date,
     user,
 )
-from signoff.bot.words import people
+from signoff.bot.words import people, receipt_words
 from signoff.runtime.break_glass import FollowUp, offer_of, review_by
 from signoff.runtime.records import ApprovalRecord, RunRecord
+
+if TYPE_CHECKING:
+    from signoff.bot.slack.notifier import Reads
 
 REASON_SHOWN = 500
 
@@ -78,10 +82,12 @@ def _deadline(approval: ApprovalRecord) -> str:
     return slack_date(at) if at is not None else "its deadline"
 
 
-def glass_notice(run: RunRecord, approval: ApprovalRecord) -> Message:
-    """To each channel the rule names: someone broke the glass, who, on what, why."""
+def glass_notice(run: RunRecord, approval: ApprovalRecord, receipt: Mapping[str, Any] | None = None) -> Message:
+    """To each channel the rule names: someone broke the glass, who, on what, why, and the decision's
+    signed receipt in short (where decisions are signed)."""
     text = (f":rotating_light: *Break-glass:* {_what(run, approval)}\nIts review is owed by {_deadline(approval)}.")
-    return Message(fallback_text(f"Break-glass: {approval.tool} approved alone"), [section(text)])
+    blocks = [section(text), *([context(receipt_words(receipt))] if receipt is not None else [])]
+    return Message(fallback_text(f"Break-glass: {approval.tool} approved alone"), blocks)
 
 
 def review_card(run: RunRecord, approval: ApprovalRecord) -> Message:
@@ -115,9 +121,11 @@ def flagged_notice(run: RunRecord, approval: ApprovalRecord) -> Message:
 
 
 class GlassNotices:
-    """`Notifier.glass_follow_up` and `glass_reviewed` for `SlackNotifier`, which sets `client`."""
+    """`Notifier.glass_follow_up` and `glass_reviewed` for `SlackNotifier`, which sets `client` and
+    `reads` (where the decision's receipt is found; None: none is shown)."""
 
     client: WebClient
+    reads: Reads | None
 
     def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> dict[str, Any] | None:
         """Tell, remind or say it is overdue; a review card not posted yet (a crash, an outage, a
@@ -126,8 +134,9 @@ class GlassNotices:
         notify = tuple((approval.glass or {}).get("notify") or ())
         posted: dict[str, Any] | None = None
         if approval.glass_message is None:
+            receipt = self.reads.receipt_of(approval_id=approval.approval_id) if self.reads is not None else None
             for channel in notify:
-                self._say(channel, glass_notice(run, approval))
+                self._say(channel, glass_notice(run, approval, receipt))
             where = self._say(self._review_channel(run, approval), review_card(run, approval))
             posted = {"channel": str(where["channel"]), "ts": str(where["ts"])}
         card = posted or approval.glass_message or {}

@@ -164,6 +164,7 @@ def test_a_rule_without_break_glass_never_offers_it_and_a_forged_one_is_refused(
 def test_a_break_glass_receipt_says_who_broke_it_and_why(make_signoff, policy_env, tmp_path, slack, ledger) -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from signoff.bot.words import receipt_words
     from signoff.receipts import private_key_pem, receipt_problem
 
     key = Ed25519PrivateKey.generate()
@@ -180,3 +181,5 @@ def test_a_break_glass_receipt_says_who_broke_it_and_why(make_signoff, policy_en
     assert receipt["receipt"]["break_glass"]["by"] == "U0ASKER"
     assert receipt["receipt"]["break_glass"]["reason"] == REASON
     assert [v["user"] for v in receipt["receipt"]["decided_by"]] == ["U0ASKER"]
+    [told] = posted_to(slack, "C0SECURITY")
+    assert receipt_words(receipt) in json.dumps(told, ensure_ascii=False), "the security channel is told the receipt"
