@@ -232,6 +232,7 @@ class _ApprovalFields:
         self.key: str | None = None
         self.receipt: dict[str, Any] | None = None
         """The decision's signed receipt (None: not decided yet, or the server signs none)."""
+        self._started_here = "deadline_seconds" in body
         self._update(body)
 
     def _update(self, body: dict[str, Any]) -> None:
@@ -246,6 +247,12 @@ class _ApprovalFields:
             if name in body:
                 value = body[name]
                 setattr(self, name, None if value is None else str(value))
+
+    @property
+    def started_here(self) -> bool:
+        """The request that made this approval started its call too (`request(start=True)`, approved
+        at once), and `start` has not yet handed the arguments over."""
+        return self._started_here
 
     @property
     def decided(self) -> bool:
@@ -305,7 +312,11 @@ class Approval(_ApprovalFields):
         """Consume the approval (it runs exactly once) and return the arguments to run with.
 
         Raises `Conflict` when it was started before (or is not approved); its `approval_status` says
-        which status the approval has."""
+        which status the approval has. Asked with `start=True`, a call the policy approved at once
+        was started by the request itself: its first `start` asks nothing more."""
+        if self._started_here:
+            self._started_here = False
+            return dict(self.args)
         self._update(_started(self._client._post(f"{self.id}/start", {}, None)))
         return dict(self.args)
 
@@ -353,6 +364,9 @@ class AsyncApproval(_ApprovalFields):
 
     async def start(self) -> dict[str, Any]:
         """Consume the approval and return the arguments to run with; see `Approval.start`."""
+        if self._started_here:
+            self._started_here = False
+            return dict(self.args)
         self._update(_started(await self._client._post(f"{self.id}/start", {}, None)))
         return dict(self.args)
 
@@ -478,7 +492,7 @@ class Signoff:
                 requester: str | None = None, channel: str | None = None, preview: str | None = None,
                 ttl: int | None = None, description: str | None = None,
                 side_effect: bool | None = None, callback_url: str | None = None,
-                timeout: float | None = None) -> Approval:
+                timeout: float | None = None, start: bool = False) -> Approval:
         """Ask to run `tool` with `args`: `POST /v1/approvals`.
 
         `key` is the idempotency key (unique per API key): asking again with the same key and content
@@ -486,12 +500,13 @@ class Signoff:
         ("approved", "denied") or a person is asked ("pending"); `Approval.wait` waits for them, or
         with `callback_url` Signoff POSTs the approval there, signed, once it is decided. `timeout`:
         the seconds the caller may take to run the call once started before a person is asked
-        what came of it (default 900).
+        what came of it (default 900). `start`: where the policy approves the call at once, start
+        it in the same request (the approval's `start` then asks nothing more): one round trip.
         """
         body = _request_body(tool, args, key, {"reason": reason, "requester": requester, "channel": channel,
                                                "preview": preview, "ttl": ttl, "description": description,
                                                "side_effect": side_effect, "callback_url": callback_url,
-                                               "timeout": timeout})
+                                               "timeout": timeout, "start": start or None})
         return Approval(self, self._post("", body, (200, 201)))
 
     def get(self, approval_id: str, *, wait: int = 0) -> Approval:
@@ -597,12 +612,12 @@ class AsyncSignoff:
                       requester: str | None = None, channel: str | None = None, preview: str | None = None,
                       ttl: int | None = None, description: str | None = None,
                       side_effect: bool | None = None, callback_url: str | None = None,
-                      timeout: float | None = None) -> AsyncApproval:
+                      timeout: float | None = None, start: bool = False) -> AsyncApproval:
         """Ask to run `tool` with `args`; see `Signoff.request`."""
         body = _request_body(tool, args, key, {"reason": reason, "requester": requester, "channel": channel,
                                                "preview": preview, "ttl": ttl, "description": description,
                                                "side_effect": side_effect, "callback_url": callback_url,
-                                               "timeout": timeout})
+                                               "timeout": timeout, "start": start or None})
         return AsyncApproval(self, await self._post("", body, (200, 201)))
 
     async def get(self, approval_id: str, *, wait: int = 0) -> AsyncApproval:

@@ -194,6 +194,10 @@ class ApprovalApi:
         if not made and (run.origin.get("api") or {}).get("request") != fingerprint:
             raise ApiError(409, "idempotency_conflict",
                            f"the key {request.key!r} was used for another request (approval {run.run_id})")
+        if made and request.start:  # only the request that made it: a replay never starts anything
+            started = self.runner.start_call(run.run_id)
+            if isinstance(started, Started):
+                return 201, self._started(run, started)
         return (201 if made else 200), self._answer(run)
 
     def _wait(self, run: RunRecord, seconds: int) -> dict[str, Any]:
@@ -212,11 +216,16 @@ class ApprovalApi:
     def _start(self, run: RunRecord) -> tuple[int, Any]:
         started = self.runner.start_call(run.run_id)
         if isinstance(started, Started):
-            return 200, {**self._answer(self.runner.get_run(run.run_id) or run), "key": started.key,
-                         "args": started.args, "deadline_seconds": started.deadline_s}
+            return 200, self._started(run, started)
         view = self._view(self.runner.get_run(run.run_id) or run)
         raise ApiError(409, "not_startable", f"the approval is {view.status}; only an approved call starts, once",
                        {"status": view.status})
+
+    def _started(self, run: RunRecord, started: Started) -> dict[str, Any]:
+        """What the request that started the call is told: the key and arguments to run it with,
+        and how long it has to report."""
+        return {**self._answer(self.runner.get_run(run.run_id) or run), "key": started.key, "args": started.args,
+                "deadline_seconds": started.deadline_s}
 
     def _outcome(self, run: RunRecord, outcome: Outcome) -> tuple[int, Any]:
         view = self._view(run)

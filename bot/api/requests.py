@@ -67,6 +67,8 @@ class CreateApproval(BaseModel):
     """Seconds the caller may take to run the call once it started it, before a person is asked."""
     callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://[^/\s]+")
     """Where to POST the approval, signed, once it is decided."""
+    start: bool = False
+    """Start the call in this request when the policy approves it at once: one round trip for a read."""
 
 
 class Outcome(BaseModel):

@@ -80,9 +80,11 @@ class Gateway:
             approval = await self._waited(await self._ask(call, args), progress)
         except SignoffError as exc:
             return refusal(f"Not run: Signoff could not be asked ({exc.message}); the gateway fails closed.")
-        if approval.status != "approved":
+        if approval.status != "approved" and not approval.started_here:
             return refusal(not_approved(approval))
-        changed = contract_change(call.tool.name, call.tool.tool.contract, self.catalog.tool_now(call.tool.name))
+        # Approved at once, it was started with the ask (no time for the tool to change meanwhile).
+        changed = None if approval.started_here else contract_change(
+            call.tool.name, call.tool.tool.contract, self.catalog.tool_now(call.tool.name))
         if changed is not None:
             return refusal(f"Not run: {changed}, so approval {approval.id} no longer holds; it is left to "
                            "expire unused. List the tools again and call it as it is now to ask again.")
@@ -98,7 +100,8 @@ class Gateway:
         reason = f"{call.reason} (tool contract {call.tool.tool.contract})"
         return await self.signoff.request(call.tool.name, args, key=call.key, reason=reason,
                                           description=call.tool.tool.description[:2000],
-                                          side_effect=gate.side_effect, timeout=gate.timeout_s + REPORT_MARGIN_S)
+                                          side_effect=gate.side_effect, timeout=gate.timeout_s + REPORT_MARGIN_S,
+                                          start=True)
 
     async def _waited(self, approval: AsyncApproval, progress: Progress) -> AsyncApproval:
         started = time.monotonic()

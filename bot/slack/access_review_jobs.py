@@ -10,7 +10,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from signoff.bot.review_schedule import review_period, review_trigger
-from signoff.bot.settings import Settings
+from signoff.bot.settings import ENV_VARS, Settings
 from signoff.bot.slack.access_reviews import SlackReviews
 from signoff.bot.slack.notifier import SlackNotifier
 from signoff.bot.slack.scheduler import JobFailures
@@ -46,8 +46,10 @@ def access_reviewer(settings: Settings, runner: Runner, notifier: SlackNotifier,
     if review_trigger(settings.review_schedule) is None:
         return None
     if settings.approval_channel is None:
-        log.warning("reviews of standing access are off: SIGNOFF_REVIEW_SCHEDULE needs SIGNOFF_APPROVAL_CHANNEL "
-                    "to post them in")
+        # Loud only for a schedule someone chose; the default one quietly waits for a channel.
+        chosen = settings.review_schedule != ENV_VARS["SIGNOFF_REVIEW_SCHEDULE"]
+        log.log(logging.WARNING if chosen else logging.INFO, "reviews of standing access are off: "
+                "SIGNOFF_REVIEW_SCHEDULE needs SIGNOFF_APPROVAL_CHANNEL to post them in")
         return None
     config = ReviewConfig(channel=settings.approval_channel, remind_after=settings.review_remind_after)
     return AccessReviewer(runner, access_reviews(runner.store), keys,

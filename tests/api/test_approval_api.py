@@ -132,11 +132,11 @@ def test_a_call_the_policy_decides_alone_posts_nothing_and_one_asked_of_a_person
     is posted (the audit log keeps it); a request that asks someone gets its run message, its card and
     its thread, as a run does."""
     with Signoff(url, secret) as signoff:
-        allowed = signoff.request("refund", {"order": "A-3", "amount": 5}, key="refund-A-3")
+        allowed = signoff.request("refund", {"order": "A-3", "amount": 5}, key="quiet-refund-3")
         assert allowed.start() == {"order": "A-3", "amount": 5}
         allowed.succeeded({"refund_id": "R-3"})
-        denied = signoff.request("delete_account", {"account": "A-3"}, key="delete-A-3")
-        asked = signoff.request("refund", {"order": "A-4", "amount": 40}, key="refund-A-4")
+        denied = signoff.request("delete_account", {"account": "A-3"}, key="quiet-delete-3")
+        asked = signoff.request("refund", {"order": "A-4", "amount": 40}, key="quiet-refund-4")
         click_approve(world, approval_of(world, asked.id).approval_id)
         assert signoff.get(asked.id, wait=30).status == "approved"
         asked.start()
@@ -151,6 +151,28 @@ def test_a_call_the_policy_decides_alone_posts_nothing_and_one_asked_of_a_person
     assert thread and any(asked.id in c for c in said)
     assert any(c.method == "chat.postMessage" and c.body.get("thread_ts") == thread and "R-4" in json.dumps(c.body)
                for c in world.slack.calls), "the asked call's result was not told in its run's thread"
+
+
+def test_a_call_the_policy_approves_at_once_starts_in_the_same_request_and_only_once(url: str, secret: str) -> None:
+    with Signoff(url, secret) as signoff:
+        allowed = signoff.request("refund", {"order": "A-5", "amount": 5}, key="start-refund-5", start=True)
+        assert (allowed.status, allowed.key) == ("started", f"{allowed.id}:1")
+        assert allowed.start() == {"order": "A-5", "amount": 5}  # started for us: nothing more to ask
+        with pytest.raises(Conflict):
+            allowed.start()
+        again = signoff.request("refund", {"order": "A-5", "amount": 5}, key="start-refund-5", start=True)
+        assert again.id == allowed.id and again.status == "started"
+        with pytest.raises(Conflict):  # a retried request finds it started and starts nothing
+            again.start()
+        assert allowed.succeeded({"refund_id": "R-5"}).status == "succeeded"
+        asked = signoff.request("refund", {"order": "A-6", "amount": 60}, key="start-refund-6", start=True)
+        assert asked.status == "pending"  # a person decides first: nothing starts
+    with httpx.Client() as http:
+        answer = http.post(f"{url}/v1/approvals", headers={"Authorization": f"Bearer {secret}"},
+                           json={"tool": "refund", "args": {"order": "A-7", "amount": 5}, "key": "start-refund-7",
+                                 "start": True})
+    assert answer.status_code == 201 and answer.json()["status"] == "started"
+    assert answer.json()["deadline_seconds"] > 0 and answer.json()["key"].endswith(":1")
 
 
 def test_the_same_key_is_the_same_approval_and_other_content_under_it_is_refused(url: str, secret: str) -> None:

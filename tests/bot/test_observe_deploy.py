@@ -13,7 +13,7 @@ from signoff.bot.slack.wsgi import HEALTH_PATH, METRICS_PATH, READY_PATH
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SHARED = {"signoff_approvals_pending", "signoff_approvals_pending_past_half_ttl", "signoff_runs_needing_reconciliation",
-          "signoff_database_up"}
+          "signoff_database_up", "signoff_break_glass_unreviewed", "signoff_break_glass_review_overdue"}
 
 
 class _Answers:
@@ -26,6 +26,9 @@ class _Answers:
 
     def runs_needing_reconciliation(self):
         return 0
+
+    def unreviewed_break_glass(self):
+        return 0, 0
 
 
 def served_metric_names() -> set[str]:
