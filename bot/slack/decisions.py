@@ -74,7 +74,7 @@ class Decisions:
         self.runner, self.workers, self.notifier = runner, workers, notifier
         self.notices, self.home = notices, home
 
-    def _acked_click(self, ack: Ack, body: dict[str, Any]) -> ApprovalClick | None:
+    def acked_click(self, ack: Ack, body: dict[str, Any]) -> ApprovalClick | None:
         """Ack first, then read the click; one that is not an approval click is refused and None."""
         ack()
         click = parse_click(body)
@@ -84,7 +84,7 @@ class Decisions:
         return None
 
     def on_approve(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
-        click = self._acked_click(ack, body)
+        click = self.acked_click(ack, body)
         if click is None:
             return None
         return lambda: self._approve(click)
@@ -92,7 +92,7 @@ class Decisions:
     def _approve(self, click: ApprovalClick, grant: bool = False) -> None:
         outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, grant=grant,
                                      drive=True, unoffered=self._unoffered(MODAL_SECTIONS), show=False)
-        self._after_decision(outcome, click.where, modal=click.where.modal_id)
+        self.after_decision(outcome, click.where, modal=click.where.modal_id)
 
     def _unoffered(self, room: int) -> Callable[[ApprovalRecord], str | None]:
         """Why no message could have offered Approve for an approval: its arguments do not fit beside
@@ -139,18 +139,18 @@ class Decisions:
         self.notices.tell(click.where, "*Approve all*\n" + "\n".join(said))
 
     def on_approve_similar(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
-        click = self._acked_click(ack, body)
+        click = self.acked_click(ack, body)
         if click is None:
             return None
         return lambda: self._approve(click, grant=True)
 
     def on_edit(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
-        click = self._acked_click(ack, body)
+        click = self.acked_click(ack, body)
         return None if click is None else lambda: self._open_edit(click)
 
     def _open_edit(self, click: ApprovalClick) -> None:
         approval = self.runner.get_approval(click.approval_id)
-        refusal, run = self._modal_refusal(click, approval)
+        refusal, run = self.modal_refusal(click, approval)
         if refusal is not None or approval is None or run is None:
             self.notices.tell(click.where, refusal or APPROVAL_GONE)
             return
@@ -211,12 +211,12 @@ class Decisions:
                 assert_never(outcome)
 
     def on_view_args(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
-        click = self._acked_click(ack, body)
+        click = self.acked_click(ack, body)
         return None if click is None else lambda: self._open_arguments(click)
 
     def _open_arguments(self, click: ApprovalClick) -> None:
         approval = self.runner.get_approval(click.approval_id)
-        refusal, run = self._modal_refusal(click, approval, history=True)  # the modal quotes the model too
+        refusal, run = self.modal_refusal(click, approval, history=True)  # the modal quotes the model too
         if refusal is not None or approval is None or run is None:
             self.notices.tell(click.where, refusal or APPROVAL_GONE)
             return
@@ -228,12 +228,12 @@ class Decisions:
         self.notifier.client.views_open(trigger_id=click.where.trigger_id, view=view)
 
     def on_deny(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
-        click = self._acked_click(ack, body)
+        click = self.acked_click(ack, body)
         return None if click is None else lambda: self._open_deny(click)
 
     def _open_deny(self, click: ApprovalClick) -> None:
         approval = self.runner.get_approval(click.approval_id)
-        refusal, _ = self._modal_refusal(click, approval)
+        refusal, _ = self.modal_refusal(click, approval)
         if refusal is not None:
             self.notices.tell(click.where, refusal)
             return
@@ -242,7 +242,7 @@ class Decisions:
         self.notifier.client.views_open(trigger_id=click.where.trigger_id,
                                         view=messages.deny_modal(approval, channel=click.where.channel))
 
-    def _modal_refusal(self, click: ApprovalClick, approval: ApprovalRecord | None,
+    def modal_refusal(self, click: ApprovalClick, approval: ApprovalRecord | None,
                        history: bool = False) -> tuple[str | None, RunRecord | None]:
         """Why the Deny or the full-arguments modal should not open (None if it may), and the
         approval's run (with its `history` if asked), read once for the modal too; the decision
@@ -274,10 +274,10 @@ class Decisions:
         def deny() -> None:
             outcome = self.runner.decide(submission.approval_id, submission.digest, submission.where.user,
                                          approved=False, note=submission.reason, drive=True, show=False)
-            self._after_decision(outcome, submission.where)
+            self.after_decision(outcome, submission.where)
         return deny
 
-    def _after_decision(self, outcome: DecisionOutcome, where: Where, modal: str | None = None) -> None:
+    def after_decision(self, outcome: DecisionOutcome, where: Where, modal: str | None = None) -> None:
         """Act on a decision's outcome and say what it was; `modal` is the view clicked in, if any."""
         if isinstance(outcome, Decided):
             # First: the decision holds the run for this replica, so the run goes on here whatever

@@ -12,7 +12,7 @@ from slack_bolt import Ack
 from signoff.bot.slack import blocks
 from signoff.bot.slack.decisions import Decisions, Rest
 from signoff.bot.slack.glass_cards import glass_modal
-from signoff.bot.slack.payloads import ApprovalClick, Malformed, parse_click, parse_glass_submission
+from signoff.bot.slack.payloads import ApprovalClick, Malformed, parse_glass_submission
 from signoff.bot.slack.replies import APPROVAL_GONE, not_done_text
 from signoff.runtime.break_glass import AlreadyReviewed, NotBroken, Reviewed, Verdict
 from signoff.runtime.records import Missing, NotAllowed
@@ -28,21 +28,13 @@ class GlassListeners:
         self.decisions = decisions
         self.runner, self.notices = decisions.runner, decisions.notices
 
-    def _click(self, ack: Ack, body: dict[str, Any]) -> ApprovalClick | None:
-        ack()
-        click = parse_click(body)
-        if isinstance(click, ApprovalClick):
-            return click
-        self.notices.refuse_malformed(body, click)
-        return None
-
     def on_break_glass(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
-        click = self._click(ack, body)
+        click = self.decisions.acked_click(ack, body)
         return None if click is None else lambda: self._open(click)
 
     def _open(self, click: ApprovalClick) -> None:
         approval = self.runner.get_approval(click.approval_id)
-        refusal, run = self.decisions._modal_refusal(click, approval)
+        refusal, run = self.decisions.modal_refusal(click, approval)
         if run is not None and approval is not None and (refusal is None or click.where.user == run.requester):
             # The requester may break the glass though they may not approve: asked again, as such.
             reason = self.runner.breaker_refusal(click.where.user, run, approval, None)
@@ -65,11 +57,11 @@ class GlassListeners:
         def break_glass() -> None:
             outcome = self.runner.decide(submission.approval_id, submission.digest, submission.where.user,
                                          approved=True, glass=submission.reason, drive=True, show=False)
-            self.decisions._after_decision(outcome, submission.where)
+            self.decisions.after_decision(outcome, submission.where)
         return break_glass
 
     def on_review(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
-        click = self._click(ack, body)
+        click = self.decisions.acked_click(ack, body)
         if click is None or click.action not in VERDICTS:
             return None
         return lambda: self._review(click, VERDICTS[click.action])
