@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
 import hashlib
 import json
 import threading
@@ -46,6 +47,10 @@ STOP_WAIT_S = 10.0
 ASK_TIMEOUT_S = 10.0
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+KEY_TOOLS_HEADER = "x-signoff-key-tools"
+KEY_TOOLS_ENVIRON = "HTTP_X_SIGNOFF_KEY_TOOLS"
+"""The checked key's tool globs, handed to the MCP server as a request header the gateway itself sets
+(a client's own header of that name is overwritten before the server sees the request)."""
 KeyCheck = Callable[[str], ApiKey]
 """`Authorization` header -> the live key it carries; raises `ApiError` (401, 429) otherwise."""
 
@@ -61,7 +66,7 @@ class HttpGateway:
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-gateway", daemon=True)
         self._thread.start()
         changes = ListChanges()
-        server = gateway_server(catalog, self._asking, _session_of, changes)
+        server = gateway_server(catalog, self._asking, _session_of, changes, _shown)
         # No DNS-rebinding screen: it guards servers that trust whoever reaches them, and every
         # request here needs a key, which a page in a browser does not have.
         manager = StreamableHTTPSessionManager(
@@ -73,9 +78,11 @@ class HttpGateway:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         try:
-            self._key_of(environ.get("HTTP_AUTHORIZATION", ""))
+            key = self._key_of(environ.get("HTTP_AUTHORIZATION", ""))
         except ApiError as refused:
             return _refused(start_response, refused)
+        # What the checked key may ask about, for the tool list; set here, over whatever a client sent.
+        environ[KEY_TOOLS_ENVIRON] = json.dumps(list(key.tools))
         return self._asgi(environ, start_response)  # type: ignore[arg-type]  # a2wsgi types its environ narrower
 
     def close(self) -> None:
@@ -102,6 +109,15 @@ class HttpGateway:
         # Every key's calls share one pool of connections to the approval API.
         async with AsyncSignoff(self._url, secret.strip(), http=self._http) as signoff:
             yield signoff
+
+
+def _shown(ctx: ServerRequestContext[Any]) -> Callable[[str], bool]:
+    """The tools the request's key may ask about (`KEY_TOOLS_ENVIRON`, put there as the key was checked)."""
+    try:
+        globs = json.loads(_header(ctx, KEY_TOOLS_HEADER) or "[]")
+    except ValueError:
+        globs = []
+    return lambda tool: any(fnmatch.fnmatchcase(tool, str(glob)) for glob in globs)
 
 
 def _session_of(ctx: ServerRequestContext[Any]) -> str:

@@ -47,6 +47,8 @@ Asking = Callable[[ServerRequestContext[Any]], AbstractAsyncContextManager[Async
 """The client of the approval API a request's calls are asked with."""
 SessionOf = Callable[[ServerRequestContext[Any]], str]
 """The client session a request belongs to, as it goes into idempotency keys."""
+Shown = Callable[[ServerRequestContext[Any]], Callable[[str], bool]]
+"""Which tools a request's client may see listed, by name (a key sees the tools it may ask about)."""
 
 
 def idempotency_key(session: str, request_id: Any, tool: str, args: dict[str, Any]) -> str:
@@ -93,14 +95,17 @@ class ListChanges:
         self.sessions[id(getattr(session, "_connection", session))] = session
 
 
-def gateway_server(catalog: Catalog, asking: Asking, session_of: SessionOf, changes: ListChanges) -> Server[Any]:
-    """The MCP server of the gateway: its tools are the catalog's, each call asked with `asking`."""
+def gateway_server(catalog: Catalog, asking: Asking, session_of: SessionOf, changes: ListChanges,
+                   shown: Shown = lambda ctx: lambda tool: True) -> Server[Any]:
+    """The MCP server of the gateway: its tools are the catalog's (those `shown` lets the request's
+    client see), each call asked with `asking`."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             changes.listed_by(ctx.session)
-        return types.ListToolsResult(tools=catalog.listed())
+        may_see = shown(ctx)
+        return types.ListToolsResult(tools=[tool for tool in catalog.listed() if may_see(tool.name)])
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                         ) -> types.CallToolResult:

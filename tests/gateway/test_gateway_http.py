@@ -63,9 +63,10 @@ def mcp_url(world: World) -> str:
     return f"http://127.0.0.1:{world.serves[0].port}/mcp"
 
 
-def over_http(world: World, secret: str, body: Callable[[Client], Awaitable[T]]) -> T:
+def over_http(world: World, secret: str, body: Callable[[Client], Awaitable[T]], **headers: str) -> T:
     async def session() -> T:
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=httpx2.Timeout(30, read=300))
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}", **headers},
+                                  timeout=httpx2.Timeout(30, read=300))
         async with http, Client(streamable_http_client(mcp_url(world), http_client=http)) as client:
             return await body(client)
     return anyio.run(session)
@@ -132,6 +133,14 @@ def test_a_key_asks_only_about_the_tools_it_names(world: World, repo: Path) -> N
     now, status = over_http(world, narrow, body)
     assert not now.is_error
     assert status.is_error and "may not ask about mcp__git__git_status" in text_of(status)
+
+    async def listing(client: Client) -> list[str]:
+        return [tool.name for tool in (await client.list_tools()).tools]
+
+    # The list shows the key's tools only, whatever the client claims in the header the gateway uses.
+    for claimed in ({}, {"X-Signoff-Key-Tools": '["*"]'}):
+        listed = over_http(world, narrow, listing, **claimed)
+        assert listed and all(name.startswith("mcp__time__") for name in listed), listed
 
 
 def test_a_client_over_http_is_told_the_tool_list_changed(world: World, secret: str) -> None:
