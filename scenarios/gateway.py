@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.api import SCRIPT, _approve, _key
+from scenarios.drive import has_ended
 from scenarios.outcome import Outcome, observed
 from scenarios.toolservers import MCP_WRITE, McpServerFiles, mcp_server_entry
 from scenarios.toolset import TOOLS
 from scenarios.world import ROOT, Policy, World, wait_until
 from signoff.runtime.caller_runs import CallerCall
+from signoff.runtime.state import TERMINAL
 from signoff.tools.mcp.toolset import tool_name
 
 GATEWAY = [sys.executable, "-m", "signoff.bot.cli", "gateway", "--config"]
@@ -136,6 +138,10 @@ def run_gateway_killed_while_waiting(kind: str = "sqlite") -> Outcome:
         expired = wait_until(lambda: next((a for a in world.db.store.list_approvals(run_id=waiting.run_id, limit=1)
                                            if a.status != "pending"), None), TTL_S + 40, what="the expiry")
         outcome.expect(expired.status == "expired", f"the orphaned approval ended {expired.status}, not expired")
+        try:  # the expiry ends the caller's run too, once a worker takes it up after the sweep
+            wait_until(lambda: has_ended(world, waiting.run_id, TERMINAL), 30, what="the run to end")
+        except TimeoutError:
+            outcome.expect(False, f"{waiting.run_id} did not end after its approval expired")
         written = [e for e in world.effect_lines() if e.get("tool") == WRITE]
         outcome.expect(not written, f"the note of a gateway that died waiting was written {len(written)} times")
         outcome.expect(world.db.store.executions(waiting.run_id) == [], "the orphaned call was started")

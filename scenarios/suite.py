@@ -116,6 +116,9 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
         Scenario("api/replayed-create/2x/postgres", api.run_replayed_create, True),
         Scenario("gateway/killed-while-waiting/sqlite", gateway.run_gateway_killed_while_waiting, False),
         Scenario("gateway/retried-request/sqlite", gateway.run_retried_request, False),
+        Scenario("gateway/killed-while-waiting/postgres",
+                 functools.partial(gateway.run_gateway_killed_while_waiting, "postgres"), True),
+        Scenario("gateway/retried-request/postgres", functools.partial(gateway.run_retried_request, "postgres"), True),
         Scenario("access/review-once/3x-skewed/postgres", access_reviews.run_reviews_once_across_skewed_replicas,
                  True),
     ]
