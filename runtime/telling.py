@@ -60,10 +60,14 @@ class Teller:
 
     def announce(self, run: RunRecord) -> RunRecord:
         """Post the run message; progress threads under it, so the run carries where it is. A
-        caller's run is announced only once it asks a person (`post_approvals`)."""
-        if run.model == CALLER_MODEL:
-            return run
-        return self._announce(run)
+        caller's run is announced only once it asks a person (`post_approvals`), or stops for one."""
+        return run if self._asks_nobody(run) else self._announce(run)
+
+    def _asks_nobody(self, run: RunRecord) -> bool:
+        """A caller's run that has asked nobody (the policy decided its calls alone): nothing of it
+        is posted unless it stops for a person, so a program's reads do not fill the channel; the
+        audit log and the metrics keep it all."""
+        return run.model == CALLER_MODEL and not self.store.list_approvals(run_id=run.run_id, limit=1)
 
     def _announce(self, run: RunRecord) -> RunRecord:
         ref = self.notify("run_started", run)
@@ -74,13 +78,13 @@ class Teller:
         return dataclasses.replace(run, origin=origin)
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
-        if not quiet(run):
+        if run.origin.get("ts") or not self._asks_nobody(run):
             self.notify("tool_result", run, entry)
 
     def post_approvals(self, run: RunRecord, approvals: Sequence[ApprovalRecord]) -> None:
         """Post the approvals one step opened: one card, or one card for every call of a turn (a
         caller's run is announced first, now that it asks someone)."""
-        if quiet(run):
+        if run.model == CALLER_MODEL and not run.origin.get("ts"):
             run = self._announce(run)
         if len(approvals) == 1:
             self.post_approval(run, approvals[0])
@@ -92,7 +96,7 @@ class Teller:
                 self._record_post(run, approval.approval_id, ref)
 
     def post_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
-        if quiet(run):
+        if run.model == CALLER_MODEL and not run.origin.get("ts"):
             run = self._announce(run)
         self.failpoints.hit("before_approval_post")
         ref = self.notify("approval_requested", run, approval)
@@ -126,7 +130,12 @@ class Teller:
         method = "run_finished" if run.status == "done" else "run_stopped"
         if self.notifier is None or run.status not in ENDINGS:
             return None
-        if not quiet(run) and self.notify(method, run) is FAILED:
+        if run.model == CALLER_MODEL and not run.origin.get("ts"):
+            if run.status != "done" or not self._asks_nobody(run):
+                run = self._announce(run)  # stopped for a person (an unknown outcome): told in full
+                if self.notify(method, run) is FAILED:
+                    return None
+        elif self.notify(method, run) is FAILED:
             return None
         if remember:
             self.store.mark_run_shown(run.run_id, run.status)
@@ -205,12 +214,6 @@ class Teller:
         run = self.store.get_run(run_id, history=False)
         if run is not None and run.status in ENDINGS and run.shown_status != run.status:
             self.tell_end(run)
-
-
-def quiet(run: RunRecord) -> bool:
-    """A caller's run that has asked nobody (the policy decided its calls alone): nothing of it is
-    posted, so a program's reads do not fill the channel; the audit log and metrics keep it all."""
-    return run.model == CALLER_MODEL and not run.origin.get("ts")
 
 
 def _readable(run: RunRecord | None) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_sdk import WebClient
 
@@ -38,9 +38,6 @@ from signoff.bot.slack.blocks import (
 from signoff.bot.words import people, receipt_words
 from signoff.runtime.break_glass import FollowUp, offer_of, review_by
 from signoff.runtime.records import ApprovalRecord, RunRecord
-
-if TYPE_CHECKING:
-    from signoff.bot.slack.notifier import Reads
 
 REASON_SHOWN = 500
 
@@ -122,10 +119,13 @@ def flagged_notice(run: RunRecord, approval: ApprovalRecord) -> Message:
 
 class GlassNotices:
     """`Notifier.glass_follow_up` and `glass_reviewed` for `SlackNotifier`, which sets `client` and
-    `reads` (where the decision's receipt is found; None: none is shown)."""
+    reads receipts (`receipt_for`)."""
 
     client: WebClient
-    reads: Reads | None
+
+    def receipt_for(self, approval: ApprovalRecord) -> Mapping[str, Any] | None:
+        """The decision's signed receipt, where this notifier can read it (None: it cannot)."""
+        return None
 
     def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> dict[str, Any] | None:
         """Tell, remind or say it is overdue; a review card not posted yet (a crash, an outage, a
@@ -134,7 +134,7 @@ class GlassNotices:
         notify = tuple((approval.glass or {}).get("notify") or ())
         posted: dict[str, Any] | None = None
         if approval.glass_message is None:
-            receipt = self.reads.receipt_of(approval_id=approval.approval_id) if self.reads is not None else None
+            receipt = self.receipt_for(approval)
             for channel in notify:
                 self._say(channel, glass_notice(run, approval, receipt))
             where = self._say(self._review_channel(run, approval), review_card(run, approval))

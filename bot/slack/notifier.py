@@ -255,6 +255,9 @@ class SlackNotifier(GlassNotices):
             self._copies.put((run.run_id, run.version), copies)
         self._followed.show(run, done=True)
 
+    def receipt_for(self, approval: ApprovalRecord) -> dict[str, Any] | None:
+        return self.reads.receipt_of(approval_id=approval.approval_id) if self.reads is not None else None
+
     # -- also used by the listeners --------------------------------------------------------
 
     def show_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
@@ -354,7 +357,7 @@ class SlackNotifier(GlassNotices):
             message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked,
                                                 on_call=self.on_call, console=self.console_url)
         else:
-            receipt = self.reads.receipt_of(approval_id=approval.approval_id) if self.reads is not None else None
+            receipt = self.receipt_for(approval)
             message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
                                                grant=self._grant_of(approval), asked=asked, receipt=receipt)
         self._update(where["channel"], where["ts"], message)

@@ -112,6 +112,22 @@ def test_a_rule_that_allows_the_call_hands_it_over_unasked(store: Store, tmp_pat
     assert runner.report_call(run_id, False, error="the payment service said no") == "done"
     [row] = runner.store.executions(run_id)
     assert (row["status"], row["error"]) == ("failed", "the payment service said no")
+    assert not told.calls, "a call the policy decided alone is posted nowhere (the audit log keeps it)"
+
+
+def test_a_call_allowed_unasked_whose_caller_goes_quiet_is_still_taken_to_a_person(
+        store: Store, tmp_path: Path, clock: ManualClock, told: Told) -> None:
+    policy = parse_policy("rules:\n  - name: small refunds\n    tool: refund\n    when: args.amount < 100\n"
+                          "    decision: allow\n", source="policy.yaml")
+    runner = build_runner(store, tmp_path / "effects.log", notifier=told, approval_policy=policy)
+    run_id = asked(runner)
+    assert isinstance(runner.start_call(run_id), Started)
+    clock.advance(seconds=61)
+    assert run_id in runner.recover()
+    runner.execute(run_id)
+    assert runner.get_run(run_id).status == "needs_reconciliation"
+    assert told.of("run_started") == [run_id] and told.of("run_stopped") == [run_id], \
+        "quiet until it needs a person, then told in full"
 
 
 def test_a_caller_that_never_reports_leaves_the_call_to_a_person(runner: Runner, clock: ManualClock,
