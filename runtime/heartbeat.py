@@ -1,37 +1,105 @@
-"""Keeping a run's lease while a worker drives it."""
+"""Keeping a run's lease while a worker drives it.
+
+One thread beats for every run this process drives, instead of a thread per pass: starting and
+joining a thread cost about a tenth of an approval's whole round trip (`BENCHMARKS.md`), and most
+passes end long before their first beat is due.
+"""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from signoff.runtime.ports import RunStore
 
 log = logging.getLogger("signoff.runner")
 
+MIN_INTERVAL_S = 0.05
+"""The shortest time between two beats of one lease, whatever the lease."""
+
+
+@dataclass
+class _Beat:
+    store: RunStore
+    run_id: str
+    owner: str
+    lease: timedelta
+    interval: float
+    live: bool = field(default=True)
+
+
+class _Beats:
+    """The one beating thread: renews each registered lease a third of a lease after the last
+    renewal, earliest first. It is started at the first registration and sleeps while none is due."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._due: list[tuple[float, int, _Beat]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._renewing: _Beat | None = None
+
+    def add(self, beat: _Beat) -> None:
+        with self._changed:
+            heapq.heappush(self._due, (self._clock() + beat.interval, next(self._order), beat))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="lease-heartbeat", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def remove(self, beat: _Beat) -> None:
+        """Stop renewing `beat`, once a renewal of it under way has ended: after this, nothing of
+        the pass touches the database on its behalf (a pass's end may be its store's end)."""
+        with self._changed:
+            beat.live = False
+            while self._renewing is beat:
+                self._changed.wait()
+
+    def _serve(self) -> None:
+        while True:
+            beat = self._next_due()
+            try:
+                renewed = beat.store.renew(beat.run_id, beat.owner, beat.lease)
+            except Exception as exc:  # a database hiccup: the next beat tries again
+                log.warning("run %s: lease renewal failed: %s", beat.run_id, exc)
+                renewed = True
+            with self._changed:
+                self._renewing = None
+                if renewed and beat.live:  # a lease lost to another worker is not beaten again
+                    heapq.heappush(self._due, (self._clock() + beat.interval, next(self._order), beat))
+                self._changed.notify_all()
+
+    def _next_due(self) -> _Beat:
+        with self._changed:
+            while True:
+                while self._due and not self._due[0][2].live:
+                    heapq.heappop(self._due)
+                wait = self._due[0][0] - self._clock() if self._due else None
+                if wait is not None and wait <= 0:
+                    self._renewing = heapq.heappop(self._due)[2]
+                    return self._renewing
+                self._changed.wait(wait)
+
+
+_BEATS = _Beats()
+
 
 class Heartbeat:
     """Renews the run's lease while a worker drives it, so a long tool call is not taken for a crash."""
 
     def __init__(self, store: RunStore, run_id: str, owner: str, lease: timedelta) -> None:
-        self._store, self._run_id, self._owner, self._lease = store, run_id, owner, lease
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{run_id}", daemon=True)
-
-    def _beat(self) -> None:
-        interval = max(self._lease.total_seconds() / 3, 0.05)
-        while not self._stop.wait(interval):
-            try:
-                if not self._store.renew(self._run_id, self._owner, self._lease):
-                    return
-            except Exception as exc:  # a database hiccup: the next beat tries again
-                log.warning("run %s: lease renewal failed: %s", self._run_id, exc)
+        self._beat = _Beat(store, run_id, owner, lease, max(lease.total_seconds() / 3, MIN_INTERVAL_S))
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        _BEATS.add(self._beat)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        _BEATS.remove(self._beat)

@@ -368,3 +368,33 @@ def test_a_worker_renews_its_lease_through_a_long_tool_call(engine: Any, effects
 
     assert while_the_tool_runs(slow, first, run.run_id, try_to_take_over) == "done"
     assert side_effects(effects) == [(SEND, approval.key)]
+
+
+def test_leases_of_overlapping_long_calls_are_all_kept_when_one_pass_ends(engine: Any, tmp_path: Path) -> None:
+    """Real clock. One heartbeat serves every run a process drives: two calls run at once, the
+    first ends after a lease and a half, and the second's lease is still renewed until it ends."""
+    store = SqlStore(engine)
+    short, long = SlowSend(tmp_path / "short"), SlowSend(tmp_path / "long")
+    runners = [short.runner(store, lease=1.0, worker_id="w1"), long.runner(store, lease=1.0, worker_id="w1")]
+    other = short.runner(store, lease=1.0, worker_id="w2")
+    runs = [approved(runner)[0] for runner in runners]
+    statuses: dict[str, str | None] = {}
+    passes = [threading.Thread(target=lambda r=runner, run=run: statuses.update({run.run_id: r.execute(run.run_id)}))
+              for runner, run in zip(runners, runs, strict=True)]
+    for thread in passes:
+        thread.start()
+    try:
+        assert short.started.wait(10) and long.started.wait(10)
+        for second in range(4):
+            time.sleep(0.75)
+            if second == 1:
+                short.finish.set()
+                passes[0].join(10)
+            assert all(other.execute(run.run_id) is None for run in runs if statuses.get(run.run_id) is None)
+    finally:
+        short.finish.set()
+        long.finish.set()
+        for thread in passes:
+            thread.join(10)
+    assert statuses == {run.run_id: "done" for run in runs}
+    assert len(side_effects(tmp_path / "short")) == len(side_effects(tmp_path / "long")) == 1
