@@ -105,6 +105,11 @@ class Loop(abc.ABC):
         """Have ready what approving `ticket` needs besides the approval itself, as a running
         server has when a click arrives: the database opened."""
 
+    def count_statements(self, ticket: dict[str, Any]) -> dict[str, int] | None:
+        """Approve `ticket` to the end, counting the SQL statements and the commits it took (None:
+        this system's connections cannot be watched)."""
+        return None
+
     def segment(self, steps: int) -> tuple[Any, float]:
         start = time.perf_counter()
         handle = self.create(steps)
@@ -176,6 +181,28 @@ class SignoffLoop(Loop):
         status = signoff_approve(self.runner(ticket["steps"]), ticket["run_id"], ticket["approval_id"],
                                  ticket["digest"])
         assert status == "done", status
+
+    def count_statements(self, ticket: dict[str, Any]) -> dict[str, int] | None:
+        from sqlalchemy import event
+
+        counts = {"statements": 0, "commits": 0}
+
+        def executed(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+            # SQLite's BEGIN IMMEDIATE goes through the cursor too; it is a transaction's, not a statement.
+            counts["statements"] += not statement.lstrip().upper().startswith("BEGIN")
+
+        def committed(*_: Any) -> None:
+            counts["commits"] += 1
+
+        engine = self.store.engine
+        event.listen(engine, "before_cursor_execute", executed)
+        event.listen(engine, "commit", committed)
+        try:
+            self.finish(ticket)
+        finally:
+            event.remove(engine, "before_cursor_execute", executed)
+            event.remove(engine, "commit", committed)
+        return counts
 
     def finished(self, ticket: dict[str, Any]) -> bool:
         run = self.store.get_run(ticket["run_id"], history=False)
@@ -353,6 +380,17 @@ class LangGraphLoop(Loop):
                                 durability="sync")
         assert "final" in out["history"][-1] and "__interrupt__" not in out
 
+    def count_statements(self, ticket: dict[str, Any]) -> dict[str, int] | None:
+        said: list[str] = []
+        self.saver.conn.set_trace_callback(said.append)
+        try:
+            self.finish(ticket)
+        finally:
+            self.saver.conn.set_trace_callback(None)
+        words = [line.split(None, 1)[0].upper() for line in said if line.strip()]
+        return {"statements": sum(word not in ("BEGIN", "COMMIT") for word in words),
+                "commits": words.count("COMMIT")}
+
     def finished(self, ticket: dict[str, Any]) -> bool:
         state = self.graph.get_state(self.config(ticket["thread_id"], ticket["steps"]))
         return "final" in state.values["history"][-1] and not state.next
@@ -413,7 +451,20 @@ def measure(sizes: list[int], repeats: list[int], names: list[str] | None = None
             result["fresh"] = fresh_round_trips(products, fresh_steps, fresh_samples)
         if bulk and products:
             result["bulk"] = sequential(products, bulk, BULK_STEPS)
+        if products:
+            result["statements"] = statement_counts(products, fresh_steps)
         return result
+
+
+def statement_counts(systems: list[Loop], steps: int) -> dict[str, Any]:
+    """What one approval round trip (decision → run finished) asks of the database, per system:
+    SQL statements sent (BEGIN and COMMIT not counted) and commits; a count is the same every time."""
+    counted: dict[str, Any] = {}
+    for system in systems:
+        counts = system.count_statements(system.ticket(system.segment(steps)[0]))
+        if counts is not None:
+            counted[system.name] = counts
+    return {"steps": steps, "systems": counted}
 
 
 def _medians(data: dict[str, list[float]]) -> dict[str, Any]:

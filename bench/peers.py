@@ -135,7 +135,7 @@ def markdown(result: dict[str, Any]) -> str:
                                report.verdict(goal["growing"]) if goal else "(experiment)"])
     parts.append(report.table(["Signoff", "peer", *[f"N={n}" for n in sizes], "≥ 5x at every N",
                                "growing with N"], speed_rows))
-    parts += fresh_markdown(result) + bulk_markdown(result) + goals_markdown(result)
+    parts += fresh_markdown(result) + bulk_markdown(result) + statements_markdown(result) + goals_markdown(result)
     parts += ["", "Durability each system ran with:", ""]
     parts += [f"- {name}: {data['durability']}" for name, data in systems.items()]
     return "\n".join(parts)
@@ -166,6 +166,16 @@ def bulk_markdown(result: dict[str, Any]) -> list[str]:
             f"the systems take turns in blocks of {bulk['block']}), ms per run:", "",
             report.table(["system", "create a paused run", "approve it to the end", "seconds (creations + approvals)"],
                          rows)]
+
+
+def statements_markdown(result: dict[str, Any]) -> list[str]:
+    counted = result.get("statements")
+    if not counted or not counted["systems"]:
+        return []
+    rows = [[name, str(data["statements"]), str(data["commits"])] for name, data in counted["systems"].items()]
+    return ["", f"What one approval round trip asks of the database (a run of N={counted['steps']}, decision → "
+            "finished; BEGIN and COMMIT not counted as statements):", "",
+            report.table(["system", "SQL statements", "commits"], rows)]
 
 
 def goals_markdown(result: dict[str, Any]) -> list[str]:

@@ -94,6 +94,11 @@ def test_peer_loop_runs_the_installed_systems_to_the_approval_and_back():
     assert mine["round_trip"]["median_ms"] > 0
     assert set(result["speedup"]["signoff"]) == set(names) - {"signoff", "signoff-pooled"}
     assert "| signoff |" in peers.markdown(result)
+    # What an approval asks of the database is counted, the same way each time: a run's decision, its
+    # call's ledger row, its outcome and its final answer are at least four commits.
+    counted = result["statements"]["systems"]["signoff"]
+    assert counted["commits"] >= 4 and counted["statements"] > counted["commits"]
+    assert "What one approval round trip asks of the database" in peers.markdown(result)
 
 
 def test_speedup_goal_needs_five_times_at_every_size_and_growth():
