@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only steps,peers,slack,scale,policy,backtest,startup,replicas,cli,api,gateway,receipts,targets]`: run the benchmarks, write the figures.
+"""`python -m bench [--quick] [--only steps,peers,profile,slack,scale,policy,backtest,startup,replicas,cli,api,gateway,receipts,targets]`: run the benchmarks, write the figures.
 
 Each benchmark saves JSON to bench/results/ and rewrites its generated block in BENCHMARKS.md.
 `targets` measures nothing: it judges every target from the saved results, so it runs last.
@@ -16,6 +16,7 @@ from typing import Any
 
 from bench import (
     api_roundtrip,
+    approval_profile,
     backtest,
     cli_steps,
     gateway,
@@ -33,7 +34,7 @@ from bench import (
     targets,
 )
 
-BENCHMARKS = ("steps", "peers", "slack", "scale", "policy", "backtest", "startup", "replicas", "cli", "api", "gateway", "receipts", "targets")
+BENCHMARKS = ("steps", "peers", "profile", "slack", "scale", "policy", "backtest", "startup", "replicas", "cli", "api", "gateway", "receipts", "targets")
 SUMMARIES = ("targets",)
 """Benchmarks that only read what the others saved: they run after every other one chosen."""
 
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, Callable[[], dict[str, Any]]] = {
         "steps": lambda: steps.run(args.quick, postgres),
         "peers": lambda: peers.run(args.quick),
+        "profile": lambda: approval_profile.run(args.quick),
         "slack": lambda: slack_ack.run(args.quick, postgres),
         "scale": lambda: scale.run(args.quick, postgres),
         "policy": lambda: policy.run(args.quick),
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         "cli": lambda: cli_steps.run(args.quick),
         "targets": lambda: targets.run(),
     }
-    writers = {"steps": steps.markdown, "peers": peers.markdown, "slack": slack_ack.markdown, "policy": policy.markdown,
+    writers = {"steps": steps.markdown, "peers": peers.markdown, "profile": approval_profile.markdown, "slack": slack_ack.markdown, "policy": policy.markdown,
                "backtest": backtest.markdown, "api": api_roundtrip.markdown, "scale": scale.markdown, "startup": startup.markdown, "replicas": replicas.markdown,
                "cli": cli_steps.markdown, "gateway": gateway.markdown, "receipts": receipts.markdown,
                "targets": targets.markdown}

@@ -17,6 +17,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import (  # noqa: E402
+    approval_profile,
     cli_steps,
     code_shape,
     machine,
@@ -99,6 +100,18 @@ def test_peer_loop_runs_the_installed_systems_to_the_approval_and_back():
     counted = result["statements"]["systems"]["signoff"]
     assert counted["commits"] >= 4 and counted["statements"] > counted["commits"]
     assert "What one approval round trip asks of the database" in peers.markdown(result)
+
+
+def test_the_approval_profile_puts_every_profiled_second_in_one_layer():
+    result = approval_profile.run(quick=True)
+
+    for profiled in [*result["warm"], result["fresh"]]:
+        assert set(profiled["shares"]) == set(approval_profile.LAYERS)
+        assert 99.0 <= sum(profiled["shares"].values()) <= 101.0
+    # The store's work is SQLAlchemy's and the driver's: a profile with none of it measured nothing.
+    assert result["warm"][0]["shares"]["SQLAlchemy (Python)"] > 0
+    assert result["warm"][0]["database"]["commits"] >= 4
+    assert "| SQLite driver (C: statements, commits) |" in approval_profile.markdown(result)
 
 
 def test_speedup_goal_needs_five_times_at_every_size_and_growth():
