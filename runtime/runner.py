@@ -160,6 +160,30 @@ class Runner(RunRequests, GlassRequests):
 
         `glass`: the reason `user` gives for breaking the glass: an approve that decides alone where
         the rule offers it and they may (`breaker_refusal`); its follow-ups start at once."""
+        checked = self._decidable(approval_id, digest, user, approved, grant, unoffered, signed_in, glass)
+        if not isinstance(checked, tuple):
+            return checked
+        run, approval, stepped_up = checked
+        lease = self.worker.new_owner() if drive else None
+        outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
+                                    lease_to=lease, lease=self.config.lease, step_up=stepped_up, glass=glass,
+                                    signer=self.config.signer, start_within=self.config.dispatch_window)
+        if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
+            self.worker.took(approval.run_id, lease)
+        self.teller.observe(run, vote_events(outcome, user))
+        if isinstance(outcome, Decided):
+            self.config.failpoints.hit("after_approval_recorded")
+        if show:
+            self._show(run, outcome)
+        if glass is not None and isinstance(outcome, Decided):
+            self.glass_due()  # tell its channels now, not at the next sweep
+        return outcome
+
+    def _decidable(self, approval_id: str, digest: str, user: str, approved: bool, grant: bool,
+                   unoffered: Callable[[ApprovalRecord], str | None] | None, signed_in: SignIn | None,
+                   glass: str | None) -> tuple[RunRecord, ApprovalRecord, dict[str, Any] | None] | DecisionOutcome:
+        """What a decision is made on (the run, the approval, the sign-in it records), or why it is
+        refused before it is counted: the approval's own rules are the store's to apply (`vote`)."""
         approval = self.store.get_approval(approval_id)
         if approval is None:
             return Missing("approval")
@@ -184,20 +208,7 @@ class Runner(RunRequests, GlassRequests):
         if refusal:
             return StepUpNeeded(with_rule(refusal, approval.rule) or refusal, approval_id=approval_id)
         stepped_up = signed_in.to_json(step_up) if step_up is not None and signed_in is not None else None
-        lease = self.worker.new_owner() if drive else None
-        outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
-                                    lease_to=lease, lease=self.config.lease, step_up=stepped_up, glass=glass,
-                                    signer=self.config.signer, start_within=self.config.dispatch_window)
-        if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
-            self.worker.took(approval.run_id, lease)
-        self.teller.observe(run, vote_events(outcome, user))
-        if isinstance(outcome, Decided):
-            self.config.failpoints.hit("after_approval_recorded")
-        if show:
-            self._show(run, outcome)
-        if glass is not None and isinstance(outcome, Decided):
-            self.glass_due()  # tell its channels now, not at the next sweep
-        return outcome
+        return run, approval, stepped_up
 
     def show_decision(self, outcome: DecisionOutcome) -> None:
         """Bring the approval's message in line with what a decision did (decided, counted, found
