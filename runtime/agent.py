@@ -2,8 +2,9 @@
 model, run a call, commit the step), through `Ports`, and holds the run's state between requests.
 
 The decisions are in the pure `loop` and `requests`; the I/O is in the ports: in-process (the
-`executor` runs calls, `on_checkpoint` receives each step) or the runner's (the ledger, the
-store). Nothing in the loop calls back into either: a step is a value, and the driver acts on it.
+`executor` runs calls, started through an in-process ledger, and `on_checkpoint` receives each
+step) or the runner's (the store's ledger, the store). Either starts a call the one way,
+`call_starts.start_call`. Nothing in the loop calls back into either: a step is a value, and the driver acts on it.
 The state is a frozen, validated `schema.RunState` (`agent.run_state`); `agent.state` shows it as
 read-only JSON.
 """
