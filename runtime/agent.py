@@ -2,8 +2,9 @@
 model, run a call, commit the step), through `Ports`, and holds the run's state between requests.
 
 The decisions are in the pure `loop` and `requests`; the I/O is in the ports: in-process (the
-`executor` runs calls, `on_checkpoint` receives each step) or the runner's (the ledger, the
-store). Nothing in the loop calls back into either: a step is a value, and the driver acts on it.
+`executor` runs calls, started through an in-process ledger, and `on_checkpoint` receives each
+step) or the runner's (the store's ledger, the store). Either starts a call the one way,
+`call_starts.start_call`. Nothing in the loop calls back into either: a step is a value, and the driver acts on it.
 The state is a frozen, validated `schema.RunState` (`agent.run_state`); `agent.state` shows it as
 read-only JSON.
 """
@@ -20,6 +21,7 @@ from signoff.runtime.approval_policy import ApprovalPolicy, default_policy
 from signoff.runtime.batches import continue_batch
 from signoff.runtime.budget import Budget
 from signoff.runtime.call_outcomes import after_call
+from signoff.runtime.call_starts import InProcessLedger, start_call
 from signoff.runtime.checkpoints import Checkpoint, StateJson, StepRecord
 from signoff.runtime.errors import ModelAuthError, ModelUnavailable
 from signoff.runtime.frozen import FrozenDict, frozen, thawed
@@ -29,7 +31,7 @@ from signoff.runtime.records import GrantRecord
 from signoff.runtime.replies import after_reply, budget_stop
 from signoff.runtime.schema import BudgetLimits, RunState
 from signoff.runtime.state import DEFAULT_REDACT_KEYS, dump_state, parse_state
-from signoff.runtime.tool_calls import Executor, Outcome, PreviewChanged, call_tool, run_tool, take_preview
+from signoff.runtime.tool_calls import Executor, Outcome, run_tool, take_preview
 from signoff.tools.base import Tool
 
 __all__ = ["Agent", "Checkpoint", "Executor", "InProcess", "NoReply", "Policy", "Ports"]
@@ -58,44 +60,23 @@ class Ports(Protocol):
 
 
 class InProcess:
-    """Ports for a run held in this process: `executor` runs calls, `on_checkpoint` sees each step."""
+    """Ports for a run held in this process: `executor` runs calls, `on_checkpoint` sees each step,
+    and `ledger` records the calls started (agents that share it never start one key's call twice)."""
 
     def __init__(self, executor: Executor, on_checkpoint: Callable[[Checkpoint], None] | None,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], ledger: InProcessLedger | None = None) -> None:
         self.executor, self.on_checkpoint, self.clock = executor, on_checkpoint, clock
+        self.ledger = ledger if ledger is not None else InProcessLedger()
 
     def run(self, action: RunTool) -> Outcome:
-        # Every start here is a first start: a run held in one process is not resumed mid-call.
-        changed = preview_changed(action)
-        if changed is not None:
-            return changed
-        # A copy: a tool that consumes its arguments must not rewrite the history or the fingerprint.
-        return call_tool(action.tool, thawed(action.call.args), action.call.key, self.executor, self.clock)
+        return start_call(action, self.ledger, self.executor, self.clock)
 
     def save(self, checkpoint: Checkpoint) -> bool:
+        if checkpoint.execution is not None:
+            self.ledger.record(checkpoint.execution)
         if self.on_checkpoint is not None:
             self.on_checkpoint(checkpoint)
         return True
-
-
-def holds_to_preview(action: RunTool) -> bool:
-    """Whether an approved call is held to the preview its approvers saw: its tool says
-    `preview_must_match` and a person approved it (a call a rule or a grant lets run was never
-    shown to anyone, and a retried one is the ledger's to settle, not a preview's)."""
-    call, tool = action.call, action.tool
-    return (tool.preview_must_match and call.preview is not None and not action.retry
-            and action.allowed_by is None and action.granted_by is None)
-
-
-def preview_changed(action: RunTool) -> PreviewChanged | None:
-    """Before the first start of a call `holds_to_preview`: its preview taken again, if the world
-    changed since the approvers saw it (the approval is then void), else None. The one re-check,
-    for a run in this process and a stored one alike."""
-    if not holds_to_preview(action):
-        return None
-    call = action.call
-    now = take_preview(action.tool, thawed(call.args), call.key)
-    return PreviewChanged(now) if call.preview is not None and now.digest != call.preview.digest else None
 
 
 class Agent:

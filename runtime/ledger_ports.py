@@ -8,38 +8,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from signoff.runtime.agent import Checkpoint, holds_to_preview, preview_changed
-from signoff.runtime.call_outcomes import through_ledger
+from signoff.runtime.agent import Checkpoint
+from signoff.runtime.call_starts import restart_for, start_call
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import event as audit_event
-from signoff.runtime.frozen import thawed
 from signoff.runtime.loop import RunTool
-from signoff.runtime.records import (
-    ApprovalRecord,
-    ExecutionStart,
-    Existing,
-    Fresh,
-    NotDispatchable,
-    Restart,
-    RunRecord,
-    Ungranted,
-)
+from signoff.runtime.records import ApprovalRecord, ExecutionStart, Fresh, RunRecord
 from signoff.runtime.rules import step_write
-from signoff.runtime.schema import Status
 from signoff.runtime.state import TERMINAL
-from signoff.runtime.tool_calls import (
-    Failed,
-    NotGranted,
-    Outcome,
-    Ran,
-    Refused,
-    Unknown,
-    call_tool,
-    run_tool,
-)
-from signoff.tools.base import Tool
+from signoff.runtime.tool_calls import Outcome, run_tool
 
 if TYPE_CHECKING:
     from signoff.runtime.worker import Worker
@@ -85,68 +64,60 @@ class Session:
         self.clear_command, self.retry_key, self.interrupted = False, None, False
 
 
+class StoredLedger:
+    """The store's execution ledger, as the run's worker starts calls through it: fenced on the
+    worker's lease, a waiting Retry request used up with the start, the start told to whoever
+    watches, and the crash points a fault test can stop the process at."""
+
+    def __init__(self, worker: Worker, session: Session) -> None:
+        self.worker, self.session = worker, session
+        self.store, self.config = worker.store, worker.config
+
+    def started(self, key: str) -> bool:
+        return any(row.get("key") == key for row in self.store.executions(self.session.run.run_id))
+
+    def begin(self, action: RunTool) -> ExecutionStart:
+        started = self._begin(action)
+        if isinstance(started, Fresh):
+            session, call = self.session, action.call
+            if started.version is not None:  # the retry request was used up with the start, in one transaction
+                session.version, session.clear_command = started.version, False
+            self.worker.teller.observe(session.run, [audit_event(
+                "execution_started", run_id=session.run.run_id, key=call.key, tool=call.tool,
+                attempt=started.attempt, allowed_by=action.allowed_by, granted_by=action.granted_by)])
+            self.config.failpoints.hit("after_ledger_row")
+        return started
+
+    def ran(self, key: str) -> None:
+        self.config.failpoints.hit("after_tool")
+
+    def _begin(self, action: RunTool) -> ExecutionStart:
+        session, call, tool = self.session, action.call, action.tool
+        try:
+            return self.store.begin_execution(
+                session.run.run_id, call.tool, dict(call.args), call.key, owner=session.owner,
+                lease=self.config.lease, dispatch_window=self.config.dispatch_window,
+                restart=restart_for(tool, session.retry_key == call.key),
+                allowed_by=action.allowed_by if tool.side_effect else None, granted_by=action.granted_by,
+                preview=call.preview.digest if call.preview is not None else None,
+                signer=self.config.signer, policy=self.config.policy.digest)
+        except Conflict as exc:
+            raise LeaseLost(str(exc)) from exc
+        except Exception as exc:  # the database failed, not the tool
+            raise StoreFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
 class LedgerPorts:
     """The agent's ports for a run kept in the store: calls through the ledger, steps into the store."""
 
     def __init__(self, worker: Worker, session: Session) -> None:
         self.worker, self.session = worker, session
         self.store, self.config = worker.store, worker.config
+        self.ledger = StoredLedger(worker, session)
 
     def run(self, action: RunTool) -> Outcome:
         """Read-only calls just run; a side effect starts only through the ledger, once."""
-        call, tool = action.call, action.tool
-        if not through_ledger(tool, call):
-            return call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
-        if holds_to_preview(action) and self._first_start(call.key):
-            changed = preview_changed(action)
-            if changed is not None:
-                return changed
-        started = self._begin(tool, call.tool, dict(call.args), call.key, action.allowed_by, action.granted_by,
-                              call.preview.digest if call.preview is not None else None)
-        match started:
-            case NotDispatchable(reason=reason, status=status):
-                return Refused(reason, cast(Status, status))
-            case Ungranted(reason=reason):
-                return NotGranted(reason)
-            case Existing(status="started"):
-                return Unknown(f"{tool.name} ({call.key}) started earlier and recorded no outcome; "
-                               "it may or may not have taken effect")
-            case Existing(status="succeeded", result=result):
-                return Ran(result, 0.0)
-            case Existing(error=error):
-                return Failed(f"ToolFailed: {error or 'failed earlier'}", 0.0)
-            case Fresh(version=version) if version is not None:
-                # The retry request was used up with the start, in one transaction.
-                self.session.version, self.session.clear_command = version, False
-        if isinstance(started, Fresh):
-            self.worker.teller.observe(self.session.run, [audit_event(
-                "execution_started", run_id=self.session.run.run_id, key=call.key, tool=call.tool,
-                attempt=started.attempt, allowed_by=action.allowed_by, granted_by=action.granted_by)])
-        self.config.failpoints.hit("after_ledger_row")
-        outcome = call_tool(tool, thawed(call.args), call.key, run_tool, self.worker.clock)
-        self.config.failpoints.hit("after_tool")
-        return outcome
-
-    def _first_start(self, key: str) -> bool:
-        """Whether the call under `key` never started (one that did is the ledger's to settle)."""
-        return all(row.get("key") != key for row in self.store.executions(self.session.run.run_id))
-
-    def _begin(self, tool: Tool, name: str, args: dict[str, object], key: str,
-               allowed_by: str | None, granted_by: str | None, preview: str | None) -> ExecutionStart:
-        session = self.session
-        # A read-only call asked about changes nothing: one that left no outcome may start again.
-        restart: Restart | None = ("requested" if session.retry_key == key
-                                   else "idempotent" if tool.idempotent or not tool.side_effect else None)
-        try:
-            return self.store.begin_execution(session.run.run_id, name, args, key, owner=session.owner,
-                                              lease=self.config.lease, dispatch_window=self.config.dispatch_window,
-                                              restart=restart, allowed_by=allowed_by if tool.side_effect else None,
-                                              granted_by=granted_by, preview=preview, signer=self.config.signer,
-                                              policy=self.config.policy.digest)
-        except Conflict as exc:
-            raise LeaseLost(str(exc)) from exc
-        except Exception as exc:  # the database failed, not the tool
-            raise StoreFailed(f"{type(exc).__name__}: {exc}") from exc
+        return start_call(action, self.ledger, run_tool, self.worker.clock)
 
     def save(self, checkpoint: Checkpoint) -> bool:
         """Commit the step, then tell people about it; False once a request waits for the run."""

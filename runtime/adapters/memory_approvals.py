@@ -20,6 +20,7 @@ from signoff.runtime.adapters.memory_rows import (
     freeze,
     thaw,
 )
+from signoff.runtime.adapters.starting_calls import StartingCall
 from signoff.runtime.approval import (
     dispatch,
     expire,
@@ -32,7 +33,7 @@ from signoff.runtime.approval_change import Change
 from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review, unreviewed
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
-from signoff.runtime.receipts import SigningKey, decision_receipt, start_receipt
+from signoff.runtime.receipts import SigningKey, decision_receipt
 from signoff.runtime.records import (
     ApprovalRecord,
     Decided,
@@ -79,7 +80,6 @@ class MemoryApprovals(MemoryReads):
                         restart: Restart | None = None, allowed_by: str | None = None,
                         granted_by: str | None = None, preview: str | None = None,
                         signer: SigningKey | None = None, policy: str | None = None) -> ExecutionStart:
-        digest = call_digest(tool, args, key, preview)
         with self._lock:
             now = self.now()
             run = self._runs.get(run_id)
@@ -89,39 +89,49 @@ class MemoryApprovals(MemoryReads):
             existing = self._executions.get(key)
             if existing is not None:
                 return self._restart(run, tool, existing, restart, now)
+            call = StartingCall(run_id, run.requester, tool, args, key, call_digest(tool, args, key, preview), now,
+                                preview, policy, signer)
             if granted_by is not None:
-                grant = use_grant(self._grants.get(granted_by), granted_by, run_id=run_id, requester=run.requester,
-                                  tool=tool, args=args, now=now)
-                if isinstance(grant, Ungranted):
-                    return grant
-                self._grants[granted_by] = grant
-                if signer is not None:
-                    self._receipts.append(start_receipt(
-                        "granted", signer, run_id=run_id, requester=run.requester, tool=tool, args=args, call_key=key,
-                        digest=digest, now=now, rule=grant.rule, grant_id=granted_by, preview=preview, policy=policy))
-                return self._started(run, key, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
+                return self._start_granted(run, call, granted_by)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
-                if signer is not None:
-                    self._receipts.append(start_receipt(
-                        "allowed", signer, run_id=run_id, requester=run.requester, tool=tool, args=args, call_key=key,
-                        digest=digest, now=now, rule=allowed_by, preview=preview, policy=policy))
-                return self._started(run, key, tool, digest, now, allowed_by=allowed_by)
-            latest = newest_first([a for a in self._by_key.get(key, []) if a.record.status != "superseded"],
-                                   "requested_at")
-            used = dispatch(latest[0].out() if latest else None, run_id=run_id, key=key, digest=digest, now=now,
-                            window=dispatch_window)
-            if isinstance(used, tuple):
-                refusal, expired = used
-                self._save(run, [expired] if expired is not None else [])
-                return refusal
-            self._save(run, [used])
-            return self._started(run, key, tool, digest, now, approval_id=used.after.approval_id)
+                self._keep_receipt(call.receipt("allowed", allowed_by))
+                return self._started(run, call, allowed_by=allowed_by)
+            return self._start_approved(run, call, dispatch_window)
 
-    def _started(self, run: Run, key: str, tool: str, digest: str, now: datetime, **why: str | int) -> Fresh:
+    def _start_granted(self, run: Run, call: StartingCall, granted_by: str) -> ExecutionStart:
+        """Start a call under the grant `granted_by`, if it still covers it: its use counted, its receipt kept."""
+        grant = use_grant(self._grants.get(granted_by), granted_by, run_id=call.run_id, requester=call.requester,
+                          tool=call.tool, args=call.args, now=call.now)
+        if isinstance(grant, Ungranted):
+            return grant
+        self._grants[granted_by] = grant
+        self._keep_receipt(call.receipt("granted", grant.rule, grant_id=granted_by))
+        return self._started(run, call, granted_by=granted_by, grant_use=grant.uses)
+
+    def _start_approved(self, run: Run, call: StartingCall, window: timedelta) -> ExecutionStart:
+        """Start a call a person approved within `window`, using its approval up; or say why not (an
+        approval approved too long ago is marked expired)."""
+        latest = newest_first([a for a in self._by_key.get(call.key, []) if a.record.status != "superseded"],
+                              "requested_at")
+        used = dispatch(latest[0].out() if latest else None, run_id=call.run_id, key=call.key, digest=call.digest,
+                        now=call.now, window=window)
+        if isinstance(used, tuple):
+            refusal, expired = used
+            self._save(run, [expired] if expired is not None else [])
+            return refusal
+        self._save(run, [used])
+        return self._started(run, call, approval_id=used.after.approval_id)
+
+    def _keep_receipt(self, receipt: dict[str, Any] | None) -> None:
+        if receipt is not None:
+            self._receipts.append(receipt)
+
+    def _started(self, run: Run, call: StartingCall, **why: str | int) -> Fresh:
         """The ledger row of a call starting now, its first attempt, with the event saying what let it."""
-        self._executions[key] = Execution(key=key, run_id=run.run_id, tool=tool, digest=digest, status="started",
-                                          attempts=1, started_at=now, added=next(self._added))
-        run.append([execution_started(key, tool, **why)], now)
+        self._executions[call.key] = Execution(key=call.key, run_id=run.run_id, tool=call.tool, digest=call.digest,
+                                               status="started", attempts=1, started_at=call.now,
+                                               added=next(self._added))
+        run.append([execution_started(call.key, call.tool, **why)], call.now)
         return Fresh(1)
 
     def _restart(self, run: Run, tool: str, existing: Execution, restart: Restart | None,

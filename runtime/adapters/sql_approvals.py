@@ -36,6 +36,7 @@ from signoff.runtime.adapters.rows import (
     loads,
     lock_runs,
 )
+from signoff.runtime.adapters.starting_calls import StartingCall
 from signoff.runtime.adapters.statements import (
     EXECUTION_BY_KEY,
     FENCE,
@@ -56,7 +57,7 @@ from signoff.runtime.approval import (
 from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
-from signoff.runtime.receipts import SigningKey, decision_receipt, start_receipt
+from signoff.runtime.receipts import SigningKey, decision_receipt
 from signoff.runtime.records import (
     ApprovalRecord,
     Decided,
@@ -108,7 +109,6 @@ class SqlApprovals(SqlTransactions):
         its key (`idempotent`), or a person asked to retry it (`requested`) — that request is used
         up in this same transaction, so a crash during the retried call cannot lead to another.
         """
-        digest = call_digest(tool, args, key, preview)
         with self._tx() as conn:
             now = self._now(conn)
             held = conn.execute(FENCE, lease_params(run_id, owner, now, lease)).first()
@@ -117,33 +117,13 @@ class SqlApprovals(SqlTransactions):
             existing = conn.execute(EXECUTION_BY_KEY, {"b_key": key}).first()
             if existing is not None:
                 return self._restart(conn, run_id, tool, existing, held, restart, now)
+            call = StartingCall(run_id, held.requester, tool, args, key, call_digest(tool, args, key, preview), now,
+                                preview, policy, signer)
             if granted_by is not None:
-                grant = use_grant(grant_row(conn, granted_by), granted_by, run_id=run_id, requester=held.requester,
-                                  tool=tool, args=args, now=now)
-                if isinstance(grant, Ungranted):
-                    return grant
-                save_grant_use(conn, grant)
-                if signer is not None:
-                    insert_receipt(conn, start_receipt("granted", signer, run_id=run_id, requester=held.requester,
-                                                       tool=tool, args=args, call_key=key, digest=digest, now=now,
-                                                       rule=grant.rule, grant_id=granted_by, preview=preview, policy=policy), now)
-                return _started(conn, key, run_id, tool, digest, now, granted_by=granted_by, grant_use=grant.uses)
+                return _start_granted(conn, call, granted_by)
             if allowed_by is not None:  # the policy let it run without a person: no approval to consume
-                if signer is not None:
-                    insert_receipt(conn, start_receipt("allowed", signer, run_id=run_id, requester=held.requester,
-                                                       tool=tool, args=args, call_key=key, digest=digest, now=now,
-                                                       rule=allowed_by, preview=preview, policy=policy), now)
-                return _started(conn, key, run_id, tool, digest, now, allowed_by=allowed_by)
-            found = approvals_where(conn, approvals.c.key == key, approvals.c.status != "superseded",
-                                    order=approvals.c.requested_at.desc(), limit=1)
-            used = dispatch(found[0] if found else None, run_id=run_id, key=key, digest=digest, now=now,
-                            window=dispatch_window)
-            if isinstance(used, tuple):
-                refusal, expired = used
-                save_changes(conn, [expired] if expired is not None else [], now)
-                return refusal
-            save_changes(conn, [used], now)
-            return _started(conn, key, run_id, tool, digest, now, approval_id=used.after.approval_id)
+                return _start_allowed(conn, call, allowed_by)
+            return _start_approved(conn, call, dispatch_window)
 
     def _restart(self, conn: Connection, run_id: str, tool: str, existing: Row[Any], held: Row[Any],
                  restart: Restart | None, now: datetime) -> ExecutionStart:
@@ -319,12 +299,48 @@ class SqlApprovals(SqlTransactions):
                          .values(shown_status=status))
 
 
-def _started(conn: Connection, key: str, run_id: str, tool: str, digest: str, now: datetime,
-             **why: str | int) -> Fresh:
+def _start_granted(conn: Connection, call: StartingCall, granted_by: str) -> ExecutionStart:
+    """Start a call under the grant `granted_by`, if it still covers it: its use counted, its receipt kept."""
+    grant = use_grant(grant_row(conn, granted_by), granted_by, run_id=call.run_id, requester=call.requester,
+                      tool=call.tool, args=call.args, now=call.now)
+    if isinstance(grant, Ungranted):
+        return grant
+    save_grant_use(conn, grant)
+    _keep_receipt(conn, call, call.receipt("granted", grant.rule, grant_id=granted_by))
+    return _started(conn, call, granted_by=granted_by, grant_use=grant.uses)
+
+
+def _start_allowed(conn: Connection, call: StartingCall, allowed_by: str) -> Fresh:
+    """Start a call the policy's rule `allowed_by` lets run unasked, with its receipt."""
+    _keep_receipt(conn, call, call.receipt("allowed", allowed_by))
+    return _started(conn, call, allowed_by=allowed_by)
+
+
+def _start_approved(conn: Connection, call: StartingCall, window: timedelta) -> ExecutionStart:
+    """Start a call a person approved within `window`, using its approval up; or say why not (an
+    approval approved too long ago is marked expired)."""
+    found = approvals_where(conn, approvals.c.key == call.key, approvals.c.status != "superseded",
+                            order=approvals.c.requested_at.desc(), limit=1)
+    used = dispatch(found[0] if found else None, run_id=call.run_id, key=call.key, digest=call.digest,
+                    now=call.now, window=window)
+    if isinstance(used, tuple):
+        refusal, expired = used
+        save_changes(conn, [expired] if expired is not None else [], call.now)
+        return refusal
+    save_changes(conn, [used], call.now)
+    return _started(conn, call, approval_id=used.after.approval_id)
+
+
+def _keep_receipt(conn: Connection, call: StartingCall, receipt: dict[str, Any] | None) -> None:
+    if receipt is not None:
+        insert_receipt(conn, receipt, call.now)
+
+
+def _started(conn: Connection, call: StartingCall, **why: str | int) -> Fresh:
     """The ledger row of a call starting now, its first attempt, with the event saying what let it."""
-    conn.execute(INSERT_EXECUTION, {"key": key, "run_id": run_id, "tool": tool, "digest": digest,
-                                    "status": "started", "attempts": 1, "started_at": now})
-    append_events(conn, run_id, [execution_started(key, tool, **why)], now)
+    conn.execute(INSERT_EXECUTION, {"key": call.key, "run_id": call.run_id, "tool": call.tool, "digest": call.digest,
+                                    "status": "started", "attempts": 1, "started_at": call.now})
+    append_events(conn, call.run_id, [execution_started(call.key, call.tool, **why)], call.now)
     return Fresh(1)
 
 
