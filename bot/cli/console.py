@@ -28,8 +28,13 @@ class Console:
         self.interactive = interactive
 
     def say(self, text: str = "") -> None:
-        if not self.quiet:
+        if self.says:
             click.echo(text, file=self.out)
+
+    @property
+    def says(self) -> bool:
+        """Whether `say` prints: a caller with nothing else to do need not build what would be dropped."""
+        return not self.quiet
 
     def show(self, text: str = "") -> None:
         """What a person needs to answer the next question (an approval card, why an answer was not

@@ -50,6 +50,8 @@ class TerminalNotifier:
     def _tell_malformed(self, run: RunRecord) -> None:
         """Report the replies the loop could not use; no notifier call carries them, so each call
         reports those since the last (a run's history is in order, so these come first)."""
+        if not self.console.says:  # nothing would be printed: not even the history is searched
+            return
         for step in self._malformed_steps(run):
             if (run.run_id, step) not in self.told_malformed:
                 self.told_malformed.add((run.run_id, step))
@@ -123,6 +125,9 @@ class TerminalNotifier:
         self.console.say(f"  the approval for {approval.tool} ({approval.key}) expired; nothing was executed{then}")
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+        # Every step comes through here: with --quiet nothing of it is printed, so nothing is built.
+        if not self.console.says:
+            return
         self._tell_malformed(run)
         call = find_call(run.state.get("history", []), entry)
         for line in step_lines(call, entry, self.display(entry.get("tool", "")).secret_names):

@@ -108,21 +108,19 @@ def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, s
     said = [("Model says", one_line(call["text"], 300))] if call is not None and call.get("text") else []
     above = [("Goal", one_line(run.goal, 300)), ("Requested by", run.requester), *said,
              ("Tool", f"{approval.tool}: {description}")]
-    below = [
-        ("Key", approval.key),
-        ("Budget used", plain_budget_line(run.state)),
-        ("Expires", f"{approval.expires_at:%Y-%m-%d %H:%M:%S} UTC ({until(approval.expires_at, now)})"),
-    ]
-    if approval.asked is not None:  # None: proposed before Signoff had approval policies
-        below.append(("Who decides", deciders(approval)))
-    offer = grant_offer(approval.asked)
-    if offer is not None:
-        below.append(("Grant", f"s approves and lets {similar_words(offer)} run unasked for "
-                               f"{spoken(offer['for_seconds'])}"))
     lines = [f"+-- Approval needed: {approval.tool} ".ljust(_WIDTH, "-")]
     lines += [f"| {name + ':':<14}{value}" for name, value in above]
     lines.append("| Arguments:")
     lines += ["|   " + line for line in argument_lines(approval.args, ToolDisplay.of(tool, secret_keys)) or ["(none)"]]
+    lines += _changed_lines(run, approval)
+    lines += [f"| {name + ':':<14}{value}" for name, value in _card_footer(run, approval, now)]
+    lines.append("+" + "-" * (_WIDTH - 1))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _changed_lines(run: RunRecord, approval: ApprovalRecord) -> list[str]:
+    """What the card shows of the call beyond its arguments: who edited it, and its preview."""
+    lines = []
     edited = edited_changes(run.state.get("pending"), approval)
     if edited is not None:
         lines.append(f"| Edited by {edited.get('by') or 'someone'}, from what the model proposed:")
@@ -137,9 +135,23 @@ def approval_card(run: RunRecord, approval: ApprovalRecord, tool: Tool | None, s
             lines += [_SAID + line for line in preview_text(preview["was"]).splitlines()[:40]]
         lines.append("| Preview (what it will do, as its tool says now; the approval is bound to it):")
         lines += [_SAID + line for line in preview_text(preview.get("shown")).splitlines()]
-    lines += [f"| {name + ':':<14}{value}" for name, value in below]
-    lines.append("+" + "-" * (_WIDTH - 1))
-    return "\n".join(line.rstrip() for line in lines)
+    return lines
+
+
+def _card_footer(run: RunRecord, approval: ApprovalRecord, now: datetime) -> list[tuple[str, str]]:
+    """The card's last fields: key, budget, expiry, who decides, and the grant the rule offers."""
+    below = [
+        ("Key", approval.key),
+        ("Budget used", plain_budget_line(run.state)),
+        ("Expires", f"{approval.expires_at:%Y-%m-%d %H:%M:%S} UTC ({until(approval.expires_at, now)})"),
+    ]
+    if approval.asked is not None:  # None: proposed before Signoff had approval policies
+        below.append(("Who decides", deciders(approval)))
+    offer = grant_offer(approval.asked)
+    if offer is not None:
+        below.append(("Grant", f"s approves and lets {similar_words(offer)} run unasked for "
+                               f"{spoken(offer['for_seconds'])}"))
+    return below
 
 
 def deciders(approval: ApprovalRecord) -> str:
