@@ -1,6 +1,7 @@
 """`python bench/code_shape.py [--root DIR] [--json]`: the library's shape, read from its source.
 
-Reads runtime/, tools/ and bot/ under the root (not the tests) and reports, in Markdown or JSON:
+Reads runtime/, tools/, bot/ and signoff/ under the root (not the tests; signoff/'s links to the other
+three are not followed, so nothing counts twice) and reports, in Markdown or JSON:
 module and function lengths against the style's limits; the loose mapping types (`dict[str, Any]`,
 `Dict[str, Any]`, `Mapping[str, Any]`) wherever a type is written; lookups by string key
 (`x["key"]` outside annotations and `Literal[...]`, and `.get`/`.pop`/`.setdefault` with a string
@@ -23,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("runtime", "tools", "bot")
+PACKAGES = ("runtime", "tools", "bot", "signoff")
 MODULE_LIMIT, FUNCTION_LIMIT = 400, 40
 LOOSE_MAPPINGS = ("dict", "Dict", "Mapping")
 KEY_METHODS = frozenset({"get", "pop", "setdefault"})
@@ -33,7 +34,13 @@ TOP_KEYS = 20
 
 def sources(root: Path) -> Iterator[Path]:
     for package in PACKAGES:
-        yield from sorted(p for p in (root / package).rglob("*.py") if "tests" not in p.relative_to(root).parts)
+        yield from sorted(p for p in (root / package).rglob("*.py")
+                          if "tests" not in p.relative_to(root).parts and not linked(root, p))
+
+
+def linked(root: Path, path: Path) -> bool:
+    """Whether `path` is reached through a symbolic link below `root` (signoff/runtime is runtime/)."""
+    return any(folder.is_symlink() for folder in [path, *path.parents] if root in folder.parents)
 
 
 def name_of(node: ast.AST) -> str | None:
@@ -166,7 +173,8 @@ def summary(root: Path, modules: dict[str, int], long_functions: list[dict[str, 
 
 def markdown(shape: dict[str, Any]) -> str:
     modules, functions, keys, events = (shape[k] for k in ("modules", "functions", "string_keys", "event_types"))
-    lines = [f"# Code shape of {PACKAGES[0]}/, {PACKAGES[1]}/ and {PACKAGES[2]}/", "",
+    folders = ", ".join(f"{package}/" for package in PACKAGES[:-1]) + f" and {PACKAGES[-1]}/"
+    lines = [f"# Code shape of {folders}", "",
              f"- Modules: {modules['count']}, {modules['lines']} lines; the longest: "
              f"`{modules['max']['path']}` ({modules['max']['lines']} lines)",
              f"- Modules over {MODULE_LIMIT} lines: {len(modules['over_limit'])}"]

@@ -124,6 +124,14 @@ class _Compiler:
         if node.data in _PASS_THROUGH and len(children) == 1:
             return self.compile(_tree(children[0]))
         rule = str(node.data)
+        for kind in (self._operator, self._member, self._primary):
+            if (closure := kind(rule, node)) is not None:
+                return closure
+        raise _Unsupported(rule)
+
+    def _operator(self, rule: str, node: Tree[Any]) -> Closure | None:
+        """`a ? b : c`, `||`, `&&`, a comparison or `!`; None if `node` is none of them."""
+        children = node.children
         if rule == "expr" and len(children) == 3:
             return _choice(*(self.compile(_tree(child)) for child in children))
         if rule == "conditionalor" and len(children) == 2:
@@ -138,6 +146,11 @@ class _Compiler:
             return _binary(compare, self.compile(_tree(operator.children[0])), self.compile(right))
         if rule == "unary" and len(children) == 2 and _tree(children[0]).data == "unary_not":
             return _negation(self.compile(_tree(children[1])))
+        return None
+
+    def _member(self, rule: str, node: Tree[Any]) -> Closure | None:
+        """`a.b`, `a[b]`, the methods of `_METHODS` and `size`; None if `node` is none of them."""
+        children = node.children
         if rule == "member_dot":
             return _field(self.compile(_tree(children[0])), str(children[1]))
         if rule == "member_index":
@@ -152,6 +165,11 @@ class _Compiler:
             arguments = self._arguments(children[1])
             if len(arguments) == 1:
                 return _unary(_size, arguments[0])
+        return None
+
+    def _primary(self, rule: str, node: Tree[Any]) -> Closure | None:
+        """`(a)`, a list, a variable or a literal; None if `node` is none of them."""
+        children = node.children
         if rule == "paren_expr":
             return self.compile(_tree(children[0]))
         if rule == "list_lit":
@@ -160,7 +178,7 @@ class _Compiler:
             return _variable(str(children[0]))
         if rule == "literal":
             return _constant(self._literal(node))
-        raise _Unsupported(rule)
+        return None
 
     def _arguments(self, exprlist: Tree[Any] | Token) -> list[Closure]:
         return [self.compile(_tree(child)) for child in _tree(exprlist).children]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,26 +69,13 @@ def load_toolsets(spec: str, *, outbox: str | Path, mcp: McpServers | None = Non
     problems: list[str] = []
     tools: dict[str, Tool] = {}
     defined_by: dict[str, str] = {}
-    servers = list(dict.fromkeys(e.removeprefix(MCP_PREFIX) for e in entries if e.startswith(MCP_PREFIX)))
-    apis = list(dict.fromkeys(e.removeprefix(HTTP_PREFIX) for e in entries if e.startswith(HTTP_PREFIX)))
+    picked = _Picked.by(entries)
     for position, entry in enumerate(entries, start=1):
-        if not entry:
-            problems.append(f"toolset entry {position} of {spec!r} is empty (a stray comma?)")
-            continue
-        if entry in entries[: position - 1]:
-            problems.append(f"toolset {entry!r} is listed twice")
+        if (problem := _listing_problem(spec, entries, position)) is not None:
+            problems.append(problem)
             continue
         try:
-            if entry.startswith(MCP_PREFIX):
-                # Every server the entries pick, started at once, at the place of the first of them.
-                picked, servers = servers, []
-                loaded = _load_mcp(picked, mcp) if picked else []
-            elif entry.startswith(HTTP_PREFIX):
-                # Every API the entries pick, at the place of the first of them (`http:*` and a name overlap).
-                chosen, apis = apis, []
-                loaded = _load_http(chosen, http_config, environ or {}) if chosen else []
-            else:
-                loaded = [(entry, _load(entry, Path(outbox)))]
+            loaded = picked.load(entry, Path(outbox), mcp, http_config, environ or {})
         except _BadEntry as exc:
             problems.append(str(exc))
             continue
@@ -99,6 +87,43 @@ def load_toolsets(spec: str, *, outbox: str | Path, mcp: McpServers | None = Non
     if problems:
         raise ToolsetError(problems)
     return tools
+
+
+def _listing_problem(spec: str, entries: list[str], position: int) -> str | None:
+    """What is wrong with how entry `position` (from 1) is listed: empty, or listed before."""
+    entry = entries[position - 1]
+    if not entry:
+        return f"toolset entry {position} of {spec!r} is empty (a stray comma?)"
+    if entry in entries[: position - 1]:
+        return f"toolset {entry!r} is listed twice"
+    return None
+
+
+@dataclass
+class _Picked:
+    """The MCP servers and HTTP APIs the entries pick that are not loaded yet: each kind loads all
+    at once, at the place of its first entry."""
+
+    servers: list[str]
+    apis: list[str]
+
+    @classmethod
+    def by(cls, entries: list[str]) -> _Picked:
+        return cls(list(dict.fromkeys(e.removeprefix(MCP_PREFIX) for e in entries if e.startswith(MCP_PREFIX))),
+                   list(dict.fromkeys(e.removeprefix(HTTP_PREFIX) for e in entries if e.startswith(HTTP_PREFIX))))
+
+    def load(self, entry: str, outbox: Path, mcp: McpServers | None, http_config: str | Path | None,
+             environ: Mapping[str, str]) -> list[tuple[str, list[Tool]]]:
+        """The tools `entry` brings, by the source they come from (none for a later `mcp:` or `http:`)."""
+        if entry.startswith(MCP_PREFIX):
+            # Every server the entries pick, started at once, at the place of the first of them.
+            servers, self.servers = self.servers, []
+            return _load_mcp(servers, mcp) if servers else []
+        if entry.startswith(HTTP_PREFIX):
+            # Every API the entries pick, at the place of the first of them (`http:*` and a name overlap).
+            apis, self.apis = self.apis, []
+            return _load_http(apis, http_config, environ) if apis else []
+        return [(entry, _load(entry, outbox))]
 
 
 def _add(entry: str, loaded: list[Tool], tools: dict[str, Tool], defined_by: dict[str, str],

@@ -113,26 +113,41 @@ def audit_verify(run_id: str | None, path: Path | None, since_head: str | None, 
     one of them and unchanged, and every call the ledger says started backed by a receipt for
     exactly that call; 1 naming each receipt that is not (its approval).
     """
-    from signoff.runtime.audit import Head, Selection
+    if since_head is not None and run_id is not None:
+        raise click.UsageError("--since-head checks the whole chain of runs: drop --run")
+    if path is None:
+        return _verify_store(run_id, since_head, public_keys, database_url, demo)
+    if database_url is not None or demo:
+        raise click.UsageError("--file is checked without a database: drop --database-url and --demo")
+    return _verify_file(path, run_id, since_head, public_keys)
+
+
+def _verify_file(path: Path, run_id: str | None, since_head: str | None,
+                 public_keys: list[Ed25519PublicKey]) -> int:
+    """`audit verify --file`: an export's chains and receipts, checked without a database."""
+    from signoff.runtime.audit import Head
     from signoff.runtime.audit_export import read_export
     from signoff.runtime.audit_verify import verify
 
-    if since_head is not None and run_id is not None:
-        raise click.UsageError("--since-head checks the whole chain of runs: drop --run")
-    if path is not None:
-        if database_url is not None or demo:
-            raise click.UsageError("--file is checked without a database: drop --database-url and --demo")
-        with path.open(encoding="utf-8") as lines:
-            selection, records = read_export(lines)
-            if run_id is not None:
-                selection = dataclasses.replace(selection, run_id=run_id)
-                records = (r for r in records if not isinstance(r, Head) and getattr(r, "run_id", run_id) == run_id)
-            tally = Tally(records)
-            problem = verify(tally, selection, since_head)
-        if run_id is not None and not tally.runs and not tally.events:
-            raise click.ClickException(f"no run {run_id!r} in {path}")
-        chains = _verdict(problem, tally, selection, str(path))
-        return max(chains, _receipts_verdict(tally.proofs, tally.started, public_keys))
+    with path.open(encoding="utf-8") as lines:
+        selection, records = read_export(lines)
+        if run_id is not None:
+            selection = dataclasses.replace(selection, run_id=run_id)
+            records = (r for r in records if not isinstance(r, Head) and getattr(r, "run_id", run_id) == run_id)
+        tally = Tally(records)
+        problem = verify(tally, selection, since_head)
+    if run_id is not None and not tally.runs and not tally.events:
+        raise click.ClickException(f"no run {run_id!r} in {path}")
+    chains = _verdict(problem, tally, selection, str(path))
+    return max(chains, _receipts_verdict(tally.proofs, tally.started, public_keys))
+
+
+def _verify_store(run_id: str | None, since_head: str | None, public_keys: list[Ed25519PublicKey],
+                  database_url: str | None, demo: bool) -> int:
+    """`audit verify` of the database's log: its chains, and its receipts with `--public-key`."""
+    from signoff.runtime.audit import Selection
+    from signoff.runtime.audit_verify import verify
+
     selection = Selection(run_id=run_id)
     with _store(database_url, demo) as (store, where):
         if store is None:

@@ -69,30 +69,27 @@ def _sqlite_engine(url: str, **options: Any) -> Engine:
     # connection of a WAL database checkpoints it (more fsyncs). Threads share the pool.
     engine = create_engine(url, poolclass=QueuePool, pool_size=8, max_overflow=16,
                            connect_args={"check_same_thread": False}, **options)
+    event.listen(engine, "connect", _configure_sqlite_connection)
+    _write_in_turns(engine)
+    return engine
 
-    @event.listens_for(engine, "connect")
-    def _configure(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
-        cursor = dbapi_conn.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = FULL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.close()
 
+def _configure_sqlite_connection(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, in `_write_in_turns`
+    cursor = dbapi_conn.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = FULL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _write_in_turns(engine: Engine) -> None:
     # The writers of this process take turns here before SQLite's lock. Waiting in SQLite's busy
     # handler, a writer sleeps in steps of up to 100 ms and retries, so under load the lock sits
     # free while every waiter sleeps; a queue hands it on the moment it is let go. Other processes
     # on the same file still wait in the busy handler, as before.
     turn = threading.Lock()
-
-    def _take_turn(info: dict[str, Any]) -> None:
-        if not info.get(_HOLDS_TURN) and turn.acquire(timeout=SQLITE_BUSY_TIMEOUT_S):
-            info[_HOLDS_TURN] = True
-
-    def _give_turn(info: dict[str, Any]) -> None:
-        if info.pop(_HOLDS_TURN, False):
-            turn.release()
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
@@ -104,20 +101,28 @@ def _sqlite_engine(url: str, **options: Any) -> Engine:
             return
         # The pool's record of the connection, which outlives its invalidation (unlike `info`).
         record_info = conn.connection.record_info
-        _take_turn(record_info)
+        _take_turn(turn, record_info)
         try:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         except BaseException:
-            _give_turn(record_info)
+            _give_turn(turn, record_info)
             raise
 
     @event.listens_for(engine, "checkin")
     def _returned(_dbapi_conn: Any, record: Any) -> None:
         # Handed on once the connection is back: after its COMMIT (and fsync) or rollback finished.
         if record is not None:
-            _give_turn(record.record_info)
+            _give_turn(turn, record.record_info)
 
-    return engine
+
+def _take_turn(turn: threading.Lock, info: dict[str, Any]) -> None:
+    if not info.get(_HOLDS_TURN) and turn.acquire(timeout=SQLITE_BUSY_TIMEOUT_S):
+        info[_HOLDS_TURN] = True
+
+
+def _give_turn(turn: threading.Lock, info: dict[str, Any]) -> None:
+    if info.pop(_HOLDS_TURN, False):
+        turn.release()
 
 
 SQLITE_BUSY_TIMEOUT_S = 30.0

@@ -225,7 +225,8 @@ def record(event: dict[str, Any], extra: Dict[str, Any]) -> Mapping[str, Any]:
 
 
 def shaped_tree(root: Path) -> None:
-    """A library of three modules (13, 401 and 85 lines) and two test modules the measure skips."""
+    """A library of four modules (13, 401, 85 and 2 lines), two test modules the measure skips, and
+    signoff/'s link to runtime/, which it does not follow (runtime/ counts once)."""
     def module(path: str, text: str) -> None:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
@@ -239,6 +240,8 @@ def shaped_tree(root: Path) -> None:
            + "class Box:\n    def method(self):\n" + body(41, "        "))
     module("runtime/tests/test_skipped.py", 'x = {"type": "not_library"}\nx["not_library"]\n')
     module("tests/test_skipped.py", "def f():\n" + body(50))
+    module("signoff/client.py", 'def ask(call):\n    return call.get("tool")\n')
+    (root / "signoff" / "runtime").symlink_to(root / "runtime", target_is_directory=True)
 
 
 def test_code_shape_counts_lengths_loose_mappings_string_keys_and_bare_event_types(tmp_path, capsys):
@@ -246,18 +249,19 @@ def test_code_shape_counts_lengths_loose_mappings_string_keys_and_bare_event_typ
 
     shape = code_shape.measure(tmp_path)
 
-    assert shape["modules"] == {"count": 3, "lines": 13 + 401 + 85, "max": {"path": "bot/long.py", "lines": 401},
+    assert shape["modules"] == {"count": 4, "lines": 13 + 401 + 85 + 2, "max": {"path": "bot/long.py", "lines": 401},
                                 "over_limit": [{"path": "bot/long.py", "lines": 401}]}
     assert shape["functions"]["over_limit"] == [{"path": "tools/deco.py", "name": "Box.method", "lines": 42},
                                                 {"path": "bot/long.py", "name": "helper", "lines": 41}]
     assert shape["loose_mappings"] == {"dict[str, Any]": 2, "Dict[str, Any]": 1, "Mapping[str, Any]": 1}
-    assert shape["string_keys"] == {"subscripts": 3, "calls": 3, "total": 6, "distinct": 3,
-                                    "keys": {"type": 3, "note": 2, "by": 1}}  # `Literal["x"]` is a type
+    assert shape["string_keys"] == {"subscripts": 3, "calls": 4, "total": 7, "distinct": 4,
+                                    "keys": {"type": 3, "note": 2, "by": 1, "tool": 1}}  # `Literal["x"]` is a type
     assert shape["event_types"] == {"distinct": 5, "types": {
         "approval_recorded": 1, "cancelled": 1, "expired": 1, "grant_created": 1, "run_created": 1}}
     assert code_shape.main(["--root", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {**shape, "root": str(tmp_path.resolve())}
     text = code_shape.markdown(shape)
+    assert text.startswith("# Code shape of runtime/, tools/, bot/ and signoff/\n")
     assert "- Modules over 400 lines: 1\n  - `bot/long.py` (401)\n" in text
     assert "  - `tools/deco.py:Box.method` (42)\n" in text and "- `Dict[str, Any]`: 1\n" in text
 
