@@ -26,13 +26,14 @@ from pydantic import Field, JsonValue, ValidationError
 
 from signoff.runtime import caller_calls
 from signoff.runtime.agent import Policy
+from signoff.runtime.call_starts import settled_without_running
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import event
 from signoff.runtime.frozen import thawed
 from signoff.runtime.ledger_ports import Session
 from signoff.runtime.loop import RunTool
-from signoff.runtime.records import Existing, Fresh, NotDispatchable, RunRecord, Ungranted
-from signoff.runtime.tool_calls import Failed, NotGranted, Outcome, Ran, Refused
+from signoff.runtime.records import Existing, Fresh, RunRecord
+from signoff.runtime.tool_calls import Failed, Outcome, Ran
 from signoff.runtime.values import Value
 from signoff.tools.base import TOOL_NAME, Tool
 
@@ -181,7 +182,8 @@ class CallerDoor:
                 "execution_started", run_id=run_id, key=call.key, tool=call.tool, attempt=begun.attempt,
                 allowed_by=action.allowed_by, granted_by=action.granted_by, by="caller")])
             return Started(call.tool, thawed(call.args), call.key, tool.timeout_s or DEFAULT_TIMEOUT_S)
-        refused = _refusal(begun)
+        # A refusal is the ledger's answer as any run reads it; a start made before is not one here.
+        refused = None if isinstance(begun, Existing) else settled_without_running(begun, action)
         if refused is not None:  # the call may not start after all: the run goes on from that
             self.worker.execute(run_id, report=refused)
         return self._not_started(run_id)
@@ -233,12 +235,3 @@ def _allowed_by(action: RunTool) -> str | None:
     if action.call.asked is not None and action.allowed_by is None:
         return None
     return action.allowed_by if action.tool.side_effect else (action.allowed_by or UNASKED_READ)
-
-
-def _refusal(begun: Existing | NotDispatchable | Ungranted) -> Outcome | None:
-    match begun:
-        case NotDispatchable(reason=reason, status=status):
-            return Refused(reason, status)  # type: ignore[arg-type]  # the ledger's statuses are run statuses
-        case Ungranted(reason=reason):
-            return NotGranted(reason)
-    return None
