@@ -130,6 +130,20 @@ def test_a_run_needing_reconciliation_shows_in_the_gauge_and_as_a_warning(signof
     assert warning.getMessage().startswith(f"run {run.run_id} stopped as needs_reconciliation: timed out")
 
 
+
+def test_with_info_off_a_stopped_run_is_still_logged_as_a_warning(signoff, caplog):
+    """Logging at WARNING (a quiet terminal), commits without an ending build no line; an ending
+    that warns is logged all the same."""
+    caplog.set_level(logging.WARNING, logger=RUNS_LOGGER)
+    signoff.script.decisions = [tool_call("slow_refund", order_id="42", amount_usd=80.0)]
+    signoff.command("Refund order 42 through the slow gateway")
+    signoff.click(signoff.approval_message(), APPROVE_ACTION, user="U0LEAD")
+    run = signoff.only_run()
+    assert run.status == "needs_reconciliation"
+    told = [r for r in caplog.records if r.name == RUNS_LOGGER]
+    assert [r.levelno for r in told] == [logging.WARNING]
+    assert told[0].getMessage().startswith(f"run {run.run_id} stopped as needs_reconciliation: timed out")
+
 def test_approvals_past_half_their_ttl_are_counted_at_scrape_time(signoff):
     signoff.script.decisions = [tool_call("issue_refund", order_id="42", amount_usd=80.0)]
     signoff.command("Refund order 42")  # the default TTL: 30 minutes
