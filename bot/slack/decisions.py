@@ -332,8 +332,7 @@ class Decisions:
         return f"{not_done_text(reason)}\n<{approval_page(console, approval)}|Approve it on its page>"
 
     def _show_grant(self, approval: ApprovalRecord, grant: GrantRecord) -> None:
-        """The card says the approve allows similar calls: the runner showed it decided before it
-        handed back the grant it made."""
+        """Say on the card that the approve allows similar calls (the runner showed it before the grant)."""
         run = self.runner.get_run(approval.run_id, history=False)
         if run is not None:
             try:
