@@ -159,10 +159,7 @@ class Parts:
 
 def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | None = None) -> Service:
     """Build the bot `settings` describe; raises `ConfigError` for anything unusable."""
-    parts = parts or Parts()
-    given = parts.tools is not None or parts.policies is not None or parts.store is not None
-    if given and (parts.store is None or parts.tools is None):
-        raise ConfigError("give both a store and tools, or neither")
+    parts = _whole(parts or Parts())
     changes = RunChanges()  # wakes the approval API's long polls when a run changes here
     observation = serve_observation(environ, (*parts.observers, changes))
     client = parts.client or web_client(settings, on_error=observation.metrics.slack_api_error)
@@ -197,6 +194,14 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
                    pool=pool, observation=observation, scheduler=scheduler, api=api,
                    console=web_console(settings, runner, client, workers), gateway=mcp_gateway(settings, api, environ),
                    reviewer=reviewer)
+
+
+def _whole(parts: Parts) -> Parts:
+    """`parts`, if they give a store and tools together or neither; else `ConfigError`."""
+    given = parts.tools is not None or parts.policies is not None or parts.store is not None
+    if given and (parts.store is None or parts.tools is None):
+        raise ConfigError("give both a store and tools, or neither")
+    return parts
 
 
 def _runner(settings: Settings, parts: Parts, environ: Mapping[str, str], *, tools: dict[str, Tool],
