@@ -50,11 +50,11 @@ class KeptConnections:
             conn, kept = self._take(key)
             try:
                 conn.request(request.get_method(), target, body=request.data, headers=headers)
-            except OSError:
+            except OSError as exc:
                 conn.close()
                 if kept:  # the server had closed it; it has not seen this request: try a fresh one
                     continue
-                raise
+                raise urllib.error.URLError(exc) from exc  # as urllib raises it (slack_sdk retries it once)
             break
         try:
             response = conn.getresponse()
