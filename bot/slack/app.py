@@ -23,7 +23,13 @@ from signoff.runtime.runner import Runner
 
 log = logging.getLogger("signoff.bot.slack.app")
 
-LISTENER_THREADS = 32
+LISTENER_THREADS = 8
+"""Threads for what listeners do after their acks (decide, update the card). The acks themselves
+are answered on the server's request threads, so more of these only let more decisions wait at
+once for the interpreter lock and for a database connection (PostgreSQL's pool is 10 + 10, shared
+with the run workers; SQLite writes one at a time), slowing the acks and the runs beside them
+(`python -m bench.slack_ack`, a burst of Approve clicks). Queued decisions are taken in the order
+the clicks came."""
 
 
 @dataclass(frozen=True)

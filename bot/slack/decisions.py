@@ -286,6 +286,12 @@ class Decisions:
         self.runner.show_decision(outcome)
         if isinstance(outcome, Decided | AlreadyDecided | Expired):
             self._refresh_clicked(outcome.approval, where)
+        self._tell_outcome(outcome, where, modal)
+        if where.in_home or modal:  # a modal may have been opened from Home, whose buttons are now stale
+            self.home.publish(where.user)
+
+    def _tell_outcome(self, outcome: DecisionOutcome, where: Where, modal: str | None) -> None:
+        """Tell the clicker what became of their decision, and set right what a lost race left showing."""
         match outcome:
             case Decided(approval=approval, grant=grant):
                 if grant is not None:
@@ -316,8 +322,6 @@ class Decisions:
                 self.notices.tell(where, f"This {what} no longer exists.", modal)
             case _:
                 assert_never(outcome)
-        if where.in_home or modal:  # a modal may have been opened from Home, whose buttons are now stale
-            self.home.publish(where.user)
 
     def _step_up_text(self, reason: str, approval_id: str) -> str:
         """Why an Approve click was refused for want of a fresh sign-in, with the link to approve it."""
@@ -328,8 +332,7 @@ class Decisions:
         return f"{not_done_text(reason)}\n<{approval_page(console, approval)}|Approve it on its page>"
 
     def _show_grant(self, approval: ApprovalRecord, grant: GrantRecord) -> None:
-        """The card says the approve allows similar calls: the runner showed it decided before it
-        handed back the grant it made."""
+        """Say on the card that the approve allows similar calls (the runner showed it before the grant)."""
         run = self.runner.get_run(approval.run_id, history=False)
         if run is not None:
             try:

@@ -12,6 +12,7 @@ from slack_sdk.webhook import WebhookClient
 from signoff.bot.slack import argument_blocks
 from signoff.bot.slack.blocks import notice, safe
 from signoff.bot.slack.payloads import Malformed, Where
+from signoff.bot.slack.web_client import shared_tls
 from signoff.runtime.people import is_slack_user
 
 log = logging.getLogger("signoff.bot.slack.notices")
@@ -30,7 +31,7 @@ class Notices:
             if modal:
                 self.client.views_update(view_id=modal, view=argument_blocks.outcome_modal(text))
             elif where.response_url:
-                WebhookClient(where.response_url).send(
+                WebhookClient(where.response_url, ssl=shared_tls()).send(
                     text=message.text, blocks=message.blocks, response_type="ephemeral", replace_original=False)
             elif where.channel:
                 self.client.chat_postEphemeral(channel=where.channel, user=where.user, **message.as_kwargs())

@@ -80,6 +80,7 @@ from signoff.runtime.errors import ConfigError
 from signoff.runtime.ports import Observer, Store
 from signoff.runtime.reviewing import AccessReviewer
 from signoff.runtime.runner import Runner
+from signoff.runtime.runner_config import RunnerConfig
 from signoff.tools.base import Tool
 
 if TYPE_CHECKING:
@@ -158,10 +159,7 @@ class Parts:
 
 def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | None = None) -> Service:
     """Build the bot `settings` describe; raises `ConfigError` for anything unusable."""
-    parts = parts or Parts()
-    given = parts.tools is not None or parts.policies is not None or parts.store is not None
-    if given and (parts.store is None or parts.tools is None):
-        raise ConfigError("give both a store and tools, or neither")
+    parts = _whole(parts or Parts())
     changes = RunChanges()  # wakes the approval API's long polls when a run changes here
     observation = serve_observation(environ, (*parts.observers, changes))
     client = parts.client or web_client(settings, on_error=observation.metrics.slack_api_error)
@@ -172,14 +170,8 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     notifier = SlackNotifier(client, tools=tools, approval_channel=settings.approval_channel, on_call=approvers.on_call,
                              redact_keys=config.redact_keys, extend_steps=config.extend_steps,
                              console_url=settings.public_url if settings.console_on else None)
-    if parts.store is not None:
-        policies = parts.policies or policy_factory(settings, tools, model_env(environ))
-        runner = Runner(parts.store, tools, policies, config, notifier, may_approve=approvers.may_approve,
-                        may_see=approvers.may_see, observer=observation.observer)
-    else:
-        runner = build_runner(settings, notifier, env=model_env(environ), tools=tools, config=config,
-                              may_approve=approvers.may_approve, may_see=approvers.may_see,
-                              observer=observation.observer)
+    runner = _runner(settings, parts, environ, tools=tools, config=config, notifier=notifier, approvers=approvers,
+                     observer=observation.observer)
     store = runner.store
     notifier.reads = store  # the store is opened with the runner, after the notifier it tells
     observation.metrics.watch(shared_state(store))
@@ -202,6 +194,25 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
                    pool=pool, observation=observation, scheduler=scheduler, api=api,
                    console=web_console(settings, runner, client, workers), gateway=mcp_gateway(settings, api, environ),
                    reviewer=reviewer)
+
+
+def _whole(parts: Parts) -> Parts:
+    """`parts`, if they give a store and tools together or neither; else `ConfigError`."""
+    given = parts.tools is not None or parts.policies is not None or parts.store is not None
+    if given and (parts.store is None or parts.tools is None):
+        raise ConfigError("give both a store and tools, or neither")
+    return parts
+
+
+def _runner(settings: Settings, parts: Parts, environ: Mapping[str, str], *, tools: dict[str, Tool],
+            config: RunnerConfig, notifier: SlackNotifier, approvers: Approvers, observer: Observer) -> Runner:
+    """The runner over the store (and tools, policies) `parts` give, else over those `settings` name."""
+    if parts.store is None:
+        return build_runner(settings, notifier, env=model_env(environ), tools=tools, config=config,
+                            may_approve=approvers.may_approve, may_see=approvers.may_see, observer=observer)
+    policies = parts.policies or policy_factory(settings, tools, model_env(environ))
+    return Runner(parts.store, tools, policies, config, notifier, may_approve=approvers.may_approve,
+                  may_see=approvers.may_see, observer=observer)
 
 
 # -- entry points -----------------------------------------------------------------------------------

@@ -215,35 +215,70 @@ def make_wsgi(app: App, healthy: Callable[[], bool], *, ready: Callable[[], Mapp
     each check with "ok" or why not), `/metrics` (`metrics`), the approval API under `/v1/` (`api`)
     and the web console under `/ui/` (`console`: 404 without one), the MCP gateway at `/mcp` (`mcp`),
     each answered when given."""
-    bolt = _FormBodies(app, path=EVENTS_PATH)
-    bodies = bodies or BodyReader()
+    routes = _Routes(_FormBodies(app, path=EVENTS_PATH), healthy, ready, metrics, bodies or BodyReader(),
+                     api, console, mcp)
 
-    def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> tuple[str, Iterable[bytes]]:
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        started = time.monotonic()
+        kind, answer = routes.route(environ, start_response)
+        if metrics is not None:
+            metrics.http_request(kind, time.monotonic() - started)
+        return answer
+
+    return application
+
+
+@dataclass(frozen=True)
+class _Routes:
+    """What `make_wsgi`'s app answers each request with, and the kind of request it was (for the metrics)."""
+
+    bolt: _FormBodies
+    healthy: Callable[[], bool]
+    ready: Callable[[], Mapping[str, str]] | None
+    metrics: Metrics | None
+    bodies: BodyReader
+    api: WsgiApp | None
+    console: WsgiApp | None
+    mcp: WsgiApp | None
+
+    def route(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> tuple[str, Iterable[bytes]]:
         """(the kind of request, for the metrics; the answer)."""
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
-        if api is not None and path.startswith(API_PREFIX):  # its own keys and bodies: not Slack's screening
-            return "api", api(environ, start_response)
-        if mcp is not None and path == MCP_PATH:  # the approval API's keys; the MCP SDK reads its bodies
-            return "mcp", mcp(environ, start_response)
+        if self.api is not None and path.startswith(API_PREFIX):  # its own keys and bodies: not Slack's screening
+            return "api", self.api(environ, start_response)
+        if self.mcp is not None and path == MCP_PATH:  # the approval API's keys; the MCP SDK reads its bodies
+            return "mcp", self.mcp(environ, start_response)
         if path.startswith(CONSOLE_PREFIX) or path == CONSOLE_PREFIX.rstrip("/"):  # its own cookies and forms
-            if console is None:
+            if self.console is None:
                 return "console", _answer(start_response, Refusal("404 Not Found", "not found"))
-            return "console", console(environ, start_response)
+            return "console", self.console(environ, start_response)
         if method in ("GET", "HEAD"):
-            if path == HEALTH_PATH:
-                ok = healthy()
-                return "healthz", _json(start_response, ok, {"ok": ok})
-            if path == READY_PATH and ready is not None:
-                checks = ready()
-                ok = all(said == "ok" for said in checks.values())
-                return "readyz", _json(start_response, ok, {"ok": ok, **checks})
-            if path == METRICS_PATH and metrics is not None:
-                page, content_type = metrics.exposition()
-                start_response("200 OK", [("Content-Type", content_type), ("Content-Length", str(len(page)))])
-                return "metrics", [page]
+            probed = self._probe(path, start_response)
+            if probed is not None:
+                return probed
         if method != "POST":
-            return "other", bolt(environ, start_response)
-        received = bodies.read(environ)
+            return "other", self.bolt(environ, start_response)
+        return self._slack(path, environ, start_response)
+
+    def _probe(self, path: str, start_response: Callable[..., Any]) -> tuple[str, Iterable[bytes]] | None:
+        """`/healthz`, `/readyz` and `/metrics`, where they are served; else None."""
+        if path == HEALTH_PATH:
+            ok = self.healthy()
+            return "healthz", _json(start_response, ok, {"ok": ok})
+        if path == READY_PATH and self.ready is not None:
+            checks = self.ready()
+            ok = all(said == "ok" for said in checks.values())
+            return "readyz", _json(start_response, ok, {"ok": ok, **checks})
+        if path == METRICS_PATH and self.metrics is not None:
+            page, content_type = self.metrics.exposition()
+            start_response("200 OK", [("Content-Type", content_type), ("Content-Length", str(len(page)))])
+            return "metrics", [page]
+        return None
+
+    def _slack(self, path: str, environ: dict[str, Any],
+               start_response: Callable[..., Any]) -> tuple[str, Iterable[bytes]]:
+        """A POST for Bolt: its body read within the limits and screened first."""
+        received = self.bodies.read(environ)
         if isinstance(received, Refusal):
             log.info("refused a request to %s: %s", path, received.reason)
             return "refused", _answer(start_response, received)
@@ -253,16 +288,7 @@ def make_wsgi(app: App, healthy: Callable[[], bool], *, ready: Callable[[], Mapp
             log.info("refused a request to %s: %s", path, problem.reason)
             return "refused", _answer(start_response, Refusal(problem.status, f"not a Slack request: {problem.reason}"))
         environ["wsgi.input"] = io.BytesIO(received)
-        return slack_kind(received, content_type), bolt(environ, start_response)
-
-    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        started = time.monotonic()
-        kind, answer = route(environ, start_response)
-        if metrics is not None:
-            metrics.http_request(kind, time.monotonic() - started)
-        return answer
-
-    return application
+        return slack_kind(received, content_type), self.bolt(environ, start_response)
 
 
 def slack_kind(body: bytes, content_type: str) -> str:

@@ -512,6 +512,9 @@ def _decode(raw: bytes, content_type: str, query: str) -> dict[str, Any]:
 def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: with Nagle's algorithm the body would wait for the
+        # client's delayed ACK (40 ms) on a kept-alive connection, which Slack's servers do not make.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args: Any) -> None:  # keep test output clean
             pass
