@@ -188,12 +188,8 @@ class LogObserver:
     def observe(self, run: RunRecord, events: Sequence[Mapping[str, Any]]) -> None:
         if not self.log.isEnabledFor(logging.WARNING):  # the least any line is logged at
             return
-        if not self.log.isEnabledFor(logging.INFO):
-            # Only a run's ending can be logged above INFO (a failed or stalled run): a commit of
-            # none, such as every step of a quiet terminal run, builds no line to drop.
-            events = [event for event in events if _commits().ending(event) is not None]
-            if not events:
-                return
+        if not self.log.isEnabledFor(logging.INFO):  # only an ending is logged above INFO: a quiet
+            events = [e for e in events if _commits().ending(e) is not None]  # step builds no line to drop
         turn = _commits().model_turn(run, events)
         for event in events:
             line = story_line(run, event, turn)
