@@ -24,7 +24,7 @@ from signoff.runtime.call_outcomes import after_call
 from signoff.runtime.call_starts import InProcessLedger, start_call
 from signoff.runtime.checkpoints import Checkpoint, StateJson, StepRecord
 from signoff.runtime.errors import ModelAuthError, ModelUnavailable
-from signoff.runtime.frozen import FrozenDict, frozen, thawed
+from signoff.runtime.frozen import FrozenDict, FrozenList, frozen, thawed
 from signoff.runtime.judging import Caller, Context, after_preview
 from signoff.runtime.loop import CallModel, ModelFailed, Reply, RunTool, Step
 from signoff.runtime.records import GrantRecord
@@ -145,7 +145,10 @@ class Agent:
             limits["max_steps"] = max_steps
         if limits:
             run = run.model_copy(update={"budget": BudgetLimits.model_validate({**run.budget.to_json(), **limits})})
-        agent._restore(run, [frozen(entry) for entry in state["history"]])  # validated: the entries' JSON
+        history = state["history"]  # validated: the entries' JSON
+        # A run a worker kept (`kept_runs`) comes with the history its last agent made, frozen entry
+        # by entry already: going over it again would cost a resume more the longer the run.
+        agent._restore(run, history if type(history) is FrozenList else [frozen(entry) for entry in history])
         return agent
 
     # -- what it holds -------------------------------------------------------------------
