@@ -2,7 +2,9 @@
 
 One thread beats for every run this process drives, instead of a thread per pass: starting and
 joining a thread cost about a tenth of an approval's whole round trip (`BENCHMARKS.md`), and most
-passes end long before their first beat is due.
+passes end long before their first beat is due. Renewals are made one after another, so a
+renewal the database holds up delays the others; each lease is renewed with two thirds of it
+still ahead, which leaves that much time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ log = logging.getLogger("signoff.runner")
 
 MIN_INTERVAL_S = 0.05
 """The shortest time between two beats of one lease, whatever the lease."""
+RENEWAL_WAIT_S = 5.0
+"""How long a pass's end waits for a renewal of its lease that is under way."""
 
 
 @dataclass
@@ -59,8 +63,9 @@ class _Beats:
         the pass touches the database on its behalf (a pass's end may be its store's end)."""
         with self._changed:
             beat.live = False
-            while self._renewing is beat:
-                self._changed.wait()
+            # Bounded, as joining a thread of its own was: a database that hangs a renewal must not
+            # also hang the pass's end (its lease then lapses, and the ledger fences any other pass).
+            self._changed.wait_for(lambda: self._renewing is not beat, timeout=RENEWAL_WAIT_S)
 
     def _serve(self) -> None:
         while True:
