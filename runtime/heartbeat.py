@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -94,6 +95,17 @@ class _Beats:
 
 
 _BEATS = _Beats()
+
+
+def _forget_in_child() -> None:
+    """A forked child drives none of its parent's runs: it must not keep their leases alive (a
+    parent that died would hold its runs for as long as the child lives), nor inherit a lock
+    another thread held at the fork."""
+    global _BEATS
+    _BEATS = _Beats()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class Heartbeat:
