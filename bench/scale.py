@@ -53,16 +53,16 @@ class QuietNotifier:
     def run_started(self, run: Any) -> None:
         return None
 
-    def approval_requested(self, run: Any, approval: Any) -> None:
+    def approval_requested(self, run: Any, approval: Any, card: Any) -> None:
         return None
 
-    def approval_decided(self, run: Any, approval: Any) -> None:
+    def approval_decided(self, run: Any, approval: Any, card: Any) -> None:
         return None
 
-    def approval_expired(self, run: Any, approval: Any) -> None:
+    def approval_expired(self, run: Any, approval: Any, card: Any) -> None:
         return None
 
-    def tool_result(self, run: Any, entry: Any) -> None:
+    def tool_result(self, run: Any, entry: Any, grant: Any) -> None:
         return None
 
     def run_finished(self, run: Any) -> None:

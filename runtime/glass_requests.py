@@ -75,7 +75,10 @@ class GlassRequests(Deciders):
             if run is not None:
                 self.teller.observe(run, [audit_event(FOLLOW_UP_EVENTS[due.kind], run_id=run.run_id,
                                                       approval_id=due.approval.approval_id)])
-                posted = self.teller.notify("glass_follow_up", run, due.approval, due.kind)
+                # The card's first post shows the decision's receipt; only then is it read.
+                receipt = (self.store.receipt_of(approval_id=due.approval.approval_id)
+                           if due.approval.glass_message is None and self.teller.tells else None)
+                posted = self.teller.notify("glass_follow_up", run, due.approval, due.kind, receipt)
                 if isinstance(posted, dict):
                     self.store.set_glass_message(due.approval.approval_id, posted)
         return made

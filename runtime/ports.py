@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.audit import WHOLE_LOG, Record, Selection
 from signoff.runtime.break_glass import FollowUp, GlassDue, ReviewOutcome, Verdict
+from signoff.runtime.cards import Card
 from signoff.runtime.receipt_check import Proof
 from signoff.runtime.receipts import SigningKey
 from signoff.runtime.records import (
@@ -43,18 +44,20 @@ class Notifier(Protocol):
     def run_started(self, run: RunRecord) -> dict[str, Any] | None:
         """Announce the run; return where (e.g. {"channel", "ts"}) so progress can thread under it."""
 
-    def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
-        """Show the request with its buttons; return where it was posted ({"channel", "ts"})."""
+    def approval_requested(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> dict[str, Any] | None:
+        """Show the request with its buttons; return where it was posted ({"channel", "ts"}). `card`:
+        what it shows besides the approval (a call of a turn's several: the calls of that turn)."""
 
     def batch_requested(self, run: RunRecord, approvals: list[ApprovalRecord]) -> dict[str, Any] | None:
         """Show the requests of one turn's several calls together, each with its own buttons (and
         one to approve every call at once); return where it was posted. Each approval's later
         changes (`approval_decided`, ...) update that message."""
 
-    def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
-        """Replace the buttons with the outcome: who, when, the note."""
+    def approval_decided(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
+        """Replace the buttons with the outcome: who, when, the note (and, from `card`, the grant
+        the approve made and the decision's receipt)."""
 
-    def approval_updated(self, run: RunRecord, approval: ApprovalRecord) -> None:
+    def approval_updated(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         """The approval is still pending and its card shows something new: who approved so far
         (a quorum filling up), or a requirement the policy raised. Keep its buttons."""
 
@@ -65,16 +68,19 @@ class Notifier(Protocol):
     def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
         """Tell `added` (user and group ids the rule's `escalate` just added) that they may decide it now."""
 
-    def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
+    def approval_expired(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         """Mark the request "expired, not executed" and tell the requester."""
 
-    def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
-        """Report one tool observation (a history entry with role "tool")."""
+    def tool_result(self, run: RunRecord, entry: dict[str, Any], grant: GrantRecord | None) -> None:
+        """Report one tool observation (a history entry with role "tool"); `grant`: the grant that
+        let its call start unasked, if one did."""
 
-    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> dict[str, Any] | None:
+    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp,
+                        receipt: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """A break-glass's follow-up (`break_glass.FOLLOW_UPS`): `tell` its channels loudly and post
         its review card, `remind` its reviewers, or say it is `overdue`; a card not yet posted is
-        posted with any of them. Returns where a card was posted ({"channel", "ts"}), if one was."""
+        posted with any of them, and shows the decision's `receipt` (read only for that post).
+        Returns where a card was posted ({"channel", "ts"}), if one was."""
 
     def glass_reviewed(self, run: RunRecord, approval: ApprovalRecord) -> None:
         """Show the review on the break-glass's review card, and tell its channels if it was flagged."""
@@ -364,8 +370,8 @@ class GrantStore(Protocol):
         """Grants in force now that could cover a call of this run: its own (scope `run`) and its
         requester's (scope `requester`), oldest first."""
 
-    def list_grants(self, *, live: bool = True, limit: int = 50) -> list[GrantRecord]:
-        """Grants, newest first; `live`: only those in force now."""
+    def list_grants(self, *, live: bool = True, limit: int = 50, run_id: str | None = None) -> list[GrantRecord]:
+        """Grants, newest first; `live`: only those in force now; `run_id`: only those its approvals made."""
 
     def get_grant(self, grant_id: str) -> GrantRecord | None:
         """One grant, None if there is none."""

@@ -20,6 +20,7 @@ from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.budget import Budget
 from signoff.runtime.caller_runs import MODEL as CALLER_MODEL
 from signoff.runtime.caller_runs import CallerCall, CallerDoor, NotStarted, Started
+from signoff.runtime.cards import Card
 from signoff.runtime.deciders import MaySee
 from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState
@@ -220,12 +221,16 @@ class Runner(RunRequests, GlassRequests):
                 self._show(run, outcome)
 
     def _show(self, run: RunRecord, outcome: DecisionOutcome) -> None:
-        if isinstance(outcome, Decided):
-            self.teller.show_approval(run, outcome.approval)
+        if isinstance(outcome, Decided):  # with the grant its approve made: the card shows it at once
+            self.teller.show_approval(run, outcome.approval, grant=outcome.grant)
         elif isinstance(outcome, Counted):
             self.teller.show_approval(run, outcome.approval, method="approval_updated")
         elif isinstance(outcome, Expired) and outcome.just_now:
             self.teller.show_approval(run, outcome.approval, method="approval_expired")
+
+    def card_of(self, run: RunRecord, approval: ApprovalRecord) -> Card:
+        """What `approval`'s card shows besides it (`Teller.card_of`), for an edge redrawing it."""
+        return self.teller.card_of(run, approval)
 
     def running_call(self, run_id: str) -> tuple[str, str] | None:
         """(tool, key) of the run's side effect that is running now (started, no outcome yet)."""

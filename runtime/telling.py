@@ -15,15 +15,23 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from signoff.runtime.approval import offers_grant
 from signoff.runtime.caller_runs import MODEL as CALLER_MODEL
+from signoff.runtime.cards import ALONE, Card, calls_in_force, made_by
+from signoff.runtime.digests import batch_place
 from signoff.runtime.events import event as audit_event
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.ports import Notifier, Observer, Store
-from signoff.runtime.records import ApprovalRecord, Counted, Decided, Expired, RunRecord, Voted
+from signoff.runtime.records import ApprovalRecord, Counted, Decided, Expired, GrantRecord, RunRecord, Voted
 from signoff.runtime.schema import STOPPED, TERMINAL
 
 log = logging.getLogger("signoff.runner")
 
+CARD_CALLS_LOOKED_AT = 200
+"""A run's newest approvals searched for the calls of a turn's card (a turn makes at most eight,
+each replaced by at most a few edits and reconsiderations)."""
+GRANTS_LOOKED_AT = 200
+"""A run's newest grants searched for the one an approval made."""
 ENDINGS: frozenset[str] = TERMINAL | STOPPED
 """Statuses people are told about when a run reaches them."""
 FAILED = object()
@@ -78,8 +86,11 @@ class Teller:
         return dataclasses.replace(run, origin=origin)
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+        """Tell the result of one call, with the grant that let it start unasked, if one did."""
         if run.origin.get("ts") or not self._asks_nobody(run):
-            self.notify("tool_result", run, entry)
+            grant_id = entry.get("grant")
+            grant = self.store.get_grant(grant_id) if isinstance(grant_id, str) else None
+            self.notify("tool_result", run, entry, grant)
 
     def post_approvals(self, run: RunRecord, approvals: Sequence[ApprovalRecord]) -> None:
         """Post the approvals one step opened: one card, or one card for every call of a turn (a
@@ -99,7 +110,7 @@ class Teller:
         if run.model == CALLER_MODEL and not run.origin.get("ts"):
             run = self._announce(run)
         self.failpoints.hit("before_approval_post")
-        ref = self.notify("approval_requested", run, approval)
+        ref = self.notify("approval_requested", run, approval, self.card_of(run, approval))
         if isinstance(ref, dict) and ref:
             self._record_post(run, approval.approval_id, ref)
 
@@ -116,11 +127,27 @@ class Teller:
         if now is not None and now.status != "pending":
             self.show_approval(run, now)
 
-    def show_approval(self, run: RunRecord, approval: ApprovalRecord, method: str = "approval_decided") -> None:
-        """Bring the approval's message in line with its status, and remember that it is."""
+    def show_approval(self, run: RunRecord, approval: ApprovalRecord, method: str = "approval_decided",
+                      grant: GrantRecord | None = None) -> None:
+        """Bring the approval's message in line with its status, and remember that it is; `grant`:
+        the grant its approve just made, as the decision returned it (otherwise read)."""
         # With no notifier nobody is shown anything, so there is nothing to remember (a write saved).
-        if self.notifier is not None and self.notify(method, run, approval) is not FAILED:
+        if self.notifier is None:
+            return
+        if self.notify(method, run, approval, self.card_of(run, approval, grant)) is not FAILED:
             self.store.mark_approval_shown(approval.approval_id, approval.status)
+
+    def card_of(self, run: RunRecord, approval: ApprovalRecord, grant: GrantRecord | None = None) -> Card:
+        """What `approval`'s card shows besides it, read here so that no notifier reads the store:
+        a turn's card, its calls in force; a decided call's, its receipt and the grant it made."""
+        if batch_place(approval.key) is not None:
+            found = self.store.list_approvals(run_id=run.run_id, limit=CARD_CALLS_LOOKED_AT)
+            return Card(calls=calls_in_force(found, approval))
+        if approval.status == "pending":
+            return ALONE
+        if grant is None and approval.status in ("approved", "consumed") and offers_grant(approval):
+            grant = made_by(self.store.list_grants(live=False, run_id=run.run_id, limit=GRANTS_LOOKED_AT), approval)
+        return Card(grant=grant, receipt=self.store.receipt_of(approval_id=approval.approval_id))
 
     def tell_end(self, run: RunRecord, *, remember: bool = True) -> str | None:
         """Tell people how the run ended; returns the status they were told, if they were.

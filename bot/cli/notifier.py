@@ -20,7 +20,8 @@ from signoff.bot.words import (
     who_decides,
 )
 from signoff.runtime.break_glass import FollowUp
-from signoff.runtime.records import ApprovalRecord, RunRecord
+from signoff.runtime.cards import Card
+from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
 from signoff.tools.base import Tool
 
@@ -66,7 +67,7 @@ class TerminalNotifier:
             self.console.say(f"  budget: {plain_budget_line(run.state)}")
         return None
 
-    def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
+    def approval_requested(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> dict[str, Any] | None:
         self._tell_malformed(run)
         self.show_approval(run, approval)
         # Recorded as the approval's message, so no Slack process re-posts it as "never shown".
@@ -89,11 +90,11 @@ class TerminalNotifier:
         self.console.show(approval_card(run, approval, self.tools.get(approval.tool), display.secret_names,
                                         self.clock()))
 
-    def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
+    def approval_decided(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         note = f": {approval.note}" if approval.note else ""
         self.console.say(f"  {approval_words(approval.status, deciders(approval))}{note}")
 
-    def approval_updated(self, run: RunRecord, approval: ApprovalRecord) -> None:
+    def approval_updated(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         self.console.say(f"  {approval_progress(approval)}")
 
     def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
@@ -105,7 +106,8 @@ class TerminalNotifier:
         self.console.say(f"  escalated: nobody decided in time, so {people(added)} may now decide the approval "
                          f"for {approval.tool} ({approval.key})")
 
-    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> dict[str, Any] | None:
+    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp,
+                        receipt: Mapping[str, Any] | None) -> dict[str, Any] | None:
         glass = approval.glass or {}
         said = {"tell": f"break-glass: {glass.get('by')} approved {approval.tool} ({approval.key}) alone: "
                         f"{one_line(glass.get('reason'), 500)!r}; its review is owed by {glass.get('review_by')}",
@@ -119,12 +121,12 @@ class TerminalNotifier:
         self.console.say(f"  the break-glass on {approval.tool} ({approval.key}) was {review.get('verdict')} "
                          f"by {review.get('by')}")
 
-    def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
+    def approval_expired(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         then = (f": the model is told {timed_out_words(approval.asked)}, and the run goes on"
                 if approval.asked is not None and goes_on_after_expiry(approval.asked) else "")
         self.console.say(f"  the approval for {approval.tool} ({approval.key}) expired; nothing was executed{then}")
 
-    def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+    def tool_result(self, run: RunRecord, entry: dict[str, Any], grant: GrantRecord | None) -> None:
         # Every step comes through here: with --quiet nothing of it is printed, so nothing is built.
         if not self.console.says:
             return

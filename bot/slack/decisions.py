@@ -49,7 +49,6 @@ from signoff.runtime.records import (
     DecisionOutcome,
     Done,
     Expired,
-    GrantRecord,
     Mismatch,
     Missing,
     NotAllowed,
@@ -293,9 +292,7 @@ class Decisions:
     def _tell_outcome(self, outcome: DecisionOutcome, where: Where, modal: str | None) -> None:
         """Tell the clicker what became of their decision, and set right what a lost race left showing."""
         match outcome:
-            case Decided(approval=approval, grant=grant):
-                if grant is not None:
-                    self._show_grant(approval, grant)
+            case Decided(approval=approval):
                 if modal:  # a channel card shows the outcome itself; a modal has to be told
                     self.notices.tell(where, f"{approval_outcome(approval)[0]}. The result follows in the "
                                              "run's thread.", modal)
@@ -331,15 +328,6 @@ class Decisions:
             return not_done_text(reason)
         return f"{not_done_text(reason)}\n<{approval_page(console, approval)}|Approve it on its page>"
 
-    def _show_grant(self, approval: ApprovalRecord, grant: GrantRecord) -> None:
-        """Say on the card that the approve allows similar calls (the runner showed it before the grant)."""
-        run = self.runner.get_run(approval.run_id, history=False)
-        if run is not None:
-            try:
-                self.notifier.granted(run, approval, grant)
-            except SlackApiError as exc:
-                log.warning("approval %s: could not show its grant: %s", approval.approval_id, exc)
-
     def _settle_card(self, counted: ApprovalRecord) -> None:
         """After a counted approval re-rendered the card, show the approval as it is now if another
         decision closed it meanwhile: that one's update may have reached Slack before ours, which
@@ -365,7 +353,7 @@ class Decisions:
         run = self.runner.get_run(approval.run_id, history=False)
         if run is not None:
             try:
-                self.notifier.show_approval(run, approval)
+                self.notifier.show_approval(run, approval, self.runner.card_of(run, approval))
             except SlackApiError as exc:
                 log.warning("approval %s: could not refresh its message: %s", approval.approval_id, exc)
 

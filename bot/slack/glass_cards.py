@@ -118,23 +118,18 @@ def flagged_notice(run: RunRecord, approval: ApprovalRecord) -> Message:
 
 
 class GlassNotices:
-    """`Notifier.glass_follow_up` and `glass_reviewed` for `SlackNotifier`, which sets `client` and
-    reads receipts (`receipt_for`)."""
+    """`Notifier.glass_follow_up` and `glass_reviewed` for `SlackNotifier`, which sets `client`."""
 
     client: WebClient
 
-    def receipt_for(self, approval: ApprovalRecord) -> Mapping[str, Any] | None:
-        """The decision's signed receipt, where this notifier can read it (None: it cannot)."""
-        return None
-
-    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp) -> dict[str, Any] | None:
+    def glass_follow_up(self, run: RunRecord, approval: ApprovalRecord, kind: FollowUp,
+                        receipt: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """Tell, remind or say it is overdue; a review card not posted yet (a crash, an outage, a
         sweep that found the first follow-up late) is posted, with the notice, whatever `kind`.
         Returns where the review card was posted, when it was, for the runner to record."""
         notify = tuple((approval.glass or {}).get("notify") or ())
         posted: dict[str, Any] | None = None
         if approval.glass_message is None:
-            receipt = self.receipt_for(approval)
             for channel in notify:
                 self._say(channel, glass_notice(run, approval, receipt))
             where = self._say(self._review_channel(run, approval), review_card(run, approval))

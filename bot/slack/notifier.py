@@ -3,11 +3,13 @@
 Only `chat.update` is retried (it is idempotent); a failed `chat.postMessage` propagates, the
 runner logs it, and the database keeps what is needed to post again (see `Runner.recover`).
 
+It reads nothing of the store: what a card shows besides its approval (a turn's other calls, the
+grant an approve made, the receipt) comes with the call (`runtime.cards.Card`), read by the runner.
 What this process posted is remembered in memory, a bounded amount: both copies of a stopped-run
 notice (its thread and the requester's DM), the notices someone acted on (to show where the run
-went next), and the model's words, the edit and the grant on each card. A press on another replica,
-or after a restart, finds none of it and still works: the other copy of a notice loses its buttons
-when pressed, and a grant is looked up in the store (`grants`).
+went next), and the model's words and the edit on each card. A press on another replica, or after a
+restart, finds none of it and still works: the other copy of a notice loses its buttons when
+pressed.
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -31,8 +32,9 @@ from signoff.bot.slack.glass_cards import GlassNotices
 from signoff.bot.slack.recent import Recent
 from signoff.bot.slack.run_headers import RunHeaders
 from signoff.bot.slack.updates import update_with_retries
-from signoff.bot.words import edited_changes, goes_on_after_expiry, grant_offer
+from signoff.bot.words import edited_changes, goes_on_after_expiry
 from signoff.runtime.caller_runs import run_tools
+from signoff.runtime.cards import Card
 from signoff.runtime.digests import batch_place
 from signoff.runtime.people import is_slack_user
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
@@ -51,30 +53,14 @@ TELL_REQUESTER = STOPPED | REOPENABLE
 
 Ref = tuple[str, str]
 """Where a message is: (channel, ts)."""
-GRANTS_LOOKED_AT = 200
-"""The newest grants searched for the one an approval made, when this process did not see it made."""
 
-
-class Reads(Protocol):
-    """What the notifier reads of the store: grants (who made one, how often it was used), and a
-    run's approvals (the other calls of a card of several)."""
-
-    def get_grant(self, grant_id: str) -> GrantRecord | None: ...
-
-    def list_grants(self, *, live: bool = True, limit: int = 50) -> list[GrantRecord]: ...
-
-    def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
-                       exclude_requester: str | None = None, unposted: bool = False,
-                       older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]: ...
-
-    def receipt_of(self, *, approval_id: str | None = None, key: str | None = None) -> dict[str, Any] | None: ...
 
 class SlackNotifier(GlassNotices):
     """Posts runs, approval requests and outcomes to Slack, threading progress under the run message."""
 
     def __init__(self, client: WebClient, *, tools: Mapping[str, Tool] | None = None,
                  approval_channel: str | None = None, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS,
-                 extend_steps: int = RunnerConfig.extend_steps, reads: Reads | None = None,
+                 extend_steps: int = RunnerConfig.extend_steps,
                  update_attempts: int = 4, sleep: Callable[[float], None] = time.sleep,
                  on_call: OnCallLookup | None = None, console_url: str | None = None) -> None:
         self.client = client
@@ -83,9 +69,6 @@ class SlackNotifier(GlassNotices):
         page; None: it is off."""
         self.on_call = on_call
         """Who is on call in a schedule named as an approver, for the card to name them (None: unnamed)."""
-        self.reads = reads
-        """Where grants and a card's other approvals are looked up (the runner's store); None: only
-        the grants this process saw made, and every approval on a card of its own."""
         self.tools = dict(tools or {})
         self.approval_channel = approval_channel
         self.redact_keys = frozenset(redact_keys)
@@ -104,8 +87,6 @@ class SlackNotifier(GlassNotices):
         """Mark done requests whose outcome the thread has been told of."""
         self._edited: Recent[str, Mapping[str, Any]] = Recent()
         """approval id -> who edited its call and how (`pending_calls.Edited`), for a card re-drawn later."""
-        self._granted: Recent[str, GrantRecord] = Recent()
-        """approval id -> the grant its approve made ("Approve + allow similar")."""
         self._headers = RunHeaders(self._update)
         self._followed = FollowedNotices(self._update)
         self._lock = threading.Lock()
@@ -123,12 +104,12 @@ class SlackNotifier(GlassNotices):
         self._headers.told(run)
         return ref
 
-    def approval_requested(self, run: RunRecord, approval: ApprovalRecord) -> dict[str, Any] | None:
+    def approval_requested(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> dict[str, Any] | None:
         channel = self.approval_channel or run.origin.get("channel")
         if not channel:
             return None
         if batch_place(approval.key) is not None:  # one of a turn's calls: on the card of them all
-            return self._batch_card(run, approval, channel)
+            return self._batch_card(run, _calls(approval, card), channel)
         said = messages.card_words(run, approval)
         edited = edited_changes(run.state.get("pending"), approval)
         with self._lock:
@@ -158,10 +139,9 @@ class SlackNotifier(GlassNotices):
         self._headers.waiting(run, self._thread(run), approvals)
         return {"channel": response["channel"], "ts": response["ts"]}
 
-    def _batch_card(self, run: RunRecord, approval: ApprovalRecord, channel: str) -> dict[str, Any]:
-        """Where a call of a turn's several is shown: the card of its turn, redrawn with it (an edit,
-        a reconsidered call), or, if none was posted, a card of the calls this process can find."""
-        calls = self._batch_of(run, approval)
+    def _batch_card(self, run: RunRecord, calls: list[ApprovalRecord], channel: str) -> dict[str, Any]:
+        """Where a call of a turn's several is shown: the card of its turn's `calls`, redrawn with it
+        (an edit, a reconsidered call), or, if none was posted, a new card of them."""
         shown = next((a.message for a in calls if a.message and a.message.get("ts")), None)
         if shown is not None:
             self._update(shown["channel"], shown["ts"], self._batch_message(run, calls))
@@ -172,32 +152,20 @@ class SlackNotifier(GlassNotices):
         self._headers.waiting(run, self._thread(run), calls)
         return ref
 
-    def _batch_of(self, run: RunRecord, approval: ApprovalRecord) -> list[ApprovalRecord]:
-        """The approvals in force of `approval`'s turn, in the order of its calls, with `approval` as given."""
-        found = self.reads.list_approvals(run_id=run.run_id, limit=200) if self.reads is not None else []
-        latest: dict[str, ApprovalRecord] = {}
-        for other in sorted(found, key=lambda a: (a.status != "superseded", a.requested_at)):
-            if other.step == approval.step and batch_place(other.key) is not None:
-                latest[other.key] = other
-        known = latest.get(approval.key)
-        if known is None or known.approval_id == approval.approval_id or approval.status != "superseded":
-            latest[approval.key] = approval  # as the caller has it: fresher than the read
-        return sorted(latest.values(), key=lambda a: batch_place(a.key) or 0)
-
     def _batch_message(self, run: RunRecord, approvals: list[ApprovalRecord]) -> Message:
         with self._lock:
             said = next((s for a in approvals if (s := self._said.get(a.approval_id))), None)
         return messages.batch_message(run, approvals, displays={a.tool: self.display(a.tool, run) for a in approvals},
                                       said=said, asked=self._asked_as(run, approvals), console=self.console_url)
 
-    def approval_decided(self, run: RunRecord, approval: ApprovalRecord) -> None:
-        self._show_outcome(run, approval)
+    def approval_decided(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
+        self._show_outcome(run, approval, card)
 
-    def approval_updated(self, run: RunRecord, approval: ApprovalRecord) -> None:
-        self._show_outcome(run, approval)
+    def approval_updated(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
+        self._show_outcome(run, approval, card)
 
-    def approval_expired(self, run: RunRecord, approval: ApprovalRecord) -> None:
-        self._show_outcome(run, approval)
+    def approval_expired(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
+        self._show_outcome(run, approval, card)
         with self._lock:
             # Every late click on an expired approval reports it expired again; tell the requester once.
             first = approval.approval_id not in self._told_expired
@@ -222,11 +190,10 @@ class SlackNotifier(GlassNotices):
         for person in self._waiting_people(run, approval, added):
             self._dm(person, deadlines.escalation_dm(run, approval))
 
-    def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+    def tool_result(self, run: RunRecord, entry: dict[str, Any], grant: GrantRecord | None) -> None:
         thread = self._thread(run)
         if thread is not None:
             secrets = self.display(str(entry.get("tool") or ""), run).secret_names
-            grant = self.reads.get_grant(entry["grant"]) if self.reads and isinstance(entry.get("grant"), str) else None
             message = messages.tool_result_message(run, entry, secret_names=secrets,
                                                    marked_done=self._marked_done_by(run, entry), grant=grant)
             self._post(thread[0], message, thread_ts=thread[1])
@@ -255,14 +222,11 @@ class SlackNotifier(GlassNotices):
             self._copies.put((run.run_id, run.version), copies)
         self._followed.show(run, done=True)
 
-    def receipt_for(self, approval: ApprovalRecord) -> dict[str, Any] | None:
-        return self.reads.receipt_of(approval_id=approval.approval_id) if self.reads is not None else None
-
     # -- also used by the listeners --------------------------------------------------------
 
-    def show_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
+    def show_approval(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         """Bring an approval message in line with the stored approval (e.g. after a lost race)."""
-        self._show_outcome(run, approval)
+        self._show_outcome(run, approval, card)
 
     def update(self, channel: str, ts: str, message: Message) -> None:
         self._update(channel, ts, message)
@@ -286,23 +250,6 @@ class SlackNotifier(GlassNotices):
         """How approvers are shown `tool_name` (as `run` calls it): description, argument order,
         secret names."""
         return ToolDisplay.of(self.tool(tool_name, run), self.redact_keys)
-
-    def granted(self, run: RunRecord, approval: ApprovalRecord, grant: GrantRecord) -> None:
-        """Show on the card that its approve made `grant` ("allowing similar calls for 30 min")."""
-        with self._lock:
-            self._granted.put(approval.approval_id, grant)
-        self._show_outcome(run, approval)
-
-    def _grant_of(self, approval: ApprovalRecord) -> GrantRecord | None:
-        """The grant `approval`'s approve made, if it made one."""
-        if approval.status not in ("approved", "consumed") or grant_offer(approval.asked) is None:
-            return None
-        with self._lock:
-            known = self._granted.get(approval.approval_id)
-        if known is not None or self.reads is None:
-            return known
-        made = self.reads.list_grants(live=False, limit=GRANTS_LOOKED_AT)
-        return next((grant for grant in made if grant.approval_id == approval.approval_id), None)
 
     def _waiting_people(self, run: RunRecord, approval: ApprovalRecord, ids: Iterable[str]) -> list[str]:
         """The user ids among `ids` who may still decide `approval` and have not (groups and `*` are
@@ -340,12 +287,12 @@ class SlackNotifier(GlassNotices):
 
     # -- Slack calls ---------------------------------------------------------------------------
 
-    def _show_outcome(self, run: RunRecord, approval: ApprovalRecord) -> None:
+    def _show_outcome(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         where = approval.message or {}
         if not where.get("channel") or not where.get("ts"):
             return
         if batch_place(approval.key) is not None:
-            calls = self._batch_of(run, approval)
+            calls = _calls(approval, card)
             self._update(where["channel"], where["ts"], self._batch_message(run, calls))
             self._headers.going_on(run, self._thread(run), calls)
             return
@@ -357,9 +304,8 @@ class SlackNotifier(GlassNotices):
             message = messages.approval_message(run, approval, display=display, said=said, edited=edited, asked=asked,
                                                 on_call=self.on_call, console=self.console_url)
         else:
-            receipt = self.receipt_for(approval)
             message = messages.decided_message(run, approval, display=display, said=said, edited=edited,
-                                               grant=self._grant_of(approval), asked=asked, receipt=receipt)
+                                               grant=card.grant, asked=asked, receipt=card.receipt)
         self._update(where["channel"], where["ts"], message)
         self._headers.going_on(run, self._thread(run), [approval])
 
@@ -398,3 +344,9 @@ class SlackNotifier(GlassNotices):
 
     def _update(self, channel: str, ts: str, message: Message) -> None:
         update_with_retries(self.client, channel, ts, message, attempts=self.update_attempts, sleep=self.sleep)
+
+
+def _calls(approval: ApprovalRecord, card: Card) -> list[ApprovalRecord]:
+    """The calls of the turn card `approval` is on, as the runner read them (itself alone, should
+    it have read none)."""
+    return list(card.calls) or [approval]

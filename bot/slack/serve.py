@@ -173,7 +173,6 @@ def compose(settings: Settings, *, environ: Mapping[str, str], parts: Parts | No
     runner = _runner(settings, parts, environ, tools=tools, config=config, notifier=notifier, approvers=approvers,
                      observer=observation.observer)
     store = runner.store
-    notifier.reads = store  # the store is opened with the runner, after the notifier it tells
     observation.metrics.watch(shared_state(store))
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="signoff-run")
     workers = Workers(runner, pool)

@@ -51,10 +51,11 @@ class MemoryReads:
                     if g.revoked_at is None and g.expires_at > now
                     and (g.run_id == run_id if g.scope == "run" else g.requester == requester)]
 
-    def list_grants(self, *, live: bool = True, limit: int = 50) -> list[GrantRecord]:
+    def list_grants(self, *, live: bool = True, limit: int = 50, run_id: str | None = None) -> list[GrantRecord]:
         with self._lock:
             now = self.now()
-            found = [g for g in self._grants.values() if not live or (g.revoked_at is None and g.expires_at > now)]
+            found = [g for g in self._grants.values() if (run_id is None or g.run_id == run_id)
+                     and (not live or (g.revoked_at is None and g.expires_at > now))]
             return sorted(found, key=lambda g: g.created_at, reverse=True)[:limit]
 
     def get_grant(self, grant_id: str) -> GrantRecord | None:

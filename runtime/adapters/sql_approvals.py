@@ -249,10 +249,12 @@ class SqlApprovals(SqlTransactions):
                                              and_(grants.c.scope == "requester", grants.c.requester == requester)))
             return [grant_record(r) for r in conn.execute(query.order_by(grants.c.created_at)).all()]
 
-    def list_grants(self, *, live: bool = True, limit: int = 50) -> list[GrantRecord]:
-        """Grants, newest first; `live`: only those in force now."""
+    def list_grants(self, *, live: bool = True, limit: int = 50, run_id: str | None = None) -> list[GrantRecord]:
+        """Grants, newest first; `live`: only those in force now; `run_id`: only those its approvals made."""
         with self.engine.connect() as conn:
             query = select(grants).order_by(grants.c.created_at.desc()).limit(limit)
+            if run_id is not None:
+                query = query.where(grants.c.run_id == run_id)
             if live:
                 query = query.where(grants.c.revoked_at.is_(None), grants.c.expires_at > self._now(conn))
             return [grant_record(r) for r in conn.execute(query).all()]

@@ -321,6 +321,10 @@ def test_approve_and_allow_similar_lets_a_later_call_run_on_another_replica_unti
     assert ", allowing similar calls for 30 min" in card_text(decided)
     assert ":white_check_mark: *Approved* by <@U0LEAD> <!date^" in card_text(decided)
     assert decided["text"].startswith("Approved by <@U0LEAD>, allowing similar calls for 30 min")
+    # Drawn once with its grant (the runner reads it with the decision), never first without it.
+    redrawn = [u for u in slack.calls_to("chat.update") if u.get("ts") == card["ts"]]
+    assert redrawn and all(u["text"].startswith("Approved by <@U0LEAD>, allowing similar") for u in redrawn), redrawn
+    assert len(redrawn) == 1, redrawn
 
     later = refund_run(second, 30.0)  # the same requester and order, on the other replica: nobody is asked
     assert later.status == "done" and ledger.calls[f"{later.run_id}:1"] == 1

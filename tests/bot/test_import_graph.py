@@ -13,6 +13,7 @@ from pathlib import Path
 
 import signoff.bot
 import signoff.runtime
+import signoff.runtime.ports
 
 PACKAGE = Path(signoff.bot.__file__).parent
 BOT = "signoff.bot"
@@ -229,3 +230,35 @@ def test_the_pure_core_imports_no_adapter():
     assert not set(core) & SEQUENCING_IO and not any(".adapters" in name for name in core)
     problems = [p for module, path in core.items() for p in store_problems(module, path.read_text(encoding="utf-8"))]
     assert problems == []
+
+
+# -- what the notifiers read ------------------------------------------------------------------------
+
+NOTIFIERS = (f"{BOT}.slack.notifier", f"{BOT}.slack.glass_cards", f"{BOT}.cli.notifier")
+"""The modules that tell people: they draw what the runner hands them (`runtime.cards.Card`)."""
+STORE_METHODS = frozenset(name for name in dir(signoff.runtime.ports.Store)
+                          if not name.startswith("_") and callable(getattr(signoff.runtime.ports.Store, name)))
+
+
+CLOCKS = frozenset({"datetime", "time"})
+"""Modules whose `now` is not the store's."""
+
+
+def store_calls(source: str) -> list[str]:
+    """Each method of the `Store` port that `source` calls, by name (`x.list_grants(...)`)."""
+    return sorted({node.func.attr for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+                   and isinstance(node.func, ast.Attribute) and node.func.attr in STORE_METHODS
+                   and not (isinstance(node.func.value, ast.Name) and node.func.value.id in CLOCKS)})
+
+
+def test_the_store_read_check_catches_a_read():
+    assert {"list_grants", "receipt_of", "get_approval"} <= STORE_METHODS
+    assert store_calls("grant = self.reads.list_grants(live=False)\nx = store.receipt_of(approval_id=a)") == [
+        "list_grants", "receipt_of"]
+    assert store_calls("self._update(channel, ts, message)\nself._post(channel, message)") == []
+    assert store_calls("at = datetime.now(UTC)") == [] and store_calls("at = self.store.now()") == ["now"]
+
+
+def test_no_notifier_reads_the_store():
+    assert {module: calls for module in NOTIFIERS
+            if (calls := store_calls(SOURCES[module].read_text(encoding="utf-8")))} == {}

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from bot_fakes import HOSTILE, NOW, make_approval, make_run
@@ -9,6 +10,9 @@ from slack_sdk.errors import SlackApiError
 
 from signoff.bot.slack.approvers import NO_APPROVERS, NOT_AN_APPROVER, NOT_IN_THE_CHANNEL, Approvers
 from signoff.bot.slack.notifier import SlackNotifier
+from signoff.receipts import fingerprint
+from signoff.runtime.cards import ALONE, Card
+from signoff.runtime.records import GrantRecord
 from tests.fakes.slack import FakeSlack
 
 
@@ -29,7 +33,7 @@ def notifier(client, sleeps) -> SlackNotifier:
 
 def posted_approval(notifier, slack):
     run = make_run()
-    ref = notifier.approval_requested(run, make_approval())
+    ref = notifier.approval_requested(run, make_approval(), ALONE)
     return run, ref
 
 
@@ -37,7 +41,7 @@ def test_chat_update_retries_429_with_retry_after_then_succeeds(notifier, slack,
     run, ref = posted_approval(notifier, slack)
     slack.fail("chat.update", times=2, status=429, retry_after=3)
     notifier.approval_decided(run, make_approval(status="approved", decided_by="U0LEAD", decided_at=NOW,
-                                                 message=ref))
+                                                 message=ref), ALONE)
     assert sleeps == [3.0, 3.0]
     assert slack.attempts("chat.update") == 3
     assert "Approved by <@U0LEAD>" in slack.message(ref["channel"], ref["ts"])["text"]
@@ -48,7 +52,7 @@ def test_chat_update_retries_5xx_with_backoff_and_gives_up(notifier, slack, slee
     slack.fail("chat.update", times=10, status=503)
     with pytest.raises(SlackApiError):
         notifier.approval_decided(run, make_approval(status="denied", decided_by="U0LEAD", decided_at=NOW,
-                                                     message=ref))
+                                                     message=ref), ALONE)
     assert sleeps == [0.25, 0.5, 1.0]
     assert slack.attempts("chat.update") == 4
 
@@ -56,7 +60,7 @@ def test_chat_update_retries_5xx_with_backoff_and_gives_up(notifier, slack, slee
 def test_chat_update_does_not_retry_a_permanent_error(notifier, slack, sleeps):
     run = make_run()
     with pytest.raises(SlackApiError) as info:
-        notifier.approval_decided(run, make_approval(status="approved", message={"channel": "C0RUNS", "ts": "1.2"}))
+        notifier.approval_decided(run, make_approval(status="approved", message={"channel": "C0RUNS", "ts": "1.2"}), ALONE)
     assert info.value.response["error"] == "message_not_found"
     assert sleeps == [] and slack.attempts("chat.update") == 1
 
@@ -64,7 +68,7 @@ def test_chat_update_does_not_retry_a_permanent_error(notifier, slack, sleeps):
 def test_post_message_is_never_retried(notifier, slack, sleeps):
     slack.fail("chat.postMessage", times=1, status=500)
     with pytest.raises(SlackApiError):
-        notifier.approval_requested(make_run(), make_approval())
+        notifier.approval_requested(make_run(), make_approval(), ALONE)
     assert slack.attempts("chat.postMessage") == 1 and sleeps == []
 
 
@@ -86,20 +90,20 @@ def test_run_message_falls_back_to_the_requesters_dm_when_the_bot_is_not_in_the_
 def test_progress_threads_under_the_run_message_even_before_origin_is_reloaded(notifier, slack):
     run = make_run(origin={"channel": "C0RUNS"})
     ref = notifier.run_started(run)
-    notifier.tool_result(run, {"role": "tool", "step": 1, "tool": "lookup_order", "result": {"ok": True}})
+    notifier.tool_result(run, {"role": "tool", "step": 1, "tool": "lookup_order", "result": {"ok": True}}, None)
     assert slack.thread("C0RUNS", ref["ts"])[0]["text"] == "lookup_order returned a result"
 
 
 def test_approvals_go_to_the_configured_approval_channel(client, slack):
     notifier = SlackNotifier(client, approval_channel="C0APPROVALS")
-    ref = notifier.approval_requested(make_run(), make_approval())
+    ref = notifier.approval_requested(make_run(), make_approval(), ALONE)
     assert ref["channel"] == "C0APPROVALS"
 
 
 def test_runs_without_a_slack_origin_are_not_announced(notifier, slack):
     run = make_run(origin={}, requester="alice")
     assert notifier.run_started(run) is None
-    assert notifier.approval_requested(run, make_approval()) is None
+    assert notifier.approval_requested(run, make_approval(), ALONE) is None
     notifier.run_stopped(make_run(origin={}, requester="alice", status="failed", state={"stop": {"reason": "x"}}))
     assert slack.calls_to("chat.postMessage") == []
 
@@ -109,8 +113,8 @@ def test_everything_posted_carries_text_and_passes_block_kit_checks(notifier, sl
     ref = notifier.run_started(run)
     run = make_run(goal=HOSTILE * 500, origin=ref, state={"answer": HOSTILE * 500})
     approval = make_approval(args={"body": HOSTILE * 1000, "token": "xoxb-leak"})
-    notifier.approval_requested(run, approval)
-    notifier.tool_result(run, {"role": "tool", "step": 1, "tool": "x", "result": {"rows": [HOSTILE] * 500}})
+    notifier.approval_requested(run, approval, ALONE)
+    notifier.tool_result(run, {"role": "tool", "step": 1, "tool": "x", "result": {"rows": [HOSTILE] * 500}}, None)
     notifier.run_finished(run)
     notifier.run_stopped(make_run(goal=HOSTILE, origin=ref, status="budget_exhausted",
                                   state={"stop": {"reason": "max_steps reached", "budget": "max_steps"}}))
@@ -192,3 +196,21 @@ def test_a_failed_member_lookup_refuses_then_asks_again(client, slack):
     now[0] = 31.0
     assert approvers.may_approve("U0LEAD", run) == NOT_IN_THE_CHANNEL
     assert approvers.may_approve("U0LEAD", make_run(origin={"channel": "C0GONE"})) == NOT_IN_THE_CHANNEL
+
+
+def test_a_decided_card_is_drawn_from_what_it_is_handed_with_no_store_to_read(notifier, slack):
+    """The runner reads a card's grant and receipt; the notifier, which holds no store, draws them."""
+    run, ref = posted_approval(notifier, slack)
+    approval = make_approval(status="approved", decided_by="U0LEAD", decided_at=NOW, message=ref,
+                             asked={"grant": {"for_seconds": 1800, "same": ["order_id"], "scope": "run"}})
+    grant = GrantRecord(grant_id="grt_1", approval_id=approval.approval_id, run_id=run.run_id, requester="U0ASKER",
+                        tool="issue_refund", rule="refunds", same={"order_id": "42"}, scope="run", created_by="U0LEAD",
+                        created_at=NOW, expires_at=NOW + timedelta(minutes=30))
+    receipt = {"receipt": {"key_id": "k1", "decision": "approved"}, "signature": "c2ln"}
+
+    notifier.approval_decided(run, approval, Card(grant=grant, receipt=receipt))
+
+    shown = slack.message(ref["channel"], ref["ts"])
+    assert shown["text"].startswith("Approved by <@U0LEAD>, allowing similar calls for 30 min")
+    assert f"receipt {fingerprint(receipt)} · key k1" in json.dumps(shown["blocks"], ensure_ascii=False)
+    assert not hasattr(notifier, "reads") and not hasattr(notifier, "store")

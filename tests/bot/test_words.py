@@ -19,6 +19,7 @@ from signoff.bot.words import (
     request_words,
 )
 from signoff.runtime.budget import LIMIT_TO_USAGE
+from signoff.runtime.cards import ALONE
 from signoff.runtime.people import is_slack_user, is_user_group
 
 STATE = {"steps": 3, "budget": {"max_steps": 8, "max_tool_calls": None, "max_cost_usd": 1.0, "max_seconds": 60},
@@ -61,7 +62,7 @@ def test_one_rule_says_what_a_slack_user_id_is():
 def test_slack_and_the_terminal_say_the_same_outcome_of_an_approval(status, decided_by, said):
     approval = make_approval(status=status, decided_by=decided_by, decided_at=NOW if decided_by else None)
     out = io.StringIO()
-    TerminalNotifier(Console(out, io.StringIO()), {}).approval_decided(make_run(), approval)
+    TerminalNotifier(Console(out, io.StringIO()), {}).approval_decided(make_run(), approval, ALONE)
     assert out.getvalue() == f"  {said}\n"
     assert approval_outcome(approval)[1] == said[0].upper() + said[1:]  # Slack's plain-text fallback
 

@@ -14,6 +14,7 @@ from email import message_from_bytes
 from signoff.bot.cli.console import Console
 from signoff.bot.cli.notifier import TerminalNotifier
 from signoff.runtime.budget import Budget
+from signoff.runtime.cards import ALONE
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.state import call_digest, new_state
 
@@ -157,8 +158,8 @@ def test_reminders_escalations_and_timeouts_are_said_in_the_terminal():
                                          "from U0LEE; it expires 12:10:00 UTC\n")
     assert told("approval_escalated", ["U0ADA", "S0OPS"]) == (
         "  escalated: nobody decided in time, so U0ADA and S0OPS may now decide the approval for send_email (run-1:1)\n")
-    assert told("approval_expired") == "  the approval for send_email (run-1:1) expired; nothing was executed\n"
-    assert told("approval_expired", on_expiry="continue") == (
+    assert told("approval_expired", ALONE) == "  the approval for send_email (run-1:1) expired; nothing was executed\n"
+    assert told("approval_expired", ALONE, on_expiry="continue") == (
         "  the approval for send_email (run-1:1) expired; nothing was executed: the model is told no one decided "
         "within 10 min; the call was not made, and the run goes on\n")
 

@@ -130,14 +130,14 @@ class Told:
     def run_started(self, run: RunRecord) -> None:
         self.calls.append(("run_started", run.run_id))
 
-    def approval_requested(self, run: RunRecord, approval: Any) -> dict[str, Any]:
+    def approval_requested(self, run: RunRecord, approval: Any, card: Any) -> dict[str, Any]:
         self.calls.append(("approval_requested", approval.approval_id))
         return {"channel": "C1", "ts": f"{len(self.calls)}.0"}
 
-    def approval_decided(self, run: RunRecord, approval: Any) -> None:
+    def approval_decided(self, run: RunRecord, approval: Any, card: Any) -> None:
         self.calls.append(("approval_decided", approval.approval_id))
 
-    def approval_updated(self, run: RunRecord, approval: Any) -> None:
+    def approval_updated(self, run: RunRecord, approval: Any, card: Any) -> None:
         self.calls.append(("approval_updated", approval.approval_id))
 
     def approval_reminded(self, run: RunRecord, approval: Any, first: bool = False) -> None:
@@ -146,10 +146,10 @@ class Told:
     def approval_escalated(self, run: RunRecord, approval: Any, added: list[str]) -> None:
         self.calls.append(("approval_escalated", ",".join(added)))
 
-    def approval_expired(self, run: RunRecord, approval: Any) -> None:
+    def approval_expired(self, run: RunRecord, approval: Any, card: Any) -> None:
         self.calls.append(("approval_expired", approval.approval_id))
 
-    def tool_result(self, run: RunRecord, entry: dict[str, Any]) -> None:
+    def tool_result(self, run: RunRecord, entry: dict[str, Any], grant: Any) -> None:
         self.calls.append(("tool_result", run.run_id))
 
     def run_finished(self, run: RunRecord) -> None:

@@ -134,9 +134,9 @@ def test_a_worker_with_people_to_tell_lets_go_only_after_telling_them(store: Sto
     runner = build_runner(store, effects, lease=30.0, notifier=told)
     original = told.approval_requested
 
-    def approval_requested(run: RunRecord, approval: object) -> dict[str, str]:
+    def approval_requested(run: RunRecord, approval: object, card: object) -> dict[str, str]:
         leases.append(store.get_run(run.run_id).lease_owner)
-        return original(run, approval)
+        return original(run, approval, card)
 
     told.approval_requested = approval_requested  # type: ignore[method-assign]
     run, approval_id, digest = paused(runner)

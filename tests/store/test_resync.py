@@ -88,7 +88,7 @@ def test_a_click_between_posting_and_recording_the_message_is_shown(store: Store
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     clicked: list[Any] = []
 
-    def post_then_someone_clicks(run: RunRecord, approval: Any) -> dict[str, Any]:
+    def post_then_someone_clicks(run: RunRecord, approval: Any, card: Any) -> dict[str, Any]:
         clicked.append(runner.decide(approval.approval_id, approval.digest, APPROVER, False, "not now"))
         return {"channel": "C1", "ts": "9.0"}
 
