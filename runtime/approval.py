@@ -139,7 +139,7 @@ def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, 
                         step_up=step_up, glass=broken)
     if approval.status == "pending" and approval.expires_at <= now:
         change = expire(approval, now, noticed_by=user)
-        return Expired(change.after, just_now=True), change
+        return Expired(change.after, just_now=True, written=change.events), change
     if approval.status == "expired":
         return Expired(approval), None
     return AlreadyDecided(approval), None
@@ -152,16 +152,17 @@ def _counted(approval: ApprovalRecord, *, user: str, approved: bool, now: dateti
         return AlreadyCounted(approval), None
     given = Vote(user=user, approved=approved, at=now, note=note or None)
     approvals = sum(v.approved for v in approval.votes) + approved
-    counted = {"approval_id": approval.approval_id, "key": approval.key, "approved": approved, "by": user,
-               "note": note, "approvals": approvals, "quorum": approval.quorum,
+    counted = {**_named(approval), "approved": approved, "by": user, "note": note or "", "approvals": approvals,
+               "quorum": approval.quorum,
                **({"step_up": dict(step_up)} if step_up is not None else {}),
                **({"break_glass": glass} if glass is not None else {})}
     if approved and glass is None and approvals < approval.quorum:
         # Its card must now show this vote: out of line until it does, so recovery re-shows it.
         change = change_of(approval, audit_event("approval_vote_recorded", **counted), vote=given, shown_status=None)
-        return Counted(change.after), change
+        return Counted(change.after, written=change.events), change
     broke: dict[str, Any] = {"glass": glass, "glass_due_at": now} if glass is not None else {}
-    decided = change_of(approval, audit_event("approval_recorded", **counted), vote=given,
+    waited = _waited(approval.requested_at, now)
+    decided = change_of(approval, audit_event("approval_recorded", **counted, waited_seconds=waited), vote=given,
                         status="approved" if approved else "denied", decided_by=user, decided_at=now,
                         note=note or None, **broke)
     made = made_grant(decided.after, user, now, grant_id) if approved and grant_id is not None else None
@@ -169,7 +170,7 @@ def _counted(approval: ApprovalRecord, *, user: str, approved: bool, now: dateti
         decided = dataclasses.replace(decided, grant=made, events=(*decided.events, audit_event(
             "grant_created", grant_id=made.grant_id, approval_id=approval.approval_id, by=user,
             tool=made.tool, rule=made.rule, scope=made.scope, expires_at=made.expires_at.isoformat())))
-    return Decided(decided.after, made), decided
+    return Decided(decided.after, made, written=decided.events), decided
 
 
 def offers_grant(approval: ApprovalRecord) -> bool:
@@ -278,9 +279,26 @@ def with_rule(reason: str | None, rule: str | None) -> str | None:
 
 def expire(approval: ApprovalRecord, now: datetime, *, noticed_by: str | None = None) -> Change:
     """`approval`, pending past its expiry, expired (`noticed_by`: the click that noticed it first)."""
-    expiry = audit_event("approval_expired", approval_id=approval.approval_id, key=approval.key,
-                         **({"noticed_by": noticed_by} if noticed_by is not None else {}))
-    return change_of(approval, expiry, status="expired", decided_at=now)
+    return change_of(approval, expiry_event(approval, noticed_by), status="expired", decided_at=now)
+
+
+def expiry_event(approval: ApprovalRecord, noticed_by: str | None = None) -> dict[str, Any]:
+    """The event of `approval`'s expiry: how long it waited is counted to its expiry, however late
+    a sweep or a click noticed it."""
+    return audit_event("approval_expired", **_named(approval), waited_seconds=_waited(approval.requested_at,
+                                                                                      approval.expires_at),
+                       **({"noticed_by": noticed_by} if noticed_by is not None else {}))
+
+
+def _named(approval: ApprovalRecord) -> dict[str, Any]:
+    """What every event of an approval names, so that a reader of one event alone knows which
+    call of which rule it is about."""
+    return {"approval_id": approval.approval_id, "key": approval.key, "tool": approval.tool, "rule": approval.rule}
+
+
+def _waited(requested_at: datetime, until: datetime) -> float:
+    """Seconds from a request to `until` (its decision or its expiry), by the store's clock."""
+    return round(max((until - requested_at).total_seconds(), 0.0), 3)
 
 
 def overdue(approval: ApprovalRecord, now: datetime) -> bool:
@@ -357,7 +375,7 @@ def nudge(approval: ApprovalRecord, now: datetime) -> tuple[Nudged, Change] | No
     change = change_of(approval, *events, **fields)
     reminded = [kind for _, kind in moments]
     first = "remind" in reminded[done:after] and "remind" not in reminded[:done]
-    return Nudged(change.after, tuple(kinds), added, first), change
+    return Nudged(change.after, tuple(kinds), added, first, written=change.events), change
 
 
 # -- starting the approved call ------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -174,6 +175,9 @@ class Decided:
     the run. Hand it to `Runner.execute`, which then needs no claim of its own."""
     receipt: dict[str, Any] | None = None
     """The decision's signed receipt, made in its transaction (None: no signing key is configured)."""
+    written: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    """The audit events its transaction wrote, as written (the observer hears these, never a copy
+    rebuilt elsewhere); not part of what the outcome is."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,9 @@ class Nudged:
     """Who the escalation added (they may decide it now, and are to be told)."""
     first_reminder: bool = False
     """This sweep made the approval's first reminder (alone, or with the next, after a restart)."""
+    written: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    """The audit events its transaction wrote, as written (the observer hears these, never a copy
+    rebuilt elsewhere); not part of what the outcome is."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,9 @@ class Counted:
     """This approval was counted; the quorum needs more (`approval.votes` says who so far)."""
 
     approval: ApprovalRecord
+    written: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    """The audit events its transaction wrote, as written (the observer hears these, never a copy
+    rebuilt elsewhere); not part of what the outcome is."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +226,9 @@ class Expired:
     approval: ApprovalRecord
     just_now: bool = False
     """This decision is what noticed the expiry (the sweep had not run yet): tell people once."""
+    written: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    """The audit events its transaction wrote, as written (the observer hears these, never a copy
+    rebuilt elsewhere); not part of what the outcome is."""
 
 
 @dataclass(frozen=True)

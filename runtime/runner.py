@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from signoff.runtime.agent import Policy
-from signoff.runtime.approval import SignIn, bound_to, offers_grant, step_up_refusal, with_rule
+from signoff.runtime.approval import SignIn, bound_to, expiry_event, offers_grant, step_up_refusal, with_rule
 from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.budget import Budget
 from signoff.runtime.caller_runs import MODEL as CALLER_MODEL
@@ -24,7 +24,6 @@ from signoff.runtime.cards import Card
 from signoff.runtime.deciders import MaySee
 from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState
-from signoff.runtime.events import event as audit_event
 from signoff.runtime.events import run_created
 from signoff.runtime.glass_requests import GlassRequests
 from signoff.runtime.people import MayApprove
@@ -45,7 +44,7 @@ from signoff.runtime.records import (
 from signoff.runtime.run_requests import RunRequests
 from signoff.runtime.runner_config import RunnerConfig
 from signoff.runtime.state import new_state
-from signoff.runtime.telling import Teller, expiry_event, skip_unreadable, vote_events
+from signoff.runtime.telling import Teller, skip_unreadable
 from signoff.runtime.worker import Worker
 from signoff.tools.base import Tool
 
@@ -171,7 +170,8 @@ class Runner(RunRequests, GlassRequests):
                                     signer=self.config.signer, start_within=self.config.dispatch_window)
         if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
             self.worker.took(approval.run_id, lease)
-        self.teller.observe(run, vote_events(outcome, user))
+        if isinstance(outcome, Decided | Counted | Expired):  # what the decision's transaction wrote
+            self.teller.observe(run, outcome.written)
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
         if show:
@@ -252,7 +252,7 @@ class Runner(RunRequests, GlassRequests):
                 skip_unreadable(approval.run_id, exc)
                 continue
             if run is not None:
-                self.teller.observe(run, [expiry_event(approval)])
+                self.teller.observe(run, [expiry_event(approval)])  # as the sweep's transaction wrote it
                 self.teller.show_approval(run, approval, method="approval_expired")
             (end_run or self.execute)(approval.run_id)
         return expired
@@ -269,11 +269,7 @@ class Runner(RunRequests, GlassRequests):
                 continue
             if run is None:
                 continue
-            self.teller.observe(run, [audit_event("approval_escalated" if kind == "escalate" else "approval_reminded",
-                                                  run_id=run.run_id, approval_id=nudge.approval.approval_id,
-                                                  key=nudge.approval.key,
-                                                  **({"added": list(nudge.added)} if kind == "escalate" else {}))
-                                      for kind in nudge.kinds])
+            self.teller.observe(run, nudge.written)
             if "escalate" in nudge.kinds:
                 self.teller.notify("approval_escalated", run, nudge.approval, list(nudge.added))
                 self.teller.show_approval(run, nudge.approval, method="approval_updated")

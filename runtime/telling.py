@@ -22,7 +22,7 @@ from signoff.runtime.digests import batch_place
 from signoff.runtime.events import event as audit_event
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.ports import Notifier, Observer, Store
-from signoff.runtime.records import ApprovalRecord, Counted, Decided, Expired, GrantRecord, RunRecord, Voted
+from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
 
 log = logging.getLogger("signoff.runner")
@@ -61,6 +61,7 @@ class Teller:
         """Show the observer what a commit wrote; its failure is logged, never fatal (it only watches)."""
         if self.observer is None or not events:
             return
+        events = [event if "run_id" in event else {**event, "run_id": run.run_id} for event in events]
         try:
             self.observer.observe(run, events)
         except Exception as exc:  # a broken log handler or exporter must not stop or fail a run
@@ -252,48 +253,3 @@ def _readable(run: RunRecord | None) -> bool:
 def skip_unreadable(run_id: str, problem: object) -> None:
     log.error("run %s is skipped: its stored state cannot be read (%s); "
               "`signoff runs` lists it, and it needs an operator", run_id, problem)
-
-
-# -- what the store wrote, for the observer ----------------------------------------------------------
-# The store writes these events in the transaction that decides; the runner knows from the outcome
-# what they were, so the observer hears of them without a read. Each also carries what a reader of
-# one event needs to make sense of it: the tool, the rule, and how long the approval waited.
-
-
-def vote_events(outcome: Voted, user: str) -> list[dict[str, Any]]:
-    """The events `ApprovalStore.decide` wrote for `outcome` (none for a decision it did not count)."""
-    match outcome:
-        case Decided(approval=approval, grant=grant):
-            events = [audit_event("approval_recorded", **_approval_fields(approval),
-                                  approved=approval.status == "approved", by=user, note=approval.note or "",
-                                  approvals=len(approval.approved_by), quorum=approval.quorum,
-                                  waited_seconds=_waited(approval))]
-            if grant is not None:
-                events.append(audit_event("grant_created", run_id=approval.run_id, grant_id=grant.grant_id,
-                                          approval_id=approval.approval_id, by=user, tool=grant.tool,
-                                          rule=grant.rule, scope=grant.scope, expires_at=grant.expires_at.isoformat()))
-            return events
-        case Counted(approval=approval):
-            return [audit_event("approval_vote_recorded", **_approval_fields(approval), approved=True, by=user,
-                                approvals=len(approval.approved_by), quorum=approval.quorum)]
-        case Expired(approval=approval, just_now=True):
-            return [{**expiry_event(approval), "noticed_by": user}]
-    return []
-
-
-def expiry_event(approval: ApprovalRecord) -> dict[str, Any]:
-    return audit_event("approval_expired", **_approval_fields(approval), waited_seconds=_waited(approval))
-
-
-def _approval_fields(approval: ApprovalRecord) -> dict[str, Any]:
-    return {"run_id": approval.run_id, "approval_id": approval.approval_id, "key": approval.key,
-            "tool": approval.tool, "rule": approval.rule}
-
-
-def _waited(approval: ApprovalRecord) -> float:
-    """Seconds from the request to its decision (or its expiry, however late a sweep noticed it), by
-    the store's clock."""
-    until = approval.decided_at or approval.expires_at
-    if approval.status == "expired":
-        until = min(until, approval.expires_at)
-    return round(max((until - approval.requested_at).total_seconds(), 0.0), 3)

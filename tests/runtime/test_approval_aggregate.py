@@ -89,7 +89,9 @@ def test_a_click_after_the_expiry_expires_it_once_and_says_who_noticed() -> None
     voted, change = vote(asking(), user="U1", approved=True, now=late)
     assert isinstance(voted, Expired) and voted.just_now
     assert change is not None and change.events[0] == {"type": "approval_expired", "approval_id": "apr_1",
-                                                       "key": "run-1:3", "noticed_by": "U1"}
+                                                       "key": "run-1:3", "tool": "send_refund", "rule": "refunds",
+                                                       "waited_seconds": 1800.0, "noticed_by": "U1"}
+    assert voted.written == change.events  # what the observer is told is what is written
     again, nothing = vote(voted.approval, user="U2", approved=True, now=late)
     assert isinstance(again, Expired) and not again.just_now and nothing is None
 
