@@ -17,7 +17,7 @@ the edges ask the same functions before they answer a person (`decision_refusal`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -114,7 +114,13 @@ def bound_to(approval: ApprovalRecord, digest: str | None) -> bool:
 
 def is_open(approval: ApprovalRecord, now: datetime) -> bool:
     """Whether people may still decide `approval`: pending and, by the database's clock, unexpired."""
-    return approval.status == "pending" and approval.expires_at > now
+    return approval.status == "pending" and not past_expiry(approval, now)
+
+
+def past_expiry(approval: ApprovalRecord, now: datetime) -> bool:
+    """Whether `approval`'s time is up at `now` (the database's clock, never an edge's): the one
+    rule of expiry, whoever notices it (a click, a form, the sweep)."""
+    return approval.expires_at <= now
 
 
 def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, note: str = "",
@@ -137,7 +143,7 @@ def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, 
         broken = broken_glass(approval, user, glass, now) if glass is not None else None
         return _counted(approval, user=user, approved=approved, now=now, note=note, grant_id=grant_id,
                         step_up=step_up, glass=broken)
-    if approval.status == "pending" and approval.expires_at <= now:
+    if overdue(approval, now):
         change = expire(approval, now, noticed_by=user)
         return Expired(change.after, just_now=True, written=change.events), change
     if approval.status == "expired":
@@ -148,7 +154,7 @@ def vote(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, 
 def _counted(approval: ApprovalRecord, *, user: str, approved: bool, now: datetime, note: str,
              grant_id: str | None, step_up: Mapping[str, Any] | None,
              glass: dict[str, Any] | None) -> tuple[Voted, Change | None]:
-    if any(given.user == user for given in approval.votes):
+    if has_voted(approval, user):
         return AlreadyCounted(approval), None
     given = Vote(user=user, approved=approved, at=now, note=note or None)
     approvals = sum(v.approved for v in approval.votes) + approved
@@ -201,7 +207,7 @@ def decision_refusal(approval: ApprovalRecord, digest: str, now: datetime) -> Un
         return "changed"
     if approval.status != "pending":
         return "decided"
-    if approval.expires_at <= now:  # the database's clock decides expiry, not the edge's
+    if past_expiry(approval, now):
         return "expired"
     return None
 
@@ -263,6 +269,20 @@ def decider_refusal(user: str, requester: str, approvers: tuple[str, ...], allow
     return is_among(approvers)
 
 
+def has_voted(approval: ApprovalRecord, user: str) -> bool:
+    """Whether `user`'s decision on `approval` is counted already: one person counts once."""
+    return any(given.user == user for given in approval.votes)
+
+
+def still_to_decide(approval: ApprovalRecord, requester: str, people: Iterable[str]) -> list[str]:
+    """Those of `people` (in order, once each) whose decision `approval` still waits for, as far as
+    the approval itself says: not counted yet, and allowed by `decider_refusal` (whose membership
+    part the caller answered by naming them)."""
+    approvers, allow_self = asked_of(approval)
+    return [person for person in dict.fromkeys(people) if not has_voted(approval, person)
+            and decider_refusal(person, requester, approvers, allow_self, lambda _: None) is None]
+
+
 def asked_of(approval: ApprovalRecord) -> tuple[tuple[str, ...], bool]:
     """The approvers `approval` was asked of, and whether its requester may approve it."""
     asked = approval.asked or {}
@@ -303,7 +323,7 @@ def _waited(requested_at: datetime, until: datetime) -> float:
 
 def overdue(approval: ApprovalRecord, now: datetime) -> bool:
     """Whether the expiry sweep expires `approval` now."""
-    return approval.status == "pending" and approval.expires_at <= now
+    return approval.status == "pending" and past_expiry(approval, now)
 
 
 def close(approval: ApprovalRecord, status: ApprovalStatus, now: datetime, by: str | None = None) -> Change | None:

@@ -15,7 +15,15 @@ from datetime import timedelta
 from typing import Any
 
 from signoff.runtime.agent import Policy
-from signoff.runtime.approval import SignIn, bound_to, expiry_event, offers_grant, step_up_refusal, with_rule
+from signoff.runtime.approval import (
+    SignIn,
+    bound_to,
+    expiry_event,
+    has_voted,
+    offers_grant,
+    step_up_refusal,
+    with_rule,
+)
 from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.budget import Budget
 from signoff.runtime.caller_runs import MODEL as CALLER_MODEL
@@ -302,7 +310,7 @@ class Runner(RunRequests, GlassRequests):
         pending = self.store.list_approvals(status="pending", limit=limit * 3)
         runs = self.store.runs_by_id([a.run_id for a in pending])
         return [(runs[a.run_id], a) for a in pending if a.run_id in runs and not runs[a.run_id].unreadable
-                and all(vote.user != user for vote in a.votes)
+                and not has_voted(a, user)
                 and self.approval_refusal(user, runs[a.run_id], a) is None][:limit]
 
     def approvals_for(self, user: str, limit: int = 20) -> list[ApprovalRecord]:

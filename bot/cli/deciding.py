@@ -26,6 +26,7 @@ from signoff.bot.words import (
     similar_words,
     who_decides,
 )
+from signoff.runtime.approval import has_voted
 from signoff.runtime.durations import spoken
 from signoff.runtime.records import (
     AlreadyCounted,
@@ -123,7 +124,7 @@ def decide_here(runner: Runner, run: RunRecord, approval: ApprovalRecord, consol
         # Deciding cannot win any more; the store marks it expired and the run ends as expired.
         runner.decide(approval.approval_id, approval.digest, user, approved=False)
         return True
-    if any(vote.user == user for vote in approval.votes):  # e.g. resumed by the one who approved
+    if has_voted(approval, user):  # e.g. resumed by the one who approved
         console.say(f"  you approved it already ({approval_progress(approval)}); {still_needed(approval)}")
         return False
     refusal = runner.approval_refusal(user, run, approval)

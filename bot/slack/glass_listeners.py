@@ -14,6 +14,7 @@ from signoff.bot.slack.decisions import Decisions, Rest
 from signoff.bot.slack.glass_cards import glass_modal
 from signoff.bot.slack.payloads import ApprovalClick, Malformed, parse_glass_submission
 from signoff.bot.slack.replies import APPROVAL_GONE, not_done_text
+from signoff.runtime.approval import bound_to
 from signoff.runtime.break_glass import AlreadyReviewed, NotBroken, Reviewed, Verdict
 from signoff.runtime.records import Missing, NotAllowed
 
@@ -68,7 +69,7 @@ class GlassListeners:
 
     def _review(self, click: ApprovalClick, verdict: Verdict) -> None:
         approval = self.runner.get_approval(click.approval_id)
-        if approval is None or approval.digest != click.digest:
+        if approval is None or not bound_to(approval, click.digest):
             self.notices.tell(click.where, "This button no longer matches the break-glass it was posted for.")
             return
         outcome = self.runner.review_glass(click.approval_id, click.where.user, verdict)

@@ -33,6 +33,7 @@ from signoff.bot.slack.recent import Recent
 from signoff.bot.slack.run_headers import RunHeaders
 from signoff.bot.slack.updates import update_with_retries
 from signoff.bot.words import edited_changes, goes_on_after_expiry
+from signoff.runtime.approval import still_to_decide
 from signoff.runtime.caller_runs import run_tools
 from signoff.runtime.cards import Card
 from signoff.runtime.digests import batch_place
@@ -254,9 +255,7 @@ class SlackNotifier(GlassNotices):
     def _waiting_people(self, run: RunRecord, approval: ApprovalRecord, ids: Iterable[str]) -> list[str]:
         """The user ids among `ids` who may still decide `approval` and have not (groups and `*` are
         told in the card's thread only: a DM to each of their members would be a broadcast)."""
-        voted = {vote.user for vote in approval.votes}
-        own = run.requester if not (approval.asked or {}).get("allow_self_approval") else None
-        return list(dict.fromkeys(i for i in ids if is_slack_user(i) and i not in voted and i != own))
+        return still_to_decide(approval, run.requester, (i for i in ids if is_slack_user(i)))
 
     def _card(self, approval: ApprovalRecord) -> Ref | None:
         where = approval.message or {}
