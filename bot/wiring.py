@@ -125,6 +125,15 @@ def check_schema(database_url: str, **options: Any) -> None:
         engine.dispose()
 
 
+def in_sql(store: Store) -> SqlStore:
+    """`store` as the SQL store it is: its database (and clock) holds the server's other tables too
+    (API keys, access reviews, callbacks, the audit webhook's cursor). `signoff serve` keeps runs in
+    SQL; anything else is a mistake of whoever composed it, said once, here."""
+    if not isinstance(store, SqlStore):
+        raise ConfigError(f"signoff serve keeps runs in a SQL database, not in a {type(store).__name__}")
+    return store
+
+
 def audit_webhook(settings: Settings, store: Store, *, owner: str) -> AuditStream | None:
     """The delivery of the audit events to `SIGNOFF_AUDIT_WEBHOOK_URL` from `store`'s database, by
     `owner` (this replica) under a lease of `SIGNOFF_LEASE_SECONDS`; None without a URL."""
@@ -133,10 +142,10 @@ def audit_webhook(settings: Settings, store: Store, *, owner: str) -> AuditStrea
 
     if settings.audit_webhook_url is None or settings.audit_webhook_secret is None:
         return None
-    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
     webhook = Webhook(settings.audit_webhook_url, settings.audit_webhook_secret.get_secret_value(),
                       lease=timedelta(seconds=settings.lease_seconds))
-    return WebhookDeliverer(SqlAuditCursor(store.engine, clock=store.clock), webhook, owner=owner)
+    sql = in_sql(store)
+    return WebhookDeliverer(SqlAuditCursor(sql.engine, clock=sql.clock), webhook, owner=owner)
 
 
 def audit_webhook_status(database_url: str) -> DeliveryStatus | None:
@@ -155,24 +164,24 @@ def api_keys(store: Store) -> ApiKeys:
     """The approval API's keys, kept in `store`'s database."""
     from signoff.runtime.adapters.api_keys import SqlApiKeys
 
-    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
-    return SqlApiKeys(store.engine, clock=store.clock)
+    sql = in_sql(store)
+    return SqlApiKeys(sql.engine, clock=sql.clock)
 
 
 def access_reviews(store: Store) -> AccessReviews:
     """The reviews of standing access, kept in `store`'s database."""
     from signoff.runtime.adapters.access_reviews import SqlAccessReviews
 
-    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
-    return SqlAccessReviews(store.engine, clock=store.clock)
+    sql = in_sql(store)
+    return SqlAccessReviews(sql.engine, clock=sql.clock)
 
 
 def approval_callbacks(store: Store) -> SqlCallbacks:
     """Which decided approvals still owe their caller a callback, in `store`'s database."""
     from signoff.runtime.adapters.api_callbacks import SqlCallbacks
 
-    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
-    return SqlCallbacks(store.engine, clock=store.clock)
+    sql = in_sql(store)
+    return SqlCallbacks(sql.engine, clock=sql.clock)
 
 
 def console_issuer(settings: Settings) -> Issuer:
@@ -187,8 +196,7 @@ def console_issuer(settings: Settings) -> Issuer:
 
 def shared_state(store: Store) -> SqlSharedState:
     """What every replica shares, read from `store`'s database when the metrics are scraped."""
-    assert isinstance(store, SqlStore), "serve keeps runs in SQL"
-    return SqlSharedState(store.engine)
+    return SqlSharedState(in_sql(store).engine)
 
 
 class SqlSharedState:

@@ -27,6 +27,7 @@ from signoff.bot.slack.scheduler import EXPIRE_JOB, GLASS_JOB, NUDGE_JOB, RECOVE
 from signoff.bot.slack.serve import Parts, SecretFilter, compose, configure_logging, http_server
 from signoff.bot.slack.wsgi import BodyLimits
 from signoff.runtime.adapters.db import make_engine
+from signoff.runtime.adapters.memory import MemoryStore
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.errors import ConfigError
 from tests.fakes.slack import FakeSlack, FakeSocketMode
@@ -57,6 +58,15 @@ def test_readyz_says_503_when_the_database_is_gone_and_healthz_stays_up(slack, t
         server.shutdown()
         server.server_close()
         service.close()
+
+
+def test_a_store_that_is_not_a_database_is_refused_in_one_line(slack):
+    """The server's other tables (API keys, reviews, callbacks) live beside the runs: composing it
+    over a store in memory is a clear error, not an assertion (gone under `python -O`)."""
+    settings = Settings.from_env({"SLACK_BOT_TOKEN": slack.token, "SLACK_SIGNING_SECRET": "s" * 12,
+                                  "SLACK_API_URL": slack.url})
+    with pytest.raises(ConfigError, match="^signoff serve keeps runs in a SQL database, not in a MemoryStore$"):
+        compose(settings, environ={}, parts=Parts(store=MemoryStore(), tools={}, scheduler=False))
 
 
 def test_socket_mode_start_up_receives_a_slash_command_and_acks_it(slack, sqlite_url):
