@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,9 @@ from signoff.runtime.state import TERMINAL
 from signoff.runtime.tool_calls import Outcome, run_tool
 
 if TYPE_CHECKING:
-    from signoff.runtime.worker import Worker
+    from signoff.runtime.ports import Store
+    from signoff.runtime.runner_config import RunnerConfig
+    from signoff.runtime.telling import Teller
 
 log = logging.getLogger("signoff.runner")
 
@@ -64,14 +67,25 @@ class Session:
         self.clear_command, self.retry_key, self.interrupted = False, None, False
 
 
+@dataclass(frozen=True)
+class PassParts:
+    """What a worker's pass goes through: the store, the runner's config, who is told of what it
+    commits, and the clock it times calls by (seconds)."""
+
+    store: Store
+    config: RunnerConfig
+    teller: Teller
+    clock: Callable[[], float]
+
+
 class StoredLedger:
     """The store's execution ledger, as the run's worker starts calls through it: fenced on the
     worker's lease, a waiting Retry request used up with the start, the start told to whoever
     watches, and the crash points a fault test can stop the process at."""
 
-    def __init__(self, worker: Worker, session: Session) -> None:
-        self.worker, self.session = worker, session
-        self.store, self.config = worker.store, worker.config
+    def __init__(self, parts: PassParts, session: Session) -> None:
+        self.parts, self.session = parts, session
+        self.store, self.config = parts.store, parts.config
 
     def started(self, key: str) -> bool:
         return any(row.get("key") == key for row in self.store.executions(self.session.run.run_id))
@@ -82,7 +96,7 @@ class StoredLedger:
             session, call = self.session, action.call
             if started.version is not None:  # the retry request was used up with the start, in one transaction
                 session.version, session.clear_command = started.version, False
-            self.worker.teller.observe(session.run, [audit_event(
+            self.parts.teller.observe(session.run, [audit_event(
                 "execution_started", run_id=session.run.run_id, key=call.key, tool=call.tool,
                 attempt=started.attempt, allowed_by=action.allowed_by, granted_by=action.granted_by)])
             self.config.failpoints.hit("after_ledger_row")
@@ -110,14 +124,14 @@ class StoredLedger:
 class LedgerPorts:
     """The agent's ports for a run kept in the store: calls through the ledger, steps into the store."""
 
-    def __init__(self, worker: Worker, session: Session) -> None:
-        self.worker, self.session = worker, session
-        self.store, self.config = worker.store, worker.config
-        self.ledger = StoredLedger(worker, session)
+    def __init__(self, parts: PassParts, session: Session) -> None:
+        self.parts, self.session = parts, session
+        self.store, self.config = parts.store, parts.config
+        self.ledger = StoredLedger(parts, session)
 
     def run(self, action: RunTool) -> Outcome:
         """Read-only calls just run; a side effect starts only through the ledger, once."""
-        return start_call(action, self.ledger, run_tool, self.worker.clock)
+        return start_call(action, self.ledger, run_tool, self.parts.clock)
 
     def save(self, checkpoint: Checkpoint) -> bool:
         """Commit the step, then tell people about it; False once a request waits for the run."""
@@ -135,7 +149,7 @@ class LedgerPorts:
         session.version, session.clear_command, session.changed = saved.version, False, True
         session.status, session.released = checkpoint.state["status"], saved.released
         self.config.failpoints.hit("after_checkpoint")
-        teller = self.worker.teller
+        teller = self.parts.teller
         snapshot = dataclasses.replace(run, status=checkpoint.state["status"], state=checkpoint.state,
                                        version=saved.version, checked=None)
         teller.observe(snapshot, _with_approval_ids(checkpoint.events, saved.approvals))
@@ -158,7 +172,7 @@ class LedgerPorts:
         keeps it until they are told (an approval posted, an ending told and recorded), so that no
         recovery posts the same thing meanwhile; a turn of several calls keeps it to go on from the
         calls decided while it was busy."""
-        return (checkpoint.last and not self.worker.teller.tells
+        return (checkpoint.last and not self.parts.teller.tells
                 and not (checkpoint.state["status"] == "awaiting_approval" and checkpoint.state.get("batch")))
 
 

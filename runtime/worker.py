@@ -26,7 +26,7 @@ from signoff.runtime.events import command_refused
 from signoff.runtime.heartbeat import Heartbeat
 from signoff.runtime.judging import Caller
 from signoff.runtime.kept_runs import KeptRuns
-from signoff.runtime.ledger_ports import LeaseLost, LedgerPorts, Session, StoreFailed
+from signoff.runtime.ledger_ports import LeaseLost, LedgerPorts, PassParts, Session, StoreFailed
 from signoff.runtime.people import MayApprove
 from signoff.runtime.ports import Store
 from signoff.runtime.records import (
@@ -53,6 +53,7 @@ class Worker:
                  may_approve: MayApprove | None = None) -> None:
         self.store, self.tools, self.policies = store, tools, policies
         self.config, self.teller, self.clock = config, teller, clock
+        self.parts = PassParts(store, config, teller, clock)
         self.may_approve: MayApprove = may_approve or (lambda user, run, approvers: None)
         self._holding: dict[str, tuple[str, float]] = {}
         """Run id -> the lease owner a write of this runner took it for, and when (by `clock`)."""
@@ -298,7 +299,7 @@ class Worker:
         # Only a policy that offers grants has any to look up: one query less for every other run.
         grants = (tuple(self.store.live_grants(run.run_id, run.requester))
                   if any(rule.grant is not None for rule in approval_policy.rules) else ())
-        return Agent.resume(run.state, policy, tools, checked=run.checked, ports=LedgerPorts(self, session),
+        return Agent.resume(run.state, policy, tools, checked=run.checked, ports=LedgerPorts(self.parts, session),
                             clock=self.clock,
                             redact_keys=self.config.redact_keys, stall_after=self.config.stall_after,
                             approval_policy=approval_policy, grants=grants,
