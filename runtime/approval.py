@@ -23,9 +23,16 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from signoff.runtime.approval_change import Change, change_of
+from signoff.runtime.approval_events import (
+    ApprovalEscalated,
+    ApprovalExpired,
+    ApprovalRecorded,
+    ApprovalReminded,
+    GrantCreated,
+    VoteRecorded,
+)
 from signoff.runtime.break_glass import broken_glass, glass_refusal
 from signoff.runtime.durations import spoken
-from signoff.runtime.events import event as audit_event
 from signoff.runtime.grants import grant_refusal, granted_values
 from signoff.runtime.people import SELF_APPROVAL
 from signoff.runtime.records import (
@@ -158,24 +165,22 @@ def _counted(approval: ApprovalRecord, *, user: str, approved: bool, now: dateti
         return AlreadyCounted(approval), None
     given = Vote(user=user, approved=approved, at=now, note=note or None)
     approvals = sum(v.approved for v in approval.votes) + approved
-    counted = {**_named(approval), "approved": approved, "by": user, "note": note or "", "approvals": approvals,
-               "quorum": approval.quorum,
-               **({"step_up": dict(step_up)} if step_up is not None else {}),
-               **({"break_glass": glass} if glass is not None else {})}
+    counted = VoteRecorded(**_named(approval), approved=approved, by=user, note=note or "", approvals=approvals,
+                           quorum=approval.quorum, step_up=dict(step_up) if step_up is not None else None,
+                           break_glass=glass)
     if approved and glass is None and approvals < approval.quorum:
         # Its card must now show this vote: out of line until it does, so recovery re-shows it.
-        change = change_of(approval, audit_event("approval_vote_recorded", **counted), vote=given, shown_status=None)
+        change = change_of(approval, counted, vote=given, shown_status=None)
         return Counted(change.after, written=change.events), change
     broke: dict[str, Any] = {"glass": glass, "glass_due_at": now} if glass is not None else {}
-    waited = _waited(approval.requested_at, now)
-    decided = change_of(approval, audit_event("approval_recorded", **counted, waited_seconds=waited), vote=given,
-                        status="approved" if approved else "denied", decided_by=user, decided_at=now,
-                        note=note or None, **broke)
+    recorded = ApprovalRecorded(**vars(counted), waited_seconds=_waited(approval.requested_at, now))
+    decided = change_of(approval, recorded, vote=given, status="approved" if approved else "denied", decided_by=user,
+                        decided_at=now, note=note or None, **broke)
     made = made_grant(decided.after, user, now, grant_id) if approved and grant_id is not None else None
     if made is not None:
-        decided = dataclasses.replace(decided, grant=made, events=(*decided.events, audit_event(
-            "grant_created", grant_id=made.grant_id, approval_id=approval.approval_id, by=user,
-            tool=made.tool, rule=made.rule, scope=made.scope, expires_at=made.expires_at.isoformat())))
+        decided = dataclasses.replace(decided, grant=made, events=(*decided.events, GrantCreated(
+            grant_id=made.grant_id, approval_id=approval.approval_id, by=user, tool=made.tool, rule=made.rule,
+            scope=made.scope, expires_at=made.expires_at.isoformat())))
     return Decided(decided.after, made, written=decided.events), decided
 
 
@@ -302,17 +307,15 @@ def expire(approval: ApprovalRecord, now: datetime, *, noticed_by: str | None = 
     return change_of(approval, expiry_event(approval, noticed_by), status="expired", decided_at=now)
 
 
-def expiry_event(approval: ApprovalRecord, noticed_by: str | None = None) -> dict[str, Any]:
+def expiry_event(approval: ApprovalRecord, noticed_by: str | None = None) -> ApprovalExpired:
     """The event of `approval`'s expiry: how long it waited is counted to its expiry, however late
     a sweep or a click noticed it."""
-    return audit_event("approval_expired", **_named(approval), waited_seconds=_waited(approval.requested_at,
-                                                                                      approval.expires_at),
-                       **({"noticed_by": noticed_by} if noticed_by is not None else {}))
+    return ApprovalExpired(**_named(approval), waited_seconds=_waited(approval.requested_at, approval.expires_at),
+                           noticed_by=noticed_by)
 
 
 def _named(approval: ApprovalRecord) -> dict[str, Any]:
-    """What every event of an approval names, so that a reader of one event alone knows which
-    call of which rule it is about."""
+    """The fields by which every event of an approval names its call (`approval_events._OfACall`)."""
     return {"approval_id": approval.approval_id, "key": approval.key, "tool": approval.tool, "rule": approval.rule}
 
 
@@ -389,9 +392,8 @@ def nudge(approval: ApprovalRecord, now: datetime) -> tuple[Nudged, Change] | No
         approvers = list(approval.asked.get("approvers", []))
         added = tuple(i for i in approval.asked["escalate"]["to"] if i not in approvers)
         fields["asked"] = {**approval.asked, "approvers": [*approvers, *added], "escalated": True}
-    events = [audit_event("approval_escalated" if kind == "escalate" else "approval_reminded",
-                          approval_id=approval.approval_id, key=approval.key,
-                          **({"added": list(added)} if kind == "escalate" else {})) for kind in kinds]
+    events = [ApprovalEscalated(approval_id=approval.approval_id, key=approval.key, added=added) if kind == "escalate"
+              else ApprovalReminded(approval_id=approval.approval_id, key=approval.key) for kind in kinds]
     change = change_of(approval, *events, **fields)
     reminded = [kind for _, kind in moments]
     first = "remind" in reminded[done:after] and "remind" not in reminded[:done]
@@ -416,9 +418,8 @@ def dispatch(approval: ApprovalRecord | None, *, run_id: str, key: str, digest: 
     if approval.status != "approved":
         return NotDispatchable(f"the approval for {key} is {approval.status}", "failed"), None
     if approval.decided_at is None or approval.decided_at <= now - window:
-        expired = change_of(approval, audit_event("approval_expired", approval_id=approval.approval_id, key=key,
-                                                 approved_by=approval.decided_by, reason=NOT_STARTED_IN_TIME),
-                          status="expired")
+        expired = change_of(approval, ApprovalExpired(**_named(approval), approved_by=approval.decided_by,
+                                                      reason=NOT_STARTED_IN_TIME), status="expired")
         return NotDispatchable(f"{key} was approved but could not start within {spoken(window.total_seconds())} "
                                "of the approval; it was not executed", "expired"), expired
     return change_of(approval, status="consumed", consumed_at=now)

@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from signoff.runtime.approval_events import ApprovalEvent
 from signoff.runtime.records import ApprovalRecord, GrantRecord, Vote
 
 
@@ -17,7 +18,7 @@ class Change:
 
     before: ApprovalRecord
     after: ApprovalRecord
-    events: tuple[dict[str, Any], ...] = ()
+    events: tuple[ApprovalEvent, ...] = ()
     vote: Vote | None = None
     grant: GrantRecord | None = None
 
@@ -28,7 +29,7 @@ class Change:
                 if field.name != "votes" and getattr(self.after, field.name) != getattr(self.before, field.name)}
 
 
-def change_of(before: ApprovalRecord, *events: dict[str, Any], vote: Vote | None = None,
+def change_of(before: ApprovalRecord, *events: ApprovalEvent, vote: Vote | None = None,
             grant: GrantRecord | None = None, **fields: Any) -> Change:
     if vote is not None:
         fields["votes"] = (*before.votes, vote)

@@ -12,14 +12,20 @@ makes each follow-up once.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from signoff.runtime.approval_change import Change, change_of
+from signoff.runtime.approval_events import (
+    ApprovalEvent,
+    GlassFollowedUp,
+    GlassReviewed,
+    GlassReviewOverdue,
+    GlassReviewReminded,
+    GlassTold,
+)
 from signoff.runtime.approval_policy import BreakGlass
-from signoff.runtime.events import EventType
-from signoff.runtime.events import event as audit_event
 from signoff.runtime.records import ApprovalRecord
 
 Verdict = Literal["confirmed", "flagged"]
@@ -27,8 +33,8 @@ FollowUp = Literal["tell", "remind", "overdue"]
 FOLLOW_UPS: tuple[FollowUp, ...] = ("tell", "remind", "overdue")
 """A break-glass's follow-ups in order: tell its channels and post the review card (at once),
 remind the reviewers (half way to `review_by`), and say it is overdue (at `review_by`)."""
-FOLLOW_UP_EVENTS: dict[FollowUp, EventType] = {"tell": "break_glass_told", "remind": "break_glass_review_reminded",
-                                          "overdue": "break_glass_review_overdue"}
+FOLLOW_UP_EVENTS: dict[FollowUp, type[GlassFollowedUp]] = {
+    "tell": GlassTold, "remind": GlassReviewReminded, "overdue": GlassReviewOverdue}
 SELF_REVIEW = "you broke the glass, so someone else reviews it"
 
 
@@ -82,6 +88,8 @@ class Reviewed:
     """The review was recorded: `approval.glass_review` says how."""
 
     approval: ApprovalRecord
+    written: tuple[ApprovalEvent, ...] = field(default=(), compare=False, repr=False)
+    """The audit events its transaction wrote, as written (what the observer hears)."""
 
 
 @dataclass(frozen=True)
@@ -111,10 +119,10 @@ def review(approval: ApprovalRecord, *, user: str, verdict: Verdict, note: str, 
         return AlreadyReviewed(approval), None
     given = {"verdict": verdict, "by": user, "at": now.isoformat(), "note": note.strip() or None}
     late = (at := review_by(approval)) is not None and now > at
-    change = change_of(approval, audit_event("break_glass_reviewed", approval_id=approval.approval_id,
-                                             key=approval.key, verdict=verdict, by=user, note=note.strip(), late=late),
+    change = change_of(approval, GlassReviewed(approval_id=approval.approval_id, key=approval.key, verdict=verdict,
+                                               by=user, note=note.strip(), late=late),
                        glass_review=given, glass_due_at=None)
-    return Reviewed(change.after), change
+    return Reviewed(change.after, written=change.events), change
 
 
 def review_refusal(approval: ApprovalRecord, user: str) -> str | None:
@@ -132,6 +140,8 @@ class GlassDue:
 
     approval: ApprovalRecord
     kind: FollowUp
+    written: tuple[ApprovalEvent, ...] = field(default=(), compare=False, repr=False)
+    """The audit events its transaction wrote, as written (what the observer hears)."""
 
 
 def follow_up(approval: ApprovalRecord, now: datetime) -> tuple[GlassDue, Change] | None:
@@ -147,8 +157,8 @@ def follow_up(approval: ApprovalRecord, now: datetime) -> tuple[GlassDue, Change
     reached = max((i for i in range(done, len(moments)) if moments[i] <= now), default=done)
     kind = FOLLOW_UPS[reached]
     after = reached + 1
-    event = audit_event(FOLLOW_UP_EVENTS[kind], approval_id=approval.approval_id, key=approval.key, by=approval.glass["by"],
-                        review_by=approval.glass["review_by"])
+    event = FOLLOW_UP_EVENTS[kind](approval_id=approval.approval_id, key=approval.key, by=approval.glass["by"],
+                                   review_by=approval.glass["review_by"])
     change = change_of(approval, event, glass_nudges=after,
                        glass_due_at=moments[after] if after < len(moments) else None)
-    return GlassDue(change.after, kind), change
+    return GlassDue(change.after, kind, written=change.events), change

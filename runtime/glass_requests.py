@@ -4,9 +4,9 @@ runner's part that knows the run and the policy now; the rules themselves are `b
 from __future__ import annotations
 
 from signoff.runtime.approval import with_rule
+from signoff.runtime.approval_events import as_events
 from signoff.runtime.approval_policy import Ask
 from signoff.runtime.break_glass import (
-    FOLLOW_UP_EVENTS,
     GlassDue,
     Reviewed,
     ReviewOutcome,
@@ -16,7 +16,6 @@ from signoff.runtime.break_glass import (
 )
 from signoff.runtime.deciders import Deciders
 from signoff.runtime.errors import IncompatibleState
-from signoff.runtime.events import event as audit_event
 from signoff.runtime.records import ApprovalRecord, Missing, NotAllowed, RunRecord
 from signoff.runtime.telling import Teller, skip_unreadable
 
@@ -57,8 +56,7 @@ class GlassRequests(Deciders):
             return NotAllowed(refusal)
         outcome = self.store.review_glass(approval_id, user=user, verdict=verdict, note=note)
         if isinstance(outcome, Reviewed):
-            self.teller.observe(run, [audit_event("break_glass_reviewed", run_id=run.run_id, approval_id=approval_id,
-                                                  verdict=verdict, by=user)])
+            self.teller.observe(run, as_events(outcome.written))
             self.teller.notify("glass_reviewed", run, outcome.approval)
         return outcome
 
@@ -73,8 +71,7 @@ class GlassRequests(Deciders):
                 skip_unreadable(due.approval.run_id, exc)
                 continue
             if run is not None:
-                self.teller.observe(run, [audit_event(FOLLOW_UP_EVENTS[due.kind], run_id=run.run_id,
-                                                      approval_id=due.approval.approval_id)])
+                self.teller.observe(run, as_events(due.written))
                 # The card's first post shows the decision's receipt; only then is it read.
                 receipt = (self.store.receipt_of(approval_id=due.approval.approval_id)
                            if due.approval.glass_message is None and self.teller.tells else None)

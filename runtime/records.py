@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from signoff.runtime.approval_events import ApprovalEvent
     from signoff.runtime.schema import RunState
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired", "cancelled", "consumed", "superseded"]
@@ -175,7 +175,7 @@ class Decided:
     the run. Hand it to `Runner.execute`, which then needs no claim of its own."""
     receipt: dict[str, Any] | None = None
     """The decision's signed receipt, made in its transaction (None: no signing key is configured)."""
-    written: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    written: tuple[ApprovalEvent, ...] = field(default=(), compare=False, repr=False)
     """The audit events its transaction wrote, as written (the observer hears these, never a copy
     rebuilt elsewhere); not part of what the outcome is."""
 
@@ -190,7 +190,7 @@ class Nudged:
     """Who the escalation added (they may decide it now, and are to be told)."""
     first_reminder: bool = False
     """This sweep made the approval's first reminder (alone, or with the next, after a restart)."""
-    written: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    written: tuple[ApprovalEvent, ...] = field(default=(), compare=False, repr=False)
     """The audit events its transaction wrote, as written (the observer hears these, never a copy
     rebuilt elsewhere); not part of what the outcome is."""
 
@@ -200,7 +200,7 @@ class Counted:
     """This approval was counted; the quorum needs more (`approval.votes` says who so far)."""
 
     approval: ApprovalRecord
-    written: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    written: tuple[ApprovalEvent, ...] = field(default=(), compare=False, repr=False)
     """The audit events its transaction wrote, as written (the observer hears these, never a copy
     rebuilt elsewhere); not part of what the outcome is."""
 
@@ -226,7 +226,7 @@ class Expired:
     approval: ApprovalRecord
     just_now: bool = False
     """This decision is what noticed the expiry (the sweep had not run yet): tell people once."""
-    written: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    written: tuple[ApprovalEvent, ...] = field(default=(), compare=False, repr=False)
     """The audit events its transaction wrote, as written (the observer hears these, never a copy
     rebuilt elsewhere); not part of what the outcome is."""
 

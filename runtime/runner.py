@@ -24,6 +24,7 @@ from signoff.runtime.approval import (
     step_up_refusal,
     with_rule,
 )
+from signoff.runtime.approval_events import as_events
 from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.budget import Budget
 from signoff.runtime.caller_runs import MODEL as CALLER_MODEL
@@ -179,7 +180,7 @@ class Runner(RunRequests, GlassRequests):
         if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
             self.worker.took(approval.run_id, lease)
         if isinstance(outcome, Decided | Counted | Expired):  # what the decision's transaction wrote
-            self.teller.observe(run, outcome.written)
+            self.teller.observe(run, as_events(outcome.written))
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
         if show:
@@ -260,7 +261,7 @@ class Runner(RunRequests, GlassRequests):
                 skip_unreadable(approval.run_id, exc)
                 continue
             if run is not None:
-                self.teller.observe(run, [expiry_event(approval)])  # as the sweep's transaction wrote it
+                self.teller.observe(run, [expiry_event(approval).as_event()])  # as the sweep's transaction wrote it
                 self.teller.show_approval(run, approval, method="approval_expired")
             (end_run or self.execute)(approval.run_id)
         return expired
@@ -277,7 +278,7 @@ class Runner(RunRequests, GlassRequests):
                 continue
             if run is None:
                 continue
-            self.teller.observe(run, nudge.written)
+            self.teller.observe(run, as_events(nudge.written))
             if "escalate" in nudge.kinds:
                 self.teller.notify("approval_escalated", run, nudge.approval, list(nudge.added))
                 self.teller.show_approval(run, nudge.approval, method="approval_updated")

@@ -21,6 +21,7 @@ from signoff.runtime.adapters.rows import append_events, append_one_event_each, 
 from signoff.runtime.adapters.statements import INSERT_VOTE
 from signoff.runtime.adapters.tables import approval_votes, approvals, grants, receipts
 from signoff.runtime.approval_change import Change
+from signoff.runtime.approval_events import as_events
 from signoff.runtime.errors import Conflict
 from signoff.runtime.records import ApprovalRecord, GrantRecord, Vote
 from signoff.runtime.state import canonical_json
@@ -109,7 +110,7 @@ def save_changes(conn: Connection, changes: Sequence[Change], now: datetime) -> 
 def _append(conn: Connection, changes: Sequence[Change], now: datetime) -> None:
     by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for change in changes:
-        by_run[change.before.run_id].extend(change.events)
+        by_run[change.before.run_id].extend(as_events(change.events))
     by_run = {run_id: events for run_id, events in by_run.items() if events}
     if len(by_run) > 1 and all(len(events) == 1 for events in by_run.values()):
         append_one_event_each(conn, {run_id: events[0] for run_id, events in by_run.items()}, now)

@@ -30,6 +30,7 @@ from signoff.runtime.approval import (
     vote,
 )
 from signoff.runtime.approval_change import Change
+from signoff.runtime.approval_events import as_events
 from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review, unreviewed
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
@@ -69,7 +70,7 @@ class MemoryApprovals(MemoryReads):
             self._approvals[change.after.approval_id].record = copied(change.after)
             if change.grant is not None:
                 self._grants[change.grant.grant_id] = copied(change.grant)
-            (run or self._run(change.after.run_id)).append(list(change.events), now)
+            (run or self._run(change.after.run_id)).append(as_events(change.events), now)
             saved.append(self._approvals[change.after.approval_id].out())
         return saved
 

@@ -31,6 +31,7 @@ from signoff.runtime.approval import (
     use_grant,
     vote,
 )
+from signoff.runtime.approval_events import as_events
 from signoff.runtime.people import SELF_APPROVAL
 from signoff.runtime.records import (
     AlreadyCounted,
@@ -65,14 +66,14 @@ def test_one_approve_decides_a_call_that_asks_one_person() -> None:
     voted, change = vote(asking(), user="U1", approved=True, now=T0 + timedelta(minutes=1), note="ok")
     assert isinstance(voted, Decided) and voted.approval.status == "approved"
     assert change is not None and change.vote is not None and change.vote.user == "U1"
-    assert [e["type"] for e in change.events] == ["approval_recorded"]
+    assert [e["type"] for e in as_events(change.events)] == ["approval_recorded"]
     assert change.changed.keys() == {"status", "decided_by", "decided_at", "note"}
 
 
 def test_a_quorum_counts_distinct_people_and_each_person_once() -> None:
     first, change = vote(asking(quorum=2), user="U1", approved=True, now=T0)
     assert isinstance(first, Counted) and change is not None
-    assert [e["type"] for e in change.events] == ["approval_vote_recorded"]
+    assert [e["type"] for e in as_events(change.events)] == ["approval_vote_recorded"]
     again, nothing = vote(first.approval, user="U1", approved=True, now=T0)
     assert isinstance(again, AlreadyCounted) and nothing is None
     second, _ = vote(first.approval, user="U2", approved=True, now=T0)
@@ -83,14 +84,14 @@ def test_a_deny_vetoes_at_once_whatever_the_quorum() -> None:
     first, _ = vote(asking(quorum=3), user="U1", approved=True, now=T0)
     denied, change = vote(first.approval, user="U2", approved=False, now=T0, note="no")
     assert isinstance(denied, Decided) and denied.approval.status == "denied"
-    assert change is not None and change.events[0]["approved"] is False
+    assert change is not None and change.events[0].as_event()["approved"] is False
 
 
 def test_a_click_after_the_expiry_expires_it_once_and_says_who_noticed() -> None:
     late = T0 + timedelta(minutes=31)
     voted, change = vote(asking(), user="U1", approved=True, now=late)
     assert isinstance(voted, Expired) and voted.just_now
-    assert change is not None and change.events[0] == {"type": "approval_expired", "approval_id": "apr_1",
+    assert change is not None and change.events[0].as_event() == {"type": "approval_expired", "approval_id": "apr_1",
                                                        "key": "run-1:3", "tool": "send_refund", "rule": "refunds",
                                                        "waited_seconds": 1800.0, "noticed_by": "U1"}
     assert voted.written == change.events  # what the observer is told is what is written
@@ -109,7 +110,7 @@ def test_an_approve_makes_the_grant_its_rule_offers_and_no_other() -> None:
     assert isinstance(voted, Decided) and voted.grant is not None and change is not None
     assert (voted.grant.same, voted.grant.expires_at, voted.grant.created_by) == (
         {"order": "A-1"}, T0 + timedelta(minutes=10), "U1")
-    assert [e["type"] for e in change.events] == ["approval_recorded", "grant_created"]
+    assert [e["type"] for e in as_events(change.events)] == ["approval_recorded", "grant_created"]
     plain, _ = vote(asking(), user="U1", approved=True, now=T0, grant_id="grt_2")
     assert isinstance(plain, Decided) and plain.grant is None
     denied, _ = vote(offered, user="U1", approved=False, now=T0, grant_id="grt_3")
@@ -143,7 +144,7 @@ def test_a_yes_not_acted_on_within_the_window_expires_and_is_audited() -> None:
     assert isinstance(late, tuple)
     refusal, expired = late
     assert refusal.status == "expired" and expired is not None and expired.after.status == "expired"
-    assert expired.events[0]["reason"] == "not started in time after the approval"
+    assert expired.events[0].as_event()["reason"] == "not started in time after the approval"
 
 
 def test_a_sweep_after_a_restart_makes_only_what_is_still_due_and_each_once() -> None:
@@ -154,7 +155,7 @@ def test_a_sweep_after_a_restart_makes_only_what_is_still_due_and_each_once() ->
     nudged, change = made
     assert (nudged.kinds, nudged.added, nudged.first_reminder) == (("escalate", "remind"), ("U3",), True)
     assert nudged.approval.asked is not None and nudged.approval.asked["approvers"] == ["U1", "U2", "U3"]
-    assert [e["type"] for e in change.events] == ["approval_escalated", "approval_reminded"]
+    assert [e["type"] for e in as_events(change.events)] == ["approval_escalated", "approval_reminded"]
     assert nudged.approval.nudge_at is None and nudge(nudged.approval, T0 + timedelta(minutes=29)) is None
 
 

@@ -76,7 +76,7 @@ def test_breaking_the_glass_approves_alone_whatever_the_quorum_and_records_why()
     assert voted.approval.glass == {"by": "U1", "reason": REASON, "at": T0.isoformat(),
                                     "review_by": (T0 + timedelta(hours=24)).isoformat(), "notify": ["C0SECURITY"]}
     assert voted.approval.glass_due_at == T0, "its channels are told at once"
-    assert change is not None and change.events[0]["break_glass"]["reason"] == REASON
+    assert change is not None and change.events[0].as_event()["break_glass"]["reason"] == REASON
     plain, _ = vote(asking(quorum=2), user="U1", approved=True, now=T0)
     assert isinstance(plain, Counted), "without the glass the quorum still holds"
 
@@ -108,12 +108,12 @@ def test_the_first_review_stands_and_the_one_who_broke_it_never_reviews_it() -> 
     assert done.approval.glass_review == {"verdict": "flagged", "by": "U2", "at": (T0 + timedelta(hours=2)).isoformat(),
                                           "note": "not an outage"}
     assert done.approval.glass_due_at is None, "its follow-ups stop"
-    assert change.events[0]["late"] is False
+    assert change.events[0].as_event()["late"] is False
     again, change = review(done.approval, user="U3", verdict="confirmed", note="", now=T0 + timedelta(hours=3))
     assert isinstance(again, AlreadyReviewed) and change is None
     assert isinstance(review(asking(), user="U2", verdict="confirmed", note="", now=T0)[0], NotBroken)
     late, change = review(approval, user="U2", verdict="confirmed", note="", now=T0 + timedelta(hours=25))
-    assert isinstance(late, Reviewed) and change is not None and change.events[0]["late"] is True
+    assert isinstance(late, Reviewed) and change is not None and change.events[0].as_event()["late"] is True
 
 
 def test_follow_ups_tell_at_once_remind_half_way_and_say_overdue_each_once() -> None:
@@ -121,7 +121,7 @@ def test_follow_ups_tell_at_once_remind_half_way_and_say_overdue_each_once() -> 
     for hours in (0, 1, 12, 13, 24, 30):
         due = follow_up(approval, T0 + timedelta(hours=hours))
         if due is not None:
-            made.append((hours, due[0].kind, due[1].events[0]["type"]))
+            made.append((hours, due[0].kind, due[1].events[0].as_event()["type"]))
             approval = due[0].approval
     assert made == [(0, "tell", "break_glass_told"), (12, "remind", "break_glass_review_reminded"),
                     (24, "overdue", "break_glass_review_overdue")]
