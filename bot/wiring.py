@@ -126,9 +126,8 @@ def check_schema(database_url: str, **options: Any) -> None:
 
 
 def in_sql(store: Store) -> SqlStore:
-    """`store` as the SQL store it is: its database (and clock) holds the server's other tables too
-    (API keys, access reviews, callbacks, the audit webhook's cursor). `signoff serve` keeps runs in
-    SQL; anything else is a mistake of whoever composed it, said once, here."""
+    """`store` as the SQL store it is, whose database (and clock) holds the server's other tables
+    too (API keys, reviews, callbacks, the audit webhook's cursor); anything else is refused here."""
     if not isinstance(store, SqlStore):
         raise ConfigError(f"signoff serve keeps runs in a SQL database, not in a {type(store).__name__}")
     return store

@@ -17,7 +17,6 @@ from signoff.runtime.approval import (
     asked_of,
     decider_refusal,
     decision_refusal,
-    step_up_of,
     with_rule,
 )
 from signoff.runtime.approval_policy import Ask, Deny, Verdict
@@ -27,6 +26,7 @@ from signoff.runtime.people import SELF_APPROVAL, MayApprove
 from signoff.runtime.ports import Store
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.runner_config import RunnerConfig
+from signoff.runtime.step_up import step_up_of
 from signoff.tools.base import Tool
 
 SELF_REQUEST = "you started this run, so someone else has to decide this for it"

@@ -15,15 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from signoff.runtime.agent import Policy
-from signoff.runtime.approval import (
-    SignIn,
-    bound_to,
-    expiry_event,
-    has_voted,
-    offers_grant,
-    step_up_refusal,
-    with_rule,
-)
+from signoff.runtime.approval import bound_to, expiry_event, has_voted, offers_grant, with_rule
 from signoff.runtime.approval_events import as_events
 from signoff.runtime.batches import MAX_BATCH_CALLS
 from signoff.runtime.budget import Budget
@@ -53,6 +45,7 @@ from signoff.runtime.records import (
 from signoff.runtime.run_requests import RunRequests
 from signoff.runtime.runner_config import RunnerConfig
 from signoff.runtime.state import new_state
+from signoff.runtime.step_up import SignIn, step_up_refusal
 from signoff.runtime.telling import Teller, skip_unreadable
 from signoff.runtime.worker import Worker
 from signoff.tools.base import Tool
@@ -165,9 +158,7 @@ class Runner(RunRequests, GlassRequests):
         `signed_in`: the sign-in the web console verified for this person (None: the decision comes
         from elsewhere, a Slack click or the terminal). An approve under a rule with `step_up` needs
         one no older than it says, whatever surface it comes from (`StepUpNeeded` otherwise), and
-        its event records that sign-in; a deny needs none.
-
-        `glass`: the reason `user` gives for breaking the glass: an approve that decides alone where
+        its event records that sign-in; a deny needs none. `glass`: the reason `user` gives for breaking the glass: an approve that decides alone where
         the rule offers it and they may (`breaker_refusal`); its follow-ups start at once."""
         checked = self._decidable(approval_id, digest, user, approved, grant, unoffered, signed_in, glass)
         if not isinstance(checked, tuple):

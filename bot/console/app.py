@@ -34,10 +34,10 @@ from signoff.bot.console.sessions import (
     read_cookies,
 )
 from signoff.bot.console.words import decision_words, edit_words
-from signoff.runtime.approval import SignIn
 from signoff.runtime.records import Decided, DecisionOutcome, Done
 from signoff.runtime.runner import Runner
 from signoff.runtime.schema import STATUSES
+from signoff.runtime.step_up import SignIn
 
 log = logging.getLogger("signoff.bot.console")
 

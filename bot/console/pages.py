@@ -15,12 +15,12 @@ from typing import Any
 
 from signoff.bot.arguments import ToolDisplay, argument_lines
 from signoff.bot.words import approval_progress, plain_budget_line, receipt_words, status_words, who_decides
-from signoff.runtime.approval import step_up_of
 from signoff.runtime.audit import Selection
 from signoff.runtime.audit_verify import verify
 from signoff.runtime.caller_runs import run_tools
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.runner import Runner
+from signoff.runtime.step_up import step_up_of
 
 RUNS_SHOWN = 50
 """Runs a page of the list shows; its "Older runs" link goes on from the last."""

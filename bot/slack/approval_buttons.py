@@ -21,10 +21,10 @@ from signoff.bot.slack.blocks import (
     plain_text,
 )
 from signoff.bot.words import grant_offer, similar_words
-from signoff.runtime.approval import step_up_of
 from signoff.runtime.break_glass import offer_of
 from signoff.runtime.durations import spoken
 from signoff.runtime.records import ApprovalRecord
+from signoff.runtime.step_up import step_up_of
 
 
 def approval_page(console: str, approval: ApprovalRecord) -> str:

@@ -76,10 +76,10 @@ from signoff.bot.words import (
     status_words,
     stop_words,
 )
-from signoff.runtime.approval import step_up_of
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
 from signoff.runtime.state import DEFAULT_REDACT_KEYS
+from signoff.runtime.step_up import step_up_of
 
 _ANSWER_CHARS = 2900
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from signoff.runtime.approval import SignIn, step_up_of, step_up_refusal
 from signoff.runtime.approval_policy import PolicyError, Requirement
 from signoff.runtime.policy_file import parse_policy
+from signoff.runtime.step_up import SignIn, step_up_of, step_up_refusal
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
