@@ -17,7 +17,7 @@ the edges ask the same functions before they answer a person (`decision_refusal`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -236,15 +236,6 @@ def decider_refusal(user: str, requester: str, approvers: tuple[str, ...], allow
 def has_voted(approval: ApprovalRecord, user: str) -> bool:
     """Whether `user`'s decision on `approval` is counted already: one person counts once."""
     return any(given.user == user for given in approval.votes)
-
-
-def still_to_decide(approval: ApprovalRecord, requester: str, people: Iterable[str]) -> list[str]:
-    """Those of `people` (in order, once each) whose decision `approval` still waits for, as far as
-    the approval itself says: not counted yet, and allowed by `decider_refusal` (whose membership
-    part the caller answered by naming them)."""
-    approvers, allow_self = asked_of(approval)
-    return [person for person in dict.fromkeys(people) if not has_voted(approval, person)
-            and decider_refusal(person, requester, approvers, allow_self, lambda _: None) is None]
 
 
 def asked_of(approval: ApprovalRecord) -> tuple[tuple[str, ...], bool]:

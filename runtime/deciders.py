@@ -8,7 +8,7 @@ does not: the policy as it is now, and the edge's answer to "is this person one 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from signoff.runtime.approval import (
@@ -17,12 +17,13 @@ from signoff.runtime.approval import (
     asked_of,
     decider_refusal,
     decision_refusal,
+    has_voted,
     with_rule,
 )
 from signoff.runtime.approval_policy import Ask, Deny, Verdict
 from signoff.runtime.caller_runs import run_tools
 from signoff.runtime.judging import Caller, classify, defaulted_of
-from signoff.runtime.people import SELF_APPROVAL, MayApprove
+from signoff.runtime.people import SELF_APPROVAL, MayApprove, is_slack_user
 from signoff.runtime.ports import Store
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.runner_config import RunnerConfig
@@ -98,6 +99,13 @@ class Deciders:
         verdict = self._verdict_now(run, approval)
         now = verdict.requirement.step_up if isinstance(verdict, Ask) else None
         return min((d for d in (then, now) if d is not None), default=None)
+
+    def to_tell(self, run: RunRecord, approval: ApprovalRecord, ids: Iterable[str]) -> list[str]:
+        """The people among `ids` to tell directly that `approval` waits for them: each a person,
+        not a group or a channel (told in the card's thread: a message to each member would be a
+        broadcast), who has not decided it and may, by the rule that asked and the rule now."""
+        return [person for person in dict.fromkeys(ids) if is_slack_user(person) and not has_voted(approval, person)
+                and self.approval_refusal(person, run, approval) is None]
 
     def unopenable(self, approval: ApprovalRecord, digest: str) -> Unopenable | None:
         """Why a form or a decision on `approval` from a message showing `digest` cannot be taken

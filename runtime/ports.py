@@ -61,12 +61,14 @@ class Notifier(Protocol):
         """The approval is still pending and its card shows something new: who approved so far
         (a quorum filling up), or a requirement the policy raised. Keep its buttons."""
 
-    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
-        """Remind the approval's people that it still waits for them (its rule's `remind`); `first`:
-        this is (or includes) its first reminder, which its people are also told of directly."""
+    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, tell: list[str]) -> None:
+        """Remind the approval's people that it still waits for them (its rule's `remind`), and tell
+        `tell` directly (its first reminder: the people who may still decide it, as the runner
+        found them; none for a later one)."""
 
-    def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
-        """Tell `added` (user and group ids the rule's `escalate` just added) that they may decide it now."""
+    def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str], tell: list[str]) -> None:
+        """Say that `added` (user and group ids the rule's `escalate` just added) may decide it now,
+        and tell `tell` directly (those of them the runner found may)."""
 
     def approval_expired(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         """Mark the request "expired, not executed" and tell the requester."""

@@ -271,10 +271,13 @@ class Runner(RunRequests, GlassRequests):
                 continue
             self.teller.observe(run, as_events(nudge.written))
             if "escalate" in nudge.kinds:
-                self.teller.notify("approval_escalated", run, nudge.approval, list(nudge.added))
+                self.teller.notify("approval_escalated", run, nudge.approval, list(nudge.added),
+                                   self.to_tell(run, nudge.approval, nudge.added))
                 self.teller.show_approval(run, nudge.approval, method="approval_updated")
-            if "remind" in nudge.kinds:
-                self.teller.notify("approval_reminded", run, nudge.approval, nudge.first_reminder)
+            if "remind" in nudge.kinds:  # its people are told directly once: by the sweep that made the first
+                approvers = (nudge.approval.asked or {}).get("approvers") or ()
+                tell = self.to_tell(run, nudge.approval, approvers) if nudge.first_reminder else []
+                self.teller.notify("approval_reminded", run, nudge.approval, tell)
         return made
 
     def recover(self, min_age: timedelta = timedelta(seconds=10)) -> list[str]:

@@ -97,12 +97,12 @@ class TerminalNotifier:
     def approval_updated(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         self.console.say(f"  {approval_progress(approval)}")
 
-    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
+    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, tell: list[str]) -> None:
         self.console.say(f"  reminder: the approval for {approval.tool} ({approval.key}) still waits for "
                          f"{who_decides({**(approval.asked or {}), 'rule': None})}; it expires "
                          f"{approval.expires_at:%H:%M:%S} UTC")
 
-    def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
+    def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str], tell: list[str]) -> None:
         self.console.say(f"  escalated: nobody decided in time, so {people(added)} may now decide the approval "
                          f"for {approval.tool} ({approval.key})")
 

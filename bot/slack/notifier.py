@@ -33,7 +33,6 @@ from signoff.bot.slack.recent import Recent
 from signoff.bot.slack.run_headers import RunHeaders
 from signoff.bot.slack.updates import update_with_retries
 from signoff.bot.words import edited_changes, goes_on_after_expiry
-from signoff.runtime.approval import still_to_decide
 from signoff.runtime.caller_runs import run_tools
 from signoff.runtime.cards import Card
 from signoff.runtime.digests import batch_place
@@ -176,19 +175,18 @@ class SlackNotifier(GlassNotices):
         if first and is_slack_user(run.requester) and goes_on_after_expiry(approval.asked):
             self._dm(run.requester, deadlines.expired_dm(run, approval))
 
-    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, first: bool = False) -> None:
+    def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, tell: list[str]) -> None:
         card = self._card(approval)
         if card is not None:
             self._post(card[0], deadlines.reminder_message(approval, self.on_call), thread_ts=card[1])
-        if first:  # made once, by whichever replica's sweep made it: DMs once
-            for person in self._waiting_people(run, approval, (approval.asked or {}).get("approvers") or ()):
-                self._dm(person, deadlines.reminder_dm(run, approval))
+        for person in tell:
+            self._dm(person, deadlines.reminder_dm(run, approval))
 
-    def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str]) -> None:
+    def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str], tell: list[str]) -> None:
         card = self._card(approval)
         if card is not None:
             self._post(card[0], deadlines.escalation_message(approval, added), thread_ts=card[1])
-        for person in self._waiting_people(run, approval, added):
+        for person in tell:
             self._dm(person, deadlines.escalation_dm(run, approval))
 
     def tool_result(self, run: RunRecord, entry: dict[str, Any], grant: GrantRecord | None) -> None:
@@ -251,11 +249,6 @@ class SlackNotifier(GlassNotices):
         """How approvers are shown `tool_name` (as `run` calls it): description, argument order,
         secret names."""
         return ToolDisplay.of(self.tool(tool_name, run), self.redact_keys)
-
-    def _waiting_people(self, run: RunRecord, approval: ApprovalRecord, ids: Iterable[str]) -> list[str]:
-        """The user ids among `ids` who may still decide `approval` and have not (groups and `*` are
-        told in the card's thread only: a DM to each of their members would be a broadcast)."""
-        return still_to_decide(approval, run.requester, (i for i in ids if is_slack_user(i)))
 
     def _card(self, approval: ApprovalRecord) -> Ref | None:
         where = approval.message or {}

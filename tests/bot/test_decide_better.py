@@ -429,6 +429,20 @@ def test_a_reminder_after_a_restart_is_posted_once_and_an_escalation_tells_only_
     assert ledger.calls == {f"{run.run_id}:1": 1}
 
 
+def test_a_reminder_tells_directly_only_the_people_who_may_still_decide_by_the_policy_now(
+        make_signoff, tmp_path, database_url, slack, ledger):
+    before = make_signoff(database_url, **policy_env(tmp_path, NUDGING))
+    refund_run(before, 120.0)
+    changed = tmp_path / "changed.yaml"  # U0OPS is taken off the rule while the request waits
+    changed.write_text(NUDGING.replace("[U0LEAD, U0OPS]", "[U0LEAD]"), encoding="utf-8")
+    after = make_signoff(database_url, SIGNOFF_POLICY=str(changed))
+    after.clock.advance(minutes=5, seconds=1)
+    [nudged] = after.runner.nudge_due()
+    assert nudged.kinds == ("remind",) and nudged.first_reminder
+    # Told directly only whom a click would not refuse: U0OPS's Approve now would be.
+    assert [len(dms(slack, who)) for who in ("U0LEAD", "U0OPS", "U0ASKER")] == [1, 0, 0]
+
+
 def test_a_restart_that_catches_up_on_two_reminders_at_once_still_tells_each_approver_once(
         make_signoff, tmp_path, database_url, slack, ledger):
     env = policy_env(tmp_path, NUDGING.replace("remind: [50%]", "remind: [50%, 90%]"))

@@ -154,9 +154,9 @@ def told(method: str, *args: object, on_expiry: str = "end") -> str:
 
 
 def test_reminders_escalations_and_timeouts_are_said_in_the_terminal():
-    assert told("approval_reminded") == ("  reminder: the approval for send_email (run-1:1) still waits for 1 approval "
+    assert told("approval_reminded", []) == ("  reminder: the approval for send_email (run-1:1) still waits for 1 approval "
                                          "from U0LEE; it expires 12:10:00 UTC\n")
-    assert told("approval_escalated", ["U0ADA", "S0OPS"]) == (
+    assert told("approval_escalated", ["U0ADA", "S0OPS"], ["U0ADA"]) == (
         "  escalated: nobody decided in time, so U0ADA and S0OPS may now decide the approval for send_email (run-1:1)\n")
     assert told("approval_expired", ALONE) == "  the approval for send_email (run-1:1) expired; nothing was executed\n"
     assert told("approval_expired", ALONE, on_expiry="continue") == (

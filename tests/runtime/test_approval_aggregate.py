@@ -26,7 +26,6 @@ from signoff.runtime.approval import (
     overdue,
     past_expiry,
     reopen,
-    still_to_decide,
     supersede_by_edit,
     use_grant,
     vote,
@@ -234,12 +233,3 @@ def test_expiry_is_one_rule_however_it_is_noticed() -> None:
     assert overdue(approval, at_expiry) and decision_refusal(approval, "d1", at_expiry) == "expired"
     voted, _ = vote(approval, user="U1", approved=True, now=at_expiry)
     assert isinstance(voted, Expired) and voted.just_now
-
-
-def test_who_an_approval_still_waits_for_is_who_has_not_counted_and_may_decide() -> None:
-    counted, _ = vote(asking(quorum=2), user="U1", approved=True, now=T0)
-    assert isinstance(counted, Counted)
-    # U1 counted already; U0 asked for the call; each once, in the order given.
-    assert still_to_decide(counted.approval, "U0", ["U2", "U1", "U0", "U2", "U3"]) == ["U2", "U3"]
-    own_allowed = asking(quorum=2, allow_self_approval=True)
-    assert still_to_decide(own_allowed, "U0", ["U0", "U1"]) == ["U0", "U1"]

@@ -140,10 +140,10 @@ class Told:
     def approval_updated(self, run: RunRecord, approval: Any, card: Any) -> None:
         self.calls.append(("approval_updated", approval.approval_id))
 
-    def approval_reminded(self, run: RunRecord, approval: Any, first: bool = False) -> None:
+    def approval_reminded(self, run: RunRecord, approval: Any, tell: list[str]) -> None:
         self.calls.append(("approval_reminded", approval.approval_id))
 
-    def approval_escalated(self, run: RunRecord, approval: Any, added: list[str]) -> None:
+    def approval_escalated(self, run: RunRecord, approval: Any, added: list[str], tell: list[str]) -> None:
         self.calls.append(("approval_escalated", ",".join(added)))
 
     def approval_expired(self, run: RunRecord, approval: Any, card: Any) -> None:
