@@ -62,13 +62,11 @@ class Notifier(Protocol):
         (a quorum filling up), or a requirement the policy raised. Keep its buttons."""
 
     def approval_reminded(self, run: RunRecord, approval: ApprovalRecord, tell: list[str]) -> None:
-        """Remind the approval's people that it still waits for them (its rule's `remind`), and tell
-        `tell` directly (its first reminder: the people who may still decide it, as the runner
-        found them; none for a later one)."""
+        """Remind the approval's people that it still waits for them (its rule's `remind`); tell
+        `tell` directly (at the first reminder, those the runner found may still decide it)."""
 
     def approval_escalated(self, run: RunRecord, approval: ApprovalRecord, added: list[str], tell: list[str]) -> None:
-        """Say that `added` (user and group ids the rule's `escalate` just added) may decide it now,
-        and tell `tell` directly (those of them the runner found may)."""
+        """Say that `added` (ids the rule's `escalate` just added) may decide it now; tell `tell` directly."""
 
     def approval_expired(self, run: RunRecord, approval: ApprovalRecord, card: Card) -> None:
         """Mark the request "expired, not executed" and tell the requester."""
