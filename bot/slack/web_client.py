@@ -4,7 +4,9 @@ counted for the metrics, and its connections kept open between calls (`bot.slack
 from __future__ import annotations
 
 import functools
+import io
 import ssl
+import urllib.error
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -46,8 +48,8 @@ class CountedWebClient(WebClient):
         if self.proxy is not None or not url.lower().startswith(("http://", "https://")):
             return super()._perform_urllib_http_request_internal(url, req)
         status, headers, body = self.connections.send(url, req)
-        if 300 <= status < 400:  # urllib follows a redirect; Slack's API sends none, so let it
-            return super()._perform_urllib_http_request_internal(url, req)
+        if 300 <= status < 400:  # Slack's API redirects nothing; the server took the request: not sent again
+            raise urllib.error.HTTPError(url, status, "redirect not followed", headers, io.BytesIO(body))
         if headers.get_content_type() == "application/gzip":  # as slack_sdk reads them (admin.analytics.getFile)
             return {"status": status, "headers": headers, "body": body}
         return {"status": status, "headers": headers, "body": body.decode(headers.get_content_charset() or "utf-8")}

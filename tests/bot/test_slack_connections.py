@@ -17,13 +17,14 @@ from tests.fakes.slack import FakeSlack
 
 
 class _Counting(ThreadingHTTPServer):
-    """A Slack-shaped server that counts the connections it accepted; with `close_after_each`, it
-    closes each one after answering, without saying so (as a server's idle timeout would)."""
+    """A Slack-shaped server that counts the connections it accepted and the requests it took; with
+    `close_after_each`, it closes each one after answering, without saying so (as a server's idle
+    timeout would); with `redirect`, it answers every request with a 302 elsewhere."""
 
     daemon_threads = True
 
-    def __init__(self, close_after_each: bool = False) -> None:
-        self.connections, self.close_after_each = 0, close_after_each
+    def __init__(self, close_after_each: bool = False, redirect: bool = False) -> None:
+        self.connections, self.close_after_each, self.posts = 0, close_after_each, 0
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -39,8 +40,11 @@ class _Counting(ThreadingHTTPServer):
 
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.posts += 1
                 data = json.dumps({"ok": True, "channel": "C1", "ts": "1.0"}).encode()
-                self.send_response(200)
+                self.send_response(302 if redirect else 200)
+                if redirect:
+                    self.send_header("Location", "/elsewhere")
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -74,6 +78,21 @@ def test_a_connection_slack_closed_while_idle_is_not_used_again() -> None:
         for i in range(3):
             assert client.chat_postMessage(channel="C1", text=f"message {i}")["ok"]
         assert server.connections == 3
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_post_answered_with_a_redirect_is_not_sent_again() -> None:
+    """Slack's API redirects nothing; a server that does has taken the post already: it fails once
+    rather than being posted a second time (a second approval card, a second message)."""
+    server = _Counting(redirect=True)
+    try:
+        client = CountedWebClient(token="xoxb-test", base_url=server.url)
+        with pytest.raises(SlackApiError) as raised:
+            client.chat_postMessage(channel="C1", text="once")
+        assert raised.value.response.status_code == 302
+        assert server.posts == 1
     finally:
         server.shutdown()
         server.server_close()
