@@ -42,10 +42,11 @@ from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.models import policy_from_spec
 from signoff.runtime.people import MayApprove
 from signoff.runtime.policy_file import parse_policy
-from signoff.runtime.ports import Notifier, Observer, Store
+from signoff.runtime.ports import Store
 from signoff.runtime.receipts import SigningKey
 from signoff.runtime.runner import Runner
 from signoff.runtime.runner_config import RunnerConfig
+from signoff.runtime.telling_ports import Notifier, Observer
 from signoff.tools.base import Tool
 from signoff.tools.mcp import McpConfigError, McpServers
 from signoff.tools.registry import MCP_PREFIX, ToolsetError, load_toolsets
@@ -381,8 +382,7 @@ def build_runner(settings: Settings, notifier: Notifier | None, *, env: Mapping[
         tools: the tools, loaded first when the notifier shows them too; by default `load_tools(settings)`.
         config: by default `runner_config(settings)`.
         store: an open store; by default one on `settings.database_url`.
-        auto_upgrade: create or upgrade that database's schema; by default only for the
-            zero-configuration SQLite file.
+        auto_upgrade: create or upgrade its schema; by default only for the zero-configuration SQLite file.
         observer: watches what the runner commits (logs, metrics, traces); by default nothing does.
 
     Raises `ConfigError` for bad toolsets, a bad model spec, or an unusable database.

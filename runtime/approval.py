@@ -34,6 +34,7 @@ from signoff.runtime.approval_events import (
 from signoff.runtime.break_glass import broken_glass, glass_refusal
 from signoff.runtime.durations import spoken
 from signoff.runtime.grants import grant_refusal, granted_values
+from signoff.runtime.notices import nudge_notices
 from signoff.runtime.people import SELF_APPROVAL
 from signoff.runtime.records import (
     AlreadyCounted,
@@ -344,9 +345,9 @@ def nudge(approval: ApprovalRecord, now: datetime) -> tuple[Nudged, Change] | No
         fields["asked"] = {**approval.asked, "approvers": [*approvers, *added], "escalated": True}
     events = [ApprovalEscalated(approval_id=approval.approval_id, key=approval.key, added=added) if kind == "escalate"
               else ApprovalReminded(approval_id=approval.approval_id, key=approval.key) for kind in kinds]
-    change = change_of(approval, *events, **fields)
     reminded = [kind for _, kind in moments]
     first = "remind" in reminded[done:after] and "remind" not in reminded[:done]
+    change = change_of(approval, *events, notices=nudge_notices(approval.approval_id, kinds, added, first), **fields)
     return Nudged(change.after, tuple(kinds), added, first, written=change.events), change
 
 

@@ -26,6 +26,7 @@ from signoff.runtime.approval_events import (
     GlassTold,
 )
 from signoff.runtime.approval_policy import BreakGlass
+from signoff.runtime.notices import FollowUpGlass, ShowGlassReview
 from signoff.runtime.records import ApprovalRecord
 
 Verdict = Literal["confirmed", "flagged"]
@@ -121,7 +122,8 @@ def review(approval: ApprovalRecord, *, user: str, verdict: Verdict, note: str, 
     late = (at := review_by(approval)) is not None and now > at
     change = change_of(approval, GlassReviewed(approval_id=approval.approval_id, key=approval.key, verdict=verdict,
                                                by=user, note=note.strip(), late=late),
-                       glass_review=given, glass_due_at=None)
+                       glass_review=given, glass_due_at=None,
+                       notices=(ShowGlassReview(approval_id=approval.approval_id),))
     return Reviewed(change.after, written=change.events), change
 
 
@@ -160,5 +162,6 @@ def follow_up(approval: ApprovalRecord, now: datetime) -> tuple[GlassDue, Change
     event = FOLLOW_UP_EVENTS[kind](approval_id=approval.approval_id, key=approval.key, by=approval.glass["by"],
                                    review_by=approval.glass["review_by"])
     change = change_of(approval, event, glass_nudges=after,
-                       glass_due_at=moments[after] if after < len(moments) else None)
+                       glass_due_at=moments[after] if after < len(moments) else None,
+                       notices=(FollowUpGlass(approval_id=approval.approval_id, follow_up=kind),))
     return GlassDue(change.after, kind, written=change.events), change

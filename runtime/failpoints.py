@@ -17,6 +17,7 @@ POINTS = (
     "after_checkpoint",         # the step is saved; nobody has been told yet
     "after_approval_recorded",  # a decision is stored; the run has not continued
     "before_approval_post",     # an approval exists; its Slack message is not posted yet
+    "after_sweep",              # a sweep's reminders or follow-ups are stored; nobody has been told yet
 )
 
 

@@ -17,6 +17,7 @@ from signoff.runtime.break_glass import (
 from signoff.runtime.deciders import Deciders
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.records import ApprovalRecord, Missing, NotAllowed, RunRecord
+from signoff.runtime.relay import Relay
 from signoff.runtime.telling import Teller, skip_unreadable
 
 NO_LONGER_OFFERED = "the approval policy no longer offers break-glass for this call"
@@ -26,6 +27,7 @@ class GlassRequests(Deciders):
     """Breaking the glass and reviewing it (a part of `Runner`, which sets `teller`)."""
 
     teller: Teller
+    relay: Relay
 
     def breaker_refusal(self, user: str, run: RunRecord, approval: ApprovalRecord, reason: str | None) -> str | None:
         """Why `user` may not approve `approval` alone by breaking the glass with `reason` (None:
@@ -57,13 +59,15 @@ class GlassRequests(Deciders):
         outcome = self.store.review_glass(approval_id, user=user, verdict=verdict, note=note)
         if isinstance(outcome, Reviewed):
             self.teller.observe(run, as_events(outcome.written))
-            self.teller.notify("glass_reviewed", run, outcome.approval)
+            self.relay.send_owed(approval_id)
         return outcome
 
     def glass_due(self) -> list[GlassDue]:
         """Make each break-glass follow-up now due, once across replicas (the database's clock):
         tell its channels and post its review card, remind its reviewers, say it is overdue."""
         made = self.store.glass_due()
+        if made:
+            self.config.failpoints.hit("after_sweep")
         for due in made:
             try:
                 run = self.store.get_run(due.approval.run_id, history=False)
@@ -72,12 +76,7 @@ class GlassRequests(Deciders):
                 continue
             if run is not None:
                 self.teller.observe(run, as_events(due.written))
-                # The card's first post shows the decision's receipt; only then is it read.
-                receipt = (self.store.receipt_of(approval_id=due.approval.approval_id)
-                           if due.approval.glass_message is None and self.teller.tells else None)
-                posted = self.teller.notify("glass_follow_up", run, due.approval, due.kind, receipt)
-                if isinstance(posted, dict):
-                    self.store.set_glass_message(due.approval.approval_id, posted)
+        self.relay.send_owed()  # the follow-ups owed, kept with the sweep that made them
         return made
 
     def unreviewed_glass(self, limit: int = 100) -> list[ApprovalRecord]:

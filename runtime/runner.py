@@ -28,7 +28,7 @@ from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.events import run_created
 from signoff.runtime.glass_requests import GlassRequests
 from signoff.runtime.people import MayApprove
-from signoff.runtime.ports import Notifier, Observer, Store
+from signoff.runtime.ports import Store
 from signoff.runtime.records import (
     ApprovalRecord,
     Counted,
@@ -42,11 +42,13 @@ from signoff.runtime.records import (
     RunRecord,
     StepUpNeeded,
 )
+from signoff.runtime.relay import Relay
 from signoff.runtime.run_requests import RunRequests
 from signoff.runtime.runner_config import RunnerConfig
 from signoff.runtime.state import new_state
 from signoff.runtime.step_up import SignIn, step_up_refusal
 from signoff.runtime.telling import Teller, skip_unreadable
+from signoff.runtime.telling_ports import Notifier, Observer
 from signoff.runtime.worker import Worker
 from signoff.tools.base import Tool
 
@@ -72,6 +74,7 @@ class Runner(RunRequests, GlassRequests):
         self.worker = Worker(store, tools, policies, self.config, self.teller, time.monotonic, self.may_approve)
         self.callers = CallerDoor(self.worker)
         self.may_see = may_see or (lambda user, run: False)
+        self.relay = Relay(store, self.teller, self.to_tell)
 
     # -- starting and driving runs ---------------------------------------------------------
 
@@ -261,6 +264,8 @@ class Runner(RunRequests, GlassRequests):
         """Remind the people of approvals half way (or as their rule says) to expiry, and add and
         tell the escalation's people, each once; the schedule is the database's."""
         made = self.store.nudge_due()
+        if made:
+            self.config.failpoints.hit("after_sweep")
         for nudge in made:
             try:
                 run = self.store.get_run(nudge.approval.run_id, history=False)
@@ -270,24 +275,19 @@ class Runner(RunRequests, GlassRequests):
             if run is None:
                 continue
             self.teller.observe(run, as_events(nudge.written))
-            if "escalate" in nudge.kinds:
-                self.teller.notify("approval_escalated", run, nudge.approval, list(nudge.added),
-                                   self.to_tell(run, nudge.approval, nudge.added))
-                self.teller.show_approval(run, nudge.approval, method="approval_updated")
-            if "remind" in nudge.kinds:  # its people are told directly once: by the sweep that made the first
-                approvers = (nudge.approval.asked or {}).get("approvers") or ()
-                tell = self.to_tell(run, nudge.approval, approvers) if nudge.first_reminder else []
-                self.teller.notify("approval_reminded", run, nudge.approval, tell)
+        self.relay.send_owed()  # what the sweep owes people, kept with it (a crash before this loses none)
         return made
 
     def recover(self, min_age: timedelta = timedelta(seconds=10)) -> list[str]:
         """Runs that need a worker (orphaned, decided, or with a command), after bringing Slack in line.
 
         Re-posts approvals whose post failed, updates messages that still show an outcome other
-        than the stored one (live buttons on a decided approval), and re-tells run endings nobody
-        heard of: a crash or an outage between the database and Slack loses no message.
+        than the stored one (live buttons on a decided approval), re-tells run endings nobody
+        heard of, and sends what the outbox still owes: a crash or an outage between the database
+        and Slack loses no message.
         """
         self.teller.resync(min_age)
+        self.relay.send_owed()
         return self.store.runs_needing_work()
 
     # -- queries -----------------------------------------------------------------------------

@@ -21,9 +21,10 @@ from signoff.runtime.cards import ALONE, Card, calls_in_force, made_by
 from signoff.runtime.digests import batch_place
 from signoff.runtime.events import event as audit_event
 from signoff.runtime.failpoints import Failpoints
-from signoff.runtime.ports import Notifier, Observer, Store
+from signoff.runtime.ports import Store
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
+from signoff.runtime.telling_ports import Notifier, Observer
 
 log = logging.getLogger("signoff.runner")
 

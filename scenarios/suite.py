@@ -25,6 +25,7 @@ from scenarios import (
     leaks,
     model,
     outsiders,
+    owed,
     policy_values,
     quorum,
     receipts,
@@ -85,6 +86,9 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
               for k in sizes.sigkill_kinds]
     found += [Scenario(f"crash/clicking-replica-dies-holding-the-run/{k}", functools.partial(crash.run_decider_dies, k),
                        k == "postgres") for k in sizes.sigkill_kinds]
+    found += [Scenario(f"crash/sweep-dies-before-telling/{k}",
+                       functools.partial(owed.run_glass_told_after_the_sweeper_died, k), k == "postgres")
+              for k in sizes.sigkill_kinds]
     found += [
         Scenario("replicas/3x-races/postgres", functools.partial(replicas.run_replicas, sizes.replica_runs), True,
                  alone=True),

@@ -1,4 +1,4 @@
-"""`runtime.ports.Notifier` for a person at a terminal: progress per step, proposals as Slack shows them."""
+"""`runtime.telling_ports.Notifier` for a person at a terminal: progress per step, proposals as Slack shows them."""
 
 from __future__ import annotations
 

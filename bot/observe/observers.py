@@ -11,8 +11,8 @@ from signoff.bot.observe.logs import LogObserver
 from signoff.bot.observe.metrics import Metrics
 from signoff.bot.observe.trace_settings import trace_exporters
 from signoff.extras import install_extra
-from signoff.runtime.ports import Observer
 from signoff.runtime.records import RunRecord
+from signoff.runtime.telling_ports import Observer
 
 if TYPE_CHECKING:
     from signoff.bot.observe.traces import Traces

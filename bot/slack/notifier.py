@@ -1,4 +1,4 @@
-"""SlackNotifier: `runtime.ports.Notifier` over the Slack Web API.
+"""SlackNotifier: `runtime.telling_ports.Notifier` over the Slack Web API.
 
 Only `chat.update` is retried (it is idempotent); a failed `chat.postMessage` propagates, the
 runner logs it, and the database keeps what is needed to post again (see `Runner.recover`).
@@ -91,7 +91,7 @@ class SlackNotifier(GlassNotices):
         self._followed = FollowedNotices(self._update)
         self._lock = threading.Lock()
 
-    # -- runtime.ports.Notifier ---------------------------------------------------------------
+    # -- runtime.telling_ports.Notifier-----------------------------------------------------------
 
     def run_started(self, run: RunRecord) -> dict[str, Any] | None:
         channel = run.origin.get("channel")

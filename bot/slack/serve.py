@@ -77,10 +77,11 @@ from signoff.bot.wiring import (
 from signoff.bot.words import DEMO_MODEL
 from signoff.runtime.agent import Policy
 from signoff.runtime.errors import ConfigError
-from signoff.runtime.ports import Observer, Store
+from signoff.runtime.ports import Store
 from signoff.runtime.reviewing import AccessReviewer
 from signoff.runtime.runner import Runner
 from signoff.runtime.runner_config import RunnerConfig
+from signoff.runtime.telling_ports import Observer
 from signoff.tools.base import Tool
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from signoff.runtime.adapters.ids import new_grant_id
-from signoff.runtime.adapters.memory_reads import MemoryReads, newest_first
+from signoff.runtime.adapters.memory_notices import MemoryNotices
+from signoff.runtime.adapters.memory_reads import newest_first
 from signoff.runtime.adapters.memory_rows import (
     Execution,
     Run,
@@ -58,7 +59,7 @@ from signoff.runtime.state import call_digest, canonical_json
 _Kept = TypeVar("_Kept", ApprovalRecord, GrantRecord)
 
 
-class MemoryApprovals(MemoryReads):
+class MemoryApprovals(MemoryNotices):
     """Approvals, grants and the execution ledger: their writes."""
 
     def _save(self, run: Run | None, changes: Iterable[Change]) -> list[ApprovalRecord]:
@@ -71,6 +72,7 @@ class MemoryApprovals(MemoryReads):
             if change.grant is not None:
                 self._grants[change.grant.grant_id] = copied(change.grant)
             (run or self._run(change.after.run_id)).append(as_events(change.events), now)
+            self._owe(change.after.run_id, change.notices, now)
             saved.append(self._approvals[change.after.approval_id].out())
         return saved
 

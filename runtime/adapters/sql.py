@@ -39,6 +39,7 @@ from signoff.runtime.adapters.rows import (
     step_params,
 )
 from signoff.runtime.adapters.sql_approvals import SqlApprovals, lease_params
+from signoff.runtime.adapters.sql_notices import SqlNotices
 from signoff.runtime.adapters.statements import (
     CLAIM,
     HOLD,
@@ -83,7 +84,7 @@ class _Undone(Exception):
         self.refusal = refusal
 
 
-class SqlStore(SqlApprovals):
+class SqlStore(SqlApprovals, SqlNotices):
     """Runs, approvals, events and the execution ledger in one SQL database: the reads of
     `SqlReads`, the approvals' and the ledger's writes of `SqlApprovals`, and the runs' writes, each
     one transaction."""

@@ -303,6 +303,25 @@ tool_executions = Table(
     Column("seconds", Float, nullable=True),
 )
 
+notices = Table(
+    "notices",
+    metadata,
+    # The outbox: a message owed to people (`runtime/notices.py`), written in the transaction of the
+    # change that owes it and deleted once sent. `next_at` is when it may be taken: a take moves it
+    # a fence ahead (no other replica sends it meanwhile), a failed try by its backoff.
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("approval_id", String(64), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("made_at", UTCDateTime, nullable=False),
+    Column("next_at", UTCDateTime, nullable=False),
+    Column("tries", Integer, nullable=False, server_default=text("0")),
+    Column("last_error", Text, nullable=True),
+    Index(None, "approval_id", "seq"),
+    Index(None, "next_at"),
+)
+
 access_reviews = Table(
     "access_reviews",
     metadata,

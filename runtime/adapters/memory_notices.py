@@ -1,0 +1,57 @@
+"""The outbox in memory: messages owed to people, kept and taken as `sql_notices` keeps and takes
+them, under the store's lock."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from signoff.runtime.adapters.memory_reads import MemoryReads
+from signoff.runtime.notices import HeldNotice, Notice
+
+
+@dataclass
+class _Owed:
+    seq: int
+    run_id: str
+    notice: Notice
+    made_at: datetime
+    next_at: datetime
+    tries: int = 0
+    last_error: str | None = None
+
+
+class MemoryNotices(MemoryReads):
+    def __init__(self, *, clock: Callable[[], datetime] | None = None) -> None:
+        super().__init__(clock=clock)
+        self._owed: dict[int, _Owed] = {}
+        self._owed_seq = itertools.count(1)
+
+    def _owe(self, run_id: str, owed: Iterable[Notice], now: datetime) -> None:
+        """Keep `owed` (the caller holds the lock, in the write that owes them), due at once."""
+        for notice in owed:
+            seq = next(self._owed_seq)
+            self._owed[seq] = _Owed(seq, run_id, notice, now, now)
+
+    def take_notices(self, fence: timedelta, *, approval_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
+        with self._lock:
+            now, firsts = self.now(), dict[str, _Owed]()
+            for owed in sorted(self._owed.values(), key=lambda o: o.seq):
+                firsts.setdefault(owed.notice.approval_id, owed)
+            held: list[HeldNotice] = []
+            for owed in sorted(firsts.values(), key=lambda o: o.seq):
+                if len(held) < limit and owed.next_at <= now and approval_id in (None, owed.notice.approval_id):
+                    owed.next_at, owed.tries = now + fence, owed.tries + 1
+                    held.append(HeldNotice(owed.seq, owed.run_id, owed.notice, owed.made_at, owed.tries))
+            return held
+
+    def notice_sent(self, seq: int) -> None:
+        with self._lock:
+            self._owed.pop(seq, None)
+
+    def notice_failed(self, seq: int, retry_in: timedelta, error: str) -> None:
+        with self._lock:
+            if (owed := self._owed.get(seq)) is not None:
+                owed.next_at, owed.last_error = self.now() + retry_in, error[:500]

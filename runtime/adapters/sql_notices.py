@@ -1,0 +1,49 @@
+"""The outbox in SQL (`notices`): messages owed to people, taken one take at a time.
+
+A take is a compare-and-set on `next_at`: of two replicas taking the same notice, the second
+finds it moved a fence ahead (PostgreSQL re-reads the row it waited for; SQLite writes one at a
+time) and leaves it. Only the first notice owed of an approval is taken, so that its messages go
+out in the order they were owed.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import aliased
+
+from signoff.runtime.adapters.sql_approvals import SqlTransactions
+from signoff.runtime.adapters.tables import notices
+from signoff.runtime.notices import KINDS, HeldNotice, notice_from
+
+
+class SqlNotices(SqlTransactions):
+    def take_notices(self, fence: timedelta, *, approval_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
+        earlier = aliased(notices)
+        with self._tx() as conn:
+            now = self._now(conn)
+            first = ~select(earlier.c.seq).where(earlier.c.approval_id == notices.c.approval_id,
+                                                 earlier.c.seq < notices.c.seq).exists()
+            query = select(notices.c.seq).where(notices.c.next_at <= now, notices.c.kind.in_(sorted(KINDS)), first)
+            if approval_id is not None:
+                query = query.where(notices.c.approval_id == approval_id)
+            held = []
+            for seq in conn.execute(query.order_by(notices.c.seq).limit(limit)).scalars().all():
+                row = conn.execute(update(notices).where(notices.c.seq == seq, notices.c.next_at <= now)
+                                   .values(next_at=now + fence, tries=notices.c.tries + 1)
+                                   .returning(notices)).one_or_none()
+                if row is not None:
+                    held.append(HeldNotice(row.seq, row.run_id, notice_from(row.kind, row.approval_id, json.loads(row.body)),
+                                           row.made_at, row.tries))
+            return held
+
+    def notice_sent(self, seq: int) -> None:
+        with self._tx() as conn:
+            conn.execute(delete(notices).where(notices.c.seq == seq))
+
+    def notice_failed(self, seq: int, retry_in: timedelta, error: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(notices).where(notices.c.seq == seq)
+                         .values(next_at=self._now(conn) + retry_in, last_error=error[:500]))

@@ -1,0 +1,112 @@
+"""What people are owed a message about, as typed values a transition returns with its change and
+the store keeps, in the same transaction, in its outbox (`notices`). Pure.
+
+A sweep's reminder or escalation, and a break-glass's follow-ups and review, used to be told after
+their commit, from memory: a crash in between lost them (an escalation's new approvers never
+heard they may decide; a security channel never heard the glass was broken). Kept as a notice, the
+message is owed until `relay.Relay` has sent it, from whichever replica gets there first, once per
+take (a take fences the others off), and in the order each approval's notices were made.
+
+A notice names its approval, never a copy of it: it is sent with the approval as it is when it is
+sent, so that a card is never redrawn older than it is, and a reminder of an approval decided
+meanwhile is not sent at all (`relay.worth_sending`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # the transitions that make notices import this module
+    from signoff.runtime.break_glass import FollowUp
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Notice:
+    kind: ClassVar[str]
+    """Its name in the outbox, and the notifier method that sends it."""
+    approval_id: str
+
+    def body(self) -> dict[str, Any]:
+        """What the outbox keeps besides its kind."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "approval_id"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Remind(_Notice):
+    """Remind the approval's people that it still waits for them; `first`: the first reminder,
+    the one that also tells them directly."""
+
+    kind: ClassVar[str] = "approval_reminded"
+    first: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Escalate(_Notice):
+    """Say that `added` may decide the approval now, and tell them directly."""
+
+    kind: ClassVar[str] = "approval_escalated"
+    added: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Redraw(_Notice):
+    """The pending approval's card shows something new (an escalation's people): redraw it."""
+
+    kind: ClassVar[str] = "approval_updated"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FollowUpGlass(_Notice):
+    """A break-glass's follow-up (`break_glass.FOLLOW_UPS`), with its review card if not yet posted."""
+
+    kind: ClassVar[str] = "glass_follow_up"
+    follow_up: FollowUp
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShowGlassReview(_Notice):
+    """Show the break-glass's review on its card (and tell its channels of a flag)."""
+
+    kind: ClassVar[str] = "glass_reviewed"
+
+
+Notice = Remind | Escalate | Redraw | FollowUpGlass | ShowGlassReview
+_KINDS: dict[str, type[Notice]] = {kind.kind: kind for kind in (Remind, Escalate, Redraw, FollowUpGlass,
+                                                                  ShowGlassReview)}
+KINDS = frozenset(_KINDS)
+"""The kinds this Signoff sends; a store takes no other (one a newer Signoff wrote waits for it)."""
+
+
+def notice_from(kind: str, approval_id: str, body: dict[str, Any]) -> Notice:
+    """The notice the outbox kept as `kind` (one of `KINDS`) and `body`."""
+    made = _KINDS[kind]
+    if made is Escalate:
+        body = {**body, "added": tuple(body.get("added", ()))}
+    return made(approval_id=approval_id, **body)
+
+
+def nudge_notices(approval_id: str, kinds: list[str], added: tuple[str, ...], first: bool) -> tuple[Notice, ...]:
+    """What people are owed of a nudge (`approval.nudge`): an escalation is told (to its new people
+    directly) and redrawn on the card; a reminder is told, directly to the approvers the first time."""
+    owed: list[Notice] = []
+    if "escalate" in kinds:
+        owed += [Escalate(approval_id=approval_id, added=added), Redraw(approval_id=approval_id)]
+    if "remind" in kinds:
+        owed.append(Remind(approval_id=approval_id, first=first))
+    return tuple(owed)
+
+
+@dataclass(frozen=True)
+class HeldNotice:
+    """A notice taken from the outbox to send (`NoticeStore.take_notices`): its place in the outbox
+    (`seq`), its run, when it was made and how many times it has been taken, this one included."""
+
+    seq: int
+    run_id: str
+    notice: Notice
+    made_at: datetime
+    tries: int
+

@@ -1,0 +1,144 @@
+"""The outbox: what a sweep owes people is kept in the sweep's own transaction and sent by whichever
+relay takes it first, once per take, in the order it was owed, and only while it is still true.
+
+Before it, a reminder or an escalation was told from memory after the sweep's commit: a crash or a
+Slack outage in between lost it for good, and an escalation's new approvers never heard of it.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from store_harness import Told
+from test_policy_runs import ADA, LEE, NUDGING, paused, runner_with
+
+from signoff.runtime.failpoints import FailpointHit
+from signoff.runtime.notices import Escalate, Redraw, Remind
+from signoff.runtime.ports import Store
+from signoff.runtime.records import Decided
+from signoff.runtime.relay import FENCE, retry_in
+
+
+class ToldDirectly(Told):
+    """Records whom each reminder and escalation tells directly, and can be made to fail (Slack down)."""
+
+    def __init__(self, *, down: bool = False) -> None:
+        super().__init__()
+        self.down = down
+        self.direct: list[tuple[str, tuple[str, ...]]] = []
+
+    def approval_reminded(self, run: Any, approval: Any, tell: list[str]) -> None:
+        if self.down:
+            raise ConnectionError("slack is down")
+        self.direct.append(("reminded", tuple(tell)))
+
+    def approval_escalated(self, run: Any, approval: Any, added: list[str], tell: list[str]) -> None:
+        if self.down:
+            raise ConnectionError("slack is down")
+        self.direct.append(("escalated", tuple(tell)))
+
+
+def test_an_escalation_whose_sweep_died_before_telling_is_told_by_the_other_replica_once(
+        store: Store, effects: Path, clock: Any) -> None:
+    dying = runner_with(store, effects, NUDGING, notifier=ToldDirectly(), failpoints="after_sweep=raise")
+    run, approval = paused(dying)
+    clock.advance(minutes=6)
+    with pytest.raises(FailpointHit):
+        dying.nudge_due()  # the escalation and the reminder are stored; the process dies before telling
+
+    told = ToldDirectly()
+    other = runner_with(store, effects, NUDGING, notifier=told)
+    assert other.nudge_due() == []  # made once: the sweep that died made it
+    other.recover()
+    assert told.direct == [("escalated", (ADA,)), ("reminded", (LEE, ADA))]
+    assert told.of("approval_updated") == [approval.approval_id]  # the card shows Ada too
+    other.recover()
+    runner_with(store, effects, NUDGING, notifier=told).recover()
+    assert len(told.direct) == 2  # sent once, whichever replica looks again
+    assert isinstance(other.decide(approval.approval_id, approval.digest, ADA, True), Decided)
+    assert other.execute(run.run_id) == "done"
+
+
+def test_a_reminder_slack_refused_is_sent_again_after_its_backoff(store: Store, effects: Path, clock: Any) -> None:
+    slack = ToldDirectly(down=True)
+    runner = runner_with(store, effects, NUDGING, notifier=slack)
+    run, _ = paused(runner)
+    clock.advance(minutes=5)
+    assert [n.kinds for n in runner.nudge_due()] == [("remind",)]
+    assert slack.direct == []
+    slack.down = False
+    runner.recover()
+    assert slack.direct == []  # not due again yet
+    clock.advance(seconds=retry_in(1).total_seconds())
+    runner.recover()
+    assert slack.direct == [("reminded", (LEE,))]
+    assert [e["method"] for e in runner.timeline(run.run_id) if e["type"] == "notify_failed"] == ["approval_reminded"]
+
+
+def test_a_reminder_of_an_approval_decided_before_it_was_sent_is_not_sent(
+        store: Store, effects: Path, clock: Any) -> None:
+    slack = ToldDirectly(down=True)
+    runner = runner_with(store, effects, NUDGING, notifier=slack)
+    _, approval = paused(runner)
+    clock.advance(minutes=5)
+    runner.nudge_due()
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Decided)
+    slack.down = False
+    clock.advance(minutes=1)
+    runner.recover()
+    assert slack.direct == []  # nobody is asked to decide what is decided
+    assert store.take_notices(FENCE) == []  # and it is owed no more
+
+
+def test_a_notice_taken_is_fenced_from_every_other_taker_and_an_approvals_notices_keep_their_order(
+        store: Store, effects: Path, clock: Any) -> None:
+    runner = runner_with(store, effects, NUDGING)  # nobody to tell: the sweep's notices stay owed
+    _, approval = paused(runner)
+    clock.advance(minutes=9, seconds=30)
+    store.nudge_due()
+    [first] = store.take_notices(FENCE)
+    assert first.notice == Escalate(approval_id=approval.approval_id, added=(ADA,)) and first.tries == 1
+    assert store.take_notices(FENCE) == []  # fenced, and the approval's next waits for it
+    clock.advance(seconds=FENCE.total_seconds())
+    [again] = store.take_notices(FENCE)  # its taker died: taken again once the fence passed
+    assert (again.seq, again.tries) == (first.seq, 2)
+    store.notice_sent(again.seq)
+    [second] = store.take_notices(FENCE)
+    assert second.notice == Redraw(approval_id=approval.approval_id)
+    store.notice_failed(second.seq, timedelta(seconds=30), "slack is down")
+    assert store.take_notices(FENCE) == []
+    clock.advance(seconds=30)
+    assert store.take_notices(FENCE, approval_id="someone-else") == []
+    [retried] = store.take_notices(FENCE, approval_id=approval.approval_id)
+    store.notice_sent(retried.seq)
+    [third] = store.take_notices(FENCE)
+    assert third.notice == Remind(approval_id=approval.approval_id, first=True)
+
+
+def test_replicas_taking_at_once_each_take_a_notice_once(store: Store, effects: Path, clock: Any) -> None:
+    runner = runner_with(store, effects, NUDGING)
+    for _ in range(6):
+        paused(runner)
+    clock.advance(minutes=9, seconds=30)
+    store.nudge_due()  # three notices owed of each of six approvals
+    taken: list[int] = []
+    lock, start = threading.Lock(), threading.Barrier(4)
+
+    def replica() -> None:
+        start.wait()
+        for _ in range(10):
+            for held in store.take_notices(FENCE, limit=2):
+                with lock:
+                    taken.append(held.seq)
+                store.notice_sent(held.seq)
+
+    threads = [threading.Thread(target=replica) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(taken) == len(set(taken)) == 18
