@@ -22,15 +22,19 @@ from signoff.runtime.notices import KINDS, HeldNotice, notice_from
 class SqlNotices(SqlTransactions):
     def take_notices(self, fence: timedelta, *, approval_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
         earlier = aliased(notices)
+        first = ~select(earlier.c.seq).where(earlier.c.approval_id == notices.c.approval_id,
+                                             earlier.c.seq < notices.c.seq).exists()
+        query = select(notices.c.seq).where(notices.c.kind.in_(sorted(KINDS)), first)
+        if approval_id is not None:
+            query = query.where(notices.c.approval_id == approval_id)
+        with self.engine.connect() as conn:  # looked for first without the write lock: mostly nothing is owed
+            if not conn.execute(query.where(notices.c.next_at <= self._now(conn)).limit(1)).first():
+                return []
         with self._tx() as conn:
             now = self._now(conn)
-            first = ~select(earlier.c.seq).where(earlier.c.approval_id == notices.c.approval_id,
-                                                 earlier.c.seq < notices.c.seq).exists()
-            query = select(notices.c.seq).where(notices.c.next_at <= now, notices.c.kind.in_(sorted(KINDS)), first)
-            if approval_id is not None:
-                query = query.where(notices.c.approval_id == approval_id)
             held = []
-            for seq in conn.execute(query.order_by(notices.c.seq).limit(limit)).scalars().all():
+            due = query.where(notices.c.next_at <= now).order_by(notices.c.seq).limit(limit)
+            for seq in conn.execute(due).scalars().all():
                 row = conn.execute(update(notices).where(notices.c.seq == seq, notices.c.next_at <= now)
                                    .values(next_at=now + fence, tries=notices.c.tries + 1)
                                    .returning(notices)).one_or_none()
