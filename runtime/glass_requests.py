@@ -14,7 +14,7 @@ from signoff.runtime.break_glass import (
     glass_refusal,
     review_refusal,
 )
-from signoff.runtime.deciders import Deciders
+from signoff.runtime.deciders import Deciders, PolicyNow
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.records import ApprovalRecord, Missing, NotAllowed, RunRecord
 from signoff.runtime.relay import Relay
@@ -29,19 +29,19 @@ class GlassRequests(Deciders):
     teller: Teller
     relay: Relay
 
-    def breaker_refusal(self, user: str, run: RunRecord, approval: ApprovalRecord, reason: str | None) -> str | None:
+    def breaker_refusal(self, user: str, run: RunRecord, approval: ApprovalRecord, reason: str | None,
+                        now: PolicyNow | None = None) -> str | None:
         """Why `user` may not approve `approval` alone by breaking the glass with `reason` (None:
         they may): the rule offers it, then and now, the reason is long enough (None: not typed
         yet, as a form opens), and they are the run's requester or may decide the call (alone,
         however many its rule needs)."""
         refusal = glass_refusal(approval, reason)
-        if refusal is None:
-            verdict = self._verdict_now(run, approval)
-            if not (isinstance(verdict, Ask) and verdict.requirement.break_glass is not None):
-                refusal = NO_LONGER_OFFERED
+        now = now or self.policy_now(run, approval)
+        if refusal is None and not (isinstance(now.verdict, Ask) and now.verdict.requirement.break_glass is not None):
+            refusal = NO_LONGER_OFFERED
         if refusal is not None:
             return with_rule(refusal, approval.rule)
-        return None if user == run.requester else self.approval_refusal(user, run, approval)
+        return None if user == run.requester else self.approval_refusal(user, run, approval, now)
 
     def review_glass(self, approval_id: str, user: str, verdict: Verdict, note: str = "",
                      ) -> ReviewOutcome | NotAllowed | Missing:

@@ -201,13 +201,14 @@ class Runner(RunRequests, GlassRequests):
             return Missing("run")
         if glass is not None and not approved:
             return NotAllowed("only an approve breaks the glass")
-        reason = (self.approval_refusal(user, run, approval) if glass is None
-                  else self.breaker_refusal(user, run, approval, glass))
+        now = self.policy_now(run, approval)  # once, for who may, break-glass and step-up alike
+        reason = (self.approval_refusal(user, run, approval, now) if glass is None
+                  else self.breaker_refusal(user, run, approval, glass, now))
         if reason:
             return NotAllowed(reason)
         if grant and not (approved and offers_grant(approval)):
             return NotAllowed("this call's rule offers no grant: approve it alone")
-        step_up = self.step_up_needed(run, approval) if approved else None
+        step_up = self.step_up_needed(run, approval, now) if approved else None
         refusal = step_up_refusal(step_up, signed_in, self.store.now())
         if refusal:
             return StepUpNeeded(with_rule(refusal, approval.rule) or refusal, approval_id=approval_id)

@@ -169,8 +169,9 @@ class Console:
         run = self.runner.get_run(approval.run_id, history=False) if approval is not None else None
         if approval is None or run is None:
             return self._not_found(session)
-        refusal = self.runner.approval_refusal(session.user, run, approval)
-        step_up = self.runner.step_up_needed(run, approval)
+        now = self.runner.policy_now(run, approval)
+        refusal = self.runner.approval_refusal(session.user, run, approval, now)
+        step_up = self.runner.step_up_needed(run, approval, now)
         fresh = step_up is None or (session.auth_time is not None and
                                     datetime.now(UTC).timestamp() - session.auth_time <= step_up.total_seconds())
         view = pages.approval_view(self.runner, run, approval, self.runner.timeline(run.run_id))
