@@ -170,8 +170,7 @@ def _counted(approval: ApprovalRecord, *, user: str, approved: bool, now: dateti
                            quorum=approval.quorum, step_up=dict(step_up) if step_up is not None else None,
                            break_glass=glass)
     if approved and glass is None and approvals < approval.quorum:
-        # Its card must now show this vote: out of line until it does, so recovery re-shows it.
-        change = change_of(approval, counted, vote=given, shown_status=None)
+        change = change_of(approval, counted, vote=given)  # its card owes a redraw showing the vote
         return Counted(change.after, written=change.events), change
     broke: dict[str, Any] = {"glass": glass, "glass_due_at": now} if glass is not None else {}
     recorded = ApprovalRecorded(**vars(counted), waited_seconds=_waited(approval.requested_at, now))

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from signoff.runtime.approval_events import ApprovalEvent
+from signoff.runtime.notices import Notice, card_redraws
 from signoff.runtime.records import ApprovalRecord, GrantRecord, Vote
-
-if TYPE_CHECKING:  # notices name what they are about by id; this module only carries them
-    from signoff.runtime.notices import Notice
 
 
 @dataclass(frozen=True)
@@ -36,6 +34,9 @@ class Change:
 
 def change_of(before: ApprovalRecord, *events: ApprovalEvent, vote: Vote | None = None,
               grant: GrantRecord | None = None, notices: tuple[Notice, ...] = (), **fields: Any) -> Change:
+    """The change that sets `fields` (and adds `vote`), owing `notices` and, when its card no
+    longer shows the approval as it is, a redraw of the card (`notices.card_redraws`)."""
     if vote is not None:
         fields["votes"] = (*before.votes, vote)
-    return Change(before, dataclasses.replace(before, **fields), events, vote, grant, notices)
+    after = dataclasses.replace(before, **fields)
+    return Change(before, after, events, vote, grant, (*notices, *card_redraws(before, after)))

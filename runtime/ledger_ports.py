@@ -23,6 +23,7 @@ from signoff.runtime.tool_calls import Outcome, run_tool
 
 if TYPE_CHECKING:
     from signoff.runtime.ports import Store
+    from signoff.runtime.relay import Relay
     from signoff.runtime.runner_config import RunnerConfig
     from signoff.runtime.telling import Teller
 
@@ -70,11 +71,12 @@ class Session:
 @dataclass(frozen=True)
 class PassParts:
     """What a worker's pass goes through: the store, the runner's config, who is told of what it
-    commits, and the clock it times calls by (seconds)."""
+    commits (and what it owes them: `relay`), and the clock it times calls by (seconds)."""
 
     store: Store
     config: RunnerConfig
     teller: Teller
+    relay: Relay
     clock: Callable[[], float]
 
 
@@ -158,9 +160,8 @@ class LedgerPorts:
                 teller.tool_result(snapshot, entry)
         if saved.approvals:
             teller.post_approvals(snapshot, saved.approvals)
-        for approval in saved.cancelled:  # closed, or pending again under a larger quorum
-            teller.show_approval(snapshot, approval,
-                                 method="approval_updated" if approval.status == "pending" else "approval_decided")
+        for approval in saved.cancelled:  # closed, or pending again under a larger quorum: the redraws owed
+            self.parts.relay.send_owed(approval.approval_id)
         if saved.command is not None and checkpoint.state["status"] not in TERMINAL:
             session.interrupted = True
             return False

@@ -1,17 +1,18 @@
 """What people are owed a message about, as typed values a transition returns with its change and
 the store keeps, in the same transaction, in its outbox (`notices`). Pure.
 
-A sweep's reminder or escalation, and a break-glass's follow-ups and review, used to be told after
-their commit, from memory: a crash in between lost them (an escalation's new approvers never
-heard they may decide; a security channel never heard the glass was broken). Kept as a notice, the
-message is owed until `relay.Relay` has sent it, from whichever replica gets there first, once per
-take (a take fences the others off), and in the order each approval's notices were made.
+A card redrawn because its approval changed, a sweep's reminder or escalation, and a break-glass's
+follow-ups and review were told after their commit, from memory: a crash in between lost the
+sweep's (an escalation's new approvers never heard they may decide; a security channel never heard
+the glass was broken), and a card out of line was found again only by comparing what it showed
+with the approval. Kept as a notice, the message is owed until `relay.Relay` has sent it, from
+whichever replica gets there first, once per take (a take fences the others off), and in the
+order each approval's notices were made.
 
 A notice names its approval, never a copy of it: it is sent with the approval as it is when it is
 sent, so that a card is never redrawn older than it is, and a reminder of an approval decided
 meanwhile is not sent at all (`relay.worth_sending`).
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-if TYPE_CHECKING:  # the transitions that make notices import this module
+from signoff.runtime.records import ApprovalRecord
+
+if TYPE_CHECKING:  # break-glass makes notices: this module imports nothing of it
     from signoff.runtime.break_glass import FollowUp
 
 
@@ -27,6 +30,9 @@ if TYPE_CHECKING:  # the transitions that make notices import this module
 class _Notice:
     kind: ClassVar[str]
     """Its name in the outbox, and the notifier method that sends it."""
+    fenced: ClassVar[bool] = True
+    """A take keeps every other taker off it for a while: it says something new, which must not
+    be said twice at once. A redraw is not fenced (`Redraw`)."""
     approval_id: str
 
     def body(self) -> dict[str, Any]:
@@ -53,9 +59,16 @@ class Escalate(_Notice):
 
 @dataclass(frozen=True, kw_only=True)
 class Redraw(_Notice):
-    """The pending approval's card shows something new (an escalation's people): redraw it."""
+    """The approval's card no longer shows it as it is (decided, a vote counted, expired, closed,
+    reopened, its people escalated): redraw it as it is when sent.
 
-    kind: ClassVar[str] = "approval_updated"
+    Not fenced: a redraw says the same however often it is made, so a replica that died in the
+    middle of one leaves nothing to wait for, and two may draw at once; a drawer that finds, once
+    its update is made, that the approval moved on meanwhile draws it again (`relay.Relay`), so
+    the last update to land is never the older one."""
+
+    kind: ClassVar[str] = "redraw"
+    fenced: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +91,8 @@ _KINDS: dict[str, type[Notice]] = {kind.kind: kind for kind in (Remind, Escalate
                                                                   ShowGlassReview)}
 KINDS = frozenset(_KINDS)
 """The kinds this Signoff sends; a store takes no other (one a newer Signoff wrote waits for it)."""
+UNFENCED = frozenset(kind for kind, made in _KINDS.items() if not made.fenced)
+"""The kinds a take leaves open to other takers."""
 
 
 def notice_from(kind: str, approval_id: str, body: dict[str, Any]) -> Notice:
@@ -90,13 +105,22 @@ def notice_from(kind: str, approval_id: str, body: dict[str, Any]) -> Notice:
 
 def nudge_notices(approval_id: str, kinds: list[str], added: tuple[str, ...], first: bool) -> tuple[Notice, ...]:
     """What people are owed of a nudge (`approval.nudge`): an escalation is told (to its new people
-    directly) and redrawn on the card; a reminder is told, directly to the approvers the first time."""
+    directly); a reminder is told, directly to the approvers the first time."""
     owed: list[Notice] = []
-    if "escalate" in kinds:
-        owed += [Escalate(approval_id=approval_id, added=added), Redraw(approval_id=approval_id)]
+    if "escalate" in kinds:  # its card is redrawn too, with the people it adds (`card_redraws`)
+        owed.append(Escalate(approval_id=approval_id, added=added))
     if "remind" in kinds:
         owed.append(Remind(approval_id=approval_id, first=first))
     return tuple(owed)
+
+
+def card_redraws(before: ApprovalRecord, after: ApprovalRecord) -> tuple[Redraw, ...]:
+    """The redraw a change owes the approval's card: one whenever what the card shows changed (its
+    status, its votes, what its rule asks), but not for the call starting (a consumed approval's
+    card still says who approved it)."""
+    started = (before.status, after.status) == ("approved", "consumed")
+    shown = (before.status, before.votes, before.asked) != (after.status, after.votes, after.asked)
+    return (Redraw(approval_id=after.approval_id),) if shown and not started else ()
 
 
 @dataclass(frozen=True)

@@ -283,15 +283,8 @@ class ApprovalStore(Protocol):
         event, atomically; returns them. Concurrent sweeps never return one approval twice."""
 
     def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
-        """Record where the request was posted (its message now shows it pending); returns the
-        approval as it is now, so a decision made in between can be shown."""
-
-    def mark_approval_shown(self, approval_id: str, status: str) -> None:
-        """Record the status the approval's message now shows."""
-
-    def approvals_out_of_sync(self, limit: int = 50) -> list[ApprovalRecord]:
-        """Posted approvals requested within `rules.RESYNC_WINDOW` whose message does not show their
-        status (a consumed approval shown approved is in line), oldest first."""
+        """Record where the request was posted; returns the approval as it is now, so a decision
+        made in between can be shown."""
 
 
 class GrantStore(Protocol):
@@ -318,8 +311,8 @@ class NoticeStore(Protocol):
 
     def take_notices(self, fence: timedelta, *, approval_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
         """Take the notices due now (of `approval_id` alone, when given), oldest first, for `fence`:
-        until then no other caller, on any replica, takes them. Only an approval's first notice
-        owed is taken, so that its messages are sent in order."""
+        until then no other caller, on any replica, takes them (but a redraw: `Notice.fenced`).
+        Only an approval's first notice owed is taken, so that its messages are sent in order."""
 
     def notice_sent(self, seq: int) -> None:
         """The notice is sent, or given up: it leaves the outbox."""

@@ -84,8 +84,6 @@ class ApprovalRecord:
     message: dict[str, Any] | None = None
     """Where the request is shown, e.g. {"channel": "C1", "ts": "171.3"}; None until posted."""
     consumed_at: datetime | None = None
-    shown_status: str | None = None
-    """The status its message shows; differs from `status` until the message is brought in line."""
     contract: str | None = None
     """The hash of the tool's contract when the call was proposed (None: recorded before Signoff kept it)."""
     quorum: int = 1

@@ -1,4 +1,5 @@
-"""Sends what the outbox says people are owed (`notices`), through the `Teller`, once per take.
+"""Sends what the outbox says people are owed (`notices`), through the `Teller`, once per take
+(a redraw, at least once: `notices.Redraw`).
 
 A notice is sent with its approval and run as they are when it is sent (never a copy made when it
 was owed), and only while it still says something true (`worth_sending`). Sent, it leaves the
@@ -24,6 +25,7 @@ from signoff.runtime.notices import (
     Redraw,
     Remind,
     ShowGlassReview,
+    card_redraws,
 )
 from signoff.runtime.ports import Store
 from signoff.runtime.records import ApprovalRecord, RunRecord
@@ -34,26 +36,35 @@ log = logging.getLogger("signoff.runner")
 
 FENCE = timedelta(seconds=60)
 """How long a take keeps other relays off a notice: longer than any one send takes."""
-FIRST_RETRY = timedelta(seconds=5)
-LAST_RETRY = timedelta(minutes=5)
-"""A failed send is tried again after `FIRST_RETRY`, doubling with each try, at most `LAST_RETRY`."""
+FIRST_RETRY = timedelta(seconds=2)
+LAST_RETRY = timedelta(seconds=15)
+"""A failed send is tried again after `FIRST_RETRY`, doubling with each try, at most `LAST_RETRY`
+(the default sweep interval): once Slack is back, a card is in line by the next sweep or two."""
 TAKEN_AT_ONCE = 50
+REDRAWS_AT_MOST = 3
+"""Draws of one card in a row, each because the approval moved on during the last."""
 
 ToTell = Callable[[RunRecord, ApprovalRecord, Iterable[str]], list[str]]
 """Who among some ids to tell directly that an approval waits for them (`Deciders.to_tell`)."""
 
 
 def worth_sending(notice: Notice, approval: ApprovalRecord, now: datetime) -> bool:
-    """Whether the notice still says something true: a reminder, an escalation or a pending card's
-    redraw only of an approval still open (a decided one's card is redrawn by its decision); a
-    break-glass's follow-ups only until it is reviewed (its review always)."""
+    """Whether the notice still says something true: a reminder or an escalation only of an
+    approval still open; a break-glass's follow-ups only until it is reviewed; a redraw or a review
+    always (it shows the approval as it is)."""
     match notice:
-        case Remind() | Escalate() | Redraw():
+        case Remind() | Escalate():
             return is_open(approval, now)
         case FollowUpGlass():
             return approval.glass_review is None
-        case ShowGlassReview():
+        case Redraw() | ShowGlassReview():
             return True
+
+
+def card_method(approval: ApprovalRecord) -> str:
+    """The notifier method that redraws `approval`'s card as it is: a pending one keeps its
+    buttons, an expired one also tells its requester (once), any other shows its outcome."""
+    return {"pending": "approval_updated", "expired": "approval_expired"}.get(approval.status, "approval_decided")
 
 
 def retry_in(tries: int) -> timedelta:
@@ -86,16 +97,36 @@ class Relay:
         if not self.teller.tells or not worth_sending(held.notice, approval, now):
             self.store.notice_sent(held.seq)
             return False
+        if isinstance(held.notice, Redraw) and approval.message is None:
+            # Its post is on its way (or failed, and recovery posts it again): redrawn once posted.
+            self._later(held, now, "its card is not posted yet")
+            return False
         if self._told(held.notice, run, approval):
             self.store.notice_sent(held.seq)
             return True
+        self._later(held, now, f"{held.notice.kind} failed")
+        return False
+
+    def _later(self, held: HeldNotice, now: datetime, why: str) -> None:
+        """Leave the notice owed, due again after its backoff; one owed too long is given up."""
         if held.made_at < now - RESYNC_WINDOW:
-            log.error("run %s: gave up telling %s of approval %s after %d tries", run.run_id, held.notice.kind,
-                      approval.approval_id, held.tries)
+            log.error("run %s: gave up telling %s of approval %s after %d tries (%s)", held.run_id,
+                      held.notice.kind, held.notice.approval_id, held.tries, why)
             self.store.notice_sent(held.seq)
         else:
-            self.store.notice_failed(held.seq, retry_in(held.tries), f"{held.notice.kind} failed")
-        return False
+            self.store.notice_failed(held.seq, retry_in(held.tries), why)
+
+    def _redraw(self, run: RunRecord, drawn: ApprovalRecord) -> object:
+        """Draw the card as `drawn` shows it; should the approval have moved on while the update
+        was on its way (another replica may have drawn the newer one first, and ours landed
+        after), draw it again, so the last update to land is the newest."""
+        for _ in range(REDRAWS_AT_MOST):
+            told = self.teller.notify(card_method(drawn), run, drawn, self.teller.card_of(run, drawn))
+            now = self.store.get_approval(drawn.approval_id)
+            if told is FAILED or now is None or not card_redraws(drawn, now):
+                return told
+            drawn = now
+        return told
 
     def _told(self, notice: Notice, run: RunRecord, approval: ApprovalRecord) -> bool:
         """Send `notice` through the teller (which logs and audits a failure); whether it went."""
@@ -107,7 +138,7 @@ class Relay:
             case Escalate(added=added):
                 told = teller.notify(notice.kind, run, approval, list(added), self.to_tell(run, approval, added))
             case Redraw():
-                told = teller.notify(notice.kind, run, approval, teller.card_of(run, approval))
+                told = self._redraw(run, approval)
             case FollowUpGlass(follow_up=follow_up):
                 # The card's first post shows the decision's receipt; only then is it read.
                 receipt = (self.store.receipt_of(approval_id=approval.approval_id)

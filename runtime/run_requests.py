@@ -39,6 +39,7 @@ from signoff.runtime.records import (
     RunOutcome,
     RunRecord,
 )
+from signoff.runtime.relay import Relay
 from signoff.runtime.requests import call_to_ask_again, waiting_on
 from signoff.runtime.rules import (
     CANCEL,
@@ -61,6 +62,7 @@ class RunRequests(Deciders):
     """People's requests of a run (a part of `Runner`, which sets `teller` and what `Deciders` needs)."""
 
     teller: Teller
+    relay: Relay
 
     def cancel(self, run_id: str, user: str, reason: str = "", *, shown_version: int | None = None) -> RunOutcome:
         """Ask for the run to end as cancelled; its pending approval is closed at once.
@@ -70,10 +72,9 @@ class RunRequests(Deciders):
         """
         outcome = self._command(run_id, user, Cancel(reason=reason), CANCEL, requester_may=True,
                                 shown_version=shown_version)
-        if isinstance(outcome, Done):
+        if isinstance(outcome, Done):  # the redraws its pending approval's close owes
             for approval in self.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
-                if approval.message and approval.shown_status != approval.status:
-                    self.teller.show_approval(outcome.run, approval)
+                self.relay.send_owed(approval.approval_id)
         return outcome
 
     def edit(self, approval_id: str, digest: str, user: str, args: Any) -> RunOutcome:
@@ -112,9 +113,7 @@ class RunRequests(Deciders):
         outcome = self._command(run.run_id, user, Edit(approval_id=approval_id, digest=digest, args=edited,
                                                        key=approval.key), EDIT, approval=approval)
         if isinstance(outcome, Done):
-            superseded = self.store.get_approval(approval_id)
-            if superseded is not None and superseded.message:
-                self.teller.show_approval(outcome.run, superseded)
+            self.relay.send_owed(approval_id)  # its card, superseded
         return outcome
 
     def extend(self, run_id: str, user: str, *, shown_version: int | None = None) -> RunOutcome:

@@ -71,10 +71,11 @@ class Runner(RunRequests, GlassRequests):
         self.teller = Teller(store, notifier, failpoints=self.config.failpoints,
                              worker_id=self.config.worker_id, lease=self.config.lease, observer=observer)
         self.may_approve: MayApprove = may_approve or (lambda user, run, approvers: None)
-        self.worker = Worker(store, tools, policies, self.config, self.teller, time.monotonic, self.may_approve)
-        self.callers = CallerDoor(self.worker)
         self.may_see = may_see or (lambda user, run: False)
         self.relay = Relay(store, self.teller, self.to_tell)
+        self.worker = Worker(store, tools, policies, self.config, self.teller, self.relay, time.monotonic,
+                             self.may_approve)
+        self.callers = CallerDoor(self.worker)
 
     # -- starting and driving runs ---------------------------------------------------------
 
@@ -178,7 +179,7 @@ class Runner(RunRequests, GlassRequests):
         if isinstance(outcome, Decided):
             self.config.failpoints.hit("after_approval_recorded")
         if show:
-            self._show(run, outcome)
+            self.show_decision(outcome)
         if glass is not None and isinstance(outcome, Decided):
             self.glass_due()  # tell its channels now, not at the next sweep
         return outcome
@@ -216,21 +217,11 @@ class Runner(RunRequests, GlassRequests):
         return run, approval, stepped_up
 
     def show_decision(self, outcome: DecisionOutcome) -> None:
-        """Bring the approval's message in line with what a decision did (decided, counted, found
-        expired); nothing for a decision that changed nothing. Should it never happen (a crash),
-        `recover` shows the approval as stored."""
+        """Redraw the approval's card as a decision left it (decided, counted, found expired): the
+        redraw its transaction owes (`notices.card_redraws`); nothing for a decision that changed
+        nothing. Should this never happen (a crash), the next sweep or `recover` sends it."""
         if isinstance(outcome, Decided | Counted | Expired):
-            run = self.store.get_run(outcome.approval.run_id, history=False)
-            if run is not None:
-                self._show(run, outcome)
-
-    def _show(self, run: RunRecord, outcome: DecisionOutcome) -> None:
-        if isinstance(outcome, Decided):  # with the grant its approve made: the card shows it at once
-            self.teller.show_approval(run, outcome.approval, grant=outcome.grant)
-        elif isinstance(outcome, Counted):
-            self.teller.show_approval(run, outcome.approval, method="approval_updated")
-        elif isinstance(outcome, Expired) and outcome.just_now:
-            self.teller.show_approval(run, outcome.approval, method="approval_expired")
+            self.relay.send_owed(outcome.approval.approval_id)
 
     def card_of(self, run: RunRecord, approval: ApprovalRecord) -> Card:
         """What `approval`'s card shows besides it (`Teller.card_of`), for an edge redrawing it."""
@@ -257,7 +248,7 @@ class Runner(RunRequests, GlassRequests):
                 continue
             if run is not None:
                 self.teller.observe(run, [expiry_event(approval).as_event()])  # as the sweep's transaction wrote it
-                self.teller.show_approval(run, approval, method="approval_expired")
+            self.relay.send_owed(approval.approval_id)  # its card redrawn "expired, not executed"
             (end_run or self.execute)(approval.run_id)
         return expired
 

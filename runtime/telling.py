@@ -129,15 +129,11 @@ class Teller:
         if now is not None and now.status != "pending":
             self.show_approval(run, now)
 
-    def show_approval(self, run: RunRecord, approval: ApprovalRecord, method: str = "approval_decided",
-                      grant: GrantRecord | None = None) -> None:
-        """Bring the approval's message in line with its status, and remember that it is; `grant`:
-        the grant its approve just made, as the decision returned it (otherwise read)."""
-        # With no notifier nobody is shown anything, so there is nothing to remember (a write saved).
-        if self.notifier is None:
-            return
-        if self.notify(method, run, approval, self.card_of(run, approval, grant)) is not FAILED:
-            self.store.mark_approval_shown(approval.approval_id, approval.status)
+    def show_approval(self, run: RunRecord, approval: ApprovalRecord) -> None:
+        """Show on the approval's message the outcome a click landed on before the message's place
+        was recorded (the redraw its decision owes waits for that place: `relay.Relay`)."""
+        if self.notifier is not None:
+            self.notify("approval_decided", run, approval, self.card_of(run, approval))
 
     def card_of(self, run: RunRecord, approval: ApprovalRecord, grant: GrantRecord | None = None) -> Card:
         """What `approval`'s card shows besides it, read here so that no notifier reads the store:
@@ -189,8 +185,8 @@ class Teller:
     # -- after a crash or an outage ---------------------------------------------------------
 
     def resync(self, min_age: timedelta) -> None:
-        """Re-post approvals whose post failed (once older than `min_age`), update messages showing
-        another outcome than the stored one, and re-tell endings nobody heard of."""
+        """Re-post approvals whose post failed (once older than `min_age`) and re-tell endings nobody
+        heard of (a card's redraws are the outbox's: `relay.Relay`)."""
         if self.notifier is None:
             return
         with self._unrecorded_lock:
@@ -207,15 +203,11 @@ class Teller:
         # A run whose state cannot be read is skipped (and logged), never allowed to stop the pass:
         # the other runs' messages and recoveries come after it.
         unposted = self.store.list_approvals(status="pending", unposted=True, older_than=min_age)
-        stale = self.store.approvals_out_of_sync()
-        runs = self.store.runs_by_id([a.run_id for a in [*unposted, *stale]])
+        runs = self.store.runs_by_id([a.run_id for a in unposted])
         for approval in unposted:
             if _readable(runs.get(approval.run_id)):
                 self._holding(approval.run_id, functools.partial(self._repost, runs[approval.run_id],
                                                                  approval.approval_id))
-        for approval in stale:  # an update shows the same thing however often it is made
-            if _readable(runs.get(approval.run_id)):
-                self.show_approval(runs[approval.run_id], approval)
         for run in self.store.runs_out_of_sync(tuple(sorted(ENDINGS))):
             if _readable(run):
                 self._holding(run.run_id, functools.partial(self._retell_end, run.run_id))

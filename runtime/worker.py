@@ -34,6 +34,7 @@ from signoff.runtime.records import (
     GrantRecord,
     RunRecord,
 )
+from signoff.runtime.relay import Relay
 from signoff.runtime.state import TERMINAL
 from signoff.runtime.telling import ENDINGS, Teller
 from signoff.runtime.tool_calls import NotGranted, Outcome, Refused
@@ -49,11 +50,11 @@ class Worker:
     """Drives runs one at a time per call of `execute`, safe to call from several threads and replicas."""
 
     def __init__(self, store: Store, tools: dict[str, Tool], policies: Callable[[str], Policy],
-                 config: RunnerConfig, teller: Teller, clock: Callable[[], float],
+                 config: RunnerConfig, teller: Teller, relay: Relay, clock: Callable[[], float],
                  may_approve: MayApprove | None = None) -> None:
         self.store, self.tools, self.policies = store, tools, policies
         self.config, self.teller, self.clock = config, teller, clock
-        self.parts = PassParts(store, config, teller, clock)
+        self.parts = PassParts(store, config, teller, relay, clock)
         self.may_approve: MayApprove = may_approve or (lambda user, run, approvers: None)
         self._holding: dict[str, tuple[str, float]] = {}
         """Run id -> the lease owner a write of this runner took it for, and when (by `clock`)."""

@@ -10,12 +10,15 @@ import random
 import threading
 import time
 
+from sqlalchemy import func, select
+
 from scenarios.drive import Driver, messages_with
 from scenarios.outcome import Outcome, observed
 from scenarios.pgserver import PrivateServer, Unavailable
 from scenarios.serve import Serve
 from scenarios.world import World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION
+from signoff.runtime.adapters.tables import notices
 
 SCRIPT = [
     {"tool": "lookup", "args": {"query": "order A-3003"}},
@@ -129,4 +132,10 @@ def _let_recovery_repair_cards(world: World) -> None:
     """An update of a card may have been lost to the outage after the decision was saved; the
     recovery job repairs it on its next passes. Give it those passes (bounded), then I6 judges."""
     with contextlib.suppress(TimeoutError):
-        wait_until(lambda: not world.db.store.approvals_out_of_sync(), 15, interval=0.2)
+        wait_until(lambda: not _redraws_owed(world), 15, interval=0.2)
+
+
+def _redraws_owed(world: World) -> int:
+    """The card redraws the outbox still owes (sent by recovery once Slack and the database are back)."""
+    with world.db.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(notices).where(notices.c.kind == "redraw")).scalar_one())

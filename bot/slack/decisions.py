@@ -307,7 +307,6 @@ class Decisions:
                 more = "1 more person approves" if missing == 1 else f"{missing} more people approve"
                 self.notices.tell(where, f"Your approval is counted: {approval_progress(approval, blocks.user)}. "
                                          f"`{blocks.safe(approval.tool, 64)}` runs once {more}.", modal)
-                self._settle_card(approval)
             case AlreadyCounted(approval=approval):
                 self.notices.tell(where, f"You already decided this one; one person counts once "
                                          f"({approval_progress(approval, blocks.user)}).", modal)
@@ -327,16 +326,6 @@ class Decisions:
         if approval is None or console is None:
             return not_done_text(reason)
         return f"{not_done_text(reason)}\n<{approval_page(console, approval)}|Approve it on its page>"
-
-    def _settle_card(self, counted: ApprovalRecord) -> None:
-        """After a counted approval re-rendered the card, show the approval as it is now if another
-        decision closed it meanwhile: that one's update may have reached Slack before ours, which
-        would otherwise leave live buttons and a stale count on a decided card."""
-        now = self.runner.get_approval(counted.approval_id)
-        if now is not None and now.status != "pending":
-            run = self.runner.get_run(now.run_id, history=False)
-            if run is not None:
-                self.runner.teller.show_approval(run, now)
 
     def _refresh_clicked(self, approval: ApprovalRecord, where: Where) -> None:
         """The clicked message may be a copy of the request (a post that timed out but arrived, then

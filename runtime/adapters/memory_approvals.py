@@ -250,12 +250,7 @@ class MemoryApprovals(MemoryNotices):
             approval = self._approvals.get(approval_id)
             if approval is None:
                 return None
-            return approval.change(message=thaw(freeze(message)), shown_status="pending")
-
-    def mark_approval_shown(self, approval_id: str, status: str) -> None:
-        with self._lock:
-            if approval_id in self._approvals:
-                self._approvals[approval_id].change(shown_status=status)
+            return approval.change(message=thaw(freeze(message)))
 
 
 def copied(value: _Kept) -> _Kept:

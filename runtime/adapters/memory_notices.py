@@ -43,7 +43,8 @@ class MemoryNotices(MemoryReads):
             held: list[HeldNotice] = []
             for owed in sorted(firsts.values(), key=lambda o: o.seq):
                 if len(held) < limit and owed.next_at <= now and approval_id in (None, owed.notice.approval_id):
-                    owed.next_at, owed.tries = now + fence, owed.tries + 1
+                    owed.next_at = owed.next_at if not owed.notice.fenced else now + fence
+                    owed.tries += 1
                     held.append(HeldNotice(owed.seq, owed.run_id, owed.notice, owed.made_at, owed.tries))
             return held
 

@@ -200,13 +200,6 @@ class MemoryReads:
                 before=before)]
             return [a.out() for a in newest_first(chosen, "requested_at")[:limit]]
 
-    def approvals_out_of_sync(self, limit: int = 50) -> list[ApprovalRecord]:
-        with self._lock:
-            since = self.now() - RESYNC_WINDOW
-            chosen = [a for a in self._approvals.values() if a.record.requested_at >= since
-                      and a.record.message is not None and a.record.shown_status != a.record.status
-                      and not (a.record.shown_status == "approved" and a.record.status == "consumed")]
-            return [a.out() for a in oldest_first(chosen, "requested_at")[:limit]]
 
 def _matches(record: ApprovalRecord, *, status: str | None, run_id: str | None, exclude_requester: str | None,
              unposted: bool, before: datetime | None) -> bool:

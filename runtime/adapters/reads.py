@@ -95,18 +95,6 @@ class SqlReads:
                                 .order_by(tool_executions.c.started_at)).all()
         return [dict(r._mapping, result=loads(r.result)) for r in rows]
 
-    def approvals_out_of_sync(self, limit: int = 50) -> list[ApprovalRecord]:
-        """Posted approvals whose message does not show their status (a crash or Slack outage in between)."""
-        shown_as_approved = and_(approvals.c.shown_status == "approved", approvals.c.status == "consumed")
-        with self.engine.connect() as conn:
-            query = (select(approvals).where(
-                approvals.c.requested_at >= self._now(conn) - RESYNC_WINDOW,  # bounded, however long the table grows
-                approvals.c.message.is_not(None),
-                or_(approvals.c.shown_status.is_(None), approvals.c.shown_status != approvals.c.status),
-                ~shown_as_approved,
-            ).order_by(approvals.c.requested_at).limit(limit))
-            return with_votes(conn, conn.execute(query).all())
-
     def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
         """Runs that ended (in `statuses`) without people being told, and that no live worker holds
         (a worker tells before it lets go, so a held run may be being told right now)."""

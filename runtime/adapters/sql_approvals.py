@@ -288,17 +288,12 @@ class SqlApprovals(SqlTransactions):
         return [change.after for change in changes]
 
     def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
-        """Record where the request was posted (showing it pending); returns the approval as it is now."""
+        """Record where the request was posted; returns the approval as it is now."""
         with self._tx() as conn:
             conn.execute(update(approvals).where(approvals.c.approval_id == approval_id)
-                         .values(message=canonical_json(message), shown_status="pending"))
+                         .values(message=canonical_json(message)))
             row = conn.execute(select(approvals).where(approvals.c.approval_id == approval_id)).first()
         return approval_record(row) if row else None
-
-    def mark_approval_shown(self, approval_id: str, status: str) -> None:
-        with self._tx() as conn:
-            conn.execute(update(approvals).where(approvals.c.approval_id == approval_id)
-                         .values(shown_status=status))
 
 
 def _start_granted(conn: Connection, call: StartingCall, granted_by: str) -> ExecutionStart:

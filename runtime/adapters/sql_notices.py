@@ -2,7 +2,7 @@
 
 A take is a compare-and-set on `next_at`: of two replicas taking the same notice, the second
 finds it moved a fence ahead (PostgreSQL re-reads the row it waited for; SQLite writes one at a
-time) and leaves it. Only the first notice owed of an approval is taken, so that its messages go
+time) and leaves it; a redraw is left open (`notices.Redraw`). Only the first notice owed of an approval is taken, so that its messages go
 out in the order they were owed.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import case, delete, select, update
 from sqlalchemy.orm import aliased
 
 from signoff.runtime.adapters.sql_approvals import SqlTransactions
 from signoff.runtime.adapters.tables import notices
-from signoff.runtime.notices import KINDS, HeldNotice, notice_from
+from signoff.runtime.notices import KINDS, UNFENCED, HeldNotice, notice_from
 
 
 class SqlNotices(SqlTransactions):
@@ -35,8 +35,9 @@ class SqlNotices(SqlTransactions):
             held = []
             due = query.where(notices.c.next_at <= now).order_by(notices.c.seq).limit(limit)
             for seq in conn.execute(due).scalars().all():
+                fenced = case((notices.c.kind.in_(sorted(UNFENCED)), notices.c.next_at), else_=now + fence)
                 row = conn.execute(update(notices).where(notices.c.seq == seq, notices.c.next_at <= now)
-                                   .values(next_at=now + fence, tries=notices.c.tries + 1)
+                                   .values(next_at=fenced, tries=notices.c.tries + 1)
                                    .returning(notices)).one_or_none()
                 if row is not None:
                     held.append(HeldNotice(row.seq, row.run_id, notice_from(row.kind, row.approval_id, json.loads(row.body)),

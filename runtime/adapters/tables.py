@@ -112,8 +112,6 @@ approvals = Table(
     Column("decided_by", String(64), nullable=True),
     Column("note", Text, nullable=True),
     Column("message", Text, nullable=True),
-    # The status the message shows now; recovery brings every message in line with `status`.
-    Column("shown_status", String(16), nullable=True),
     Column("consumed_at", UTCDateTime, nullable=True),
     # The hash of the tool's contract the call was proposed under (see `Tool.contract`).
     Column("contract", String(32), nullable=True),

@@ -97,6 +97,7 @@ def test_a_decided_card_keeps_the_preview_and_budget_it_was_approved_on_when_red
     assert "*Preview*: what it will do" in text_of(card) and preview in text_of(card)
     assert "budget used: steps 1/8" in text_of(card)
 
+    slack.fail("chat.update", times=1000)  # Slack refuses every update as Lee approves: the card's redraw stays owed
     assert signoff.click(card, APPROVE_ACTION, "U0LEAD").status == 200
     signoff.settle()
     moved_on = signoff.run(run.run_id)  # the call ran and the run went on: its pending call cleared, its usage grown
@@ -104,25 +105,25 @@ def test_a_decided_card_keeps_the_preview_and_budget_it_was_approved_on_when_red
     store = signoff.runner.store
     approval = store.list_approvals(run_id=run.run_id)[0]
     assert approval.status == "consumed"
+    assert APPROVE_ACTION in text_of(slack.message(card["channel"], card["ts"]))  # the card still offers Approve
+    slack.heal("chat.update")
 
-    # Recovery finds the card showing another status than the stored one (its update was lost),
-    # and redraws it from the run as it is now.
-    updates = len(slack.calls_to("chat.update"))
-    store.mark_approval_shown(approval.approval_id, "pending")
-    signoff.runner.teller.resync(timedelta(0))
-    assert len(slack.calls_to("chat.update")) == updates + 1
+    # A replica that never saw it asked (or this one after a restart) sends the redraw owed, once its
+    # backoff passed, drawn from what the approval keeps, not from the run as it is now.
+    other_replica.clock.advance(minutes=6)
+    other_replica.runner.recover(timedelta(0))
     redrawn = text_of(slack.message(card["channel"], card["ts"]))
     assert "*Approved* by <@U0LEAD>" in redrawn and APPROVE_ACTION not in redrawn
     assert "*Preview*: what it will do" in redrawn and preview in redrawn
     assert "budget used: steps 1/8" in redrawn and "steps 3/8" not in redrawn
+    drawn = len(card_updates(slack, card))
+    signoff.clock.advance(minutes=6)
+    signoff.runner.recover(timedelta(0))
+    assert len(card_updates(slack, card)) == drawn  # owed no more: drawn once
 
-    # A replica that never saw it asked (or this one after a restart) draws it the same: the
-    # approval keeps what its card showed when it was asked.
-    store.mark_approval_shown(approval.approval_id, "pending")
-    other_replica.runner.teller.resync(timedelta(0))
-    elsewhere = text_of(slack.message(card["channel"], card["ts"]))
-    assert "*Approved* by <@U0LEAD>" in elsewhere and "*Preview*: what it will do" in elsewhere
-    assert preview in elsewhere and "budget used: steps 1/8" in elsewhere and "steps 3/8" not in elsewhere
+
+def card_updates(slack, card: dict) -> list[dict]:
+    return [c for c in slack.calls_to("chat.update") if (c.get("channel"), c.get("ts")) == (card["channel"], card["ts"])]
 
 
 def test_a_turns_card_keeps_each_calls_preview_and_its_budget_when_redrawn_after_the_run_went_on(signoff, slack):
@@ -135,16 +136,17 @@ def test_a_turns_card_keeps_each_calls_preview_and_its_budget_when_redrawn_after
     card = signoff.approval_message()
     asked = text_of(card)
     assert asked.count("*Preview*: what it will do") == 2 and "budget used: steps 1/8" in asked
+    slack.fail("chat.update", times=1000)  # the card's redraws stay owed while the run goes on
     for block in [b for b in card["blocks"] if b["type"] == "actions"
                   and b["elements"][0]["action_id"] == APPROVE_ACTION][:2]:
         assert signoff.click({**card, "blocks": [block]}, APPROVE_ACTION, "U0LEAD").status == 200
         signoff.settle()
     assert signoff.run(run.run_id).status == "done" and signoff.run(run.run_id).state["batch"] is None
+    assert APPROVE_ACTION in text_of(slack.message(card["channel"], card["ts"]))
 
-    store = signoff.runner.store
-    for approval in store.list_approvals(run_id=run.run_id):  # recovery redraws the card of the turn
-        store.mark_approval_shown(approval.approval_id, "pending")
-    signoff.runner.teller.resync(timedelta(0))
+    slack.heal("chat.update")
+    signoff.clock.advance(minutes=6)
+    signoff.runner.recover(timedelta(0))  # recovery sends the redraws the card of the turn is owed
     now = text_of(slack.message(card["channel"], card["ts"]))
     assert now.count("*Approved* by <@U0LEAD>") == 2
     assert now.count("*Preview*: what it will do") == 2 and "budget used: steps 1/8" in now

@@ -110,6 +110,11 @@ class FakeSlack:
         with self._lock:
             self._faults.setdefault(method, []).append(_Fault(times, status, retry_after, delay))
 
+    def heal(self, method: str) -> None:
+        """Forget the faults still waiting for `method`: it answers normally again."""
+        with self._lock:
+            self._faults.pop(method, None)
+
     def slow(self, method: str, seconds: float, times: int = 1) -> None:
         """Answer the next `times` calls to `method` normally, but only after `seconds`."""
         self.fail(method, times, status=200, delay=seconds)

@@ -9,7 +9,10 @@ from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from signoff.runtime.adapters.db import MIGRATIONS, current_revision, head_revision, upgrade
+from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.adapters.tables import metadata
+from signoff.runtime.notices import Redraw
+from signoff.runtime.relay import FENCE
 
 
 def test_migrated_database_has_every_table_column_and_index_the_store_uses(engine: Engine) -> None:
@@ -45,3 +48,26 @@ def test_a_database_of_the_first_schema_upgrades_with_its_approvals_and_their_ke
         conn.execute(insert, {**row, "id": "apr_2", "status": "pending"})
     with pytest.raises(IntegrityError), engine.begin() as conn:
         conn.execute(insert, {**row, "id": "apr_3", "status": "approved"})
+
+
+def test_cards_left_out_of_line_before_the_outbox_are_owed_a_redraw_after_the_upgrade(engine: Engine) -> None:
+    """0014 -> 0015: a posted card whose `shown_status` differed from its approval's status (a crash
+    or a Slack outage before it was redrawn) becomes a redraw owed; one in line owes nothing."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0014")
+    insert = text("INSERT INTO approvals (approval_id, run_id, step, tool, args, key, digest, status, requester, "
+                  "requested_at, expires_at, message, shown_status, quorum) VALUES (:id, 'run-1', 1, 'send', '{}', "
+                  ":id, 'd', :status, 'U1', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, :message, :shown, 1)")
+    posted = '{"channel": "C1", "ts": "1.1"}'
+    with engine.begin() as conn:
+        for approval_id, status, message, shown in [("apr_stale", "approved", posted, "pending"),
+                                                     ("apr_in_line", "denied", posted, "denied"),
+                                                     ("apr_used", "consumed", posted, "approved"),
+                                                     ("apr_unposted", "approved", None, None)]:
+            conn.execute(insert, {"id": approval_id, "status": status, "message": message, "shown": shown})
+    assert upgrade(engine) == ("0014", head_revision())
+    owed = SqlStore(engine).take_notices(FENCE)
+    assert [(held.run_id, held.notice) for held in owed] == [("run-1", Redraw(approval_id="apr_stale"))]

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from store_harness import Told
-from test_policy_runs import ADA, LEE, NUDGING, paused, runner_with
+from test_policy_runs import ADA, KIM, LEE, NUDGING, QUORUM_2, paused, runner_with
 
 from signoff.runtime.failpoints import FailpointHit
-from signoff.runtime.notices import Escalate, Redraw, Remind
+from signoff.runtime.notices import Escalate, HeldNotice, Redraw, Remind
 from signoff.runtime.ports import Store
-from signoff.runtime.records import Decided
+from signoff.runtime.records import Counted, Decided
 from signoff.runtime.relay import FENCE, retry_in
 
 
@@ -108,7 +108,7 @@ def test_a_notice_taken_is_fenced_from_every_other_taker_and_an_approvals_notice
     assert (again.seq, again.tries) == (first.seq, 2)
     store.notice_sent(again.seq)
     [second] = store.take_notices(FENCE)
-    assert second.notice == Redraw(approval_id=approval.approval_id)
+    assert second.notice == Remind(approval_id=approval.approval_id, first=True)
     store.notice_failed(second.seq, timedelta(seconds=30), "slack is down")
     assert store.take_notices(FENCE) == []
     clock.advance(seconds=30)
@@ -116,7 +116,7 @@ def test_a_notice_taken_is_fenced_from_every_other_taker_and_an_approvals_notice
     [retried] = store.take_notices(FENCE, approval_id=approval.approval_id)
     store.notice_sent(retried.seq)
     [third] = store.take_notices(FENCE)
-    assert third.notice == Remind(approval_id=approval.approval_id, first=True)
+    assert third.notice == Redraw(approval_id=approval.approval_id)  # its card shows Ada among its approvers
 
 
 def test_replicas_taking_at_once_each_take_a_notice_once(store: Store, effects: Path, clock: Any) -> None:
@@ -124,8 +124,8 @@ def test_replicas_taking_at_once_each_take_a_notice_once(store: Store, effects: 
     for _ in range(6):
         paused(runner)
     clock.advance(minutes=9, seconds=30)
-    store.nudge_due()  # three notices owed of each of six approvals
-    taken: list[int] = []
+    store.nudge_due()  # three notices owed of each of six approvals: two fenced, and a redraw
+    taken: list[HeldNotice] = []
     lock, start = threading.Lock(), threading.Barrier(4)
 
     def replica() -> None:
@@ -133,7 +133,7 @@ def test_replicas_taking_at_once_each_take_a_notice_once(store: Store, effects: 
         for _ in range(10):
             for held in store.take_notices(FENCE, limit=2):
                 with lock:
-                    taken.append(held.seq)
+                    taken.append(held)
                 store.notice_sent(held.seq)
 
     threads = [threading.Thread(target=replica) for _ in range(4)]
@@ -141,4 +141,47 @@ def test_replicas_taking_at_once_each_take_a_notice_once(store: Store, effects: 
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(taken) == len(set(taken)) == 18
+    fenced = [held.seq for held in taken if held.notice.fenced]
+    assert len(fenced) == len(set(fenced)) == 12  # each said once, whichever replica took it
+    assert len({held.seq for held in taken}) == 18  # and each redraw drawn, perhaps twice
+
+
+class SlowCard(Told):
+    """A Slack whose update of a card showing one vote is still on its way while Kim's approve,
+    made on another replica, is drawn first: ours lands last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runner: Any = None
+        self.drawn: list[tuple[str, str]] = []
+
+    def approval_updated(self, run: Any, approval: Any, card: Any) -> None:
+        if approval.status == "pending" and not self.drawn:
+            self.runner.decide(approval.approval_id, approval.digest, KIM, True)
+        self.drawn.append(("approval_updated", approval.status))
+
+    def approval_decided(self, run: Any, approval: Any, card: Any) -> None:
+        self.drawn.append(("approval_decided", approval.status))
+
+
+def test_a_card_update_that_lands_after_a_newer_one_is_drawn_again_so_the_card_ends_as_the_approval_is(
+        store: Store, effects: Path) -> None:
+    slack = SlowCard()
+    runner = runner_with(store, effects, QUORUM_2, notifier=slack)
+    slack.runner = runner
+    _, approval = paused(runner)
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Counted)
+    assert ("approval_updated", "pending") in slack.drawn  # Lee's vote was drawn, and landed after Kim's approve
+    assert slack.drawn[-1] == ("approval_decided", "approved")  # so it was drawn again: the card is not left live
+    assert store.take_notices(FENCE) == []
+
+
+def test_a_redraw_is_left_open_to_other_takers_so_a_replica_dying_mid_draw_leaves_nothing_to_wait_for(
+        store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, QUORUM_2)  # nobody to tell: the vote's redraw stays owed
+    _, approval = paused(runner)
+    store.set_approval_message(approval.approval_id, {"channel": "C1", "ts": "1.0"})
+    store.decide(approval.approval_id, approved=True, user=LEE, digest=approval.digest)
+    [taken] = store.take_notices(FENCE)
+    [again] = store.take_notices(FENCE)
+    assert taken.notice == again.notice == Redraw(approval_id=approval.approval_id) and again.tries == 2

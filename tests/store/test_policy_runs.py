@@ -307,14 +307,34 @@ rules:
     assert after.get_approval(approval.approval_id).votes == ()
 
 
-def test_a_counted_vote_whose_card_update_was_lost_is_shown_by_recovery(store: Store, effects: Path) -> None:
+def test_a_counted_vote_whose_card_update_was_lost_is_shown_by_recovery(store: Store, effects: Path,
+                                                                       clock: Any) -> None:
     runner = runner_with(store, effects, QUORUM_2)
     run, approval = paused(runner)
     store.set_approval_message(approval.approval_id, {"channel": "C1", "ts": "1.0"})
-    runner.teller.notifier = None  # Slack is down while Lee approves: the card still shows no votes
+    slack = DownSlack()
+    runner.teller.notifier = slack  # Slack is down while Lee approves: the card still shows no votes
     assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Counted)
-    [stale] = store.approvals_out_of_sync()
-    assert (stale.approval_id, stale.approved_by) == (approval.approval_id, (LEE,))
+    assert slack.drawn == []
+    slack.down = False
+    clock.advance(seconds=10)
+    runner.recover()
+    [(drawn, approved_by)] = slack.drawn
+    assert (drawn, approved_by) == (approval.approval_id, (LEE,))
+
+
+class DownSlack(Told):
+    """Draws a pending card's update only while Slack is up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+        self.drawn: list[tuple[str, tuple[str, ...]]] = []
+
+    def approval_updated(self, run: Any, approval: Any, card: Any) -> None:
+        if self.down:
+            raise ConnectionError("slack is down")
+        self.drawn.append((approval.approval_id, approval.approved_by))
 
 
 @pytest.mark.parametrize("on_expiry", ["end", "continue"])
