@@ -315,3 +315,15 @@ def test_the_library_keeps_its_modules_and_functions_short():
     assert shape["modules"]["count"] > 200  # it read the library, not an empty folder
     assert shape["modules"]["over_limit"] == []
     assert [f for f in shape["functions"]["over_limit"] if "/migrations/" not in f["path"]] == []
+
+
+def test_click_path_follows_one_approve_from_the_listener_through_the_commit_to_the_tool():
+    from bench import click_path
+
+    found = click_path.follow_one_click()
+    assert found["to_the_decision"][0].startswith("bot/slack/") and found["to_the_decision"][-1] == click_path.COMMIT
+    assert found["to_the_handoff"][-1] == click_path.HANDOFF and "runtime/runner.py:execute" in found["to_the_handoff"]
+    assert found["to_the_tool"][-1] == "runtime/tool_calls.py:run"
+    assert found["calls"] >= found["functions"] >= found["modules"] > 10
+    assert all(" -> bot/" in edge and edge.startswith("runtime/") for edge in found["calls_into_the_edge"])
+    assert "hops to the decision's commit" in click_path.markdown(found)
