@@ -281,12 +281,13 @@ class Agent:
         """Make `step`'s state the run's, and keep its events (and ledger outcome) for the commit."""
         self._run, self._view = step.state, None
         self._json.append(step.state.history[len(self._json.history):])
-        self._step.events.extend(step.events)
+        events = step.as_events()
+        self._step.events.extend(events)
         self._step.effects.extend(step.effects)
         if step.execution is not None:
             self._step.execution = step.execution
         if self.on_event is not None:
-            for event in step.events:
+            for event in events:
                 self.on_event(event)
 
     def _commit(self, *, last: bool) -> bool:

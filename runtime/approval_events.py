@@ -10,35 +10,15 @@ events have always been written: a reader of an older event and of a newer one r
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from signoff.runtime.events import EventType
-from signoff.runtime.events import event as audit_event
-
-_LEFT_OUT_WHEN_NONE = {"omit_if_none": True}
-
-
-def _optional() -> Any:
-    """A field written only when it has a value."""
-    return field(default=None, metadata=_LEFT_OUT_WHEN_NONE)
+from signoff.runtime.events import EventType, TypedEvent, optional
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Event:
-    type: ClassVar[EventType]
-
-    def as_event(self) -> dict[str, Any]:
-        """The event as the audit log keeps it: its `type`, then its fields."""
-        written = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                   if not (f.metadata.get("omit_if_none") and getattr(self, f.name) is None)}
-        return audit_event(self.type, **written)
-
-
-@dataclass(frozen=True, kw_only=True)
-class _OfACall(_Event):
+class _OfACall(TypedEvent):
     """What every event of an approval names, so that a reader of one event alone knows which call
     of which rule it is about."""
 
@@ -58,8 +38,8 @@ class VoteRecorded(_OfACall):
     note: str
     approvals: int
     quorum: int
-    step_up: Mapping[str, Any] | None = _optional()
-    break_glass: Mapping[str, Any] | None = _optional()
+    step_up: Mapping[str, Any] | None = optional()
+    break_glass: Mapping[str, Any] | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,14 +56,14 @@ class ApprovalExpired(_OfACall):
     decision was not acted on in time (`approved_by`, `reason`)."""
 
     type: ClassVar[EventType] = "approval_expired"
-    waited_seconds: float | None = _optional()
-    noticed_by: str | None = _optional()
-    approved_by: str | None = _optional()
-    reason: str | None = _optional()
+    waited_seconds: float | None = optional()
+    noticed_by: str | None = optional()
+    approved_by: str | None = optional()
+    reason: str | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)
-class GrantCreated(_Event):
+class GrantCreated(TypedEvent):
     """An approve made the grant its rule offers ("Approve + allow similar")."""
 
     type: ClassVar[EventType] = "grant_created"
@@ -97,25 +77,22 @@ class GrantCreated(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ApprovalReminded(_Event):
+class ApprovalReminded(TypedEvent):
     type: ClassVar[EventType] = "approval_reminded"
     approval_id: str
     key: str
 
 
 @dataclass(frozen=True, kw_only=True)
-class ApprovalEscalated(_Event):
+class ApprovalEscalated(TypedEvent):
     type: ClassVar[EventType] = "approval_escalated"
     approval_id: str
     key: str
     added: tuple[str, ...]
 
-    def as_event(self) -> dict[str, Any]:
-        return {**super().as_event(), "added": list(self.added)}
-
 
 @dataclass(frozen=True, kw_only=True)
-class GlassReviewed(_Event):
+class GlassReviewed(TypedEvent):
     """The break-glass's review: confirmed or flagged, and whether it came after its deadline."""
 
     type: ClassVar[EventType] = "break_glass_reviewed"
@@ -128,7 +105,7 @@ class GlassReviewed(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GlassFollowedUp(_Event):
+class GlassFollowedUp(TypedEvent):
     """A break-glass's follow-up made: its channels told, its reviewers reminded, or it overdue."""
 
     type: ClassVar[EventType]

@@ -8,10 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from signoff.runtime.call_events import InTurn
 from signoff.runtime.call_outcomes import observe
 from signoff.runtime.effects import AskAbout
 from signoff.runtime.history import ToolCall
-from signoff.runtime.judging import AsksAPerson, Context, Fate, NotMade, RunsUnasked, judged, recorded
+from signoff.runtime.judging import (
+    AsksAPerson,
+    Context,
+    Fate,
+    NotMade,
+    RunsUnasked,
+    approval_requested,
+    judged,
+    recorded,
+)
 from signoff.runtime.loop import AskApproval, Draft, RunPreview, RunTool, Step
 from signoff.runtime.pending_calls import Batch, BatchCall
 from signoff.runtime.schema import RunState
@@ -102,15 +112,12 @@ def continue_batch(state: RunState, context: Context) -> Step:
     for pending in waiting:  # each call's preview, before any is asked about
         tool = context.tools.get(pending.tool)
         if tool is not None and tool.preview is not None and pending.preview is None:
-            return draft.then(RunPreview(pending, tool, alone=False))
+            return draft.then(RunPreview(pending, tool))
     if not batch.requested:
         draft.evolve(batch=batch.evolved(requested=True))
+        in_turn = InTurn(policy=context.approval_policy.digest, batch=len(batch.calls))
         for pending in waiting:
-            asked = pending.asked
-            draft.emit("approval_requested", key=pending.key, tool=pending.tool,
-                       args=context.redacted(pending.tool, dict(pending.args)),
-                       rule=asked.rule if asked is not None else None, quorum=asked.quorum if asked is not None else 1,
-                       policy=context.approval_policy.digest, batch=len(batch.calls))
+            draft.record(approval_requested(context, pending, in_turn))
             draft.effects.append(AskAbout(pending.key))
     draft.evolve(pending=waiting[0], status="awaiting_approval")
     return draft.then(AskApproval(waiting[0]))

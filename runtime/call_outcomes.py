@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from signoff.runtime import call_events
 from signoff.runtime.decisions import is_plain_json
 from signoff.runtime.effects import CallChanged
 from signoff.runtime.history import ErrorKind, ToolCall, ToolError, ToolResult
@@ -49,7 +50,8 @@ def after_call(state: RunState, context: Context, action: RunTool, outcome: Outc
             batch = draft.state.batch
             if batch is not None and batch.of(call.key) is not None:
                 draft.evolve(batch=batch.with_call(call.key, runs=False, granted_by=None))
-            return ask_approval(draft, context, call, policy=context.approval_policy.digest, reason=reason)
+            lapsed = call_events.GrantLapsed(policy=context.approval_policy.digest, reason=reason)
+            return ask_approval(draft, context, call, lapsed)
         case Unknown(reason=reason):
             return needs_reconciliation(draft, call, reason)
         case TimedOut(message=message) if tool.side_effect:
@@ -70,16 +72,17 @@ def preview_changed(draft: Draft, context: Context, call: PendingCall, now: Prev
     preview as it is now beside the one that was approved."""
     was = call.preview
     changed = call.evolved(preview=now.evolved(was=was.shown if was is not None else None))
-    draft.emit("preview_changed", key=call.key, tool=call.tool, was=was.digest if was is not None else None,
-               now=now.digest)
+    draft.record(call_events.PreviewChanged(key=call.key, tool=call.tool, was=was.digest if was is not None else None,
+                                            now=now.digest))
     draft.effects.append(CallChanged(call.key))
     draft.revise(changed)
     draft.evolve(status="running")
     batch = draft.state.batch
     if batch is not None and batch.of(call.key) is not None:
         draft.evolve(batch=batch.with_call(call.key, pending=changed, runs=False, allowed_by=None, granted_by=None))
-    return ask_approval(draft, context, changed, policy=context.approval_policy.digest, supersedes=True,
-                        reason="the preview changed since it was approved")
+    why = call_events.NewPreview(policy=context.approval_policy.digest,
+                                 reason="the preview changed since it was approved")
+    return ask_approval(draft, context, changed, why)
 
 
 def through_ledger(tool: Tool | None, call: PendingCall) -> bool:
@@ -90,19 +93,26 @@ def through_ledger(tool: Tool | None, call: PendingCall) -> bool:
 
 
 def record_execution(draft: Draft, context: Context, call: PendingCall, ok: bool, value: Any, seconds: float,
-                     **extra: Any) -> None:
+                     retried: bool | None = None, reconciled: bool = False) -> None:
+    """What came of running `call`: counted in the usage, audited, and for a call started through
+    the ledger its outcome (`retried`: a person asked to run it again after its outcome was lost;
+    `reconciled`: a person said what came of it, and it was not run)."""
     tool = context.tools.get(call.tool)
     usage = draft.usage
     draft.evolve(usage=usage.evolved(tool_calls=usage.tool_calls + 1))
-    side_effect = bool(tool and tool.side_effect)
-    draft.emit("tool_executed" if ok else "tool_failed", tool=call.tool, key=call.key, seconds=round(seconds, 6),
-               side_effect=side_effect, **extra, **({"error": value} if not ok else {}))
+    side_effect, seconds = bool(tool and tool.side_effect), round(seconds, 6)
+    if ok:
+        draft.record(call_events.ToolExecuted(tool=call.tool, key=call.key, seconds=seconds, side_effect=side_effect,
+                                              retried=retried, reconciled=reconciled))
+    else:
+        draft.record(call_events.ToolFailed(tool=call.tool, key=call.key, seconds=seconds, side_effect=side_effect,
+                                            error=value))
     if through_ledger(tool, call):
         if side_effect:
             settle(draft, call, "executed" if ok else "attempted")
         draft.evolve(pending=None)
         draft.execution = {"key": call.key, "tool": call.tool, "ok": ok, "result" if ok else "error": value,
-                           "seconds": round(seconds, 6)}
+                           "seconds": seconds}
 
 
 def settle(draft: Draft, call: PendingCall, outcome: str) -> None:

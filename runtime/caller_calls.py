@@ -15,6 +15,7 @@ that asked instead of running it:
 
 from __future__ import annotations
 
+from signoff.runtime.call_events import CallHandedToCaller
 from signoff.runtime.call_outcomes import after_call, needs_reconciliation
 from signoff.runtime.errors import InvalidTransition
 from signoff.runtime.judging import Context
@@ -30,8 +31,8 @@ def hand_over(state: RunState, action: RunTool) -> Step:
     draft = Draft(state)
     call = action.call.evolved(handed=Handed(allowed_by=action.allowed_by, granted_by=action.granted_by))
     draft.evolve(status="awaiting_caller", pending=call)
-    draft.emit("call_handed_to_caller", key=call.key, tool=call.tool, allowed_by=action.allowed_by,
-               granted_by=action.granted_by)
+    draft.record(CallHandedToCaller(key=call.key, tool=call.tool, allowed_by=action.allowed_by,
+                                    granted_by=action.granted_by))
     return draft.then(Stop("awaiting_caller"))
 
 

@@ -1,19 +1,23 @@
 """Every kind of audit event a run records, named once, with what it means. Pure.
 
 An event is a JSON object whose `type` is one of `EventType`; the rest of it is the event's own
-fields. The loop's transitions say theirs with `Draft.emit`, which takes only these names (so a
-misspelt one is a type error, not a silent new kind of event); the events that the runner and
-the stores write outside a step are built here, once, so the SQL and in-memory stores write the
-same thing. `EVENT_MEANINGS` is the table docs/audit.md shows.
+fields. The loop's transitions and an approval's say theirs as typed values, one frozen type for
+each kind (`loop_events.py`, `call_events.py`, `approval_events.py`), each a `TypedEvent`: a
+misspelt or missing field is an error where the event is made, not a silent new shape of event.
+The events that the runner and the stores write outside a step are built here, once, so the SQL
+and in-memory stores write the same thing. `EVENT_MEANINGS` is the table docs/audit.md shows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Literal, get_args
+from typing import Any, ClassVar, Final, Literal, get_args
 
 from signoff.runtime.schema import STATUSES, Status
+from signoff.runtime.values import Value
 
 EventType = Literal[
     "run_created", "run_started", "decision", "versions_changed", "finished",
@@ -104,6 +108,55 @@ def ending(status: Status) -> EventType:
 def event(event_type: EventType, **fields: Any) -> dict[str, Any]:
     """An event of `event_type` with `fields`, as it is stored."""
     return {"type": event_type, **fields}
+
+
+_LEFT_OUT_AT_DEFAULT, _FLAT = "left_out_at_default", "flat"
+
+FLAT: Final[Mapping[str, bool]] = MappingProxyType({_FLAT: True})
+"""A typed event's field metadata (`field(metadata=FLAT)`): the value's own fields are written in
+its place, not under its name."""
+
+
+def optional(default: Any = None) -> Any:
+    """A field written only when it is not `default` (None: only when it has a value). Fields whose
+    absence says something have always been left out of the events rather than written as null
+    (or false): a reader of an older event and of a newer one reads them alike."""
+    return field(default=default, metadata={_LEFT_OUT_AT_DEFAULT: True})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fields:
+    """Typed fields written as JSON in the order they are declared: a run-state value as its JSON,
+    a tuple as a list, an `optional` field left out at its default, a `FLAT` one's fields in its place."""
+
+    def written(self) -> dict[str, Any]:
+        as_json: dict[str, Any] = {}
+        for declared in dataclasses.fields(self):
+            value = getattr(self, declared.name)
+            if declared.metadata.get(_LEFT_OUT_AT_DEFAULT) and value is declared.default:
+                continue
+            if declared.metadata.get(_FLAT):
+                as_json.update(value.written() if isinstance(value, Fields) else _json_of(value))
+            else:
+                as_json[declared.name] = _json_of(value)
+        return as_json
+
+
+def _json_of(value: Any) -> Any:
+    if isinstance(value, Value):
+        return value.to_json()
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True, kw_only=True)
+class TypedEvent(Fields):
+    """An event of one kind: its `type`, and its fields as `Fields` write them."""
+
+    type: ClassVar[EventType]
+
+    def as_event(self) -> dict[str, Any]:
+        """The event as the audit log keeps it: its `type`, then its fields."""
+        return event(self.type, **self.written())
 
 
 def run_created(goal: str, requester: str, origin: Mapping[str, Any], model: str) -> dict[str, Any]:

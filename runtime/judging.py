@@ -24,11 +24,21 @@ from signoff.runtime.approval_policy import (
     default_policy,
     evaluate,
 )
+from signoff.runtime.call_events import (
+    ApprovalRequested,
+    CallAllowedByGrant,
+    CallAllowedByRule,
+    CallDeniedByRule,
+    GrantNotApplied,
+    Proposed,
+    WhyAsked,
+)
 from signoff.runtime.decisions import is_plain_json, jsonable
 from signoff.runtime.effects import AskAbout
 from signoff.runtime.grants import grant_refusal, grant_unfit
 from signoff.runtime.history import ErrorKind, ToolCall
 from signoff.runtime.loop import AskApproval, Draft, RunPreview, Step
+from signoff.runtime.loop_events import ToolDecision
 from signoff.runtime.pending_calls import Asked, GrantOffer, PendingCall, Preview
 from signoff.runtime.records import GrantRecord
 from signoff.runtime.schema import RunState, Usage
@@ -165,7 +175,7 @@ class AsksAPerson:
     """The call waits for a person, as the policy's `pending.asked` says."""
 
     pending: PendingCall
-    ruled: dict[str, Any]
+    why: Proposed
 
 
 Fate = NotMade | RunsUnasked | AsksAPerson
@@ -184,7 +194,7 @@ def recorded(draft: Draft, context: Context, decision: Mapping[str, Any], defaul
                  role="assistant", step=step, tool=name, args=args,
                  call_id=str(decision.get("call_id") or default_id), **said, **provenance)
     draft.append(call)
-    draft.emit("decision", kind="tool", tool=name, args=context.redacted(name, args))
+    draft.record(ToolDecision(tool=name, args=context.redacted(name, args)))
     return call
 
 
@@ -228,37 +238,40 @@ def _ruled(draft: Draft, context: Context, tool: Tool, pending: PendingCall, che
     (a read no rule names, a rule's allow, a grant), a rule denies it, or a person is asked."""
     key, name, args = pending.key, pending.tool, checked.args
     verdict = context.verdict(tool, args, draft.usage, checked.defaulted)
-    ruled = {"policy": context.approval_policy.digest, **({"errors": list(verdict.errors)} if verdict.errors else {})}
+    policy, errors = context.approval_policy.digest, verdict.errors or None
     match verdict:
         case Allow(rule=None) if not verdict.errors:  # a read-only call no rule names: the common case
             return RunsUnasked(pending, tool)
         case Allow(rule=rule):
-            draft.emit("call_allowed_by_rule", key=key, tool=name, rule=rule, **ruled)
+            draft.record(CallAllowedByRule(key=key, tool=name, rule=rule, policy=policy, errors=errors))
             return RunsUnasked(pending, tool, allowed_by=rule)
         case Deny(rule=rule, reason=reason):
-            draft.emit("call_denied_by_rule", key=key, tool=name, rule=rule, reason=reason, **ruled)
+            draft.record(CallDeniedByRule(key=key, tool=name, rule=rule, reason=reason, policy=policy, errors=errors))
             return NotMade(denied_by_rule(rule, reason), "denied_by_rule", rule)
         case Ask(rule=rule, requirement=requirement):
             asked = asked_by(context, rule, requirement, checked.defaulted)
     pending = pending.evolved(asked=asked)
-    grant = granted(draft, context, pending, ruled)
+    grant = granted(draft, context, pending, errors)
     if grant is not None:
         return RunsUnasked(pending, tool, granted_by=grant.grant_id)
-    return AsksAPerson(pending, ruled)
+    return AsksAPerson(pending, Proposed(policy=policy, errors=errors))
 
 
-def granted(draft: Draft, context: Context, call: PendingCall, ruled: Mapping[str, Any]) -> GrantRecord | None:
+def granted(draft: Draft, context: Context, call: PendingCall,
+            errors: tuple[str, ...] | None = None) -> GrantRecord | None:
     """The grant that lets the asked `call` run unasked, said in the audit log; each grant that
-    covers it but may not, under the policy in force, said too, with why."""
+    covers it but may not, under the policy in force, said too, with why (`errors`: what the
+    policy could not read of its rules as it judged the call)."""
     asked = call.asked
     assert asked is not None, "only an asked call can be granted"
     grant, unfit = context.grant_for(draft.state.run_id, call.tool, asked.rule, call.args, asked.grant)
+    policy = context.approval_policy.digest
     for grant_not_used, reason in unfit:
-        draft.emit("grant_not_applied", key=call.key, tool=call.tool, rule=asked.rule,
-                   grant_id=grant_not_used.grant_id, reason=reason, **ruled)
+        draft.record(GrantNotApplied(key=call.key, tool=call.tool, rule=asked.rule, grant_id=grant_not_used.grant_id,
+                                     reason=reason, policy=policy, errors=errors))
     if grant is not None:
-        draft.emit("call_allowed_by_grant", key=call.key, tool=call.tool, rule=asked.rule, grant_id=grant.grant_id,
-                   granted_by=grant.created_by, **ruled)
+        draft.record(CallAllowedByGrant(key=call.key, tool=call.tool, rule=asked.rule, grant_id=grant.grant_id,
+                                        granted_by=grant.created_by, policy=policy, errors=errors))
     return grant
 
 
@@ -285,18 +298,25 @@ def denied_by_rule(rule: str, reason: str) -> str:
 # -- asking a person -------------------------------------------------------------------------------
 
 
-def ask_approval(draft: Draft, context: Context, pending: PendingCall, **said: Any) -> Step:
-    """Pause on `pending`, asked about as its `asked` says; first, if its tool previews what it
-    would do, take the preview, which the approval then shows and is bound to."""
+def ask_approval(draft: Draft, context: Context, pending: PendingCall, why: WhyAsked) -> Step:
+    """Pause on `pending`, asked about as its `asked` says, for the reason `why`; first, if its tool
+    previews what it would do, take the preview, which the approval then shows and is bound to."""
     tool = context.tools.get(pending.tool)
     if tool is not None and tool.preview is not None and pending.preview is None:
-        return draft.then(RunPreview(pending, tool, said))
-    asked, name = pending.asked, pending.tool
+        return draft.then(RunPreview(pending, tool, why))
     draft.evolve(pending=pending, status="awaiting_approval")
-    draft.emit("approval_requested", key=pending.key, tool=name, args=context.redacted(name, dict(pending.args)),
-               rule=asked.rule if asked is not None else None, quorum=asked.quorum if asked is not None else 1, **said)
+    draft.record(approval_requested(context, pending, why))
     draft.effects.append(AskAbout(pending.key))
     return draft.then(AskApproval(pending))
+
+
+def approval_requested(context: Context, pending: PendingCall, why: WhyAsked) -> ApprovalRequested:
+    """The event of a person asked about `pending`: its arguments as approvers see them, the rule
+    that asks and how many must approve (the built-in policy's one, without a rule)."""
+    asked, name = pending.asked, pending.tool
+    return ApprovalRequested(key=pending.key, tool=name, args=context.redacted(name, dict(pending.args)),
+                             rule=asked.rule if asked is not None else None,
+                             quorum=asked.quorum if asked is not None else 1, why=why)
 
 
 def after_preview(state: RunState, context: Context, action: RunPreview, preview: Preview) -> Step:
@@ -306,7 +326,7 @@ def after_preview(state: RunState, context: Context, action: RunPreview, preview
     call = action.call.evolved(preview=preview)
     if state.batch is not None and state.batch.of(call.key) is not None:
         draft.evolve(batch=state.batch.with_call(call.key, pending=call))
-        if not action.alone:
-            return draft.go_on()
-    return ask_approval(draft, context, call, **action.said)
+    if action.why is None:  # one of a turn's calls: asked with the others once all are previewed
+        return draft.go_on()
+    return ask_approval(draft, context, call, action.why)
 

@@ -13,12 +13,13 @@ A person's request (approve, extend, retry, ...) is a transition too, in `reques
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from signoff.runtime.call_events import WhyAsked
 from signoff.runtime.effects import Effect
-from signoff.runtime.events import EventType, ending
 from signoff.runtime.history import HistoryEntry, ToolError, ToolResult
+from signoff.runtime.loop_events import LoopEvent, as_events, run_ended
 from signoff.runtime.pending_calls import PendingCall
 from signoff.runtime.schema import REOPENABLE, TERMINAL, RunState, Status, Usage
 from signoff.runtime.schema import Stop as StopReason
@@ -65,10 +66,9 @@ class RunPreview:
 
     call: PendingCall
     tool: Tool
-    said: dict[str, Any] = field(default_factory=dict)
-    """What the approval request's event says besides the call (the policy's digest, ...)."""
-    alone: bool = True
-    """Asked about on its own once previewed (False: one of a turn's calls, asked with the others)."""
+    why: WhyAsked | None = None
+    """Why a person is asked about it once previewed, as the approval request's event says (None:
+    one of a turn's calls, asked with the others once all are previewed)."""
 
 
 @dataclass(frozen=True)
@@ -107,11 +107,16 @@ class Step:
 
     state: RunState
     then: Action
-    events: tuple[dict[str, Any], ...] = ()
+    events: tuple[LoopEvent, ...] = ()
     execution: dict[str, Any] | None = None
     """The ledger outcome of a side effect settled in this transition."""
     effects: tuple[Effect, ...] = ()
     """What the transition does to approvals, applied by the store with the step."""
+
+    def as_events(self) -> list[dict[str, Any]]:
+        """`events` as the audit log keeps them: each written at the step the state is at (a
+        transition records its events once its turn is counted: `Draft.evolve`)."""
+        return as_events(self.events, run_id=self.state.run_id, step=self.state.steps)
 
 
 # -- what the world said ---------------------------------------------------------------------------
@@ -147,7 +152,7 @@ class Draft:
         self._state = state
         self._changes: dict[str, Any] = {}
         self._entries: list[HistoryEntry] = []
-        self.events: list[dict[str, Any]] = []
+        self.events: list[LoopEvent] = []
         self.execution: dict[str, Any] | None = None
         self.effects: list[Effect] = []
 
@@ -176,6 +181,8 @@ class Draft:
     def evolve(self, **changes: Any) -> None:
         """`changes` are already-validated values of `RunState`'s fields (the history's excepted:
         entries are appended)."""
+        # The events a step hands out are written at the step its state is at (`Step.as_events`).
+        assert "steps" not in changes or not self.events, "a turn is counted before its events are recorded"
         self._changes.update(changes)
 
     def append(self, *entries: HistoryEntry) -> None:
@@ -214,8 +221,8 @@ class Draft:
                 self.observe(ToolError.trusted(role="tool", step=batch.step, tool=call.tool, call_id=call.call_id,
                                                error=reason, error_kind="refused"))
 
-    def emit(self, event_type: EventType, **payload: Any) -> None:
-        self.events.append({"type": event_type, "run_id": self._state.run_id, "step": self.steps, **payload})
+    def record(self, event: LoopEvent) -> None:
+        self.events.append(event)
 
     def then(self, action: Action) -> Step:
         return Step(self.state, action, tuple(self.events), self.execution, tuple(self.effects))
@@ -228,7 +235,7 @@ class Draft:
         if status in TERMINAL and self.state.batch is not None:
             self.close_batch(f"not executed: the run ended ({status}) before this call was settled")
         self.evolve(status=status, stop=stop, **({"pending": None} if ended else {}))
-        self.emit(ending(status), **{"usage": self.usage.to_json(), **stop.to_json()})
+        self.record(run_ended(status, self.usage, stop))
         return self.then(Stop(status))
 
     def go_on(self) -> Step:

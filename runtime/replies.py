@@ -16,6 +16,7 @@ from signoff.runtime.decisions import jsonable, malformed, shortened
 from signoff.runtime.history import FinalAnswer, MalformedReply, RuntimeFeedback
 from signoff.runtime.judging import AsksAPerson, Context, NotMade, RunsUnasked, ask_approval, judged, recorded
 from signoff.runtime.loop import Draft, Finish, ModelFailed, Reply, RunTool, Step
+from signoff.runtime.loop_events import FinalDecision, Finished, MalformedDecision, VersionsChanged
 from signoff.runtime.schema import RunState
 from signoff.runtime.state import idempotency_key
 from signoff.runtime.turns import Provenance, read_turn
@@ -39,12 +40,12 @@ def after_reply(state: RunState, context: Context, reply: Reply | ModelFailed) -
     draft.evolve(steps=step, **turn.changes)
     if turn.versions_changed is not None:
         was, now = turn.versions_changed
-        draft.emit("versions_changed", was=was, now=now)
+        draft.record(VersionsChanged(was=was, now=now))
     problem = malformed(turn.decision)
     if problem:
         draft.append(MalformedReply(role="assistant", step=step, malformed=shortened(reply.raw), **turn.provenance),
                      RuntimeFeedback(role="runtime", step=step, error=problem))
-        draft.emit("decision", kind="malformed", error=problem)
+        draft.record(MalformedDecision(error=problem))
         return draft.go_on()
     if "final" in turn.decision:
         return _finish(draft, turn.decision, turn.provenance)
@@ -64,8 +65,8 @@ def _finish(draft: Draft, decision: dict[str, Any], provenance: Provenance) -> S
     answer = answer if isinstance(answer, str) else json.dumps(answer)
     draft.append(FinalAnswer(role="assistant", step=draft.steps, final=answer, **provenance))
     draft.evolve(answer=answer, status="done")
-    draft.emit("decision", kind="final")
-    draft.emit("finished", answer=answer, usage=draft.usage.to_json())
+    draft.record(FinalDecision())
+    draft.record(Finished(answer=answer, usage=draft.usage))
     return draft.then(Finish(answer))
 
 
@@ -80,6 +81,6 @@ def _propose(draft: Draft, context: Context, decision: dict[str, Any], provenanc
             return None
         case RunsUnasked(pending=pending, tool=tool, allowed_by=allowed_by, granted_by=granted_by):
             return draft.then(RunTool(pending, tool, in_turn=True, allowed_by=allowed_by, granted_by=granted_by))
-        case AsksAPerson(pending=pending, ruled=ruled):
-            return ask_approval(draft, context, pending, **ruled)
+        case AsksAPerson(pending=pending, why=why):
+            return ask_approval(draft, context, pending, why)
     raise AssertionError("unreachable")

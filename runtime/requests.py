@@ -10,6 +10,20 @@ from typing import Any
 
 from signoff.runtime.approval_policy import Allow, Ask, Deny, Verdict
 from signoff.runtime.budget import Budget
+from signoff.runtime.call_events import (
+    AfterEdit,
+    ApprovalDecided,
+    ApprovalReopened,
+    ApprovalTimedOut,
+    AskedAgain,
+    CallAllowedByRule,
+    CallDeniedByRule,
+    CallEdited,
+    CallReconsidered,
+    Reconciled,
+    Reconsidered,
+    RequestedAgain,
+)
 from signoff.runtime.call_outcomes import observe, record_execution, refuse, settle
 from signoff.runtime.decisions import jsonable
 from signoff.runtime.durations import spoken
@@ -26,6 +40,7 @@ from signoff.runtime.judging import (
     granted,
 )
 from signoff.runtime.loop import CallModel, Draft, RunTool, Step
+from signoff.runtime.loop_events import BudgetExtended, Retried, RunStarted
 from signoff.runtime.pending_calls import Edited, PendingCall
 from signoff.runtime.schema import TERMINAL, BudgetLimits, RunState
 from signoff.tools.base import Tool
@@ -40,7 +55,7 @@ def start(state: RunState, goal: str) -> Step:
     draft = Draft(state)
     draft.append(Goal(role="user", content=goal))
     draft.evolve(goal=goal, status="running")
-    draft.emit("run_started", goal=goal, budget=state.budget.to_json())
+    draft.record(RunStarted(goal=goal, budget=state.budget))
     return draft.then(CallModel())
 
 
@@ -60,8 +75,8 @@ def decide(state: RunState, context: Context, approved: bool, note: str = "", by
         overruled = _overruled(draft, context, pending, approvals, broke_glass)
         if overruled is not None:
             return overruled
-    draft.emit("approval_decided", key=pending.key, tool=pending.tool, approved=approved, by=by, note=note,
-               approvals=approvals, **({"break_glass": True} if broke_glass else {}))
+    draft.record(ApprovalDecided(key=pending.key, tool=pending.tool, approved=approved, by=by, note=note,
+                                 approvals=approvals, break_glass=broke_glass))
     draft.evolve(status="running")
     if approved:
         return _run(draft, context, pending)
@@ -81,8 +96,8 @@ def reconsider(state: RunState, context: Context, reason: str, key: str | None =
     pending = _awaited(state, key)
     tool = context.tools.get(pending.tool)
     draft = Draft(state)
-    draft.emit("call_reconsidered", key=pending.key, tool=pending.tool, reason=reason, was=pending.contract,
-               now=tool.contract if tool else None)
+    draft.record(CallReconsidered(key=pending.key, tool=pending.tool, reason=reason, was=pending.contract,
+                                  now=tool.contract if tool else None))
     draft.effects.append(CallChanged(pending.key))
     if tool is None:
         return _withdraw(draft, pending, f"{reason}; tool {pending.tool} is no longer registered", "unknown_tool")
@@ -90,21 +105,21 @@ def reconsider(state: RunState, context: Context, reason: str, key: str | None =
         args = tool.validate(pending.args)
     except ValueError as exc:
         return _withdraw(draft, pending, f"{reason}, and the call no longer fits it: {exc}", "invalid_args")
-    ruled = {"policy": context.approval_policy.digest}
+    policy = context.approval_policy.digest
     defaulted = defaulted_of(pending.asked)
     match context.verdict(tool, args, draft.usage, defaulted):
         case Deny(rule=rule, reason=denial):
-            draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=denial, **ruled)
+            draft.record(CallDeniedByRule(key=pending.key, tool=pending.tool, rule=rule, reason=denial, policy=policy))
             return _withdraw(draft, pending, denied_by_rule(rule, denial), "denied_by_rule", rule=rule)
         case Allow(rule=rule):
-            draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
+            draft.record(CallAllowedByRule(key=pending.key, tool=pending.tool, rule=rule, policy=policy))
             return _allowed_now(draft, _revised(pending, args=args, contract=tool.contract, asked=None), tool, rule)
         case Ask(rule=rule, requirement=requirement):
             asked = asked_by(context, rule, requirement, defaulted)
     # Asked afresh, its preview taken afresh too: the tool that previews it changed.
     revised = _revised(pending, args=args, contract=tool.contract, asked=asked.to_json(), preview=None)
     draft.revise(revised)
-    return ask_approval(draft, context, revised, supersedes=True, reason=reason, **ruled)
+    return ask_approval(draft, context, revised, Reconsidered(reason=reason, policy=policy))
 
 
 def edit(state: RunState, context: Context, args: Any, by: str | None = None, key: str | None = None) -> Step:
@@ -124,21 +139,22 @@ def edit(state: RunState, context: Context, args: Any, by: str | None = None, ke
     changed = _revised(pending, args=edited, asked=None, preview=None,  # the edited call is previewed afresh
                        edited=Edited(by=by, proposed=proposed, changes=changes).to_json())
     draft = Draft(state)
-    draft.emit("call_edited", key=pending.key, tool=pending.tool, by=by, changes=changes,
-               was=context.redacted(pending.tool, dict(pending.args)), now=context.redacted(pending.tool, edited))
-    ruled = {"policy": context.approval_policy.digest}
+    draft.record(CallEdited(key=pending.key, tool=pending.tool, by=by, changes=tuple(changes),
+                            was=context.redacted(pending.tool, dict(pending.args)),
+                            now=context.redacted(pending.tool, edited)))
+    policy = context.approval_policy.digest
     match context.verdict(tool, edited, draft.usage, checked.defaulted):
         case Deny(rule=rule, reason=reason):
-            draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=reason, **ruled)
+            draft.record(CallDeniedByRule(key=pending.key, tool=pending.tool, rule=rule, reason=reason, policy=policy))
             return _withdraw(draft, changed, denied_by_rule(rule, reason), "denied_by_rule", rule=rule)
         case Allow(rule=rule):
-            draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
+            draft.record(CallAllowedByRule(key=pending.key, tool=pending.tool, rule=rule, policy=policy))
             return _allowed_now(draft, changed, tool, rule)
         case Ask(rule=rule, requirement=requirement):
             asked = asked_by(context, rule, requirement, checked.defaulted)
     changed = changed.evolved(asked=asked)
     draft.revise(changed)
-    return ask_approval(draft, context, changed, edited_by=by, **ruled)
+    return ask_approval(draft, context, changed, AfterEdit(edited_by=by, policy=policy))
 
 
 def extend(state: RunState, **limits: float) -> Step:
@@ -152,7 +168,7 @@ def extend(state: RunState, **limits: float) -> Step:
         raise InvalidTransition(f"run {state.run_id} cannot be extended ({state.status})")
     draft = Draft(state)
     draft.evolve(budget=BudgetLimits.model_validate(raised))
-    draft.emit("budget_extended", limits=limits)
+    draft.record(BudgetExtended(limits=limits))
     if state.status in ("budget_exhausted", "stalled"):
         # A person looked at the loop and let it go on: its repeats so far are forgiven.
         draft.evolve(status="running", stop=None, repeats=0)
@@ -164,7 +180,7 @@ def retry(state: RunState) -> Step:
     if state.status != "failed":
         raise InvalidTransition(f"run {state.run_id} has not failed ({state.status})")
     draft = Draft(state)
-    draft.emit("retried", previous=state.stop.to_json() if state.stop is not None else None)
+    draft.record(Retried(previous=state.stop))
     draft.evolve(status="running", stop=None)
     return draft.go_on()
 
@@ -182,7 +198,7 @@ def reconcile(state: RunState, context: Context, action: str, result: Any = None
         raise InvalidTransition(f"{pending.tool} is run by the program that asked for it, which reported no "
                                 "outcome: say whether it took effect (done) or abort; it is not run again")
     draft = Draft(state)
-    draft.emit("reconciled", key=pending.key, tool=pending.tool, action=action, by=by, note=note)
+    draft.record(Reconciled(key=pending.key, tool=pending.tool, action=action, by=by, note=note))
     if action == "abort":
         return _cancel(draft, f"aborted during reconciliation: {note or 'no reason given'}", by)
     draft.evolve(status="running", stop=None)
@@ -212,8 +228,8 @@ def expire(state: RunState, reason: str = "approval expired", key: str | None = 
     if not in_batch and (asked is None or asked.on_expiry == "end"):
         return draft.stop("expired", reason=reason)
     waited = spoken(asked.ttl_seconds if asked is not None else 0)
-    draft.emit("approval_timed_out", key=pending.key, tool=pending.tool, rule=asked.rule if asked else None,
-               waited=waited)
+    draft.record(ApprovalTimedOut(key=pending.key, tool=pending.tool, rule=asked.rule if asked else None,
+                                  waited=waited))
     observe(draft, pending, error=f"no one decided within {waited}; the call was not made", kind="unanswered")
     draft.evolve(pending=None, status="running")
     return draft.go_on()
@@ -234,23 +250,23 @@ def request_again(state: RunState, context: Context, by: str | None = None) -> S
                                             lambda tool, args: context.verdict(tool, args, state.usage, defaulted))
     assert pending is not None  # `call_to_ask_again` refuses a run that kept none
     draft = Draft(state)
-    draft.emit("requested_again", key=pending.key, tool=pending.tool, by=by)
+    draft.record(RequestedAgain(key=pending.key, tool=pending.tool, by=by))
     draft.evolve(status="running", stop=None)
-    ruled = {"policy": context.approval_policy.digest}
+    policy = context.approval_policy.digest
     again = _revised(pending, args=args, contract=tool.contract, asked=None, preview=None)  # previewed afresh
     match verdict:
         case Allow(rule=rule):
-            draft.emit("call_allowed_by_rule", key=pending.key, tool=pending.tool, rule=rule, **ruled)
+            draft.record(CallAllowedByRule(key=pending.key, tool=pending.tool, rule=rule, policy=policy))
             draft.evolve(pending=None)
             return draft.then(RunTool(again, tool, allowed_by=rule))
         case Ask(rule=rule, requirement=requirement):
             asked = asked_by(context, rule, requirement, defaulted)
     again = again.evolved(asked=asked)
-    grant = granted(draft, context, again, ruled)
+    grant = granted(draft, context, again)
     if grant is not None:
         draft.evolve(pending=None)
         return draft.then(RunTool(again, tool, granted_by=grant.grant_id))
-    return ask_approval(draft, context, again, again=True, **ruled)
+    return ask_approval(draft, context, again, AskedAgain(policy=policy))
 
 
 def call_to_ask_again(pending: PendingCall | None, tools: Mapping[str, Tool],
@@ -306,11 +322,11 @@ def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: 
     tool = context.tools.get(pending.tool)
     if tool is None:
         return None  # `_run` refuses it
-    ruled = {"policy": context.approval_policy.digest}
+    policy = context.approval_policy.digest
     match context.verdict(tool, pending.args, draft.usage, defaulted_of(pending.asked)):
         case Deny(rule=rule, reason=reason):
-            draft.emit("call_denied_by_rule", key=pending.key, tool=pending.tool, rule=rule, reason=reason,
-                       at_dispatch=True, **ruled)
+            draft.record(CallDeniedByRule(key=pending.key, tool=pending.tool, rule=rule, reason=reason,
+                                          at_dispatch=True, policy=policy))
             draft.effects.append(Overruled(pending.key))
             return _withdraw(draft, pending, f"{denied_by_rule(rule, reason)} (the policy changed after it "
                                              "was approved)", "denied_by_rule", rule=rule)
@@ -323,8 +339,8 @@ def _overruled(draft: Draft, context: Context, pending: PendingCall, approvals: 
                                     confirm=asked.confirm or requirement.confirm) if asked is not None else
                       asked_by(context, rule, requirement, ()))
             draft.revise(pending.evolved(asked=raised))
-            draft.emit("approval_reopened", key=pending.key, tool=pending.tool, rule=rule, quorum=raised.quorum,
-                       approvals=approvals, **ruled)
+            draft.record(ApprovalReopened(key=pending.key, tool=pending.tool, rule=rule, quorum=raised.quorum,
+                                          approvals=approvals, policy=policy))
             draft.effects.append(AskMoreOf(pending.key))
             return draft.go_on()
     return None

@@ -39,7 +39,8 @@ def _event_literals(path: Path) -> list[str]:
 
 def test_the_library_builds_events_through_the_catalog_only() -> None:
     """A `{"type": "tool_executed", ...}` written by hand could misspell its type, or give one event
-    two shapes in two stores; `events.event` (and the loop's `emit`) take only catalogued names."""
+    two shapes in two stores; `events.event` (and the typed events, `events.TypedEvent`) take only
+    catalogued names."""
     catalog = ROOT / "runtime" / "events.py"
     literals = [found for package in LIBRARY for path in sorted((ROOT / package).rglob("*.py"))
                 if path != catalog for found in _event_literals(path)]

@@ -42,7 +42,7 @@ def test_a_turn_is_computed_without_running_anything():
     ctx = context(outbox)
     first = requests.start(RunState.fresh("run-1", Budget(max_steps=8).to_json()), "find the refund policy")
     assert first.then == CallModel() and first.state.status == "running"
-    assert [e["type"] for e in first.events] == ["run_started"]
+    assert [e.type for e in first.events] == ["run_started"]
 
     looked = after_reply(first.state, ctx, Reply(call("search", query="refunds")))
     assert isinstance(looked.then, RunTool) and looked.then.in_turn
@@ -52,7 +52,7 @@ def test_a_turn_is_computed_without_running_anything():
     seen = after_call(looked.state, ctx, looked.then, Ran({"hits": 2}, 0.01))
     assert seen.then == CallModel()
     assert seen.state.history[-1].result == {"hits": 2}
-    assert [e["type"] for e in seen.events] == ["tool_executed"]
+    assert [e.type for e in seen.events] == ["tool_executed"]
 
 
 def test_a_side_effect_is_asked_about_and_only_the_asked_call_can_run():
@@ -88,7 +88,7 @@ def test_the_budget_is_a_step_too():
     spent = state.model_copy(update={"steps": 8})
     stop = budget_stop(spent)
     assert stop is not None and stop.then == Stop("budget_exhausted")
-    assert stop.events[0]["budget"] == "max_steps"
+    assert stop.as_events()[0]["budget"] == "max_steps"
 
 
 class BrokenStore:
@@ -151,7 +151,7 @@ def _imported(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("module", ["loop.py", "judging.py", "call_outcomes.py", "batches.py", "replies.py",
                                     "requests.py", "edits.py", "commands.py", "schema.py", "values.py", "history.py",
-                                    "pending_calls.py", "budget.py", "rules.py"])
+                                    "pending_calls.py", "budget.py", "rules.py", "loop_events.py", "call_events.py"])
 def test_the_step_functions_read_no_clock_and_touch_no_thread_file_or_socket(module: str):
     forbidden = {"time", "datetime", "threading", "os", "io", "socket", "subprocess", "random", "secrets", "queue"}
     assert _imported(RUNTIME / module) & forbidden <= ({"datetime"} if module == "rules.py" else set())
