@@ -59,7 +59,8 @@ class Deciders:
         """Why `user` may not decide `approval` (by the rule that asked for it, and by the rule as
         the policy words it now: `now`, when the caller has read it), or `run`'s requests (extend,
         retry, reconcile: by the policy's defaults), or None if they may."""
-        is_among: IsAmong = functools.partial(self.may_approve, user, run)
+        # Asked once per set of approvers: the rule then and the rule now mostly name the same people.
+        is_among: IsAmong = functools.cache(functools.partial(self.may_approve, user, run))
         if approval is None or approval.asked is None:  # asked before Signoff had policies: by the defaults
             defaults = self.config.policy.defaults
             approvers, allow_self_approval = defaults.approvers, defaults.allow_self_approval

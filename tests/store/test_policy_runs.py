@@ -307,6 +307,32 @@ rules:
     assert after.get_approval(approval.approval_id).votes == ()
 
 
+def test_a_decision_asks_who_is_among_the_approvers_once_when_the_rule_then_and_now_name_the_same(
+        store: Store, effects: Path) -> None:
+    runner = runner_with(store, effects, QUORUM_2)
+    run, approval = paused(runner)
+    asked: list[tuple[str, tuple[str, ...]]] = []
+    directory = runner.may_approve
+
+    def counted(user: str, of_run: Any, approvers: tuple[str, ...]) -> str | None:
+        asked.append((user, approvers))
+        return directory(user, of_run, approvers)
+
+    runner.may_approve = counted
+    assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Counted)
+    assert asked == [(LEE, FINANCE)]  # the rule then and the rule now: the same people, asked once
+    fewer = runner_with(store, effects, policy(f"""
+rules:
+  - name: two-people
+    tool: send_email
+    approvers: [{LEE}, {KIM}]
+    quorum: 2
+"""))
+    fewer.may_approve = counted
+    assert isinstance(fewer.decide(approval.approval_id, approval.digest, KIM, True), Decided)
+    assert asked[1:] == [(KIM, FINANCE), (KIM, (LEE, KIM))]  # the file changed: each rule asked
+
+
 def test_a_counted_vote_whose_card_update_was_lost_is_shown_by_recovery(store: Store, effects: Path,
                                                                        clock: Any) -> None:
     runner = runner_with(store, effects, QUORUM_2)
