@@ -44,6 +44,14 @@ rules:
     approvers: [{", ".join(FINANCE)}]
     quorum: 2
 """)
+LEE_AND_KIM = policy(f"""
+rules:
+  - name: two-people
+    tool: send_email
+    approvers: [{LEE}, {KIM}]
+    quorum: 2
+""")
+"""`QUORUM_2` after the file was changed: Ada is no longer one of its approvers."""
 
 
 def runner_with(store: Store, effects: Path, approval_policy: ApprovalPolicy, **config: Any) -> Runner:
@@ -287,13 +295,7 @@ def test_approvers_clicking_at_once_complete_a_quorum_exactly_once(store: Store,
 def test_someone_the_policy_no_longer_names_cannot_decide_what_was_asked_before(store: Store, effects: Path) -> None:
     before = runner_with(store, effects, QUORUM_2)
     run, approval = paused(before)
-    after = runner_with(store, effects, policy(f"""
-rules:
-  - name: two-people
-    tool: send_email
-    approvers: [{LEE}, {KIM}]
-    quorum: 2
-"""))
+    after = runner_with(store, effects, LEE_AND_KIM)
     refused = after.decide(approval.approval_id, approval.digest, ADA, True)
     assert isinstance(refused, NotAllowed) and "two-people" in refused.reason
     frozen = runner_with(store, effects, policy("""
@@ -321,13 +323,7 @@ def test_a_decision_asks_who_is_among_the_approvers_once_when_the_rule_then_and_
     runner.may_approve = counted
     assert isinstance(runner.decide(approval.approval_id, approval.digest, LEE, True), Counted)
     assert asked == [(LEE, FINANCE)]  # the rule then and the rule now: the same people, asked once
-    fewer = runner_with(store, effects, policy(f"""
-rules:
-  - name: two-people
-    tool: send_email
-    approvers: [{LEE}, {KIM}]
-    quorum: 2
-"""))
+    fewer = runner_with(store, effects, LEE_AND_KIM)
     fewer.may_approve = counted
     assert isinstance(fewer.decide(approval.approval_id, approval.digest, KIM, True), Decided)
     assert asked[1:] == [(KIM, FINANCE), (KIM, (LEE, KIM))]  # the file changed: each rule asked
