@@ -32,6 +32,9 @@ from signoff.runtime.step_up import step_up_of
 from signoff.tools.base import Tool
 
 SELF_REQUEST = "you started this run, so someone else has to decide this for it"
+MaySee = Callable[[str, RunRecord], bool]
+"""(user, run) -> whether the user may see the run (e.g. a member of its channel), beyond its
+requester and the people who may decide it."""
 
 
 @dataclass(frozen=True)
@@ -40,9 +43,6 @@ class PolicyNow:
     and the worker refuses the call), read once and asked several things."""
 
     verdict: Verdict | None
-MaySee = Callable[[str, RunRecord], bool]
-"""(user, run) -> whether the user may see the run (e.g. a member of its channel), beyond its
-requester and the people who may decide it."""
 
 
 class Deciders:

@@ -13,6 +13,7 @@ A notice names its approval, never a copy of it: it is sent with the approval as
 sent, so that a card is never redrawn older than it is, and a reminder of an approval decided
 meanwhile is not sent at all (`relay.worth_sending`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,7 +30,8 @@ if TYPE_CHECKING:  # break-glass makes notices: this module imports nothing of i
 @dataclass(frozen=True, kw_only=True)
 class _Notice:
     kind: ClassVar[str]
-    """Its name in the outbox, and the notifier method that sends it."""
+    """Its name in the outbox, and (but for a redraw, `relay.card_method`) the notifier method
+    that sends it."""
     fenced: ClassVar[bool] = True
     """A take keeps every other taker off it for a while: it says something new, which must not
     be said twice at once. A redraw is not fenced (`Redraw`)."""
@@ -133,4 +135,3 @@ class HeldNotice:
     notice: Notice
     made_at: datetime
     tries: int
-

@@ -22,7 +22,7 @@ from signoff.runtime.digests import batch_place
 from signoff.runtime.events import event as audit_event
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.ports import Store
-from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
+from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.schema import STOPPED, TERMINAL
 from signoff.runtime.telling_ports import Notifier, Observer
 
@@ -135,7 +135,7 @@ class Teller:
         if self.notifier is not None:
             self.notify("approval_decided", run, approval, self.card_of(run, approval))
 
-    def card_of(self, run: RunRecord, approval: ApprovalRecord, grant: GrantRecord | None = None) -> Card:
+    def card_of(self, run: RunRecord, approval: ApprovalRecord) -> Card:
         """What `approval`'s card shows besides it, read here so that no notifier reads the store:
         a turn's card, its calls in force; a decided call's, its receipt and the grant it made."""
         if batch_place(approval.key) is not None:
@@ -143,7 +143,8 @@ class Teller:
             return Card(calls=calls_in_force(found, approval))
         if approval.status == "pending":
             return ALONE
-        if grant is None and approval.status in ("approved", "consumed") and offers_grant(approval):
+        grant = None
+        if approval.status in ("approved", "consumed") and offers_grant(approval):
             grant = made_by(self.store.list_grants(live=False, run_id=run.run_id, limit=GRANTS_LOOKED_AT), approval)
         return Card(grant=grant, receipt=self.store.receipt_of(approval_id=approval.approval_id))
 

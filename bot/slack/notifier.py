@@ -91,7 +91,7 @@ class SlackNotifier(GlassNotices):
         self._followed = FollowedNotices(self._update)
         self._lock = threading.Lock()
 
-    # -- runtime.telling_ports.Notifier-----------------------------------------------------------
+    # -- runtime.telling_ports.Notifier --------------------------------------------------------
 
     def run_started(self, run: RunRecord) -> dict[str, Any] | None:
         channel = run.origin.get("channel")

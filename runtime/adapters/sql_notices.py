@@ -2,8 +2,8 @@
 
 A take is a compare-and-set on `next_at`: of two replicas taking the same notice, the second
 finds it moved a fence ahead (PostgreSQL re-reads the row it waited for; SQLite writes one at a
-time) and leaves it; a redraw is left open (`notices.Redraw`). Only the first notice owed of an approval is taken, so that its messages go
-out in the order they were owed.
+time) and leaves it; a redraw is left open (`notices.Redraw`). Only the first notice owed of an
+approval is taken, so that its messages go out in the order they were owed.
 """
 
 from __future__ import annotations
