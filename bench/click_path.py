@@ -89,13 +89,18 @@ def _callers(frame: FrameType | None) -> list[FrameType]:
 
 def follow_one_click() -> dict[str, Any]:
     """Ask about one refund through the real bot, then record one Approve click to the tool."""
-    sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "bot")]
-    from bot_fakes import Ledger, final, tool_call  # type: ignore[import-not-found]
-    from slack_harness import Signoff  # type: ignore[import-not-found]
+    path = sys.path[:]
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "bot")]  # the bot's test harness, as its tests use it
+    try:
+        from bot_fakes import Ledger, final, tool_call  # type: ignore[import-not-found]
+        from slack_harness import Signoff  # type: ignore[import-not-found]
+
+        from tests.fakes.slack import FakeSlack
+    finally:
+        sys.path[:] = path
 
     from signoff.bot.slack.blocks import APPROVE_ACTION
     from signoff.runtime.adapters.db import make_engine, upgrade
-    from tests.fakes.slack import FakeSlack
 
     recorder = Recorder()
 
