@@ -205,6 +205,11 @@ class Agent:
         or refuse it as the policy says), then continue (see `requests.edit`)."""
         return self._drive(requests.edit(self._run, self.context, args, by, key))
 
+    def edit_refused(self, reason: str, key: str | None = None) -> str:
+        """An edit was refused once it reached the run: ask again about the call it closed, then
+        continue (see `requests.edit_refused`)."""
+        return self._drive(requests.edit_refused(self._run, self.context, reason, key))
+
     def extend(self, **limits: float) -> str:
         """Raise budget limits (e.g. `max_steps=12`) and continue a run that ran out."""
         return self._drive(requests.extend(self._run, **limits))

@@ -116,6 +116,15 @@ class AskedAgain(Fields):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EditRefused(Fields):
+    """A person's edit was refused once it reached the run (`edit_refused`: why), after it had
+    closed the call's approval: the call as it stands is asked about again."""
+
+    edit_refused: str
+    policy: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class GrantLapsed(Fields):
     """The grant that let the call run unasked was revoked or ended before it started (`reason`)."""
 
@@ -132,7 +141,7 @@ class NewPreview(Fields):
     reason: str
 
 
-WhyAsked = Proposed | InTurn | Reconsidered | AfterEdit | AskedAgain | GrantLapsed | NewPreview
+WhyAsked = Proposed | InTurn | Reconsidered | AfterEdit | EditRefused | AskedAgain | GrantLapsed | NewPreview
 """Why a person is asked about a call, which its `approval_requested` event says after the call."""
 
 

@@ -20,6 +20,7 @@ from signoff.runtime.call_events import (
     CallDeniedByRule,
     CallEdited,
     CallReconsidered,
+    EditRefused,
     Reconciled,
     Reconsidered,
     RequestedAgain,
@@ -155,6 +156,15 @@ def edit(state: RunState, context: Context, args: Any, by: str | None = None, ke
     changed = changed.evolved(asked=asked)
     draft.revise(changed)
     return ask_approval(draft, context, changed, AfterEdit(edited_by=by, policy=policy))
+
+
+def edit_refused(state: RunState, context: Context, reason: str, key: str | None = None) -> Step:
+    """An edit refused once it reached the run (`reason`; the form's check ran on the run as it was
+    before): its call's approval closed as the edit was left, so the call as it stands is asked
+    about again rather than left waiting on an approval nobody can give."""
+    pending = _awaited(state, key)
+    return ask_approval(Draft(state), context, pending,
+                        EditRefused(edit_refused=reason, policy=context.approval_policy.digest))
 
 
 def extend(state: RunState, **limits: float) -> Step:

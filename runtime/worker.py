@@ -229,7 +229,10 @@ class Worker:
                 case Retry():
                     agent.retry()
                 case Edit(args=args, by=by, key=key):
-                    agent.edit(args, by=by, key=key)
+                    try:
+                        agent.edit(args, by=by, key=key)
+                    except ValueError as exc:  # its approval closed as it was left: the call is asked again
+                        agent.edit_refused(str(exc), key=key)
                 case RequestAgain(by=by):
                     agent.request_again(by=by)
                 case Reconcile(action=action, result=result, note=note, by=by):

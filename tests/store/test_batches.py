@@ -24,10 +24,12 @@ from store_harness import (
 )
 
 from signoff.runtime.budget import Budget
+from signoff.runtime.commands import Edit
 from signoff.runtime.failpoints import FailpointHit
 from signoff.runtime.models.scripted import ScriptedPolicy
 from signoff.runtime.ports import Store
 from signoff.runtime.records import AlreadyDecided, Decided, Done
+from signoff.runtime.rules import EDIT
 from signoff.runtime.runner import Runner
 
 
@@ -194,3 +196,27 @@ def test_a_turn_ended_by_a_call_that_could_not_start_in_time_keeps_nothing_to_re
     told = {e["call_id"]: e for e in tool_entries(runner, run_id)}
     assert set(told) == {"c-look", "c-ana", "c-bo", "c-none"}  # every call of the turn has its one outcome
     assert not isinstance(runner.request_again(run_id, REQUESTER), Done)
+
+
+def test_an_edit_refused_once_it_reaches_the_run_asks_again_about_the_call_it_closed_instead_of_stranding_it(
+        store: Store, effects: Path) -> None:
+    """An edit left for the run closes its call's approval at once (no late click approves the old
+    arguments); the run's worker may still refuse it, its check made on the run as it is by then
+    (here: Bo's email edited into Ana's, beside hers in the turn, left as a form whose check ran
+    while the run was between two steps). The call is then asked about again as it stands: before,
+    the run waited on a call that had no approval left to decide, for good."""
+    runner = build_runner(store, effects, lease=30.0)
+    run_id, (ana, bo) = paused(runner)
+    edit = Edit(approval_id=bo.approval_id, digest=bo.digest, args={**bo.args, "to": "ana@example.com"}, key=bo.key,
+                by=APPROVER)
+    assert store.set_command(run_id, edit.to_json(), EDIT) is None
+    assert runner.get_approval(bo.approval_id).status == "superseded"
+    assert runner.execute(run_id) == "awaiting_approval"
+    [again] = [a for a in store.list_approvals(status="pending", run_id=run_id) if a.key == bo.key]
+    assert again.args == bo.args and again.approval_id != bo.approval_id  # Bo's email, as it was, asked again
+    asked = events_of(runner, run_id, "approval_requested")[-1]
+    assert asked["key"] == bo.key and "would repeat" in asked["edit_refused"]  # why, in the same write
+    for approval in (ana, again):
+        assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, True), Decided)
+    assert runner.execute(run_id) == "done"
+    assert sorted(key for _, key in side_effects(effects)) == [ana.key, bo.key]
