@@ -6,8 +6,9 @@ follow-ups and review were told after their commit, from memory: a crash in betw
 sweep's (an escalation's new approvers never heard they may decide; a security channel never heard
 the glass was broken), and a card out of line was found again only by comparing what it showed
 with the approval. Kept as a notice, the message is owed until `relay.Relay` has sent it, from
-whichever replica gets there first, once per take (a take fences the others off), and in the
-order each approval's notices were made.
+whichever replica gets there first, once per take (a take fences the others off; a redraw, which
+shows the same however often it is made, is not fenced: `Redraw`), and in the order each
+approval's notices were made.
 
 A notice names its approval, never a copy of it: it is sent with the approval as it is when it is
 sent, so that a card is never redrawn older than it is, and a reminder of an approval decided

@@ -119,7 +119,7 @@ def test_a_notice_taken_is_fenced_from_every_other_taker_and_an_approvals_notice
     assert third.notice == Redraw(approval_id=approval.approval_id)  # its card shows Ada among its approvers
 
 
-def test_replicas_taking_at_once_each_take_a_notice_once(store: Store, effects: Path, clock: Any) -> None:
+def test_replicas_taking_at_once_say_each_fenced_notice_once_and_draw_each_redraw(store: Store, effects: Path, clock: Any) -> None:
     runner = runner_with(store, effects, NUDGING)
     for _ in range(6):
         paused(runner)
