@@ -59,7 +59,7 @@ class GlassRequests(Deciders):
         outcome = self.store.review_glass(approval_id, user=user, verdict=verdict, note=note)
         if isinstance(outcome, Reviewed):
             self.teller.observe(run, as_events(outcome.written))
-            self.relay.send_owed(approval_id)
+            self.relay.send_owed(run.run_id)
         return outcome
 
     def glass_due(self) -> list[GlassDue]:

@@ -49,7 +49,6 @@ class Session:
     """The lease holder: this worker and this pass, so two threads of one worker exclude each other too."""
     clear_command: bool = False
     retry_key: str | None = None
-    changed: bool = False
     interrupted: bool = False
     """A person left a request while the run went on: stop, and apply it."""
     released: bool = False
@@ -139,29 +138,29 @@ class LedgerPorts:
         """Commit the step, then tell people about it; False once a request waits for the run."""
         self.config.failpoints.hit("after_decision")
         session, run = self.session, self.session.run
+        write = step_write(checkpoint, self.config.approval_ttl, tell=self.parts.teller.tells)
         try:
             saved = self.store.save_step(run.run_id, owner=session.owner, version=session.version,
-                                         checkpoint=checkpoint, write=step_write(checkpoint, self.config.approval_ttl),
+                                         checkpoint=checkpoint, write=write,
                                          lease=self.config.lease, clear_command=session.clear_command,
                                          release=self._lets_go_with(checkpoint))
         except Conflict:
             if checkpoint.execution is not None:
                 self.store.complete_execution(checkpoint.execution)
             raise
-        session.version, session.clear_command, session.changed = saved.version, False, True
+        session.version, session.clear_command = saved.version, False
         session.status, session.released = checkpoint.state["status"], saved.released
         self.config.failpoints.hit("after_checkpoint")
         teller = self.parts.teller
         snapshot = dataclasses.replace(run, status=checkpoint.state["status"], state=checkpoint.state,
                                        version=saved.version, checked=None)
         teller.observe(snapshot, _with_approval_ids(checkpoint.events, saved.approvals))
-        for entry in checkpoint.new_history:
-            if entry["role"] == "tool":
-                teller.tool_result(snapshot, entry)
-        if saved.approvals:
-            teller.post_approvals(snapshot, saved.approvals)
-        for approval in saved.cancelled:  # closed, or pending again under a larger quorum: the redraws owed
-            self.parts.relay.send_owed(approval.approval_id)
+        if write.notices:  # its results, its cards, its ending: told now, under the lease this pass holds
+            told = self.parts.relay.tell_run(run.run_id, snapshot)
+            if told is not None and told.origin != run.origin:  # announced: later steps thread under it
+                session.run = dataclasses.replace(session.run, origin=told.origin)
+        if saved.cancelled:  # closed, or pending again under a larger quorum: the redraws owed
+            self.parts.relay.send_owed(run.run_id)
         if saved.command is not None and checkpoint.state["status"] not in TERMINAL:
             session.interrupted = True
             return False
@@ -170,9 +169,9 @@ class LedgerPorts:
     def _lets_go_with(self, checkpoint: Checkpoint) -> bool:
         """Whether the step's own write lets go of the run: it is the last of this pass (the run
         pauses or ends), and nothing is left to do while holding it. A run with people to tell
-        keeps it until they are told (an approval posted, an ending told and recorded), so that no
-        recovery posts the same thing meanwhile; a turn of several calls keeps it to go on from the
-        calls decided while it was busy."""
+        keeps it until they are told what the step owes them (a card posted, an ending told): its
+        lease is what keeps a recovering replica from telling them too (`relay.Relay.tell_run`); a
+        turn of several calls keeps it to go on from the calls decided while it was busy."""
         return (checkpoint.last and not self.parts.teller.tells
                 and not (checkpoint.state["status"] == "awaiting_approval" and checkpoint.state.get("batch")))
 

@@ -23,20 +23,29 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from signoff.runtime.records import ApprovalRecord
+from signoff.runtime.schema import STOPPED, TERMINAL
 
 if TYPE_CHECKING:  # break-glass makes notices: this module imports nothing of it
     from signoff.runtime.break_glass import FollowUp
 
 
+ENDINGS: frozenset[str] = TERMINAL | STOPPED
+"""Statuses people are told about when a run reaches them."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Notice:
     kind: ClassVar[str]
-    """Its name in the outbox, and (but for a redraw, `relay.card_method`) the notifier method
-    that sends it."""
+    """Its name in the outbox, and (but for a redraw, `relay.card_method`, and a run's: `RunNotice`)
+    the notifier method that sends it."""
     fenced: ClassVar[bool] = True
     """A take keeps every other taker off it for a while: it says something new, which must not
-    be said twice at once. A redraw is not fenced (`Redraw`)."""
-    approval_id: str
+    be said twice at once. A redraw is not fenced (`Redraw`), nor a run's (`RunNotice`)."""
+
+    @property
+    def about(self) -> str | None:
+        """The approval it is about, whose notices go out in order; None: the run's own."""
+        return None
 
     def body(self) -> dict[str, Any]:
         """What the outbox keeps besides its kind."""
@@ -44,7 +53,16 @@ class _Notice:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Remind(_Notice):
+class _ApprovalNotice(_Notice):
+    approval_id: str
+
+    @property
+    def about(self) -> str | None:
+        return self.approval_id
+
+
+@dataclass(frozen=True, kw_only=True)
+class Remind(_ApprovalNotice):
     """Remind the approval's people that it still waits for them; `first`: the first reminder,
     the one that also tells them directly."""
 
@@ -53,7 +71,7 @@ class Remind(_Notice):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Escalate(_Notice):
+class Escalate(_ApprovalNotice):
     """Say that `added` may decide the approval now, and tell them directly."""
 
     kind: ClassVar[str] = "approval_escalated"
@@ -61,7 +79,7 @@ class Escalate(_Notice):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Redraw(_Notice):
+class Redraw(_ApprovalNotice):
     """The approval's card no longer shows it as it is (decided, a vote counted, expired, closed,
     reopened, its people escalated): redraw it as it is when sent.
 
@@ -75,7 +93,7 @@ class Redraw(_Notice):
 
 
 @dataclass(frozen=True, kw_only=True)
-class FollowUpGlass(_Notice):
+class FollowUpGlass(_ApprovalNotice):
     """A break-glass's follow-up (`break_glass.FOLLOW_UPS`), with its review card if not yet posted."""
 
     kind: ClassVar[str] = "glass_follow_up"
@@ -83,27 +101,87 @@ class FollowUpGlass(_Notice):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ShowGlassReview(_Notice):
+class ShowGlassReview(_ApprovalNotice):
     """Show the break-glass's review on its card (and tell its channels of a flag)."""
 
     kind: ClassVar[str] = "glass_reviewed"
 
 
-Notice = Remind | Escalate | Redraw | FollowUpGlass | ShowGlassReview
+@dataclass(frozen=True, kw_only=True)
+class RunNotice(_Notice):
+    """What a run's step owes people: its run message, a call's result, its cards, its ending.
+
+    Sent only by whoever holds the run's lease (its worker, as each step is saved; a recovering
+    replica, holding it as a worker would: `relay.Relay.tell_run`), in the order they were owed:
+    a card is posted, and a result or an ending threaded, under the run message announced first.
+    The lease fences them, not a take: a run's notices post new messages, and the lease is what
+    tells a worker that died from one still busy (a post Slack is slow to answer)."""
+
+    fenced: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Announce(RunNotice):
+    """Post the run message (a caller's run, only once it asks a person or stops for one)."""
+
+    kind: ClassVar[str] = "run_started"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TellResult(RunNotice):
+    """Tell the result of one call (`entry`, as its history keeps it)."""
+
+    kind: ClassVar[str] = "tool_result"
+    entry: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostCards(RunNotice):
+    """Post the cards of the calls with these keys (one card for a turn's several), each the
+    call's approval in force when sent, if still open and not yet posted."""
+
+    kind: ClassVar[str] = "cards_posted"
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TellEnd(RunNotice):
+    """Tell how the run ended (`status`), unless it has moved on from it since."""
+
+    kind: ClassVar[str] = "run_ended"
+    status: str
+
+
+OfApproval = Remind | Escalate | Redraw | FollowUpGlass | ShowGlassReview
+OfRun = Announce | TellResult | PostCards | TellEnd
+Notice = OfApproval | OfRun
 _KINDS: dict[str, type[Notice]] = {kind.kind: kind for kind in (Remind, Escalate, Redraw, FollowUpGlass,
-                                                                  ShowGlassReview)}
+                                                                  ShowGlassReview, Announce, TellResult, PostCards,
+                                                                  TellEnd)}
 KINDS = frozenset(_KINDS)
 """The kinds this Signoff sends; a store takes no other (one a newer Signoff wrote waits for it)."""
 UNFENCED = frozenset(kind for kind, made in _KINDS.items() if not made.fenced)
 """The kinds a take leaves open to other takers."""
 
 
-def notice_from(kind: str, approval_id: str, body: dict[str, Any]) -> Notice:
+def notice_from(kind: str, approval_id: str | None, body: dict[str, Any]) -> Notice:
     """The notice the outbox kept as `kind` (one of `KINDS`) and `body`."""
     made = _KINDS[kind]
     if made is Escalate:
         body = {**body, "added": tuple(body.get("added", ()))}
+    elif made is PostCards:
+        body = {**body, "keys": tuple(body.get("keys", ()))}
+    if issubclass(made, RunNotice):
+        return made(**body)
+    assert approval_id is not None, f"a {kind} notice is about an approval"
     return made(approval_id=approval_id, **body)
+
+
+def retried_call_notices(status: str) -> tuple[OfRun, ...]:
+    """What a call a person asked to retry owes as it restarts: the run's stopped message again,
+    told should this attempt never report back (one that does moves the run on, and the message
+    is no longer worth telling: `run_notices`)."""
+    return (TellEnd(status=status),) if status in ENDINGS else ()
 
 
 def nudge_notices(approval_id: str, kinds: list[str], added: tuple[str, ...], first: bool) -> tuple[Notice, ...]:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.audit import WHOLE_LOG, Record, Selection
 from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict
-from signoff.runtime.notices import HeldNotice
+from signoff.runtime.notices import HeldNotice, Notice
 from signoff.runtime.receipt_check import Proof
 from signoff.runtime.receipts import SigningKey
 from signoff.runtime.records import (
@@ -48,9 +48,9 @@ class RunStore(Protocol):
 
     def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
                    model: str, request_id: str | None = None, lease_to: str | None = None,
-                   lease: timedelta | None = None) -> RunRecord:
-        """Record a new run at version 1 with its history and a `run_created` event, atomically;
-        with `lease_to`, held by that owner until now + `lease` from the start.
+                   lease: timedelta | None = None, notices: tuple[Notice, ...] = ()) -> RunRecord:
+        """Record a new run at version 1 with its history, a `run_created` event and the `notices`
+        it owes people, atomically; with `lease_to`, held by that owner until now + `lease` from the start.
 
         A `request_id` already used returns that request's run instead (without its history) and
         writes nothing: a replayed request starts nothing new. A `run_id` already used raises.
@@ -103,9 +103,8 @@ class RunStore(Protocol):
     def renew(self, run_id: str, owner: str, lease: timedelta) -> bool:
         """Move the holder's lease to now + `lease`; False if `owner` no longer holds it."""
 
-    def release(self, run_id: str, owner: str, *, shown_status: str | None = None) -> None:
-        """Let go of the run if `owner` holds it; `shown_status` records, in the same write, the
-        ending people were told. Another owner's release changes nothing."""
+    def release(self, run_id: str, owner: str) -> None:
+        """Let go of the run if `owner` holds it; another owner's release changes nothing."""
 
     # -- steps and requests ---------------------------------------------------------------
 
@@ -114,7 +113,7 @@ class RunStore(Protocol):
         """Commit one step atomically: state, the history it appended, its events, the ledger
         outcome of its call (`checkpoint.execution`), the lease renewed, and `write` applied
         (`rules.step_write`: the approval it opens, those it supersedes or closes, a waiting
-        request it refuses). `clear_command` drops the request the step applied. `release` lets go
+        request it refuses, what it owes people). `clear_command` drops the request the step applied. `release` lets go
         of the lease instead of renewing it, unless a request waits for the run
         (`Saved.released` says which).
 
@@ -148,13 +147,6 @@ class RunStore(Protocol):
     def runs_needing_work(self, *, limit: int = 100) -> list[str]:
         """Runs no live lease holds that have something to do, least recently updated first:
         idle or running (orphaned), with a request waiting, or awaiting an approval now decided."""
-
-    def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
-        """Runs updated within `rules.RESYNC_WINDOW` that ended in `statuses` without people being
-        told (`shown_status` differs) and that no live lease holds; without history."""
-
-    def mark_run_shown(self, run_id: str, status: str) -> None:
-        """Record the ending people were told about."""
 
 
 class ExecutionLedger(Protocol):
@@ -210,10 +202,8 @@ class ApprovalStore(Protocol):
         """The call's approval in force (or, when none is, its latest)."""
 
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
-                       exclude_requester: str | None = None, unposted: bool = False,
-                       older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]:
-        """Approvals, newest first: by status, run, not asked by `exclude_requester`, not yet
-        posted (`unposted`), requested longer than `older_than` ago."""
+                       exclude_requester: str | None = None, limit: int = 50) -> list[ApprovalRecord]:
+        """Approvals, newest first: by status, run, not asked by `exclude_requester`."""
 
     def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
                digest: str | None = None, grant: bool = False, lease_to: str | None = None,
@@ -307,12 +297,22 @@ class GrantStore(Protocol):
 
 class NoticeStore(Protocol):
     """The outbox: messages owed to people (`notices.Notice`), written by the transaction of the
-    change that owes them (`approval_change.Change.notices`) and kept until sent (`relay.Relay`)."""
+    change or step that owes them (`approval_change.Change.notices`, `rules.StepWrite.notices`,
+    a new run's) and kept until sent (`relay.Relay`)."""
 
-    def take_notices(self, fence: timedelta, *, approval_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
-        """Take the notices due now (of `approval_id` alone, when given), oldest first, for `fence`:
-        until then no other caller, on any replica, takes them (but a redraw: `Notice.fenced`).
-        Only an approval's first notice owed is taken, so that its messages are sent in order."""
+    def take_notices(self, fence: timedelta, *, run_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
+        """Take the approvals' notices due now (of `run_id`'s alone, when given), oldest first, for
+        `fence`: until then no other caller, on any replica, takes them (but a redraw:
+        `Notice.fenced`). Only an approval's first notice owed is taken, so that its messages are
+        sent in order."""
+
+    def run_notices(self, run_id: str, limit: int = 50) -> list[HeldNotice]:
+        """The run's own notices due now, oldest first, up to the first that waits for its backoff
+        (those after it wait for it). For the holder of the run's lease, which fences them."""
+
+    def runs_owed_notices(self, older_than: timedelta, *, limit: int = 50) -> list[str]:
+        """Runs no live lease holds whose first notice of their own is due and was made more than
+        `older_than` ago: runs to recover."""
 
     def notice_sent(self, seq: int) -> None:
         """The notice is sent, or given up: it leaves the outbox."""

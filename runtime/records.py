@@ -35,7 +35,6 @@ class RunRecord:
     """A request (cancel, extend, retry, reconcile) waiting for the run's worker."""
     request_id: str | None = None
     """The request that started the run (e.g. Slack's trigger_id); a replay of it starts nothing new."""
-    shown_status: str | None = None
     """The ending people were last told about; recovery tells them of any other."""
     unreadable: str | None = None
     """Set, with `state` empty, when a listing met a run whose stored state cannot be read: the

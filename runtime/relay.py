@@ -13,24 +13,31 @@ twice, rather than an escalation nobody heard of.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from signoff.runtime.approval import is_open
+from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.heartbeat import Heartbeat
 from signoff.runtime.notices import (
     Escalate,
     FollowUpGlass,
     HeldNotice,
     Notice,
+    OfApproval,
+    PostCards,
     Redraw,
     Remind,
+    RunNotice,
     ShowGlassReview,
     card_redraws,
 )
 from signoff.runtime.ports import Store
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import RESYNC_WINDOW
-from signoff.runtime.telling import FAILED, Teller
+from signoff.runtime.run_notices import run_told
+from signoff.runtime.telling import FAILED, Teller, skip_unreadable
 
 log = logging.getLogger("signoff.runner")
 
@@ -41,6 +48,13 @@ LAST_RETRY = timedelta(seconds=15)
 """A failed send is tried again after `FIRST_RETRY`, doubling with each try, at most `LAST_RETRY`
 (the default sweep interval): once Slack is back, a card is in line by the next sweep or two."""
 TAKEN_AT_ONCE = 50
+RECOVER_AFTER = timedelta(seconds=10)
+"""How old what a run owes must be before recovery tells it on the run's behalf (its own worker
+tells it at once)."""
+REPOST_AFTER = timedelta(seconds=30)
+"""A card whose post failed is posted again no sooner than this: a post the Slack client gave up
+on (after 30 s) may still land in Slack, and a person may act on that copy first (a click on a
+copy takes its buttons away too), so it is not posted twice while it may be on its way."""
 REDRAWS_AT_MOST = 3
 """Draws of one card in a row, each because the approval moved on during the last."""
 
@@ -48,7 +62,7 @@ ToTell = Callable[[RunRecord, ApprovalRecord, Iterable[str]], list[str]]
 """Who among some ids to tell directly that an approval waits for them (`Deciders.to_tell`)."""
 
 
-def worth_sending(notice: Notice, approval: ApprovalRecord, now: datetime) -> bool:
+def worth_sending(notice: OfApproval, approval: ApprovalRecord, now: datetime) -> bool:
     """Whether the notice still says something true: a reminder or an escalation only of an
     approval still open; a break-glass's follow-ups only until it is reviewed; a redraw or a review
     always (it shows the approval as it is)."""
@@ -67,10 +81,10 @@ def card_method(approval: ApprovalRecord) -> str:
     return {"pending": "approval_updated", "expired": "approval_expired"}.get(approval.status, "approval_decided")
 
 
-def retry_in(tries: int) -> timedelta:
-    """When a notice that failed its `tries`-th send is due again."""
-    backoff: timedelta = FIRST_RETRY * 2 ** min(tries - 1, 16)
-    return min(backoff, LAST_RETRY)
+def retry_in(tries: int, notice: Notice | None = None) -> timedelta:
+    """When `notice`, which failed its `tries`-th send, is due again (a card's post: `REPOST_AFTER`)."""
+    backoff: timedelta = min(FIRST_RETRY * 2 ** min(tries - 1, 16), LAST_RETRY)
+    return max(backoff, REPOST_AFTER) if isinstance(notice, PostCards) else backoff
 
 
 class Relay:
@@ -79,42 +93,95 @@ class Relay:
     def __init__(self, store: Store, teller: Teller, to_tell: ToTell) -> None:
         self.store, self.teller, self.to_tell = store, teller, to_tell
 
-    def send_owed(self, approval_id: str | None = None) -> int:
-        """Send every notice due now (of `approval_id` alone, when given); how many were sent."""
+    def send_owed(self, run_id: str | None = None) -> int:
+        """Send every approval's notice due now (of `run_id`'s alone, when given); how many were sent."""
         sent = 0
-        while held := self.store.take_notices(FENCE, approval_id=approval_id, limit=TAKEN_AT_ONCE):
+        while held := self.store.take_notices(FENCE, run_id=run_id, limit=TAKEN_AT_ONCE):
             for notice in held:
                 sent += self._send(notice)
         return sent
 
+    def tell_run(self, run_id: str, run: RunRecord | None = None) -> RunRecord | None:
+        """Send what the run owes people of its own, in order, stopping at the first that fails
+        (those after it wait for it). Only for the holder of the run's lease, which fences them.
+
+        `run`: the run as its holder just saved it, with its history (read here otherwise: cards
+        and endings show the run's last steps). Returns the run as told (where its message went
+        recorded in its origin), or None if nothing was owed or it could not be read."""
+        if not self.teller.tells:
+            return None
+        told = None
+        for held in self.store.run_notices(run_id, limit=TAKEN_AT_ONCE):
+            try:
+                run = run or self.store.get_run(run_id)
+            except IncompatibleState as exc:  # left owed: an operator may mend it
+                skip_unreadable(run_id, exc)
+                self._later(held, self.store.now(), "its run cannot be read")
+                return None
+            if run is None:
+                self.store.notice_sent(held.seq)  # nothing left to tell it of
+                continue
+            assert isinstance(held.notice, RunNotice)
+            told = run_told(self.store, self.teller, run, held.notice)
+            if told is None:
+                self._later(held, self.store.now(), f"{held.notice.kind} failed")
+                return run
+            run = told
+            self.store.notice_sent(held.seq)
+        return told
+
+    def recover_runs(self, min_age: timedelta = RECOVER_AFTER) -> None:
+        """Tell what runs nobody drives still owe of their own (their worker died, or Slack was
+        down), holding each run's lease as its worker would, heartbeat and all: a post Slack is
+        slow to answer is not taken for a death, nor made twice.
+
+        The runs of cards this replica posted but could not record come first, and any other run
+        only once what it owes is `min_age` old: the replica that posted a card records
+        where it went before another replica, which cannot know of it, posts it again."""
+        if not self.teller.tells:
+            return
+        lease = self.teller.lease
+        mine = self.teller.unrecorded_runs()
+        for run_id in [*mine, *self.store.runs_owed_notices(min_age, limit=TAKEN_AT_ONCE)]:
+            held_by = f"{self.teller.worker_id}/tell-{secrets.token_hex(3)}"
+            if not self.store.hold(run_id, held_by, lease):
+                continue  # a worker or another replica took it meanwhile: it tells them
+            try:
+                with Heartbeat(self.store, run_id, held_by, lease):
+                    self.tell_run(run_id)
+            finally:
+                self.store.release(run_id, held_by)
+
     def _send(self, held: HeldNotice) -> bool:
-        approval = self.store.get_approval(held.notice.approval_id)
+        notice = held.notice
+        assert not isinstance(notice, RunNotice), "a run's own notices are sent by `tell_run`"
+        approval = self.store.get_approval(notice.approval_id)
         run = self.store.get_run(held.run_id, history=False) if approval is not None else None
         if approval is None or run is None or run.unreadable:
             self.store.notice_sent(held.seq)  # nothing left to say it of
             return False
         now = self.store.now()
-        if not self.teller.tells or not worth_sending(held.notice, approval, now):
+        if not self.teller.tells or not worth_sending(notice, approval, now):
             self.store.notice_sent(held.seq)
             return False
-        if isinstance(held.notice, Redraw) and approval.message is None:
+        if isinstance(notice, Redraw) and approval.message is None:
             # Its post is on its way (or failed, and recovery posts it again): redrawn once posted.
             self._later(held, now, "its card is not posted yet")
             return False
-        if self._told(held.notice, run, approval):
+        if self._told(notice, run, approval):
             self.store.notice_sent(held.seq)
             return True
-        self._later(held, now, f"{held.notice.kind} failed")
+        self._later(held, now, f"{notice.kind} failed")
         return False
 
     def _later(self, held: HeldNotice, now: datetime, why: str) -> None:
         """Leave the notice owed, due again after its backoff; one owed too long is given up."""
         if held.made_at < now - RESYNC_WINDOW:
-            log.error("run %s: gave up telling %s of approval %s after %d tries (%s)", held.run_id,
-                      held.notice.kind, held.notice.approval_id, held.tries, why)
+            log.error("run %s: gave up telling %s%s after %d tries (%s)", held.run_id, held.notice.kind,
+                      f" of approval {held.notice.about}" if held.notice.about else "", held.tries, why)
             self.store.notice_sent(held.seq)
         else:
-            self.store.notice_failed(held.seq, retry_in(held.tries), why)
+            self.store.notice_failed(held.seq, retry_in(held.tries, held.notice), why)
 
     def _redraw(self, run: RunRecord, drawn: ApprovalRecord) -> object:
         """Draw the card as `drawn` shows it; should the approval have moved on while the update
@@ -128,7 +195,7 @@ class Relay:
             drawn = now
         return told
 
-    def _told(self, notice: Notice, run: RunRecord, approval: ApprovalRecord) -> bool:
+    def _told(self, notice: OfApproval, run: RunRecord, approval: ApprovalRecord) -> bool:
         """Send `notice` through the teller (which logs and audits a failure); whether it went."""
         teller = self.teller
         match notice:

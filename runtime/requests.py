@@ -367,12 +367,13 @@ def _awaited(state: RunState, key: str | None) -> PendingCall:
 
 
 def waiting_on(state: RunState, key: str | None) -> PendingCall | None:
-    """The call under `key` (None: the pending one) if the run waits for a person's decision on it."""
-    if state.status != "awaiting_approval" or state.pending is None:
-        return None
-    if key is None or key == state.pending.key:
-        return state.pending
-    waiting = state.batch.of(key) if state.batch is not None else None
+    """The call under `key` (None: the pending one) if it waits for a person's decision: the run's
+    pending call while the run awaits approval, or one of its turn's calls still waiting, whatever
+    the run does meanwhile (between two of the turn's steps it is running)."""
+    pending = state.pending
+    if state.status == "awaiting_approval" and pending is not None and key in (None, pending.key):
+        return pending
+    waiting = state.batch.of(key) if state.batch is not None and key is not None else None
     return waiting.pending if waiting is not None and waiting.waiting else None
 
 

@@ -17,6 +17,7 @@ from signoff.runtime.approval import ApprovalRequest, Reopening
 from signoff.runtime.effects import AskAbout, AskMoreOf, CallChanged, Overruled
 from signoff.runtime.events import event as audit_event
 from signoff.runtime.frozen import thawed
+from signoff.runtime.notices import ENDINGS, OfRun, PostCards, TellEnd, TellResult
 from signoff.runtime.records import CommandRefusal
 from signoff.runtime.schema import REOPENABLE
 from signoff.runtime.state import STATUSES, TERMINAL, call_digest
@@ -50,11 +51,14 @@ class StepWrite:
     """Keys whose approved calls the policy now denies: their open approvals are closed as `cancelled`."""
     reopen: Reopening | None = None
     """The approval the policy now asks more approvals of."""
+    notices: tuple[OfRun, ...] = ()
+    """What the step owes people (`notices.RunNotice`), kept in the outbox with it."""
 
 
-def step_write(checkpoint: Checkpoint, approval_ttl: timedelta) -> StepWrite:
+def step_write(checkpoint: Checkpoint, approval_ttl: timedelta, *, tell: bool = False) -> StepWrite:
     """What the store must do, beyond writing it, when it saves `checkpoint`. `approval_ttl` is for
-    a call proposed before Signoff had policies (its pending call says nothing of a ttl)."""
+    a call proposed before Signoff had policies (its pending call says nothing of a ttl); `tell`:
+    people are told of runs, so the step owes them its results, its cards and its ending."""
     state = checkpoint.state
     status = state["status"]
     effects = checkpoint.effects
@@ -69,7 +73,21 @@ def step_write(checkpoint: Checkpoint, approval_ttl: timedelta) -> StepWrite:
         refuse_waiting_command=f"the run already ended ({status})" if ended else None,
         overruled=tuple(effect.key for effect in effects if isinstance(effect, Overruled)),
         reopen=_reopening(call_of(state, reopened[-1])) if reopened else None,
+        notices=step_notices(checkpoint, tuple(dict.fromkeys(asked))) if tell else (),
     )
+
+
+def step_notices(checkpoint: Checkpoint, asked: tuple[str, ...]) -> tuple[OfRun, ...]:
+    """What a step owes people, in the order they are told: each call's result, the cards of the
+    calls it asks about, and how the run ended, if it did."""
+    status = checkpoint.state["status"]
+    owed: list[OfRun] = [TellResult(entry=thawed(entry)) for entry in checkpoint.new_history
+                             if entry["role"] == "tool"]
+    if asked:
+        owed.append(PostCards(keys=asked))
+    if status in ENDINGS:
+        owed.append(TellEnd(status=status))
+    return tuple(owed)
 
 
 def call_of(state: Mapping[str, Any], key: str) -> Mapping[str, Any]:

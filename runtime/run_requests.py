@@ -73,8 +73,7 @@ class RunRequests(Deciders):
         outcome = self._command(run_id, user, Cancel(reason=reason), CANCEL, requester_may=True,
                                 shown_version=shown_version)
         if isinstance(outcome, Done):  # the redraws its pending approval's close owes
-            for approval in self.store.list_approvals(run_id=run_id, status="cancelled", limit=5):
-                self.relay.send_owed(approval.approval_id)
+            self.relay.send_owed(run_id)
         return outcome
 
     def edit(self, approval_id: str, digest: str, user: str, args: Any) -> RunOutcome:
@@ -113,7 +112,7 @@ class RunRequests(Deciders):
         outcome = self._command(run.run_id, user, Edit(approval_id=approval_id, digest=digest, args=edited,
                                                        key=approval.key), EDIT, approval=approval)
         if isinstance(outcome, Done):
-            self.relay.send_owed(approval_id)  # its card, superseded
+            self.relay.send_owed(run.run_id)  # its card, superseded
         return outcome
 
     def extend(self, run_id: str, user: str, *, shown_version: int | None = None) -> RunOutcome:

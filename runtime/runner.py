@@ -27,6 +27,7 @@ from signoff.runtime.digests import batch_place
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.events import run_created
 from signoff.runtime.glass_requests import GlassRequests
+from signoff.runtime.notices import Announce
 from signoff.runtime.people import MayApprove
 from signoff.runtime.ports import Store
 from signoff.runtime.records import (
@@ -42,7 +43,7 @@ from signoff.runtime.records import (
     RunRecord,
     StepUpNeeded,
 )
-from signoff.runtime.relay import Relay
+from signoff.runtime.relay import RECOVER_AFTER, Relay
 from signoff.runtime.run_requests import RunRequests
 from signoff.runtime.runner_config import RunnerConfig
 from signoff.runtime.state import new_state
@@ -102,9 +103,10 @@ class Runner(RunRequests, GlassRequests):
         run_id = "run-" + secrets.token_hex(5)
         state = new_state(run_id, (budget or self.config.budget).to_json())
         lease = self.worker.new_owner() if drive else None
-        run = self.store.create_run(state, goal=goal, requester=requester, origin=origin or {},
-                                    model=model or self.config.model, request_id=request_id,
-                                    lease_to=lease, lease=self.config.lease)
+        model = model or self.config.model
+        owed = (Announce(),) if self.teller.tells and model != CALLER_MODEL else ()  # a caller's: once it asks someone
+        run = self.store.create_run(state, goal=goal, requester=requester, origin=origin or {}, model=model,
+                                    request_id=request_id, lease_to=lease, lease=self.config.lease, notices=owed)
         if lease is not None and run.run_id == run_id:  # a replayed request's earlier run is not ours to drive
             self.worker.took(run_id, lease)
         if run.run_id == run_id:  # not a replayed request's earlier run: nothing was written for that
@@ -221,7 +223,7 @@ class Runner(RunRequests, GlassRequests):
         redraw its transaction owes (`notices.card_redraws`); nothing for a decision that changed
         nothing. Should this never happen (a crash), the next sweep or `recover` sends it."""
         if isinstance(outcome, Decided | Counted | Expired):
-            self.relay.send_owed(outcome.approval.approval_id)
+            self.relay.send_owed(outcome.approval.run_id)
 
     def card_of(self, run: RunRecord, approval: ApprovalRecord) -> Card:
         """What `approval`'s card shows besides it (`Teller.card_of`), for an edge redrawing it."""
@@ -248,7 +250,7 @@ class Runner(RunRequests, GlassRequests):
                 continue
             if run is not None:
                 self.teller.observe(run, [expiry_event(approval).as_event()])  # as the sweep's transaction wrote it
-            self.relay.send_owed(approval.approval_id)  # its card redrawn "expired, not executed"
+            self.relay.send_owed(approval.run_id)  # its card redrawn "expired, not executed"
             (end_run or self.execute)(approval.run_id)
         return expired
 
@@ -270,15 +272,15 @@ class Runner(RunRequests, GlassRequests):
         self.relay.send_owed()  # what the sweep owes people, kept with it (a crash before this loses none)
         return made
 
-    def recover(self, min_age: timedelta = timedelta(seconds=10)) -> list[str]:
+    def recover(self, min_age: timedelta = RECOVER_AFTER) -> list[str]:
         """Runs that need a worker (orphaned, decided, or with a command), after bringing Slack in line.
 
-        Re-posts approvals whose post failed, updates messages that still show an outcome other
-        than the stored one (live buttons on a decided approval), re-tells run endings nobody
-        heard of, and sends what the outbox still owes: a crash or an outage between the database
+        Sends what the outbox still owes: the cards, results and endings of runs nobody drives
+        (their worker died before telling, or Slack was down; once owed `min_age`), and the
+        redraws, reminders and follow-ups of approvals. A crash or an outage between the database
         and Slack loses no message.
         """
-        self.teller.resync(min_age)
+        self.relay.recover_runs(min_age)
         self.relay.send_owed()
         return self.store.runs_needing_work()
 

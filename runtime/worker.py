@@ -9,6 +9,7 @@ outcome is saved with the step after it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import secrets
@@ -36,7 +37,7 @@ from signoff.runtime.records import (
 )
 from signoff.runtime.relay import Relay
 from signoff.runtime.state import TERMINAL
-from signoff.runtime.telling import ENDINGS, Teller
+from signoff.runtime.telling import Teller
 from signoff.runtime.tool_calls import NotGranted, Outcome, Refused
 from signoff.tools.base import Tool, contract_change
 
@@ -101,10 +102,10 @@ class Worker:
         if run is None:
             return None
         session = Session(run, run.version, owner, report=report)
-        told, status = None, None
+        status = None
         try:
             with Heartbeat(self.store, run_id, owner, self.config.lease):
-                status, told = self._drive(session)
+                status = self._drive(session)
                 return status
         except Conflict as exc:
             log.warning("run %s: %s; another worker will continue it", run_id, exc)
@@ -119,7 +120,7 @@ class Worker:
             if status is None:  # the pass failed somewhere: what it kept of the run may not be the run
                 self.kept.forget(run_id)
             if not session.released:
-                self.store.release(run_id, owner, shown_status=told)
+                self.store.release(run_id, owner)
 
     def _held(self, run_id: str, owner: str, taken_at: float) -> RunRecord | None:
         """The run (without its history where this worker kept it: `_whole`), if `owner` holds its
@@ -153,13 +154,14 @@ class Worker:
             self.store.release(run.run_id, owner)  # as a claim does: don't keep it from other workers
             raise
 
-    def _drive(self, session: Session) -> tuple[str, str | None]:
-        """Drive the run until it pauses or ends: its status, and the ending people were told, if any."""
+    def _drive(self, session: Session) -> str:
+        """Drive the run until it pauses or ends; its status. What it owes people of its own before
+        its first step (its run message), or left untold when its last worker died, is told first."""
         run = session.run
+        told = self.parts.relay.tell_run(run.run_id, run)
+        if told is not None and told.origin != run.origin:
+            session.run = run = dataclasses.replace(run, origin=told.origin)
         while True:
-            if not run.origin.get("ts"):
-                run = self.teller.announce(run)
-                session.run = run
             agent = self.agent_for(session)
             self._advance(agent, session)
             if not session.interrupted:
@@ -168,14 +170,7 @@ class Worker:
             session.reload(run)
         if agent.status not in TERMINAL:  # a run that ended is not resumed
             self.kept.keep(run.run_id, session.version, agent.run_state, agent.state)
-        if not self.teller.tells:  # nobody to tell: the run is as this worker last saved it
-            return session.status, None
-        final = self.store.get_run(run.run_id, history=False) or run
-        if not session.changed:
-            return final.status, None
-        if final.status in ENDINGS and final.status != "done":  # a stopped run's message shows its last steps
-            final = self.store.get_run(run.run_id) or final
-        return final.status, self.teller.tell_end(final, remember=False)
+        return session.status
 
     def _advance(self, agent: Agent, session: Session) -> None:
         run = session.run

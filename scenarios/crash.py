@@ -14,7 +14,7 @@ from scenarios.serve import Serve, click_body
 from scenarios.world import World, wait_until
 from signoff.bot.slack.blocks import APPROVE_ACTION
 from signoff.runtime.failpoints import POINTS
-from signoff.runtime.records import ApprovalRecord
+from signoff.runtime.records import ApprovalRecord, RunRecord
 
 NOTE = {"tool": "send_note", "args": {"to": "ada@example.com", "text": "Your refund is on its way."}}
 CREDIT = {"tool": "apply_credit", "args": {"account": "A-1001", "amount": 42}}
@@ -101,6 +101,21 @@ def _expect_story(outcome: Outcome, world: World, run_id: str, case: CrashCase) 
             outcome.expect(not reconciled and "execution_retried" in types,
                            "an idempotent call left without an outcome must be retried with its key")
         outcome.notes.append(f"story: {', '.join(t for t in types if t not in ('decision',))}")
+    _expect_told_once(outcome, world, run)
+
+
+def _expect_told_once(outcome: Outcome, world: World, run: RunRecord | None) -> None:
+    """What the run's steps owed people reached them once each, whoever was alive to tell it: the
+    lookup's result and the run's answer in its thread, and one card per approval."""
+    ref = run.origin if run is not None else {}
+    thread = world.slack.thread(str(ref.get("channel")), str(ref.get("ts"))) if ref.get("ts") else []
+    texts = [str(message.get("text") or "") for message in thread]
+    results = sum(1 for text in texts if text.startswith("lookup returned a result"))
+    outcome.expect(results == 1, f"the lookup's result was told {results} times in the run's thread, not once")
+    for approval in world.db.store.list_approvals(run_id=run.run_id if run else "", limit=20):
+        cards = sum(1 for call in world.slack.calls if call.method == "chat.postMessage" and call.ok
+                    and f"{approval.approval_id}:" in str(call.body))
+        outcome.expect(cards == 1, f"approval {approval.approval_id} has {cards} cards, not one")
 
 
 def run_sigkill(kind: str, timeout: float = 60.0) -> Outcome:

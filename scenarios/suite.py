@@ -89,6 +89,9 @@ def scenarios(sizes: Sizes) -> list[Scenario]:
     found += [Scenario(f"crash/sweep-dies-before-telling/{k}",
                        functools.partial(owed.run_glass_told_after_the_sweeper_died, k), k == "postgres")
               for k in sizes.sigkill_kinds]
+    found += [Scenario(f"slack/step-told-after-a-post-outage/{k}",
+                       functools.partial(owed.run_results_told_after_a_post_outage, k), k == "postgres")
+              for k in sizes.sigkill_kinds]
     found += [
         Scenario("replicas/3x-races/postgres", functools.partial(replicas.run_replicas, sizes.replica_runs), True,
                  alone=True),

@@ -17,13 +17,13 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, insert, select, update
 from sqlalchemy.engine import Row
 
+from signoff.runtime.adapters.notice_rows import owe
 from signoff.runtime.adapters.rows import append_events, append_one_event_each, approval_record, grant_record
 from signoff.runtime.adapters.statements import INSERT_VOTE
-from signoff.runtime.adapters.tables import approval_votes, approvals, grants, notices, receipts
+from signoff.runtime.adapters.tables import approval_votes, approvals, grants, receipts
 from signoff.runtime.approval_change import Change
 from signoff.runtime.approval_events import as_events
 from signoff.runtime.errors import Conflict
-from signoff.runtime.notices import Notice
 from signoff.runtime.records import ApprovalRecord, GrantRecord, Vote
 from signoff.runtime.state import canonical_json
 
@@ -107,15 +107,7 @@ def save_changes(conn: Connection, changes: Sequence[Change], now: datetime) -> 
         if change.grant is not None:
             insert_grant(conn, change.grant)
     _append(conn, changes, now)
-    owed = [notice_row(change.after.run_id, notice, now) for change in changes for notice in change.notices]
-    if owed:
-        conn.execute(insert(notices), owed)
-
-
-def notice_row(run_id: str, notice: Notice, now: datetime) -> dict[str, Any]:
-    """`notice` as the outbox keeps it: owed from `now`, due at once."""
-    return {"run_id": run_id, "approval_id": notice.approval_id, "kind": notice.kind,
-            "body": canonical_json(notice.body()), "made_at": now, "next_at": now}
+    owe(conn, ((change.after.run_id, notice) for change in changes for notice in change.notices), now)
 
 
 def _append(conn: Connection, changes: Sequence[Change], now: datetime) -> None:

@@ -39,6 +39,7 @@ from signoff.runtime.approval_change import Change
 from signoff.runtime.audit import SEALED_WHEN, Seal
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.events import command_recorded, command_refused, run_created
+from signoff.runtime.notices import Notice
 from signoff.runtime.records import (
     ApprovalRecord,
     ApprovalStatus,
@@ -69,7 +70,7 @@ class MemoryStore(MemoryApprovals):
 
     def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
                    model: str, request_id: str | None = None, lease_to: str | None = None,
-                   lease: timedelta | None = None) -> RunRecord:
+                   lease: timedelta | None = None, notices: tuple[Notice, ...] = ()) -> RunRecord:
         with self._lock:
             if request_id is not None and request_id in self._by_request:
                 return self._runs[self._by_request[request_id]].record(history=False)
@@ -82,6 +83,7 @@ class MemoryStore(MemoryApprovals):
                       lease_owner=lease_to, lease_expires_at=now + lease if lease_to and lease else None)
             run.history.update(history_rows(0, state["history"]))
             run.append([run_created(goal, requester, origin, model)], now)
+            self._owe(run.run_id, notices, now)
             self._link(run)
             self._runs[run.run_id] = run
             if request_id is not None:
@@ -137,14 +139,12 @@ class MemoryStore(MemoryApprovals):
             run.lease_expires_at = self.now() + lease
             return True
 
-    def release(self, run_id: str, owner: str, *, shown_status: str | None = None) -> None:
+    def release(self, run_id: str, owner: str) -> None:
         with self._lock:
             run = self._runs.get(run_id)
             if run is None or run.lease_owner != owner:
                 return
             run.lease_owner = run.lease_expires_at = None
-            if shown_status is not None:
-                run.shown_status = shown_status
 
     # -- steps and requests ----------------------------------------------------------------
 
@@ -177,6 +177,7 @@ class MemoryStore(MemoryApprovals):
             run.events.extend(events)
             if checkpoint.execution is not None:
                 self._finish(checkpoint.execution, now)
+            self._owe(run_id, write.notices, now)
             opened, closed = self._apply(run, write, now)
             if waiting is not None and write.refuse_waiting_command is not None:
                 run.command = None
@@ -261,13 +262,6 @@ class MemoryStore(MemoryApprovals):
             run = self._run(run_id)
             run.command = None
             run.append([event], self.now())
-
-    # -- recovery ------------------------------------------------------------------------
-
-    def mark_run_shown(self, run_id: str, status: str) -> None:
-        with self._lock:
-            if run_id in self._runs:
-                self._runs[run_id].shown_status = status
 
 if TYPE_CHECKING:
     from signoff.runtime.ports import Store

@@ -35,6 +35,7 @@ from signoff.runtime.approval_events import as_events
 from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review, unreviewed
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
+from signoff.runtime.notices import retried_call_notices
 from signoff.runtime.receipts import SigningKey, decision_receipt
 from signoff.runtime.records import (
     ApprovalRecord,
@@ -149,7 +150,8 @@ class MemoryApprovals(MemoryNotices):
                 return Existing(existing.status, None, None)  # the request was used up already: ask again
             version = run.version = run.version + 1
             by = request.get("by")
-            run.command = run.shown_status = None
+            run.command = None
+            self._owe(run.run_id, retried_call_notices(run.status), now)
         existing.attempts += 1
         existing.started_at, existing.finished_at = now, None
         run.append([execution_retried(existing.key, tool, existing.attempts, restart, by)], now)

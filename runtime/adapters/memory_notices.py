@@ -35,18 +35,42 @@ class MemoryNotices(MemoryReads):
             seq = next(self._owed_seq)
             self._owed[seq] = _Owed(seq, run_id, notice, now, now)
 
-    def take_notices(self, fence: timedelta, *, approval_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
+    def take_notices(self, fence: timedelta, *, run_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
         with self._lock:
             now, firsts = self.now(), dict[str, _Owed]()
-            for owed in sorted(self._owed.values(), key=lambda o: o.seq):
-                firsts.setdefault(owed.notice.approval_id, owed)
+            for owed in self._in_order():
+                if owed.notice.about is not None:
+                    firsts.setdefault(owed.notice.about, owed)
             held: list[HeldNotice] = []
             for owed in sorted(firsts.values(), key=lambda o: o.seq):
-                if len(held) < limit and owed.next_at <= now and approval_id in (None, owed.notice.approval_id):
+                if len(held) < limit and owed.next_at <= now and run_id in (None, owed.run_id):
                     owed.next_at = owed.next_at if not owed.notice.fenced else now + fence
                     owed.tries += 1
                     held.append(HeldNotice(owed.seq, owed.run_id, owed.notice, owed.made_at, owed.tries))
             return held
+
+    def run_notices(self, run_id: str, limit: int = 50) -> list[HeldNotice]:
+        with self._lock:
+            now, due = self.now(), list[HeldNotice]()
+            for owed in self._in_order():
+                if owed.run_id == run_id and owed.notice.about is None:
+                    if owed.next_at > now or len(due) == limit:
+                        break
+                    due.append(HeldNotice(owed.seq, owed.run_id, owed.notice, owed.made_at, owed.tries + 1))
+            return due
+
+    def runs_owed_notices(self, older_than: timedelta, *, limit: int = 50) -> list[str]:
+        with self._lock:
+            now, firsts = self.now(), dict[str, _Owed]()
+            for owed in self._in_order():
+                if owed.notice.about is None:
+                    firsts.setdefault(owed.run_id, owed)
+            return sorted(run_id for run_id, owed in firsts.items()
+                          if owed.next_at <= now and owed.made_at < now - older_than
+                          and run_id in self._runs and self._runs[run_id].free(now))[:limit]
+
+    def _in_order(self) -> list[_Owed]:
+        return sorted(self._owed.values(), key=lambda o: o.seq)
 
     def notice_sent(self, seq: int) -> None:
         with self._lock:
@@ -56,3 +80,5 @@ class MemoryNotices(MemoryReads):
         with self._lock:
             if (owed := self._owed.get(seq)) is not None:
                 owed.next_at, owed.last_error = self.now() + retry_in, error[:500]
+                if owed.notice.about is None:  # a run's notice is read, not taken: its tries count here
+                    owed.tries += 1

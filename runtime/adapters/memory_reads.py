@@ -10,7 +10,7 @@ import itertools
 import threading
 from collections import Counter
 from collections.abc import Callable, Generator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from signoff.runtime.adapters.memory_rows import Approval, Execution, Run, thaw
@@ -19,7 +19,7 @@ from signoff.runtime.audit import GENESIS, WHOLE_LOG, EventRow, Head, Record, Ru
 from signoff.runtime.errors import NotFound
 from signoff.runtime.receipt_check import ExecutionRow, Proof, ReceiptRow
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord
-from signoff.runtime.rules import COMMANDS_LOOKED_AT, RESYNC_WINDOW
+from signoff.runtime.rules import COMMANDS_LOOKED_AT
 from signoff.runtime.schema import ACTIVE, WAITING_ON_CALLER
 
 
@@ -159,14 +159,6 @@ class MemoryReads:
     def _decided(self, key: str | None) -> bool:
         return key is not None and any(a.record.status in DECIDED for a in self._by_key.get(key, []))
 
-    def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
-        with self._lock:
-            now = self.now()
-            chosen = [r for r in self._runs.values()
-                      if r.updated_at >= now - RESYNC_WINDOW and r.status in statuses and r.free(now)
-                      and r.shown_status != r.status]
-            return [r.record(history=False) for r in oldest_first(chosen, "updated_at")[:limit]]
-
     def executions(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:
             rows = [x for x in self._executions.values() if x.run_id == run_id]
@@ -191,21 +183,16 @@ class MemoryReads:
             return latest[0].out() if latest else None
 
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
-                       exclude_requester: str | None = None, unposted: bool = False,
-                       older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]:
+                       exclude_requester: str | None = None, limit: int = 50) -> list[ApprovalRecord]:
         with self._lock:
-            before = self.now() - older_than if older_than is not None else None
             chosen = [a for a in self._approvals.values() if _matches(
-                a.record, status=status, run_id=run_id, exclude_requester=exclude_requester, unposted=unposted,
-                before=before)]
+                a.record, status=status, run_id=run_id, exclude_requester=exclude_requester)]
             return [a.out() for a in newest_first(chosen, "requested_at")[:limit]]
 
 
-def _matches(record: ApprovalRecord, *, status: str | None, run_id: str | None, exclude_requester: str | None,
-             unposted: bool, before: datetime | None) -> bool:
+def _matches(record: ApprovalRecord, *, status: str | None, run_id: str | None, exclude_requester: str | None) -> bool:
     return ((not status or record.status == status) and (not run_id or record.run_id == run_id)
-            and (not exclude_requester or record.requester != exclude_requester)
-            and (not unposted or record.message is None) and (before is None or record.requested_at < before))
+            and (not exclude_requester or record.requester != exclude_requester))
 
 
 def oldest_first(rows: list[Any], time: str) -> list[Any]:

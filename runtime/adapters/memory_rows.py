@@ -58,7 +58,6 @@ class Run:
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
     request_id: str | None = None
-    shown_status: str | None = None
     link: Link | None = None
     """The run's place in the chain of runs."""
 
@@ -90,7 +89,7 @@ class Run:
             run_id=self.run_id, goal=self.goal, requester=self.requester, origin=json.loads(self.origin),
             model=self.model, status=self.status, state=state, version=self.version, created_at=self.created_at,
             updated_at=self.updated_at, lease_owner=self.lease_owner, lease_expires_at=self.lease_expires_at,
-            command=thaw(self.command), request_id=self.request_id, shown_status=self.shown_status,
+            command=thaw(self.command), request_id=self.request_id,
             checked=checked,
         )
 

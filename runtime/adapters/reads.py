@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, and_, func, or_, select, text
@@ -28,7 +28,7 @@ from signoff.runtime.approval import DECIDED
 from signoff.runtime.audit import WHOLE_LOG, EventRow, Head, Link, Record, RunRow, Seal, Selection
 from signoff.runtime.receipt_check import ExecutionRow, Proof, ReceiptRow
 from signoff.runtime.records import ApprovalRecord, RunRecord
-from signoff.runtime.rules import COMMANDS_LOOKED_AT, RESYNC_WINDOW
+from signoff.runtime.rules import COMMANDS_LOOKED_AT
 from signoff.runtime.schema import ACTIVE, WAITING_ON_CALLER
 
 _SERVER_NOW = text("SELECT now()")
@@ -95,17 +95,6 @@ class SqlReads:
                                 .order_by(tool_executions.c.started_at)).all()
         return [dict(r._mapping, result=loads(r.result)) for r in rows]
 
-    def runs_out_of_sync(self, statuses: tuple[str, ...], limit: int = 50) -> list[RunRecord]:
-        """Runs that ended (in `statuses`) without people being told, and that no live worker holds
-        (a worker tells before it lets go, so a held run may be being told right now)."""
-        with self.engine.connect() as conn:
-            now = self._now(conn)
-            free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now)
-            query = (select(runs).where(runs.c.updated_at >= now - RESYNC_WINDOW, runs.c.status.in_(statuses), free,
-                                        or_(runs.c.shown_status.is_(None), runs.c.shown_status != runs.c.status))
-                     .order_by(runs.c.updated_at).limit(limit))
-            return [run_record(r, None, listing=True) for r in conn.execute(query).all()]
-
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         return self._one_approval(APPROVAL_BY_ID, {"b_approval_id": approval_id})
 
@@ -119,8 +108,7 @@ class SqlReads:
             return with_votes(conn, [row])[0] if row else None
 
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
-                       exclude_requester: str | None = None, unposted: bool = False,
-                       older_than: timedelta | None = None, limit: int = 50) -> list[ApprovalRecord]:
+                       exclude_requester: str | None = None, limit: int = 50) -> list[ApprovalRecord]:
         query = select(approvals).order_by(approvals.c.requested_at.desc()).limit(limit)
         if status:
             query = query.where(approvals.c.status == status)
@@ -128,11 +116,7 @@ class SqlReads:
             query = query.where(approvals.c.run_id == run_id)
         if exclude_requester:
             query = query.where(approvals.c.requester != exclude_requester)
-        if unposted:
-            query = query.where(approvals.c.message.is_(None))
         with self.engine.connect() as conn:
-            if older_than is not None:
-                query = query.where(approvals.c.requested_at < self._now(conn) - older_than)
             return with_votes(conn, conn.execute(query).all())
 
     def list_runs(self, *, requester: str | None = None, status: str | None = None, tool: str | None = None,

@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Row
 
+from signoff.runtime.adapters.notice_rows import owe
 from signoff.runtime.adapters.tables import (
     approval_votes,
     audit_head,
@@ -38,6 +39,7 @@ from signoff.runtime.adapters.tables import (
 from signoff.runtime.audit import chain_hash, chained
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.events import run_created
+from signoff.runtime.notices import Notice
 from signoff.runtime.records import ApprovalRecord, GrantRecord, RunRecord, Vote
 from signoff.runtime.schema import RunState
 from signoff.runtime.state import canonical_json, parse_state, upgrade
@@ -205,6 +207,8 @@ class NewRun:
     request_id: str | None
     lease_to: str | None
     lease: timedelta | None
+    notices: tuple[Notice, ...] = ()
+    """What the run owes people from the start (its run message: `notices.Announce`)."""
 
 
 def insert_new_runs(conn: Connection, batch: Sequence[NewRun], now: datetime) -> list[tuple[RunRecord, str]]:
@@ -224,6 +228,7 @@ def insert_new_runs(conn: Connection, batch: Sequence[NewRun], now: datetime) ->
                for new in batch for i, entry in enumerate(new.state["history"])]
     if history:
         conn.execute(_INSERT_HISTORY, history)
+    owe(conn, ((new.state["run_id"], notice) for new in batch for notice in new.notices), now)
     return [(run_record(row, list(new.state["history"])), created[0]["hash"])
             for row, (new, created) in zip(rows, made, strict=True)]
 
@@ -311,7 +316,7 @@ def _record(row: Row[Any], state: dict[str, Any], *, lenient: bool, unreadable: 
         run_id=row.run_id, goal=row.goal, requester=row.requester, origin=read(row.origin, {}),
         model=row.model, status=row.status, state=state, version=row.version, created_at=row.created_at,
         updated_at=row.updated_at, lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at,
-        command=read(row.command, None), request_id=row.request_id, shown_status=row.shown_status,
+        command=read(row.command, None), request_id=row.request_id,
         unreadable=unreadable, checked=checked,
     )
 

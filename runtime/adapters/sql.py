@@ -25,6 +25,7 @@ from signoff.runtime.adapters.approval_rows import (
 )
 from signoff.runtime.adapters.group_commit import GroupCommit
 from signoff.runtime.adapters.ids import new_approval_id
+from signoff.runtime.adapters.notice_rows import owe
 from signoff.runtime.adapters.rows import (
     SAVE_STEP,
     NewRun,
@@ -44,7 +45,6 @@ from signoff.runtime.adapters.statements import (
     CLAIM,
     HOLD,
     RELEASE,
-    RELEASE_TOLD,
     RENEW,
 )
 from signoff.runtime.adapters.tables import approvals, runs
@@ -61,6 +61,7 @@ from signoff.runtime.approval import (
 from signoff.runtime.audit import SEALED_WHEN
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.events import command_recorded, command_refused
+from signoff.runtime.notices import Notice
 from signoff.runtime.records import (
     ApprovalRecord,
     ApprovalStatus,
@@ -98,9 +99,10 @@ class SqlStore(SqlApprovals, SqlNotices):
 
     def create_run(self, state: dict[str, Any], *, goal: str, requester: str, origin: dict[str, Any],
                    model: str, request_id: str | None = None, lease_to: str | None = None,
-                   lease: timedelta | None = None) -> RunRecord:
-        """Insert a new run; with a `request_id` already used, return that request's run instead."""
-        created = self._new_runs.submit(NewRun(state, goal, requester, origin, model, request_id, lease_to, lease))
+                   lease: timedelta | None = None, notices: tuple[Notice, ...] = ()) -> RunRecord:
+        """Insert a new run, owing `notices`; with a `request_id` already used, return that request's run instead."""
+        created = self._new_runs.submit(NewRun(state, goal, requester, origin, model, request_id, lease_to, lease,
+                                               notices))
         if isinstance(created, RunRecord):
             return created
         earlier = self.run_for_request(created)
@@ -167,13 +169,9 @@ class SqlStore(SqlApprovals, SqlNotices):
         with self._tx() as conn:
             return conn.execute(RENEW, lease_params(run_id, owner, self._now(conn), lease)).rowcount == 1
 
-    def release(self, run_id: str, owner: str, *, shown_status: str | None = None) -> None:
-        """Let go of the run; `shown_status` records, in the same statement, the ending people were told."""
+    def release(self, run_id: str, owner: str) -> None:
         with self._tx() as conn:
-            if shown_status is None:
-                conn.execute(RELEASE, {"b_run_id": run_id, "b_owner": owner})
-            else:
-                conn.execute(RELEASE_TOLD, {"b_run_id": run_id, "b_owner": owner, "b_shown_status": shown_status})
+            conn.execute(RELEASE, {"b_run_id": run_id, "b_owner": owner})
 
     def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, write: StepWrite,
                   lease: timedelta, clear_command: bool = False, release: bool = False) -> Saved:
@@ -194,6 +192,7 @@ class SqlStore(SqlApprovals, SqlNotices):
                                  row.last_hash)
             if checkpoint.execution is not None:
                 finish_execution(conn, checkpoint.execution, now)
+            owe(conn, ((run_id, notice) for notice in write.notices), now)
             replaced = self._close_replaced(conn, write, now)
             opened = tuple(self._open(conn, run_id, request, row.requester, now) for request in write.approvals)
             command = json.loads(row.command) if row.command and not clear_command else None
@@ -285,10 +284,6 @@ class SqlStore(SqlApprovals, SqlNotices):
     def append_event(self, run_id: str, event: dict[str, Any]) -> None:
         with self._tx() as conn:
             append_events(conn, run_id, [event], self._now(conn))
-
-    def mark_run_shown(self, run_id: str, status: str) -> None:
-        with self._tx() as conn:
-            conn.execute(update(runs).where(runs.c.run_id == run_id).values(shown_status=status))
 
 
 def _closed(conn: Connection, now: datetime, whose: ColumnElement[bool], *,

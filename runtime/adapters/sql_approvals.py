@@ -26,6 +26,7 @@ from signoff.runtime.adapters.approval_rows import (
 )
 from signoff.runtime.adapters.db import WRITE_OPTION
 from signoff.runtime.adapters.ids import new_grant_id
+from signoff.runtime.adapters.notice_rows import owe
 from signoff.runtime.adapters.reads import SqlReads
 from signoff.runtime.adapters.rows import (
     append_events,
@@ -57,6 +58,7 @@ from signoff.runtime.approval import (
 from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
+from signoff.runtime.notices import retried_call_notices
 from signoff.runtime.receipts import SigningKey, decision_receipt
 from signoff.runtime.records import (
     ApprovalRecord,
@@ -136,12 +138,11 @@ class SqlApprovals(SqlTransactions):
             request = json_or(held.command, None)
             if not is_retry_request(request):
                 return Existing(existing.status, None, None)  # the request was used up already: ask again
-            # Used up with the restart, and the run moves on a version: a replayed or old Retry finds
-            # it gone, and the stopped message is told again if this attempt never reports back.
+            # Used up with the restart, and the run moves on a version: a replayed or old Retry finds it gone.
             version = held.version + 1
             by = request.get("by")
-            conn.execute(update(runs).where(runs.c.run_id == run_id)
-                         .values(command=None, version=version, shown_status=None))
+            conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None, version=version))
+            owe(conn, [(run_id, notice) for notice in retried_call_notices(held.status)], now)
         conn.execute(update(tool_executions).where(tool_executions.c.key == existing.key,
                                                    tool_executions.c.status == "started")
                      .values(attempts=existing.attempts + 1, started_at=now, finished_at=None))

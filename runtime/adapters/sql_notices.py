@@ -1,9 +1,12 @@
 """The outbox in SQL (`notices`): messages owed to people, taken one take at a time.
 
-A take is a compare-and-set on `next_at`: of two replicas taking the same notice, the second
-finds it moved a fence ahead (PostgreSQL re-reads the row it waited for; SQLite writes one at a
-time) and leaves it; a redraw is left open (`notices.Redraw`). Only the first notice owed of an
-approval is taken, so that its messages go out in the order they were owed.
+An approval's notice is taken by a compare-and-set on `next_at`: of two replicas taking the same
+one, the second finds it moved a fence ahead (PostgreSQL re-reads the row it waited for; SQLite
+writes one at a time) and leaves it; a redraw is left open (`notices.Redraw`). Only the first
+notice owed of an approval is taken, so that its messages go out in the order they were owed.
+
+A run's own notices (`notices.RunNotice`) are fenced by the run's lease instead: they are read, not
+taken, by the holder, and a run whose lease is free with some due is a run to recover.
 """
 
 from __future__ import annotations
@@ -11,22 +14,25 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from sqlalchemy import case, delete, select, update
+from sqlalchemy import case, delete, or_, select, update
 from sqlalchemy.orm import aliased
 
 from signoff.runtime.adapters.sql_approvals import SqlTransactions
-from signoff.runtime.adapters.tables import notices
+from signoff.runtime.adapters.tables import notices, runs
 from signoff.runtime.notices import KINDS, UNFENCED, HeldNotice, notice_from
+
+_KNOWN = notices.c.kind.in_(sorted(KINDS))
+_OF_RUN = notices.c.approval_id.is_(None)
 
 
 class SqlNotices(SqlTransactions):
-    def take_notices(self, fence: timedelta, *, approval_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
+    def take_notices(self, fence: timedelta, *, run_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
         earlier = aliased(notices)
         first = ~select(earlier.c.seq).where(earlier.c.approval_id == notices.c.approval_id,
                                              earlier.c.seq < notices.c.seq).exists()
-        query = select(notices.c.seq).where(notices.c.kind.in_(sorted(KINDS)), first)
-        if approval_id is not None:
-            query = query.where(notices.c.approval_id == approval_id)
+        query = select(notices.c.seq).where(_KNOWN, ~_OF_RUN, first)
+        if run_id is not None:
+            query = query.where(notices.c.run_id == run_id)
         with self.engine.connect() as conn:  # looked for first without the write lock: mostly nothing is owed
             if not conn.execute(query.where(notices.c.next_at <= self._now(conn)).limit(1)).first():
                 return []
@@ -44,6 +50,31 @@ class SqlNotices(SqlTransactions):
                                            row.made_at, row.tries))
             return held
 
+    def run_notices(self, run_id: str, limit: int = 50) -> list[HeldNotice]:
+        with self.engine.connect() as conn:
+            now = self._now(conn)
+            rows = conn.execute(select(notices).where(notices.c.run_id == run_id, _OF_RUN, _KNOWN)
+                                .order_by(notices.c.seq).limit(limit)).all()
+        due = []
+        for row in rows:
+            if row.next_at > now:
+                break  # it failed and waits for its backoff: those after it wait for it
+            due.append(HeldNotice(row.seq, row.run_id, notice_from(row.kind, None, json.loads(row.body)),
+                                  row.made_at, row.tries + 1))
+        return due
+
+    def runs_owed_notices(self, older_than: timedelta, *, limit: int = 50) -> list[str]:
+        with self.engine.connect() as conn:
+            now = self._now(conn)
+            free = or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now)
+            earlier = aliased(notices)
+            first = ~select(earlier.c.seq).where(earlier.c.run_id == notices.c.run_id, earlier.c.approval_id.is_(None),
+                                                 earlier.c.seq < notices.c.seq).exists()
+            return list(conn.execute(
+                select(notices.c.run_id).join(runs, runs.c.run_id == notices.c.run_id)
+                .where(_OF_RUN, _KNOWN, first, notices.c.next_at <= now, notices.c.made_at < now - older_than, free)
+                .group_by(notices.c.run_id).order_by(notices.c.run_id).limit(limit)).scalars())
+
     def notice_sent(self, seq: int) -> None:
         with self._tx() as conn:
             conn.execute(delete(notices).where(notices.c.seq == seq))
@@ -51,4 +82,5 @@ class SqlNotices(SqlTransactions):
     def notice_failed(self, seq: int, retry_in: timedelta, error: str) -> None:
         with self._tx() as conn:
             conn.execute(update(notices).where(notices.c.seq == seq)
-                         .values(next_at=self._now(conn) + retry_in, last_error=error[:500]))
+                         .values(next_at=self._now(conn) + retry_in, last_error=error[:500],
+                                 tries=case((_OF_RUN, notices.c.tries + 1), else_=notices.c.tries)))

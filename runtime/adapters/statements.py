@@ -57,10 +57,8 @@ HOLD = update(runs).where(runs.c.run_id == _RUN_ID, _FREE).values(lease_owner=_O
 RENEW = update(runs).where(runs.c.run_id == _RUN_ID, runs.c.lease_owner == _OWNER).values(lease_expires_at=_UNTIL)
 RELEASE = update(runs).where(runs.c.run_id == _RUN_ID, runs.c.lease_owner == _OWNER).values(
     lease_owner=None, lease_expires_at=None)
-RELEASE_TOLD = RELEASE.values(shown_status=param("shown_status", runs.c.shown_status))
-"""Let go, recording the ending people were told."""
 FENCE = (update(runs).where(runs.c.run_id == _RUN_ID, runs.c.lease_owner == _OWNER, runs.c.lease_expires_at > _NOW)
-         .values(lease_expires_at=_UNTIL).returning(runs.c.command, runs.c.version, runs.c.requester))
+         .values(lease_expires_at=_UNTIL).returning(runs.c.command, runs.c.version, runs.c.requester, runs.c.status))
 """Renew a live lease its holder still has, or change nothing: what a call may start behind."""
 
 # -- decisions ---------------------------------------------------------------------------

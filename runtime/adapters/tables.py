@@ -76,8 +76,6 @@ runs = Table(
     Column("lease_owner", String(128), nullable=True),
     Column("lease_expires_at", UTCDateTime, nullable=True),
     Column("request_id", String(200), nullable=True),
-    # The status people were last told about (run_finished / run_stopped); recovery re-tells the rest.
-    Column("shown_status", String(32), nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     UniqueConstraint("request_id"),
@@ -309,7 +307,7 @@ notices = Table(
     # a fence ahead (no other replica sends it meanwhile), a failed try by its backoff.
     Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
     Column("run_id", String(64), nullable=False),
-    Column("approval_id", String(64), nullable=False),
+    Column("approval_id", String(64), nullable=True),  # None: the run's own (`notices.RunNotice`)
     Column("kind", String(32), nullable=False),
     Column("body", Text, nullable=False),
     Column("made_at", UTCDateTime, nullable=False),
@@ -317,6 +315,7 @@ notices = Table(
     Column("tries", Integer, nullable=False, server_default=text("0")),
     Column("last_error", Text, nullable=True),
     Index(None, "approval_id", "seq"),
+    Index(None, "run_id", "seq"),
     Index(None, "next_at"),
 )
 

@@ -142,8 +142,8 @@ def test_a_call_the_policy_decides_alone_posts_nothing_and_one_asked_of_a_person
         asked.start()
         asked.succeeded({"refund_id": "R-4"})
     for run_id in (allowed.id, denied.id, asked.id):
-        wait_until(lambda r=run_id: world.db.store.get_run(r, history=False).shown_status in ("done", "failed"), 30,
-                   what=f"{run_id} settled")
+        wait_until(lambda r=run_id: world.db.store.get_run(r, history=False).status in ("done", "failed")
+                   and not world.db.store.run_notices(r), 30, what=f"{run_id} settled and told")
     said = [json.dumps(c.body) for c in world.slack.calls if c.method in ("chat.postMessage", "chat.update")]
     assert not [c for c in said if allowed.id in c or denied.id in c]
     assert [e["type"] for e in world.db.store.timeline(allowed.id)][-1] == "finished"  # kept all the same

@@ -307,7 +307,7 @@ def execute_together(url: str, effects: str, run_id: str) -> str | None:
 def crash_child(url: str, effects: str, point: str, action: list[Any]) -> None:
     """Do `action` with `point=exit` enabled: the process dies there (exit code 137)."""
     engine = make_engine(url)
-    runner = build_runner(SqlStore(engine), Path(effects), failpoints=f"{point}=exit", lease=1.0)
+    runner = build_runner(SqlStore(engine), Path(effects), failpoints=f"{point}=exit", lease=1.0, notifier=Told())
     match action:
         case ["execute", run_id]:
             runner.execute(run_id)

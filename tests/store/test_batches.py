@@ -25,12 +25,15 @@ from store_harness import (
 
 from signoff.runtime.budget import Budget
 from signoff.runtime.commands import Edit
+from signoff.runtime.edits import checked_edit
 from signoff.runtime.failpoints import FailpointHit
 from signoff.runtime.models.scripted import ScriptedPolicy
 from signoff.runtime.ports import Store
 from signoff.runtime.records import AlreadyDecided, Decided, Done
+from signoff.runtime.requests import waiting_on
 from signoff.runtime.rules import EDIT
 from signoff.runtime.runner import Runner
+from signoff.runtime.state import parse_state
 
 
 def paused(runner: Runner, model: str = "scripted:batch", **budget: Any) -> tuple[str, list[Any]]:
@@ -220,3 +223,17 @@ def test_an_edit_refused_once_it_reaches_the_run_asks_again_about_the_call_it_cl
         assert isinstance(runner.decide(approval.approval_id, approval.digest, APPROVER, True), Decided)
     assert runner.execute(run_id) == "done"
     assert sorted(key for _, key in side_effects(effects)) == [ana.key, bo.key]
+
+
+def test_an_edit_checked_while_the_turn_is_between_two_steps_is_checked_against_its_call(
+        store: Store, effects: Path) -> None:
+    """The edit form checks the edit against the call it edits (a repeat of another call of the
+    turn is refused in the form), even while the run is between two of the turn's steps, running:
+    before, it checked only the arguments then, and left the repeat for the run to refuse."""
+    runner = build_runner(store, effects, lease=30.0)
+    run_id, (_, bo) = paused(runner)
+    between = parse_state(runner.get_run(run_id).state)[0].evolved(status="running", pending=None)
+    call = waiting_on(between, bo.key)
+    assert call is not None and call.key == bo.key
+    with pytest.raises(ValueError, match="would repeat"):
+        checked_edit(between, call, runner.tools[SEND], {**bo.args, "to": "ana@example.com"})

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from signoff.runtime.adapters.db import MIGRATIONS, current_revision, head_revision, upgrade
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.adapters.tables import metadata
-from signoff.runtime.notices import Redraw
+from signoff.runtime.notices import Announce, PostCards, Redraw, TellEnd
 from signoff.runtime.relay import FENCE
 
 
@@ -71,3 +71,35 @@ def test_cards_left_out_of_line_before_the_outbox_are_owed_a_redraw_after_the_up
     assert upgrade(engine) == ("0014", head_revision())
     owed = SqlStore(engine).take_notices(FENCE)
     assert [(held.run_id, held.notice) for held in owed] == [("run-1", Redraw(approval_id="apr_stale"))]
+
+
+def test_what_runs_owed_people_before_the_outbox_is_owed_after_the_upgrade(engine: Engine) -> None:
+    """0015 -> 0016: a run's ending nobody heard of (`shown_status` differed), a card never posted
+    and a run never announced become notices owed; a run told, and a caller's run that asks
+    nobody, owe nothing."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0015")
+    run = text("INSERT INTO runs (run_id, goal, requester, origin, model, status, state, history_len, version, "
+               "event_count, created_at, updated_at, shown_status) VALUES (:id, 'g', 'U1', :origin, :model, "
+               ":status, '{}', 0, 1, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, :shown)")
+    card = text("INSERT INTO approvals (approval_id, run_id, step, tool, args, key, digest, status, requester, "
+                "requested_at, expires_at, quorum) VALUES ('apr_1', 'run-waits', 1, 'send', '{}', 'run-waits:1', "
+                "'d', 'pending', 'U1', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 1)")
+    announced = '{"channel": "C1", "ts": "1.1"}'
+    with engine.begin() as conn:
+        for run_id, status, origin, model, shown in [("run-told", "done", announced, "m", "done"),
+                                                     ("run-untold", "failed", announced, "m", None),
+                                                     ("run-waits", "awaiting_approval", announced, "m", None),
+                                                     ("run-unannounced", "running", "{}", "m", None),
+                                                     ("run-of-a-caller", "running", "{}", "caller", None)]:
+            conn.execute(run, {"id": run_id, "status": status, "origin": origin, "model": model, "shown": shown})
+        conn.execute(card)
+    assert upgrade(engine) == ("0015", head_revision())
+    store = SqlStore(engine)
+    owed = {run_id: [held.notice for held in store.run_notices(run_id)]
+            for run_id in ("run-told", "run-untold", "run-waits", "run-unannounced", "run-of-a-caller")}
+    assert owed == {"run-told": [], "run-untold": [TellEnd(status="failed")], "run-waits": [PostCards(keys=("run-waits:1",))],
+                    "run-unannounced": [Announce()], "run-of-a-caller": []}

@@ -112,8 +112,8 @@ def test_a_notice_taken_is_fenced_from_every_other_taker_and_an_approvals_notice
     store.notice_failed(second.seq, timedelta(seconds=30), "slack is down")
     assert store.take_notices(FENCE) == []
     clock.advance(seconds=30)
-    assert store.take_notices(FENCE, approval_id="someone-else") == []
-    [retried] = store.take_notices(FENCE, approval_id=approval.approval_id)
+    assert store.take_notices(FENCE, run_id="someone-else") == []
+    [retried] = store.take_notices(FENCE, run_id=approval.run_id)
     store.notice_sent(retried.seq)
     [third] = store.take_notices(FENCE)
     assert third.notice == Redraw(approval_id=approval.approval_id)  # its card shows Ada among its approvers

@@ -14,6 +14,7 @@ from store_harness import APPROVER, REQUESTER, ManualClock, Told, build_runner, 
 
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.errors import IncompatibleState
+from signoff.runtime.failpoints import FailpointHit
 from signoff.runtime.ports import Store
 from signoff.runtime.records import Decided, RunRecord
 from signoff.runtime.relay import FENCE
@@ -48,7 +49,7 @@ def test_a_decision_whose_message_update_failed_is_shown_by_recovery(store: Stor
     assert told.of("approval_decided") == []  # the buttons are still live
 
     told.down.clear()
-    runner.recover()
+    runner.recover(min_age=timedelta(0))
     assert told.of("approval_decided") == [], "not before its backoff"
     clock.advance(seconds=10)
     runner.recover()
@@ -59,7 +60,8 @@ def test_a_decision_whose_message_update_failed_is_shown_by_recovery(store: Stor
     assert told.of("approval_decided") == [approval.approval_id], "in line now: nothing more to update"
 
 
-def test_an_ending_nobody_heard_of_is_told_once_by_recovery(store: Store, effects: Path) -> None:
+def test_an_ending_nobody_heard_of_is_told_once_by_recovery(store: Store, effects: Path,
+                                                             clock: ManualClock) -> None:
     told = Flaky()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     run, approval = paused_run(runner, told)
@@ -70,23 +72,45 @@ def test_an_ending_nobody_heard_of_is_told_once_by_recovery(store: Store, effect
 
     told.down.clear()
     runner.recover()
+    assert told.of("run_finished") == [], "not before its backoff, nor before recovery's wait"
+    clock.advance(seconds=11)
+    runner.recover()
     runner.recover()
     assert told.of("run_finished") == [run.run_id]
-    assert store.get_run(run.run_id, history=False).shown_status == "done"
+    assert store.run_notices(run.run_id) == [] and store.get_run(run.run_id, history=False).lease_owner is None
 
 
-def test_an_ending_told_by_the_worker_is_recorded_as_it_lets_go_and_not_told_again(store: Store, effects: Path,
-                                                                                    clock: ManualClock) -> None:
+def test_an_ending_told_by_the_worker_leaves_nothing_owed_and_is_not_told_again(store: Store, effects: Path,
+                                                                                clock: ManualClock) -> None:
     told = Told()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     run, approval = paused_run(runner, told)
     runner.decide(approval.approval_id, approval.digest, APPROVER, True)
     assert runner.execute(run.run_id) == "done"
     stored = store.get_run(run.run_id, history=False)
-    assert (stored.shown_status, stored.lease_owner) == ("done", None)
-    clock.advance(seconds=1)
-    runner.recover(min_age=timedelta(0))
+    assert (store.run_notices(run.run_id), stored.lease_owner) == ([], None)
+    clock.advance(minutes=10)
+    runner.recover()
     assert told.of("run_finished") == [run.run_id]
+
+
+def test_what_a_worker_that_died_before_telling_owed_is_told_by_recovery_in_order(store: Store, effects: Path,
+                                                                                   clock: ManualClock) -> None:
+    """A worker dies between saving a step and telling anyone of it: its call's result and the card
+    the step asks for were lost for good before; recovery tells both, the result first, once."""
+    told = Told()
+    runner = build_runner(store, effects, notifier=told, lease=1.0)
+    run = runner.start_run("look it up, then tell Ana", REQUESTER, model="scripted:lookup-then-send")
+    dying = build_runner(store, effects, notifier=Told(), lease=1.0, failpoints="after_checkpoint=raise")
+    with pytest.raises(FailpointHit):
+        dying.execute(run.run_id)
+    clock.advance(seconds=2)  # its lease has run out
+    for run_id in runner.recover():
+        runner.execute(run_id)
+    shown = [method for method, _ in told.calls if method in ("tool_result", "approval_requested")]
+    assert shown[:1] == ["tool_result"] and shown.count("approval_requested") == 1
+    runner.recover()
+    assert [method for method, _ in told.calls].count("approval_requested") == 1
 
 
 def test_a_click_between_posting_and_recording_the_message_is_shown(store: Store, effects: Path,
@@ -109,13 +133,15 @@ def test_a_click_between_posting_and_recording_the_message_is_shown(store: Store
     assert told.of("approval_decided")[-1] == approval.approval_id and store.take_notices(FENCE) == []
 
 
-def test_an_ending_without_any_approval_is_told_by_recovery(store: Store, effects: Path) -> None:
+def test_an_ending_without_any_approval_is_told_by_recovery(store: Store, effects: Path,
+                                                            clock: ManualClock) -> None:
     told = Flaky()
     runner = build_runner(store, effects, notifier=told, lease=30.0)
     run = runner.start_run("look it up", REQUESTER, model="scripted:lookups")
     told.down.add("run_finished")
     assert runner.execute(run.run_id) == "done"
     told.down.clear()
+    clock.advance(seconds=11)
     runner.recover()
     assert told.of("run_finished") == [run.run_id]
 
@@ -130,7 +156,7 @@ def test_one_unreadable_run_hides_no_other_run_from_recovery_or_lists(sql_store:
     healthy, healthy_approval = paused_run(runner, told)
     set_state(store.engine, damaged.run_id, '{"schema_version": 1, "status": "awaiti')
     told.down.clear()
-    clock.advance(seconds=1)
+    clock.advance(seconds=30)  # a failed card is posted again no sooner (it may be on its way)
 
     runner.recover(min_age=timedelta(0))  # used to raise at the damaged run and post nothing
     assert told.of("approval_requested") == [healthy_approval.approval_id]
@@ -172,7 +198,7 @@ def test_two_replicas_recovering_at_once_post_a_lost_message_once(store: Store, 
     if method == "run_finished":
         first.decide(approval.approval_id, approval.digest, APPROVER, True)
         assert first.execute(run.run_id) == "done"
-    clock.advance(seconds=1)
+    clock.advance(seconds=30)
     slow, quick = Stalled(method), Told()
     replica_a = build_runner(store, effects, notifier=slow, lease=30.0, worker_id="replica-a")
     replica_b = build_runner(store, effects, notifier=quick, lease=30.0, worker_id="replica-b")

@@ -1,0 +1,34 @@
+"""Sending a run's own notices (`notices.RunNotice`): its run message, a call's result, its cards
+and its ending, each as the run and its approvals are when it is sent.
+
+A run's message is owed first, when the run is made (a caller's run is announced only once it
+asks a person or stops for one: `telling.Teller`), so everything after it is threaded under it; a
+card is posted only for a call whose approval is still open and unposted; an ending only while
+the run is still in it.
+"""
+
+from __future__ import annotations
+
+from signoff.runtime.notices import Announce, OfRun, PostCards, TellEnd, TellResult
+from signoff.runtime.ports import Store
+from signoff.runtime.records import RunRecord
+from signoff.runtime.telling import Teller
+
+
+def run_told(store: Store, teller: Teller, run: RunRecord, notice: OfRun) -> RunRecord | None:
+    """Tell `notice` of `run` (as its lease holder has it, with its history: a card quotes what the
+    model said beside its call, a stopped run's message shows its last steps): the run as it is
+    now (announced, maybe), or None if telling failed."""
+    match notice:
+        case Announce():
+            return teller.announce(run)
+        case TellResult(entry=entry):
+            told = teller.tool_result(run, entry)
+        case PostCards(keys=keys):
+            found = [store.approval_for_key(key) for key in keys]
+            unposted = [approval for approval in found if approval is not None and approval.run_id == run.run_id
+                        and approval.status == "pending" and approval.message is None]
+            told = teller.post_approvals(run, unposted) if unposted else True
+        case TellEnd(status=status):
+            told = run.status != status or teller.tell_end(run)
+    return run if told else None
