@@ -57,6 +57,8 @@ class Session:
     """The run's status as this worker last saved (or loaded) it."""
     report: Outcome | None = None
     """What came of the call the run handed to its caller, as the caller reported it."""
+    told: list[int] = dataclasses.field(default_factory=list)
+    """The run's notices this pass has told and its next write drops (`relay.Relay.tell_run`)."""
 
     def __post_init__(self) -> None:
         self.status = self.status or self.run.status
@@ -143,12 +145,13 @@ class LedgerPorts:
             saved = self.store.save_step(run.run_id, owner=session.owner, version=session.version,
                                          checkpoint=checkpoint, write=write,
                                          lease=self.config.lease, clear_command=session.clear_command,
-                                         release=self._lets_go_with(checkpoint))
+                                         release=self._lets_go_with(checkpoint), told=tuple(session.told))
         except Conflict:
             if checkpoint.execution is not None:
                 self.store.complete_execution(checkpoint.execution)
             raise
         session.version, session.clear_command = saved.version, False
+        session.told.clear()
         session.status, session.released = checkpoint.state["status"], saved.released
         self.config.failpoints.hit("after_checkpoint")
         teller = self.parts.teller
@@ -156,7 +159,7 @@ class LedgerPorts:
                                        version=saved.version, checked=None)
         teller.observe(snapshot, _with_approval_ids(checkpoint.events, saved.approvals))
         if write.notices:  # its results, its cards, its ending: told now, under the lease this pass holds
-            told = self.parts.relay.tell_run(run.run_id, snapshot)
+            told = self.parts.relay.tell_run(run.run_id, snapshot, session.told)
             if told is not None and told.origin != run.origin:  # announced: later steps thread under it
                 session.run = dataclasses.replace(session.run, origin=told.origin)
         if saved.cancelled:  # closed, or pending again under a larger quorum: the redraws owed

@@ -103,17 +103,21 @@ class RunStore(Protocol):
     def renew(self, run_id: str, owner: str, lease: timedelta) -> bool:
         """Move the holder's lease to now + `lease`; False if `owner` no longer holds it."""
 
-    def release(self, run_id: str, owner: str) -> None:
-        """Let go of the run if `owner` holds it; another owner's release changes nothing."""
+    def release(self, run_id: str, owner: str, *, told: tuple[int, ...] = ()) -> None:
+        """Let go of the run if `owner` holds it (another owner's release changes nothing), and,
+        in the same write, drop the notices `told` from the outbox (`relay.Relay.tell_run`), held
+        or not: they were told."""
 
     # -- steps and requests ---------------------------------------------------------------
 
     def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, write: StepWrite,
-                  lease: timedelta, clear_command: bool = False, release: bool = False) -> Saved:
+                  lease: timedelta, clear_command: bool = False, release: bool = False,
+                  told: tuple[int, ...] = ()) -> Saved:
         """Commit one step atomically: state, the history it appended, its events, the ledger
         outcome of its call (`checkpoint.execution`), the lease renewed, and `write` applied
         (`rules.step_write`: the approval it opens, those it supersedes or closes, a waiting
-        request it refuses, what it owes people). `clear_command` drops the request the step applied. `release` lets go
+        request it refuses, what it owes people); the notices `told` since the run's last write
+        leave the outbox in it (`relay.Relay.tell_run`). `clear_command` drops the request the step applied. `release` lets go
         of the lease instead of renewing it, unless a request waits for the run
         (`Saved.released` says which).
 

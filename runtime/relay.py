@@ -101,17 +101,22 @@ class Relay:
                 sent += self._send(notice)
         return sent
 
-    def tell_run(self, run_id: str, run: RunRecord | None = None) -> RunRecord | None:
+    def tell_run(self, run_id: str, run: RunRecord | None = None, told: list[int] | None = None) -> RunRecord | None:
         """Send what the run owes people of its own, in order, stopping at the first that fails
         (those after it wait for it). Only for the holder of the run's lease, which fences them.
 
         `run`: the run as its holder just saved it, with its history (read here otherwise: cards
-        and endings show the run's last steps). Returns the run as told (where its message went
-        recorded in its origin), or None if nothing was owed or it could not be read."""
+        and endings show the run's last steps). `told`: each notice sent is added to it, for the
+        holder's next write to drop (`Store.save_step`, `Store.release`), rather than dropped in a
+        write of its own (a worker that dies before that write has them told again); without it,
+        each is dropped as it is sent. Returns the run as told so far (where its message went
+        recorded in its origin), or None if nothing was told or it could not be read."""
         if not self.teller.tells:
             return None
-        told = None
+        said: RunRecord | None = None
         for held in self.store.run_notices(run_id, limit=TAKEN_AT_ONCE):
+            if told is not None and held.seq in told:
+                continue  # sent in this pass; its holder's next write drops it
             try:
                 run = run or self.store.get_run(run_id)
             except IncompatibleState as exc:  # left owed: an operator may mend it
@@ -122,13 +127,16 @@ class Relay:
                 self.store.notice_sent(held.seq)  # nothing left to tell it of
                 continue
             assert isinstance(held.notice, RunNotice)
-            told = run_told(self.store, self.teller, run, held.notice)
-            if told is None:
+            said = run_told(self.store, self.teller, run, held.notice)
+            if said is None:
                 self._later(held, self.store.now(), f"{held.notice.kind} failed")
                 return run
-            run = told
-            self.store.notice_sent(held.seq)
-        return told
+            run = said
+            if told is None:
+                self.store.notice_sent(held.seq)
+            else:
+                told.append(held.seq)
+        return said
 
     def recover_runs(self, min_age: timedelta = RECOVER_AFTER) -> None:
         """Tell what runs nobody drives still owe of their own (their worker died, or Slack was

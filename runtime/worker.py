@@ -119,8 +119,8 @@ class Worker:
         finally:
             if status is None:  # the pass failed somewhere: what it kept of the run may not be the run
                 self.kept.forget(run_id)
-            if not session.released:
-                self.store.release(run_id, owner)
+            if not session.released or session.told:
+                self.store.release(run_id, owner, told=tuple(session.told))
 
     def _held(self, run_id: str, owner: str, taken_at: float) -> RunRecord | None:
         """The run (without its history where this worker kept it: `_whole`), if `owner` holds its
@@ -158,7 +158,7 @@ class Worker:
         """Drive the run until it pauses or ends; its status. What it owes people of its own before
         its first step (its run message), or left untold when its last worker died, is told first."""
         run = session.run
-        told = self.parts.relay.tell_run(run.run_id, run)
+        told = self.parts.relay.tell_run(run.run_id, run, session.told)
         if told is not None and told.origin != run.origin:
             session.run = run = dataclasses.replace(run, origin=told.origin)
         while True:

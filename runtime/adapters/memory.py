@@ -139,8 +139,9 @@ class MemoryStore(MemoryApprovals):
             run.lease_expires_at = self.now() + lease
             return True
 
-    def release(self, run_id: str, owner: str) -> None:
+    def release(self, run_id: str, owner: str, *, told: tuple[int, ...] = ()) -> None:
         with self._lock:
+            self._drop_told(told)
             run = self._runs.get(run_id)
             if run is None or run.lease_owner != owner:
                 return
@@ -149,7 +150,8 @@ class MemoryStore(MemoryApprovals):
     # -- steps and requests ----------------------------------------------------------------
 
     def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, write: StepWrite,
-                  lease: timedelta, clear_command: bool = False, release: bool = False) -> Saved:
+                  lease: timedelta, clear_command: bool = False, release: bool = False,
+                  told: tuple[int, ...] = ()) -> Saved:
         with self._lock:
             now = self.now()
             run = self._runs.get(run_id)
@@ -178,6 +180,7 @@ class MemoryStore(MemoryApprovals):
             if checkpoint.execution is not None:
                 self._finish(checkpoint.execution, now)
             self._owe(run_id, write.notices, now)
+            self._drop_told(told)
             opened, closed = self._apply(run, write, now)
             if waiting is not None and write.refuse_waiting_command is not None:
                 run.command = None

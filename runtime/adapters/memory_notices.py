@@ -35,6 +35,11 @@ class MemoryNotices(MemoryReads):
             seq = next(self._owed_seq)
             self._owed[seq] = _Owed(seq, run_id, notice, now, now)
 
+    def _drop_told(self, told: Iterable[int]) -> None:
+        """Drop the notices `told` (the caller holds the lock, in the write that drops them)."""
+        for seq in told:
+            self._owed.pop(seq, None)
+
     def take_notices(self, fence: timedelta, *, run_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
         with self._lock:
             now, firsts = self.now(), dict[str, _Owed]()

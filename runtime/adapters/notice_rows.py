@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert
+from sqlalchemy import Connection, delete, insert
 
 from signoff.runtime.adapters.tables import notices
 from signoff.runtime.notices import Notice
@@ -25,3 +25,9 @@ def owe(conn: Connection, owed: Iterable[tuple[str, Notice]], now: datetime) -> 
     rows = [notice_row(run_id, notice, now) for run_id, notice in owed]
     if rows:
         conn.execute(insert(notices), rows)
+
+
+def drop_told(conn: Connection, told: tuple[int, ...]) -> None:
+    """Drop the notices `told` (by their place in the outbox): they were sent."""
+    if told:
+        conn.execute(delete(notices).where(notices.c.seq.in_(told)))

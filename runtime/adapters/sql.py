@@ -25,7 +25,7 @@ from signoff.runtime.adapters.approval_rows import (
 )
 from signoff.runtime.adapters.group_commit import GroupCommit
 from signoff.runtime.adapters.ids import new_approval_id
-from signoff.runtime.adapters.notice_rows import owe
+from signoff.runtime.adapters.notice_rows import drop_told, owe
 from signoff.runtime.adapters.rows import (
     SAVE_STEP,
     NewRun,
@@ -169,12 +169,14 @@ class SqlStore(SqlApprovals, SqlNotices):
         with self._tx() as conn:
             return conn.execute(RENEW, lease_params(run_id, owner, self._now(conn), lease)).rowcount == 1
 
-    def release(self, run_id: str, owner: str) -> None:
+    def release(self, run_id: str, owner: str, *, told: tuple[int, ...] = ()) -> None:
         with self._tx() as conn:
             conn.execute(RELEASE, {"b_run_id": run_id, "b_owner": owner})
+            drop_told(conn, told)
 
     def save_step(self, run_id: str, *, owner: str, version: int, checkpoint: Checkpoint, write: StepWrite,
-                  lease: timedelta, clear_command: bool = False, release: bool = False) -> Saved:
+                  lease: timedelta, clear_command: bool = False, release: bool = False,
+                  told: tuple[int, ...] = ()) -> Saved:
         """Commit one step: state, new history, its events, the ledger outcome and `write` applied.
 
         Raises `Conflict` (writing nothing) if the run changed since `version` or the lease was lost.
@@ -193,6 +195,7 @@ class SqlStore(SqlApprovals, SqlNotices):
             if checkpoint.execution is not None:
                 finish_execution(conn, checkpoint.execution, now)
             owe(conn, ((run_id, notice) for notice in write.notices), now)
+            drop_told(conn, told)
             replaced = self._close_replaced(conn, write, now)
             opened = tuple(self._open(conn, run_id, request, row.requester, now) for request in write.approvals)
             command = json.loads(row.command) if row.command and not clear_command else None
