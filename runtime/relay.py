@@ -1,13 +1,14 @@
-"""Sends what the outbox says people are owed (`notices`), through the `Teller`, once per take
-(a redraw, at least once: `notices.Redraw`).
+"""Sends what the outbox says people are owed (`notices`), through the `Teller`: an approval's once
+per take (a redraw, at least once: `notices.Redraw`); a run's own by whoever holds the run's lease
+(`tell_run`, `recover_runs`).
 
 A notice is sent with its approval and run as they are when it is sent (never a copy made when it
 was owed), and only while it still says something true (`worth_sending`). Sent, it leaves the
 outbox; failed (Slack down), it is tried again later, backing off; never sent within
-`rules.RESYNC_WINDOW`, it is given up, logged, as recovery gives up on a stale card. A crash
-between owing and sending loses nothing: the next relay to look, on any replica, sends it. A
-crash in the middle of a send may send it again once its take's fence has passed: a reminder said
-twice, rather than an escalation nobody heard of.
+`rules.RESYNC_WINDOW`, it is given up, logged. A crash between owing and sending loses nothing:
+the next relay to look, on any replica, sends it. A crash in the middle of a send may send it
+again once its take's fence has passed: a reminder said twice, rather than an escalation nobody
+heard of.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ NOT_ENDED: frozenset[str] = frozenset(STATUSES) - TERMINAL
 """A run in any of these has not ended: a worker may claim it (it is active, or stopped and waiting
 for a person's request), and a person may cancel it."""
 RESYNC_WINDOW = timedelta(days=2)
-"""How far back recovery looks for messages out of line with the database."""
+"""How long a message owed to people is tried before it is given up (`relay.Relay`)."""
 COMMANDS_LOOKED_AT = 50
 """How many of a run's latest requests a stale button is matched against (a run sees a handful)."""
 

@@ -1,7 +1,8 @@
 """Telling people: every post and update goes through the `Notifier`, and the store records where
 each message is. What is owed is kept in the outbox and sent through here (`relay.Relay`), so a
-crash or an outage leaves nothing untold. Slack follows the database, never the other way round. What is committed is shown to the `Observer` (logs, metrics,
-traces) the same way: after the fact, and never at the cost of a run.
+crash or an outage leaves nothing untold. Slack follows the database, never the other way round.
+What is committed is shown to the `Observer` (logs, metrics, traces) the same way: after the
+fact, and never at the cost of a run.
 """
 
 from __future__ import annotations

@@ -53,11 +53,7 @@ def test_a_database_of_the_first_schema_upgrades_with_its_approvals_and_their_ke
 def test_cards_left_out_of_line_before_the_outbox_are_owed_a_redraw_after_the_upgrade(engine: Engine) -> None:
     """0014 -> 0015: a posted card whose `shown_status` differed from its approval's status (a crash
     or a Slack outage before it was redrawn) becomes a redraw owed; one in line owes nothing."""
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.downgrade(config, "0014")
+    _downgrade(engine, "0014")
     insert = text("INSERT INTO approvals (approval_id, run_id, step, tool, args, key, digest, status, requester, "
                   "requested_at, expires_at, message, shown_status, quorum) VALUES (:id, 'run-1', 1, 'send', '{}', "
                   ":id, 'd', :status, 'U1', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, :message, :shown, 1)")
@@ -77,11 +73,7 @@ def test_what_runs_owed_people_before_the_outbox_is_owed_after_the_upgrade(engin
     """0015 -> 0016: a run's ending nobody heard of (`shown_status` differed), a card never posted
     and a run never announced become notices owed; a run told, and a caller's run that asks
     nobody, owe nothing."""
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.downgrade(config, "0015")
+    _downgrade(engine, "0015")
     run = text("INSERT INTO runs (run_id, goal, requester, origin, model, status, state, history_len, version, "
                "event_count, created_at, updated_at, shown_status) VALUES (:id, 'g', 'U1', :origin, :model, "
                ":status, '{}', 0, 1, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, :shown)")
@@ -103,3 +95,12 @@ def test_what_runs_owed_people_before_the_outbox_is_owed_after_the_upgrade(engin
             for run_id in ("run-told", "run-untold", "run-waits", "run-unannounced", "run-of-a-caller")}
     assert owed == {"run-told": [], "run-untold": [TellEnd(status="failed")], "run-waits": [PostCards(keys=("run-waits:1",))],
                     "run-unannounced": [Announce()], "run-of-a-caller": []}
+
+
+def _downgrade(engine: Engine, revision: str) -> None:
+    """Take the migrated database back to `revision`, as it was before the migrations after it."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)

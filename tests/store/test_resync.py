@@ -257,3 +257,35 @@ def test_a_card_whose_place_the_database_lost_is_recorded_by_recovery_not_posted
     assert store.get_approval(approval.approval_id).message == {"channel": "C1", "ts": "2.0"}
     runner.recover(min_age=timedelta(0))
     assert told.of("approval_requested") == [approval.approval_id]
+
+
+class FailsFirstResult(Told):
+    """A notifier whose first `tool_result` fails, as a Slack hiccup would; it records each result's step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def tool_result(self, run: RunRecord, entry: dict[str, Any], grant: Any) -> None:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("slack is down (tool_result)")
+        self.calls.append(("tool_result", f"step {entry['step']}"))
+
+
+def test_a_message_slack_refused_holds_back_the_runs_later_ones_until_it_is_told(store: Store, effects: Path,
+                                                                                  clock: ManualClock) -> None:
+    """A run's messages are told in the order they were owed: the results after one Slack refused,
+    and the run's ending, wait for it, and are told after it, each once."""
+    told = FailsFirstResult()
+    runner = build_runner(store, effects, notifier=told, lease=30.0)
+    run = runner.start_run("look it up", REQUESTER, model="scripted:lookups")
+    assert runner.execute(run.run_id) == "done"
+    assert [m for m, _ in told.calls if m in ("tool_result", "run_finished")] == []  # all held back
+    clock.advance(seconds=11)
+    runner.recover()
+    shown = [(m, s) for m, s in told.calls if m in ("tool_result", "run_finished")]
+    assert shown == [("tool_result", "step 1"), ("tool_result", "step 2"), ("tool_result", "step 3"),
+                     ("run_finished", run.run_id)]
+    runner.recover()
+    assert [(m, s) for m, s in told.calls if m in ("tool_result", "run_finished")] == shown
