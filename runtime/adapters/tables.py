@@ -317,6 +317,9 @@ notices = Table(
     Index(None, "approval_id", "seq"),
     Index(None, "run_id", "seq"),
     Index(None, "next_at"),
+    # A notice is dropped by its `seq`, perhaps late (a second taker's redraw), so no seq is ever
+    # given twice: SQLite would otherwise give a dropped last one's to the next notice owed.
+    sqlite_autoincrement=True,
 )
 
 access_reviews = Table(

@@ -97,6 +97,26 @@ def test_what_runs_owed_people_before_the_outbox_is_owed_after_the_upgrade(engin
                     "run-unannounced": [Announce()], "run-of-a-caller": []}
 
 
+def test_notices_owed_before_the_upgrade_are_kept_and_a_dropped_notices_place_is_never_given_again(
+        engine: Engine) -> None:
+    """0016 -> 0017: the outbox is made again (on SQLite, with AUTOINCREMENT) with what it held."""
+    _downgrade(engine, "0016")
+    owe = text("INSERT INTO notices (run_id, approval_id, kind, body, made_at, next_at) "
+               "VALUES (:run_id, NULL, 'run_ended', '{\"status\": \"done\"}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)")
+    with engine.begin() as conn:
+        for run_id in ("run-a", "run-b"):
+            conn.execute(owe, {"run_id": run_id})
+    assert upgrade(engine) == ("0016", head_revision())
+    store = SqlStore(engine)
+    [kept] = store.run_notices("run-b")
+    assert kept.notice == TellEnd(status="done")
+    store.notice_sent(kept.seq)  # the last one owed, dropped
+    with engine.begin() as conn:
+        conn.execute(owe, {"run_id": "run-c"})
+    [later] = store.run_notices("run-c")
+    assert later.seq > kept.seq
+
+
 def _downgrade(engine: Engine, revision: str) -> None:
     """Take the migrated database back to `revision`, as it was before the migrations after it."""
     config = Config()

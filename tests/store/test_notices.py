@@ -185,3 +185,19 @@ def test_a_redraw_is_left_open_to_other_takers_so_a_replica_dying_mid_draw_leave
     [taken] = store.take_notices(FENCE)
     [again] = store.take_notices(FENCE)
     assert taken.notice == again.notice == Redraw(approval_id=approval.approval_id) and again.tries == 2
+
+
+def test_a_redraw_a_second_taker_finishes_late_leaves_the_notice_owed_after_it(store: Store, effects: Path) -> None:
+    # A notice is dropped by its place in the outbox, so a place must never be given again: on
+    # SQLite, a table's next rowid was its largest plus one, and a late drop of a sent notice
+    # dropped whatever had been owed in its place since (a card nobody posted, a run stuck).
+    runner = runner_with(store, effects, QUORUM_2)  # nobody to tell: the redraws stay owed
+    _, approval = paused(runner)
+    store.set_approval_message(approval.approval_id, {"channel": "C1", "ts": "1.0"})
+    store.decide(approval.approval_id, approved=True, user=LEE, digest=approval.digest)
+    first, second = store.take_notices(FENCE), store.take_notices(FENCE)  # two replicas draw Lee's vote
+    store.notice_sent(first[0].seq)
+    store.decide(approval.approval_id, approved=True, user=KIM, digest=approval.digest)
+    store.notice_sent(second[0].seq)  # the other replica's draw of Lee's vote lands after Kim's approve
+    [owed] = store.take_notices(FENCE)
+    assert owed.notice == Redraw(approval_id=approval.approval_id) and owed.seq != first[0].seq
