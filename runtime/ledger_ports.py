@@ -159,7 +159,7 @@ class LedgerPorts:
                                        version=saved.version, checked=None)
         teller.observe(snapshot, _with_approval_ids(checkpoint.events, saved.approvals))
         if write.notices:  # its results, its cards, its ending: told now, under the lease this pass holds
-            told = self.parts.relay.tell_run(run.run_id, snapshot, session.told)
+            told = self.parts.relay.tell_run(run.run_id, snapshot, session.told, saved.owed)
             if told is not None and told.origin != run.origin:  # announced: later steps thread under it
                 session.run = dataclasses.replace(session.run, origin=told.origin)
         if saved.cancelled:  # closed, or pending again under a larger quorum: the redraws owed

@@ -204,6 +204,10 @@ def card_redraws(before: ApprovalRecord, after: ApprovalRecord) -> tuple[Redraw,
     return (Redraw(approval_id=after.approval_id),) if shown and not started else ()
 
 
+AT_ONCE = 50
+"""How many notices are read or taken at once (`Store.run_notices`, `Store.take_notices`)."""
+
+
 @dataclass(frozen=True)
 class HeldNotice:
     """A notice taken from the outbox to send (`NoticeStore.take_notices`): its place in the outbox

@@ -318,6 +318,10 @@ class NoticeStore(Protocol):
         """Runs no live lease holds whose first notice of their own is due and was made more than
         `older_than` ago: runs to recover."""
 
+    def hold_notice(self, seq: int, fence: timedelta) -> bool:
+        """Keep the run's notice from every other teller for `fence`, even past the run's lease
+        (a card about to be posted: `run_notices.REPOST_AFTER`); False if it is gone (told)."""
+
     def notice_sent(self, seq: int) -> None:
         """The notice is sent, or given up: it leaves the outbox."""
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from signoff.runtime.approval_events import ApprovalEvent
+    from signoff.runtime.notices import HeldNotice
     from signoff.runtime.schema import RunState
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired", "cancelled", "consumed", "superseded"]
@@ -308,6 +309,9 @@ class Saved:
     messages need their buttons removed."""
     released: bool = False
     """The step let go of the run's lease in its own write (asked to, and no request waited)."""
+    owed: tuple[HeldNotice, ...] | None = None
+    """When the step owed people something: what the run owes them of its own after the write,
+    as `Store.run_notices` would read it then (read in the write, not in a read of its own)."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from signoff.runtime.approval import is_open
 from signoff.runtime.errors import IncompatibleState
 from signoff.runtime.heartbeat import Heartbeat
 from signoff.runtime.notices import (
+    AT_ONCE,
     Escalate,
     FollowUpGlass,
     HeldNotice,
@@ -37,7 +38,7 @@ from signoff.runtime.notices import (
 from signoff.runtime.ports import Store
 from signoff.runtime.records import ApprovalRecord, RunRecord
 from signoff.runtime.rules import RESYNC_WINDOW
-from signoff.runtime.run_notices import run_told
+from signoff.runtime.run_notices import REPOST_AFTER, run_told
 from signoff.runtime.telling import FAILED, Teller, skip_unreadable
 
 log = logging.getLogger("signoff.runner")
@@ -48,14 +49,9 @@ FIRST_RETRY = timedelta(seconds=2)
 LAST_RETRY = timedelta(seconds=15)
 """A failed send is tried again after `FIRST_RETRY`, doubling with each try, at most `LAST_RETRY`
 (the default sweep interval): once Slack is back, a card is in line by the next sweep or two."""
-TAKEN_AT_ONCE = 50
 RECOVER_AFTER = timedelta(seconds=10)
 """How old what a run owes must be before recovery tells it on the run's behalf (its own worker
 tells it at once)."""
-REPOST_AFTER = timedelta(seconds=30)
-"""A card whose post failed is posted again no sooner than this: a post the Slack client gave up
-on (after 30 s) may still land in Slack, and a person may act on that copy first (a click on a
-copy takes its buttons away too), so it is not posted twice while it may be on its way."""
 REDRAWS_AT_MOST = 3
 """Draws of one card in a row, each because the approval moved on during the last."""
 
@@ -97,12 +93,13 @@ class Relay:
     def send_owed(self, run_id: str | None = None) -> int:
         """Send every approval's notice due now (of `run_id`'s alone, when given); how many were sent."""
         sent = 0
-        while held := self.store.take_notices(FENCE, run_id=run_id, limit=TAKEN_AT_ONCE):
+        while held := self.store.take_notices(FENCE, run_id=run_id, limit=AT_ONCE):
             for notice in held:
                 sent += self._send(notice)
         return sent
 
-    def tell_run(self, run_id: str, run: RunRecord | None = None, told: list[int] | None = None) -> RunRecord | None:
+    def tell_run(self, run_id: str, run: RunRecord | None = None, told: list[int] | None = None,
+                 owed: Iterable[HeldNotice] | None = None) -> RunRecord | None:
         """Send what the run owes people of its own, in order, stopping at the first that fails
         (those after it wait for it). Only for the holder of the run's lease, which fences them.
 
@@ -111,11 +108,12 @@ class Relay:
         holder's next write to drop (`Store.save_step`, `Store.release`), rather than dropped in a
         write of its own (a worker that dies before that write has them told again); without it,
         each is dropped as it is sent. Returns the run as told so far (where its message went
-        recorded in its origin), or None if nothing was told or it could not be read."""
+        recorded in its origin), or None if nothing was told or it could not be read. `owed`: what
+        the run owes, as the holder's write read it (`Saved.owed`); read here otherwise."""
         if not self.teller.tells:
             return None
         said: RunRecord | None = None
-        for held in self.store.run_notices(run_id, limit=TAKEN_AT_ONCE):
+        for held in self.store.run_notices(run_id, limit=AT_ONCE) if owed is None else owed:
             if told is not None and held.seq in told:
                 continue  # sent in this pass; its holder's next write drops it
             try:
@@ -127,8 +125,7 @@ class Relay:
             if run is None:
                 self.store.notice_sent(held.seq)  # nothing left to tell it of
                 continue
-            assert isinstance(held.notice, RunNotice)
-            said = run_told(self.store, self.teller, run, held.notice)
+            said = run_told(self.store, self.teller, run, held)
             if said is None:
                 self._later(held, self.store.now(), f"{held.notice.kind} failed")
                 return run
@@ -144,14 +141,13 @@ class Relay:
         down), holding each run's lease as its worker would, heartbeat and all: a post Slack is
         slow to answer is not taken for a death, nor made twice.
 
-        The runs of cards this replica posted but could not record come first, and any other run
-        only once what it owes is `min_age` old: the replica that posted a card records
-        where it went before another replica, which cannot know of it, posts it again."""
+        First, where the cards this replica posted but could not record went is recorded; any
+        other run is told only once what it owes is `min_age` old (its own worker tells it at once)."""
         if not self.teller.tells:
             return
+        self.teller.record_posts()
         lease = self.teller.lease
-        mine = self.teller.unrecorded_runs()
-        for run_id in [*mine, *self.store.runs_owed_notices(min_age, limit=TAKEN_AT_ONCE)]:
+        for run_id in self.store.runs_owed_notices(min_age, limit=AT_ONCE):
             held_by = f"{self.teller.worker_id}/tell-{secrets.token_hex(3)}"
             if not self.store.hold(run_id, held_by, lease):
                 continue  # a worker or another replica took it meanwhile: it tells them

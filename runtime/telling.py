@@ -45,8 +45,8 @@ class Teller:
         self.worker_id, self.lease = worker_id, lease
         self._unrecorded: dict[str, tuple[str, dict[str, Any]]] = {}
         """Cards posted whose place the database could not record (it failed right then), by approval
-        id, with their run: the post's next try records them instead of posting a second card
-        (`post_approvals`), and this replica's recovery tries those runs first (`unrecorded_runs`)."""
+        id, with their run: recovery records them once the database is back (`record_posts`), and a
+        post's next try records them instead of posting a second card (`post_approvals`)."""
         self._unrecorded_lock = threading.Lock()
 
     @property
@@ -125,10 +125,23 @@ class Teller:
                 self._record_post(run, approval.approval_id, ref)
         return ref is not FAILED
 
-    def unrecorded_runs(self) -> list[str]:
-        """The runs of cards this process posted but could not record where (see `_unrecorded`)."""
+    def record_posts(self) -> None:
+        """Record where the cards this process posted but could not record went (`_unrecorded`),
+        as far as the database lets it now (what it still cannot is tried again next time)."""
         with self._unrecorded_lock:
-            return sorted({run_id for run_id, _ in self._unrecorded.values()})
+            unrecorded = list(self._unrecorded.items())
+        for approval_id, (run_id, ref) in unrecorded:
+            try:
+                run = self.store.get_run(run_id)
+                if run is None:
+                    with self._unrecorded_lock:
+                        self._unrecorded.pop(approval_id, None)
+                    continue
+                self._record_post(run, approval_id, ref)
+            except Exception as exc:  # the database is still down: the next recovery tries again
+                log.warning("run %s: where approval %s was posted is not recorded yet: %s: %s",
+                            run_id, approval_id, type(exc).__name__, exc)
+                return
 
     def _record_post(self, run: RunRecord, approval_id: str, ref: dict[str, Any]) -> None:
         try:

@@ -179,8 +179,7 @@ class MemoryStore(MemoryApprovals):
             run.events.extend(events)
             if checkpoint.execution is not None:
                 self._finish(checkpoint.execution, now)
-            self._owe(run_id, write.notices, now)
-            self._drop_told(told)
+            owed = self._step_notices(run_id, write.notices, told, now)
             opened, closed = self._apply(run, write, now)
             if waiting is not None and write.refuse_waiting_command is not None:
                 run.command = None
@@ -188,7 +187,7 @@ class MemoryStore(MemoryApprovals):
                 waiting = None
             if len(run.events) > unsealed and run.status in SEALED_WHEN:
                 self._link(run)
-            return Saved(version + 1, opened, waiting, closed, released)
+            return Saved(version + 1, opened, waiting, closed, released, owed)
 
     def _apply(self, run: Run, write: StepWrite, now: datetime) -> tuple[tuple[ApprovalRecord, ...],
                                                                           list[ApprovalRecord]]:

@@ -4,12 +4,12 @@ them, under the store's lock."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from signoff.runtime.adapters.memory_reads import MemoryReads
-from signoff.runtime.notices import HeldNotice, Notice
+from signoff.runtime.notices import AT_ONCE, HeldNotice, Notice
 
 
 @dataclass
@@ -40,6 +40,14 @@ class MemoryNotices(MemoryReads):
         for seq in told:
             self._owed.pop(seq, None)
 
+    def _step_notices(self, run_id: str, owed: Sequence[Notice], told: Iterable[int],
+                      now: datetime) -> tuple[HeldNotice, ...] | None:
+        """A step's write to the outbox (the caller holds the lock): `owed` kept, `told` dropped;
+        what the run owes of its own after it, if the step owed anything (`Saved.owed`)."""
+        self._owe(run_id, owed, now)
+        self._drop_told(told)
+        return tuple(self._due_of_run(run_id, now, AT_ONCE)) if owed else None
+
     def take_notices(self, fence: timedelta, *, run_id: str | None = None, limit: int = 50) -> list[HeldNotice]:
         with self._lock:
             now, firsts = self.now(), dict[str, _Owed]()
@@ -56,13 +64,23 @@ class MemoryNotices(MemoryReads):
 
     def run_notices(self, run_id: str, limit: int = 50) -> list[HeldNotice]:
         with self._lock:
-            now, due = self.now(), list[HeldNotice]()
-            for owed in self._in_order():
-                if owed.run_id == run_id and owed.notice.about is None:
-                    if owed.next_at > now or len(due) == limit:
-                        break
-                    due.append(HeldNotice(owed.seq, owed.run_id, owed.notice, owed.made_at, owed.tries + 1))
-            return due
+            return self._due_of_run(run_id, self.now(), limit)
+
+    def _due_of_run(self, run_id: str, now: datetime, limit: int) -> list[HeldNotice]:
+        due = list[HeldNotice]()
+        for owed in self._in_order():
+            if owed.run_id == run_id and owed.notice.about is None:
+                if owed.next_at > now or len(due) == limit:
+                    break
+                due.append(HeldNotice(owed.seq, owed.run_id, owed.notice, owed.made_at, owed.tries + 1))
+        return due
+
+    def hold_notice(self, seq: int, fence: timedelta) -> bool:
+        with self._lock:
+            if (owed := self._owed.get(seq)) is None:
+                return False
+            owed.next_at = self.now() + fence
+            return True
 
     def runs_owed_notices(self, older_than: timedelta, *, limit: int = 50) -> list[str]:
         with self._lock:

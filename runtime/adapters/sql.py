@@ -25,7 +25,7 @@ from signoff.runtime.adapters.approval_rows import (
 )
 from signoff.runtime.adapters.group_commit import GroupCommit
 from signoff.runtime.adapters.ids import new_approval_id
-from signoff.runtime.adapters.notice_rows import drop_told, owe
+from signoff.runtime.adapters.notice_rows import drop_told, due_of_run, owe
 from signoff.runtime.adapters.rows import (
     SAVE_STEP,
     NewRun,
@@ -61,7 +61,7 @@ from signoff.runtime.approval import (
 from signoff.runtime.audit import SEALED_WHEN
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.events import command_recorded, command_refused
-from signoff.runtime.notices import Notice
+from signoff.runtime.notices import AT_ONCE, Notice
 from signoff.runtime.records import (
     ApprovalRecord,
     ApprovalStatus,
@@ -196,6 +196,7 @@ class SqlStore(SqlApprovals, SqlNotices):
                 finish_execution(conn, checkpoint.execution, now)
             owe(conn, ((run_id, notice) for notice in write.notices), now)
             drop_told(conn, told)
+            owed = tuple(due_of_run(conn, run_id, now, AT_ONCE)) if write.notices else None
             replaced = self._close_replaced(conn, write, now)
             opened = tuple(self._open(conn, run_id, request, row.requester, now) for request in write.approvals)
             command = json.loads(row.command) if row.command and not clear_command else None
@@ -207,7 +208,7 @@ class SqlStore(SqlApprovals, SqlNotices):
                 command = None
             if last is not None and state["status"] in SEALED_WHEN:  # last: it takes the head row
                 link_run(conn, run_id, *last)
-        return Saved(version + 1, opened, command, cancelled + replaced, released=row.lease_owner is None)
+        return Saved(version + 1, opened, command, cancelled + replaced, released=row.lease_owner is None, owed=owed)
 
     @staticmethod
     def _close_replaced(conn: Connection, write: StepWrite, now: datetime) -> list[ApprovalRecord]:

@@ -17,12 +17,10 @@ from datetime import timedelta
 from sqlalchemy import case, delete, or_, select, update
 from sqlalchemy.orm import aliased
 
+from signoff.runtime.adapters.notice_rows import KNOWN, OF_RUN, due_of_run
 from signoff.runtime.adapters.sql_approvals import SqlTransactions
 from signoff.runtime.adapters.tables import notices, runs
-from signoff.runtime.notices import KINDS, UNFENCED, HeldNotice, notice_from
-
-_KNOWN = notices.c.kind.in_(sorted(KINDS))
-_OF_RUN = notices.c.approval_id.is_(None)
+from signoff.runtime.notices import UNFENCED, HeldNotice, notice_from
 
 
 class SqlNotices(SqlTransactions):
@@ -30,7 +28,7 @@ class SqlNotices(SqlTransactions):
         earlier = aliased(notices)
         first = ~select(earlier.c.seq).where(earlier.c.approval_id == notices.c.approval_id,
                                              earlier.c.seq < notices.c.seq).exists()
-        query = select(notices.c.seq).where(_KNOWN, ~_OF_RUN, first)
+        query = select(notices.c.seq).where(KNOWN, ~OF_RUN, first)
         if run_id is not None:
             query = query.where(notices.c.run_id == run_id)
         with self.engine.connect() as conn:  # looked for first without the write lock: mostly nothing is owed
@@ -52,16 +50,12 @@ class SqlNotices(SqlTransactions):
 
     def run_notices(self, run_id: str, limit: int = 50) -> list[HeldNotice]:
         with self.engine.connect() as conn:
-            now = self._now(conn)
-            rows = conn.execute(select(notices).where(notices.c.run_id == run_id, _OF_RUN, _KNOWN)
-                                .order_by(notices.c.seq).limit(limit)).all()
-        due = []
-        for row in rows:
-            if row.next_at > now:
-                break  # it failed and waits for its backoff: those after it wait for it
-            due.append(HeldNotice(row.seq, row.run_id, notice_from(row.kind, None, json.loads(row.body)),
-                                  row.made_at, row.tries + 1))
-        return due
+            return due_of_run(conn, run_id, self._now(conn), limit)
+
+    def hold_notice(self, seq: int, fence: timedelta) -> bool:
+        with self._tx() as conn:
+            fenced = update(notices).where(notices.c.seq == seq).values(next_at=self._now(conn) + fence)
+            return conn.execute(fenced).rowcount == 1
 
     def runs_owed_notices(self, older_than: timedelta, *, limit: int = 50) -> list[str]:
         with self.engine.connect() as conn:
@@ -72,7 +66,7 @@ class SqlNotices(SqlTransactions):
                                                  earlier.c.seq < notices.c.seq).exists()
             return list(conn.execute(
                 select(notices.c.run_id).join(runs, runs.c.run_id == notices.c.run_id)
-                .where(_OF_RUN, _KNOWN, first, notices.c.next_at <= now, notices.c.made_at < now - older_than, free)
+                .where(OF_RUN, KNOWN, first, notices.c.next_at <= now, notices.c.made_at < now - older_than, free)
                 .group_by(notices.c.run_id).order_by(notices.c.run_id).limit(limit)).scalars())
 
     def notice_sent(self, seq: int) -> None:
@@ -83,4 +77,4 @@ class SqlNotices(SqlTransactions):
         with self._tx() as conn:
             conn.execute(update(notices).where(notices.c.seq == seq)
                          .values(next_at=self._now(conn) + retry_in, last_error=error[:500],
-                                 tries=case((_OF_RUN, notices.c.tries + 1), else_=notices.c.tries)))
+                                 tries=case((OF_RUN, notices.c.tries + 1), else_=notices.c.tries)))

@@ -18,6 +18,7 @@ from signoff.runtime.failpoints import FailpointHit
 from signoff.runtime.ports import Store
 from signoff.runtime.records import Decided, RunRecord
 from signoff.runtime.relay import FENCE
+from signoff.runtime.run_notices import REPOST_AFTER
 
 
 class Flaky(Told):
@@ -257,6 +258,32 @@ def test_a_card_whose_place_the_database_lost_is_recorded_by_recovery_not_posted
     assert store.get_approval(approval.approval_id).message == {"channel": "C1", "ts": "2.0"}
     runner.recover(min_age=timedelta(0))
     assert told.of("approval_requested") == [approval.approval_id]
+
+
+
+def test_a_card_whose_place_the_database_lost_is_not_posted_again_by_another_replica(
+        sql_store: SqlStore, effects: Path, clock: ManualClock) -> None:
+    """The database dies after Slack took a card and before its place is recorded; the run's lease
+    is free again at once. Another replica, which cannot know of the card, leaves its post alone
+    (it is fenced from before it was made), and the replica that posted it records where it went."""
+    store = sql_store
+    poster_slack, other_slack = Told(), Told()
+    poster = build_runner(store, effects, notifier=poster_slack, lease=30.0, worker_id="replica-a")
+    other = build_runner(store, effects, notifier=other_slack, lease=30.0, worker_id="replica-b")
+    run = poster.start_run("tell Ana her refund is approved", REQUESTER)
+    with LoseTheRecordOfAPost(store.engine), pytest.raises(DBAPIError):
+        poster.execute(run.run_id)
+    [approval] = store.list_approvals(run_id=run.run_id)
+    assert store.get_run(run.run_id).lease_owner is None
+    clock.advance(seconds=1)
+    other.recover(min_age=timedelta(0))
+    assert other_slack.of("approval_requested") == [], "a second card, beside the first one's live buttons"
+    poster.recover(min_age=timedelta(0))
+    assert store.get_approval(approval.approval_id).message == {"channel": "C1", "ts": "2.0"}
+    clock.advance(seconds=REPOST_AFTER.total_seconds())
+    other.recover(min_age=timedelta(0))  # the fence passed: its notice is found told already
+    assert (poster_slack.of("approval_requested"), other_slack.of("approval_requested")) == ([approval.approval_id], [])
+    assert store.run_notices(run.run_id) == []
 
 
 class FailsFirstResult(Told):
