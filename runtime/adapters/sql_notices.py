@@ -6,7 +6,8 @@ writes one at a time) and leaves it; a redraw is left open (`notices.Redraw`). O
 notice owed of an approval is taken, so that its messages go out in the order they were owed.
 
 A run's own notices (`notices.RunNotice`) are fenced by the run's lease instead: they are read, not
-taken, by the holder, and a run whose lease is free with some due is a run to recover.
+taken, by the holder, and a run whose lease is free with some due is a run to recover. A card's is
+also fenced past the lease just before it is posted (`hold_notice`), as a take would fence it.
 """
 
 from __future__ import annotations
