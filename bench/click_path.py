@@ -28,8 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 OWN = ("runtime/", "bot/", "tools/")
 """Signoff's own code, as paths under the `signoff` package."""
-COMMIT = "runtime/adapters/sql_approvals.py:decide"
-"""Where a click's decision is committed."""
+COMMIT = "runtime/approval_commands.py:decide"
+"""Where a click's decision is committed: its unit of work ends as this function returns."""
 HANDOFF = "runtime/tool_calls.py:call_tool"
 """Where the worker hands the call to the thread that runs it, time-limited."""
 

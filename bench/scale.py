@@ -18,6 +18,7 @@ from sqlalchemy import Engine, func, select, text, update
 from bench import pg, report, serve_proc
 from bench.stats import ms, summary
 from bench.workload import GOAL, SignoffPolicy, signoff_tools
+from signoff.runtime import approval_commands
 from signoff.runtime.adapters.db import make_engine, upgrade
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.adapters.tables import approvals, events, run_history, runs
@@ -164,7 +165,7 @@ def timed(fn: Any, repeats: int) -> tuple[dict[str, Any], Any]:
 def live_queries(store: SqlStore, runner: Runner, engine: Engine, plan: dict[str, Any]) -> dict[str, Any]:
     """With every run paused and nothing due: the sweep, /signoff list and App Home's queries."""
     repeats = plan["repeats"]
-    sweep, expired = timed(store.expire_due, repeats)
+    sweep, expired = timed(lambda: approval_commands.expire_due(store), repeats)
     assert expired == []
     list_runs, found = timed(lambda: runner.runs_for("UREQ0001"), repeats)
     waiting, approvable = timed(lambda: runner.approvals_for(APPROVER), repeats)
@@ -182,10 +183,10 @@ def live_queries(store: SqlStore, runner: Runner, engine: Engine, plan: dict[str
 
 
 def sweep_statement(store: SqlStore) -> Any:
-    """The statement `SqlStore.expire_due` runs."""
+    """The query by which the expiry sweep finds what is due (`SqlApprovalUnit.due(Due.EXPIRY)`)."""
     now = store.now()
-    return (update(approvals).where(approvals.c.status == "pending", approvals.c.expires_at <= now)
-            .values(status="expired", decided_at=now).returning(*approvals.c))
+    return (select(approvals).where(approvals.c.status == "pending", approvals.c.expires_at <= now)
+            .order_by(approvals.c.expires_at))
 
 
 def explain(engine: Engine, statement: Any) -> str:
@@ -217,7 +218,7 @@ def stale_sweeps(store: SqlStore, runner: Runner, engine: Engine, plan: dict[str
         conn.execute(text("ANALYZE approvals"))
     plan_text = explain(engine, sweep_statement(store))
     start = time.perf_counter()
-    expired = store.expire_due()
+    expired = approval_commands.expire_due(store)
     store_seconds = time.perf_counter() - start
     assert len(expired) == plan["runs"] + 1, len(expired)  # + the template run
     with engine.connect() as conn:
@@ -241,14 +242,14 @@ def markdown(result: dict[str, Any]) -> str:
     parts = [f"Seeded {rows['runs']:,} paused runs ({rows['approvals']:,} approvals, {rows['run_history']:,} "
              f"history rows, {rows['events']:,} events) in {result['seed_seconds']} s.", "",
              report.table(["operation (all runs paused, nothing due)", "median ms", "min", "max", "rows"], [
-                 ["expiry sweep, nothing due (`SqlStore.expire_due`)", *_cells(live["empty_sweep"]), 0],
+                 ["expiry sweep, nothing due (`approval_commands.expire_due` on SQL)", *_cells(live["empty_sweep"]), 0],
                  ["`/signoff list`: `runner.runs_for(user)`", *_cells(live["runs_for"]), live["runs_for"]["rows"]],
                  ["`/signoff list` and App Home: `runner.approvals_for(user)`", *_cells(live["approvals_for"]),
                   live["approvals_for"]["rows"]],
              ]), ""]
     runner_sweep, store_sweep = stale["runner_expire_due"], stale["store_expire_due"]
     parts += [report.table(["stale sweep", "approvals", "seconds", "ms per approval"], [
-        ["`SqlStore.expire_due()` (one UPDATE … RETURNING, audit events in two statements)",
+        ["`approval_commands.expire_due(store)` on SQL (runs held, one SELECT, one UPDATE, audit events in two statements)",
          f"{store_sweep['approvals']:,}", store_sweep["seconds"], store_sweep["per_approval_ms"]],
         ["`Runner.expire_due()` as the scheduler calls it (also records each message as updated; Slack's own time not counted)", runner_sweep["approvals"],
          runner_sweep["seconds"], runner_sweep["per_approval_ms"]],

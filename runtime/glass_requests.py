@@ -3,6 +3,7 @@ runner's part that knows the run and the policy now; the rules themselves are `b
 
 from __future__ import annotations
 
+from signoff.runtime import approval_commands
 from signoff.runtime.approval import with_rule
 from signoff.runtime.approval_events import as_events
 from signoff.runtime.approval_policy import Ask
@@ -56,7 +57,7 @@ class GlassRequests(Deciders):
         refusal = review_refusal(approval, user) or self.approval_refusal(user, run, approval)
         if refusal:
             return NotAllowed(refusal)
-        outcome = self.store.review_glass(approval_id, user=user, verdict=verdict, note=note)
+        outcome = approval_commands.review_glass(self.store, approval_id, user=user, verdict=verdict, note=note)
         if isinstance(outcome, Reviewed):
             self.teller.observe(run, as_events(outcome.written))
             self.relay.send_owed(run.run_id)
@@ -65,7 +66,7 @@ class GlassRequests(Deciders):
     def glass_due(self) -> list[GlassDue]:
         """Make each break-glass follow-up now due, once across replicas (the database's clock):
         tell its channels and post its review card, remind its reviewers, say it is overdue."""
-        made = self.store.glass_due()
+        made = approval_commands.glass_due(self.store)
         if made:
             self.config.failpoints.hit("after_sweep")
         for due in made:

@@ -4,20 +4,21 @@
 `adapters/memory.py` in one process). Every store method that writes is atomic: it happens whole
 or not at all, and concurrent callers, threads or replicas, see it so. Times (leases, expiries,
 `requested_at`) are the store's clock, one clock for every replica. A store decides no rule: what
-happens to an approval is a transition of `runtime/approval.py` (the store loads and locks the
-approval, asks the transition, saves what it returns), and what a step or a request does besides
+happens to an approval is a transition of `runtime/approval.py`, which a command of
+`approval_commands.py` asks in a unit of work the store opens (`approval_unit.py`: the store loads,
+locks and saves, the command decides), and what a step or a request does besides
 comes from `runtime/rules.py` as data. Who is told, and who watches: `telling_ports.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from signoff.runtime.agent import Checkpoint
+from signoff.runtime.approval_unit import ApprovalUnits
 from signoff.runtime.audit import WHOLE_LOG, Record, Selection
-from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict
 from signoff.runtime.notices import HeldNotice, Notice
 from signoff.runtime.receipt_check import Proof
 from signoff.runtime.receipts import SigningKey
@@ -26,12 +27,9 @@ from signoff.runtime.records import (
     CommandRefusal,
     ExecutionStart,
     GrantRecord,
-    Missing,
-    Nudged,
     Restart,
     RunRecord,
     Saved,
-    Voted,
 )
 from signoff.runtime.rules import CommandRule, StepWrite
 
@@ -194,10 +192,12 @@ class ExecutionLedger(Protocol):
         """(tool, key) of the run's latest call that started and has no outcome yet."""
 
 
-class ApprovalStore(Protocol):
+class ApprovalStore(ApprovalUnits, Protocol):
     """Requests for a human decision on one exact call. At most one approval per key is in force
     (`approval.LIVE`); a superseded one stays for the record. Approvals are opened,
-    superseded and closed by `RunStore.save_step`, and cancelled by `set_command` (`CANCEL`)."""
+    superseded and closed by `RunStore.save_step`, and cancelled by `set_command` (`CANCEL`); people's
+    decisions, reminders, expiry and break-glass reviews are `approval_commands`, each in a unit of
+    work the store opens (`approval_unit`)."""
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         """One approval, None if there is none."""
@@ -208,50 +208,6 @@ class ApprovalStore(Protocol):
     def list_approvals(self, *, status: str | None = None, run_id: str | None = None,
                        exclude_requester: str | None = None, limit: int = 50) -> list[ApprovalRecord]:
         """Approvals, newest first: by status, run, not asked by `exclude_requester`."""
-
-    def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
-               glass: str | None = None, signer: SigningKey | None = None,
-               start_within: timedelta = timedelta(0)) -> Voted:
-        """Count one person's decision on a pending, unexpired approval (with `digest`, when given),
-        atomically, whoever else decides at the same time on whichever replica.
-
-        A person counts once (`AlreadyCounted` when they decided before). A deny denies it at once
-        (a veto). An approve is `Counted` (with an `approval_vote_recorded` event, and its message
-        out of line until it is shown with the vote) until the
-        approval's `quorum` of distinct people have approved; the approve that completes it moves
-        it to approved. Moving it to approved or denied is `Decided`, with an `approval_recorded`
-        event, and of any number of concurrent callers exactly one gets it. The others learn who
-        decided (`AlreadyDecided`), or that it expired (`Expired`, `just_now` for the one call
-        that noticed it before any sweep and marked it).
-
-        `grant`: the approve that decides it also makes the grant its rule offers ("Approve + allow
-        similar"), in the same transaction, with a `grant_created` event; `Decided.grant` is it.
-
-        `lease_to`: the decision that moves it to approved or denied also takes the run's lease for
-        that owner until now + `lease`, in the same transaction, if nobody holds a live one and
-        the run has not ended (as `claim`); `Decided.lease` is the owner when it did.
-
-        `step_up`: the fresh sign-in the decision was made with, where the approval's rule needs one
-        (`approval.SignIn.to_json`), kept in the event that counts it (`approval_recorded` or
-        `approval_vote_recorded`, under `step_up`).
-
-        `glass`: the reason the person gave for breaking the glass: the approve decides alone, where
-        the approval's rule offers it (`break_glass`), its first follow-up due at once.
-
-        `signer`: the decision that moves it to approved or denied is signed with this key, and its
-        receipt (`receipts.decision_receipt`, letting the call start until `start_within` after the
-        decision) kept in the same transaction; `Decided.receipt` is it. None: no receipt.
-        """
-
-    def review_glass(self, approval_id: str, *, user: str, verdict: Verdict, note: str = "") -> ReviewOutcome | Missing:
-        """Record the first review of the break-glass that approved the approval, atomically: a
-        second one, from anyone on any replica, is `AlreadyReviewed`; its follow-ups stop."""
-
-    def glass_due(self, limit: int = 100) -> list[GlassDue]:
-        """Make every break-glass follow-up now due (`break_glass.follow_up`), each once whichever
-        replica asks, with its event."""
 
     def set_glass_message(self, approval_id: str, message: dict[str, Any]) -> None:
         """Record where the break-glass's review card was posted."""
@@ -267,22 +223,13 @@ class ApprovalStore(Protocol):
         """Every receipt kept and every call the execution ledger says started (of run `run_id`, or
         of all), each call with the approval it used up: what receipts are checked against."""
 
-    def nudge_due(self, limit: int = 100) -> list[Nudged]:
-        """Make every reminder and escalation now due of pending approvals (`approval.nudge`),
-        each once whichever replica asks, with its event: an escalation adds its people to the
-        approval's approvers in the same write. A sweep after a restart makes only what is due."""
-
-    def expire_due(self) -> list[ApprovalRecord]:
-        """Every pending approval past its expiry becomes expired, each with an `approval_expired`
-        event, atomically; returns them. Concurrent sweeps never return one approval twice."""
-
     def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
         """Record where the request was posted; returns the approval as it is now, so a decision
         made in between can be shown."""
 
 
 class GrantStore(Protocol):
-    """Grants made by "Approve + allow similar" (see `ApprovalStore.decide`); times are the store's."""
+    """Grants made by "Approve + allow similar" (see `approval_commands.decide`); times are the store's."""
 
     def live_grants(self, run_id: str, requester: str) -> list[GrantRecord]:
         """Grants in force now that could cover a call of this run: its own (scope `run`) and its

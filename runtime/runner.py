@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from signoff.runtime import approval_commands
 from signoff.runtime.agent import Policy
 from signoff.runtime.approval import bound_to, expiry_event, has_voted, offers_grant, with_rule
 from signoff.runtime.approval_events import as_events
@@ -171,9 +172,10 @@ class Runner(RunRequests, GlassRequests):
             return checked
         run, approval, stepped_up = checked
         lease = self.worker.new_owner() if drive else None
-        outcome = self.store.decide(approval_id, approved=approved, user=user, note=note, digest=digest, grant=grant,
-                                    lease_to=lease, lease=self.config.lease, step_up=stepped_up, glass=glass,
-                                    signer=self.config.signer, start_within=self.config.dispatch_window)
+        outcome = approval_commands.decide(self.store, approval_id, approved=approved, user=user, note=note,
+                                           digest=digest, grant=grant, lease_to=lease, lease=self.config.lease,
+                                           step_up=stepped_up, glass=glass, signer=self.config.signer,
+                                           start_within=self.config.dispatch_window)
         if lease is not None and isinstance(outcome, Decided) and outcome.lease == lease:
             self.worker.took(approval.run_id, lease)
         if isinstance(outcome, Decided | Counted | Expired):  # what the decision's transaction wrote
@@ -241,7 +243,7 @@ class Runner(RunRequests, GlassRequests):
         `end_run(run_id)` ends each run; by default here and now (`execute`), while a server
         hands them to its worker pool so one sweep of thousands does not hold the clock.
         """
-        expired = self.store.expire_due()
+        expired = approval_commands.expire_due(self.store)
         for approval in expired:
             try:
                 run = self.store.get_run(approval.run_id, history=False)
@@ -257,7 +259,7 @@ class Runner(RunRequests, GlassRequests):
     def nudge_due(self) -> list[Nudged]:
         """Remind the people of approvals half way (or as their rule says) to expiry, and add and
         tell the escalation's people, each once; the schedule is the database's."""
-        made = self.store.nudge_due()
+        made = approval_commands.nudge_due(self.store)
         if made:
             self.config.failpoints.hit("after_sweep")
         for nudge in made:

@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from signoff.runtime.adapters.ids import new_approval_id
 from signoff.runtime.adapters.memory_approvals import MemoryApprovals, copied
 from signoff.runtime.adapters.memory_rows import (
     Approval,
@@ -39,6 +38,7 @@ from signoff.runtime.approval_change import Change
 from signoff.runtime.audit import SEALED_WHEN, Seal
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.events import command_recorded, command_refused, run_created
+from signoff.runtime.ids import new_approval_id
 from signoff.runtime.notices import Notice
 from signoff.runtime.records import (
     ApprovalRecord,

@@ -8,11 +8,11 @@ run's lease.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from signoff.runtime.adapters.ids import new_grant_id
 from signoff.runtime.adapters.memory_notices import MemoryNotices
 from signoff.runtime.adapters.memory_reads import newest_first
 from signoff.runtime.adapters.memory_rows import (
@@ -24,31 +24,24 @@ from signoff.runtime.adapters.memory_rows import (
 from signoff.runtime.adapters.starting_calls import StartingCall
 from signoff.runtime.approval import (
     dispatch,
-    expire,
-    nudge,
-    overdue,
     use_grant,
-    vote,
 )
 from signoff.runtime.approval_change import Change
 from signoff.runtime.approval_events import as_events
-from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review, unreviewed
+from signoff.runtime.approval_unit import Due
+from signoff.runtime.break_glass import unreviewed
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
 from signoff.runtime.notices import retried_call_notices
-from signoff.runtime.receipts import SigningKey, decision_receipt
+from signoff.runtime.receipts import SigningKey
 from signoff.runtime.records import (
     ApprovalRecord,
-    Decided,
     ExecutionStart,
     Existing,
     Fresh,
     GrantRecord,
-    Missing,
-    Nudged,
     Restart,
     Ungranted,
-    Voted,
 )
 from signoff.runtime.rules import (
     claimable,
@@ -166,61 +159,18 @@ class MemoryApprovals(MemoryNotices):
         if row is not None:
             row.finish(execution, now)
 
-    # -- approvals -----------------------------------------------------------------------
+    # -- approvals and break-glass ------------------------------------------------------
 
-    def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
-               glass: str | None = None, signer: SigningKey | None = None,
-               start_within: timedelta = timedelta(0)) -> Voted:
+    @contextmanager
+    def approval_unit(self) -> Iterator[MemoryApprovalUnit]:
+        """The store held for one command; what it saved kept when it ends, and nothing if it raises."""
         with self._lock:
-            now = self.now()
-            approval = self._approvals.get(approval_id)
-            if approval is None:
-                return Missing("approval")
-            run = self._run(approval.record.run_id)
-            voted, change = vote(approval.out(), user=user, approved=approved, now=now, note=note, digest=digest,
-                                 grant_id=new_grant_id() if grant else None, step_up=step_up, glass=glass)
-            if change is not None:
-                self._save(run, [change])
-            if isinstance(voted, Decided) and signer is not None:
-                receipt = decision_receipt(voted.approval, signer, start_within=start_within, step_up=step_up,
-                                           grant_id=voted.grant.grant_id if voted.grant is not None else None)
-                self._receipts.append(receipt)
-                voted = dataclasses.replace(voted, receipt=receipt)
-            if isinstance(voted, Decided) and lease_to is not None and lease is not None and (
-                    claimable(run.status, run.command) and run.free(now)):
-                run.lease_owner, run.lease_expires_at = lease_to, now + lease
-                return dataclasses.replace(voted, lease=lease_to)
-            return voted
-
-    def nudge_due(self, limit: int = 100) -> list[Nudged]:
-        with self._lock:
-            now = self.now()
-            due = sorted((a for a in self._approvals.values() if a.record.nudge_at is not None),
-                         key=lambda a: a.record.nudge_at or now)  # `nudge` says which are due
-            made = [nudged for a in due if (nudged := nudge(a.out(), now)) is not None][:limit]
-            self._save(None, [change for _, change in made])
-            return [nudged for nudged, _ in made]
-
-    def review_glass(self, approval_id: str, *, user: str, verdict: Verdict, note: str = "") -> ReviewOutcome | Missing:
-        with self._lock:
-            approval = self._approvals.get(approval_id)
-            if approval is None:
-                return Missing("approval")
-            reviewed, change = review(approval.out(), user=user, verdict=verdict, note=note, now=self.now())
-            if change is not None:
-                self._save(None, [change])
-            return reviewed
-
-    def glass_due(self, limit: int = 100) -> list[GlassDue]:
-        with self._lock:
-            now = self.now()
-            due = sorted((a for a in self._approvals.values() if a.record.glass_due_at is not None),
-                         key=lambda a: a.record.glass_due_at or now)  # `follow_up` says which are due
-            made = [found for a in due if (found := follow_up(a.out(), now)) is not None][:limit]
-            self._save(None, [change for _, change in made])
-            return [due_now for due_now, _ in made]
+            unit = MemoryApprovalUnit(self, self.now())
+            yield unit
+            self._save(None, unit.changes)
+            self._receipts.extend(unit.receipts)
+            for run_id, (owner, until) in unit.leases.items():
+                self._runs[run_id].lease_owner, self._runs[run_id].lease_expires_at = owner, until
 
     def set_glass_message(self, approval_id: str, message: dict[str, Any]) -> None:
         with self._lock:
@@ -242,17 +192,60 @@ class MemoryApprovals(MemoryNotices):
             self._run(grant.run_id).append([grant_revoked(grant_id, user)], now)
             return revoked
 
-    def expire_due(self) -> list[ApprovalRecord]:
-        with self._lock:
-            now = self.now()
-            return self._save(None, [expire(a.out(), now) for a in self._approvals.values() if overdue(a.record, now)])
-
     def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
         with self._lock:
             approval = self._approvals.get(approval_id)
             if approval is None:
                 return None
             return approval.change(message=thaw(freeze(message)))
+
+
+class MemoryApprovalUnit:
+    """What one command read of `store` (which it holds), and what it saves, kept once it ends."""
+
+    def __init__(self, store: MemoryApprovals, now: datetime) -> None:
+        self.store, self.now = store, now
+        self.changes: list[Change] = []
+        self.receipts: list[dict[str, Any]] = []
+        self.leases: dict[str, tuple[str, datetime]] = {}
+
+    def approval(self, approval_id: str) -> ApprovalRecord | None:
+        approval = self.store._approvals.get(approval_id)
+        return approval.out() if approval is not None else None
+
+    def due(self, which: Due, limit: int | None = None) -> list[ApprovalRecord]:
+        """As the SQL store's index picks them (`SqlApprovalUnit.due`), in the same order."""
+        moment = {Due.EXPIRY: _expires_at, Due.NUDGE: _nudge_at, Due.GLASS: _glass_due_at}[which]
+        found = sorted(((at, a.out()) for a in self.store._approvals.values()
+                        if (at := moment(a.record, self.now)) is not None), key=lambda pair: pair[0])
+        return [approval for _, approval in found][:limit]
+
+    def save(self, changes: Sequence[Change]) -> None:
+        self.changes += changes
+
+    def keep_receipt(self, receipt: Mapping[str, Any]) -> None:
+        self.receipts.append(dict(receipt))
+
+    def take_lease(self, run_id: str, owner: str, lease: timedelta) -> bool:
+        run = self.store._run(run_id)
+        if not (claimable(run.status, run.command) and run.free(self.now)):
+            return False
+        self.leases[run_id] = (owner, self.now + lease)
+        return True
+
+
+def _expires_at(approval: ApprovalRecord, now: datetime) -> datetime | None:
+    return approval.expires_at if approval.status == "pending" and approval.expires_at <= now else None
+
+
+def _nudge_at(approval: ApprovalRecord, now: datetime) -> datetime | None:
+    at = approval.nudge_at
+    return at if approval.status == "pending" and at is not None and at <= now < approval.expires_at else None
+
+
+def _glass_due_at(approval: ApprovalRecord, now: datetime) -> datetime | None:
+    at = approval.glass_due_at
+    return at if at is not None and at <= now and approval.glass_review is None else None
 
 
 def copied(value: _Kept) -> _Kept:

@@ -24,7 +24,6 @@ from signoff.runtime.adapters.approval_rows import (
     save_changes,
 )
 from signoff.runtime.adapters.group_commit import GroupCommit
-from signoff.runtime.adapters.ids import new_approval_id
 from signoff.runtime.adapters.notice_rows import drop_told, due_of_run, owe
 from signoff.runtime.adapters.rows import (
     SAVE_STEP,
@@ -39,13 +38,14 @@ from signoff.runtime.adapters.rows import (
     link_runs,
     step_params,
 )
-from signoff.runtime.adapters.sql_approvals import SqlApprovals, lease_params
+from signoff.runtime.adapters.sql_approvals import SqlApprovals
 from signoff.runtime.adapters.sql_notices import SqlNotices
 from signoff.runtime.adapters.statements import (
     CLAIM,
     HOLD,
     RELEASE,
     RENEW,
+    lease_params,
 )
 from signoff.runtime.adapters.tables import approvals, runs
 from signoff.runtime.agent import Checkpoint
@@ -61,6 +61,7 @@ from signoff.runtime.approval import (
 from signoff.runtime.audit import SEALED_WHEN
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.events import command_recorded, command_refused
+from signoff.runtime.ids import new_approval_id
 from signoff.runtime.notices import AT_ONCE, Notice
 from signoff.runtime.records import (
     ApprovalRecord,

@@ -7,8 +7,7 @@ fenced on the run's lease, in the transaction that uses its approval or its gran
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,7 +24,6 @@ from signoff.runtime.adapters.approval_rows import (
     with_all_votes,
 )
 from signoff.runtime.adapters.db import WRITE_OPTION
-from signoff.runtime.adapters.ids import new_grant_id
 from signoff.runtime.adapters.notice_rows import owe
 from signoff.runtime.adapters.reads import SqlReads
 from signoff.runtime.adapters.rows import (
@@ -35,43 +33,32 @@ from signoff.runtime.adapters.rows import (
     grant_record,
     json_or,
     loads,
-    lock_runs,
 )
+from signoff.runtime.adapters.sql_approval_unit import SqlApprovalUnit
 from signoff.runtime.adapters.starting_calls import StartingCall
 from signoff.runtime.adapters.statements import (
     EXECUTION_BY_KEY,
     FENCE,
     INSERT_EXECUTION,
-    LOCK_RUN,
-    RUN_OF_APPROVAL,
-    TAKE_FREE_LEASE,
+    lease_params,
 )
 from signoff.runtime.adapters.tables import approvals, grants, runs, tool_executions
 from signoff.runtime.approval import (
     dispatch,
-    expire,
-    nudge,
-    overdue,
     use_grant,
-    vote,
 )
-from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review
 from signoff.runtime.errors import Conflict
 from signoff.runtime.events import execution_retried, grant_revoked
 from signoff.runtime.notices import retried_call_notices
-from signoff.runtime.receipts import SigningKey, decision_receipt
+from signoff.runtime.receipts import SigningKey
 from signoff.runtime.records import (
     ApprovalRecord,
-    Decided,
     ExecutionStart,
     Existing,
     Fresh,
     GrantRecord,
-    Missing,
-    Nudged,
     Restart,
     Ungranted,
-    Voted,
 )
 from signoff.runtime.rules import (
     execution_started,
@@ -154,79 +141,13 @@ class SqlApprovals(SqlTransactions):
         with self._tx() as conn:
             finish_execution(conn, execution, self._now(conn))
 
-    # -- approvals -----------------------------------------------------------------------
+    # -- approvals and break-glass ------------------------------------------------------
 
-    def decide(self, approval_id: str, *, approved: bool, user: str, note: str = "",
-               digest: str | None = None, grant: bool = False, lease_to: str | None = None,
-               lease: timedelta | None = None, step_up: Mapping[str, Any] | None = None,
-               glass: str | None = None, signer: SigningKey | None = None,
-               start_within: timedelta = timedelta(0)) -> Voted:
-        """Count one person's decision (`approval.vote` decides it); the run's row is taken first, so
-        deciders on any replica count one after another and exactly one of them completes (or
-        vetoes) the approval. The decision's receipt, signed with `signer`, is kept in the same
-        transaction."""
+    @contextmanager
+    def approval_unit(self) -> Iterator[SqlApprovalUnit]:
+        """One write transaction over approvals (`approval_commands` runs in it)."""
         with self._tx() as conn:
-            now = self._now(conn)
-            run_id = conn.execute(RUN_OF_APPROVAL, {"b_approval_id": approval_id}).scalar()
-            if run_id is None:
-                return Missing("approval")
-            # Every writer takes a run's row before its approvals' rows (see `rows.lock_runs`).
-            conn.execute(LOCK_RUN, {"b_run_id": run_id})
-            [approval] = approvals_where(conn, approvals.c.approval_id == approval_id)
-            voted, change = vote(approval, user=user, approved=approved, now=now, note=note, digest=digest,
-                                 grant_id=new_grant_id() if grant else None, step_up=step_up, glass=glass)
-            if change is not None:
-                save_changes(conn, [change], now)
-            if isinstance(voted, Decided) and signer is not None:
-                receipt = decision_receipt(voted.approval, signer, start_within=start_within, step_up=step_up,
-                                           grant_id=voted.grant.grant_id if voted.grant is not None else None)
-                insert_receipt(conn, receipt, now)
-                voted = dataclasses.replace(voted, receipt=receipt)
-            if isinstance(voted, Decided) and lease_to is not None and lease is not None and conn.execute(
-                    TAKE_FREE_LEASE, lease_params(run_id, lease_to, now, lease)).rowcount == 1:
-                return dataclasses.replace(voted, lease=lease_to)
-            return voted
-
-    def nudge_due(self, limit: int = 100) -> list[Nudged]:
-        """Every pending approval whose next reminder or escalation is due (`approval.nudge`): each
-        is made once, whichever replica's sweep gets there first (the runs' rows are held, and the
-        change is a compare-and-set), with its event; an escalation adds its people in the same write."""
-        with self._tx() as conn:
-            now = self._now(conn)
-            due = and_(approvals.c.status == "pending", approvals.c.nudge_at <= now, approvals.c.expires_at > now)
-            lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
-            made = [nudged for approval in approvals_where(conn, due, order=approvals.c.nudge_at, limit=limit)
-                    if (nudged := nudge(approval, now)) is not None]
-            save_changes(conn, [change for _, change in made], now)
-        return [nudged for nudged, _ in made]
-
-    # -- break-glass -------------------------------------------------------------------------
-
-    def review_glass(self, approval_id: str, *, user: str, verdict: Verdict, note: str = "") -> ReviewOutcome | Missing:
-        """The first review counts (`break_glass.review`); the run's row is held first, as for a vote."""
-        with self._tx() as conn:
-            now = self._now(conn)
-            run_id = conn.execute(RUN_OF_APPROVAL, {"b_approval_id": approval_id}).scalar()
-            if run_id is None:
-                return Missing("approval")
-            conn.execute(LOCK_RUN, {"b_run_id": run_id})
-            [approval] = approvals_where(conn, approvals.c.approval_id == approval_id)
-            reviewed, change = review(approval, user=user, verdict=verdict, note=note, now=now)
-            if change is not None:
-                save_changes(conn, [change], now)
-            return reviewed
-
-    def glass_due(self, limit: int = 100) -> list[GlassDue]:
-        """Each follow-up once, whichever replica's sweep gets there first: the runs' rows are held
-        and each change is a compare-and-set on the follow-ups made so far."""
-        with self._tx() as conn:
-            now = self._now(conn)
-            due = and_(approvals.c.glass_due_at <= now, approvals.c.glass_review.is_(None))
-            lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
-            made = [found for approval in approvals_where(conn, due, order=approvals.c.glass_due_at, limit=limit)
-                    if (found := follow_up(approval, now)) is not None]
-            save_changes(conn, [change for _, change in made], now)
-        return [due_now for due_now, _ in made]
+            yield SqlApprovalUnit(conn, self._now(conn))
 
     def set_glass_message(self, approval_id: str, message: dict[str, Any]) -> None:
         with self._tx() as conn:
@@ -277,16 +198,6 @@ class SqlApprovals(SqlTransactions):
             else:
                 row = conn.execute(select(grants).where(grants.c.grant_id == grant_id)).first()
         return grant_record(row) if row is not None else None
-
-    def expire_due(self) -> list[ApprovalRecord]:
-        """Every pending approval past its expiry expired (`approval.expire`), in one transaction."""
-        with self._tx() as conn:
-            now = self._now(conn)
-            due = and_(approvals.c.status == "pending", approvals.c.expires_at <= now)
-            lock_runs(conn, select(runs.c.run_id).where(runs.c.run_id.in_(select(approvals.c.run_id).where(due))))
-            changes = [expire(approval, now) for approval in approvals_where(conn, due) if overdue(approval, now)]
-            save_changes(conn, changes, now)
-        return [change.after for change in changes]
 
     def set_approval_message(self, approval_id: str, message: dict[str, Any]) -> ApprovalRecord | None:
         """Record where the request was posted; returns the approval as it is now."""
@@ -340,7 +251,3 @@ def _started(conn: Connection, call: StartingCall, **why: str | int) -> Fresh:
                                     "status": "started", "attempts": 1, "started_at": call.now})
     append_events(conn, call.run_id, [execution_started(call.key, call.tool, **why)], call.now)
     return Fresh(1)
-
-
-def lease_params(run_id: str, owner: str, now: datetime, lease: timedelta) -> dict[str, Any]:
-    return {"b_run_id": run_id, "b_owner": owner, "b_now": now, "b_until": now + lease}

@@ -9,6 +9,7 @@ from the columns a statement sets).
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Column, bindparam, insert, or_, select, update
@@ -27,6 +28,11 @@ _RUN_ID = param("run_id", runs.c.run_id)
 _NOW = param("now", runs.c.lease_expires_at)
 _OWNER = param("owner", runs.c.lease_owner)
 _UNTIL = param("until", runs.c.lease_expires_at)
+
+
+def lease_params(run_id: str, owner: str, now: datetime, lease: timedelta) -> dict[str, Any]:
+    """The parameters of a statement that leases `run_id` to `owner` from `now` for `lease`."""
+    return {"b_run_id": run_id, "b_owner": owner, "b_now": now, "b_until": now + lease}
 
 CLAIMABLE = or_(runs.c.status.in_(sorted(NOT_ENDED)),
                 runs.c.status.in_(sorted(REOPENABLE)) & runs.c.command.is_not(None))

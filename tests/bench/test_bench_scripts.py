@@ -167,7 +167,7 @@ def test_scale_benchmark_seeds_paused_runs_sweeps_them_and_explains_the_queries(
     assert result["rows"]["runs"] == result["rows"]["approvals"] == 50 + 5 + 1
     assert result["live"]["approvals_for"]["rows"] == 20
     assert result["live"]["runs_for"]["rows"] == 6  # copies 1, 11, ..., 51 of 55 belong to UREQ0001
-    assert "Update on approvals" in result["live"]["plans"]["sweep"]
+    assert "on approvals" in result["live"]["plans"]["sweep"] and "expires_at" in result["live"]["plans"]["sweep"]
     assert result["stale"]["store_expire_due"]["approvals"] == 51
     assert result["stale"]["runner_expire_due"]["runs_ended"] == 5
     assert "Plan of the expiry sweep" in scale.markdown(result)

@@ -19,6 +19,7 @@ from signoff.bot.slack.blocks import (
     RETRY_ACTION,
 )
 from signoff.bot.slack.scheduler import RECOVER_JOB, JobFailures, expire_approvals, recover_runs
+from signoff.runtime import approval_commands
 from signoff.runtime.errors import ModelUnavailable
 
 
@@ -246,7 +247,7 @@ def test_recovery_job_continues_a_decided_run_nobody_executed(signoff, slack, le
     run = propose_refund(signoff)
     approval = signoff.runner.pending_approval(run.run_id)
     # A decision recorded by a replica that died before handing the run to its workers:
-    signoff.runner.store.decide(approval.approval_id, approved=True, user="U0LEAD", digest=approval.digest)
+    approval_commands.decide(signoff.runner.store, approval.approval_id, approved=True, user="U0LEAD", digest=approval.digest)
     signoff.clock.advance(seconds=61)
     assert recover_runs(signoff.runner, signoff.service.workers) == [run.run_id]
     signoff.settle()

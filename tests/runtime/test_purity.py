@@ -86,3 +86,23 @@ def test_the_stores_decide_no_approval_rule_they_apply_the_aggregates_transition
             if isinstance(node, ast.ImportFrom) and node.module in APPROVAL_RULES:
                 wrong.append(f"{path.relative_to(root)} imports {node.module}")
     assert wrong == []
+
+
+COMMANDED_TRANSITIONS = {"signoff.runtime.approval": {"vote", "nudge", "expire", "overdue"},
+                         "signoff.runtime.break_glass": {"review", "follow_up"},
+                         "signoff.runtime.receipts": {"decision_receipt"}}
+"""The transitions a command of `approval_commands` asks for, and the receipt it signs: a store opens
+the unit of work they run in (`approval_unit`) and calls none of them, so no store can count a vote,
+sweep or sign differently from another."""
+
+
+def test_the_stores_open_units_of_work_and_leave_the_approval_commands_to_the_core():
+    root = Path(__file__).resolve().parents[2]
+    wrong = []
+    for path in sorted((root / "runtime" / "adapters").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in COMMANDED_TRANSITIONS:
+                for alias in node.names:
+                    if alias.name in COMMANDED_TRANSITIONS[node.module]:
+                        wrong.append(f"{path.relative_to(root)} imports {node.module}.{alias.name}")
+    assert wrong == []

@@ -8,6 +8,7 @@ from store_harness import APPROVER, LEASE, Told
 from test_store_approvals import WINDOW, await_approval
 from test_store_receipts import KEY, await_quorum
 
+from signoff.runtime import approval_commands
 from signoff.runtime.cards import ALONE
 from signoff.runtime.failpoints import Failpoints
 from signoff.runtime.ports import Store
@@ -24,7 +25,7 @@ def teller(store: Store) -> Teller:
 
 def granted(store: Store, run_id: str) -> Decided:
     approval_id = await_quorum(store, run_id, **GRANTING)
-    decided = store.decide(approval_id, approved=True, user=APPROVER, grant=True, signer=KEY, start_within=WINDOW)
+    decided = approval_commands.decide(store, approval_id, approved=True, user=APPROVER, grant=True, signer=KEY, start_within=WINDOW)
     assert isinstance(decided, Decided) and decided.grant is not None
     return decided
 

@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from store_harness import APPROVER, LEASE, create
 from test_store_approvals import await_approval
 
+from signoff.runtime import approval_commands
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.records import Decided, Expired
 
@@ -60,8 +61,8 @@ def test_leases_and_expiries_are_written_in_the_database_clock(server_store: Sql
 def test_a_replica_ahead_neither_sweeps_early_nor_refuses_a_timely_click(server_store: SqlStore) -> None:
     approval = await_approval(server_store)
     with moved(approval.expires_at.timestamp() - datetime.now(UTC).timestamp() + 60):  # a replica far ahead
-        assert server_store.expire_due() == [], "an open approval must not be swept by a fast clock"
-        assert isinstance(server_store.decide(approval.approval_id, approved=True, user=APPROVER), Decided)
+        assert approval_commands.expire_due(server_store) == [], "an open approval must not be swept by a fast clock"
+        assert isinstance(approval_commands.decide(server_store, approval.approval_id, approved=True, user=APPROVER), Decided)
 
 
 def test_a_click_after_expiry_is_refused_on_a_replica_whose_clock_is_behind(
@@ -70,5 +71,5 @@ def test_a_click_after_expiry_is_refused_on_a_replica_whose_clock_is_behind(
     with engine.begin() as conn:  # the approval's time ran out, by the database's clock
         conn.exec_driver_sql("UPDATE approvals SET expires_at = now() - interval '30 seconds'")
     with moved(-240):
-        outcome = server_store.decide(approval.approval_id, approved=True, user=APPROVER)
+        outcome = approval_commands.decide(server_store, approval.approval_id, approved=True, user=APPROVER)
     assert isinstance(outcome, Expired) and outcome.approval.status == "expired"

@@ -16,6 +16,7 @@ import pytest
 from store_harness import Told
 from test_policy_runs import ADA, KIM, LEE, NUDGING, QUORUM_2, paused, runner_with
 
+from signoff.runtime import approval_commands
 from signoff.runtime.failpoints import FailpointHit
 from signoff.runtime.notices import Escalate, HeldNotice, Redraw, Remind
 from signoff.runtime.ports import Store
@@ -99,7 +100,7 @@ def test_a_notice_taken_is_fenced_from_every_other_taker_and_an_approvals_notice
     runner = runner_with(store, effects, NUDGING)  # nobody to tell: the sweep's notices stay owed
     _, approval = paused(runner)
     clock.advance(minutes=9, seconds=30)
-    store.nudge_due()
+    approval_commands.nudge_due(store)
     [first] = store.take_notices(FENCE)
     assert first.notice == Escalate(approval_id=approval.approval_id, added=(ADA,)) and first.tries == 1
     assert store.take_notices(FENCE) == []  # fenced, and the approval's next waits for it
@@ -124,7 +125,7 @@ def test_replicas_taking_at_once_say_each_fenced_notice_once_and_draw_each_redra
     for _ in range(6):
         paused(runner)
     clock.advance(minutes=9, seconds=30)
-    store.nudge_due()  # three notices owed of each of six approvals: two fenced, and a redraw
+    approval_commands.nudge_due(store)  # three notices owed of each of six approvals: two fenced, and a redraw
     taken: list[HeldNotice] = []
     lock, start = threading.Lock(), threading.Barrier(4)
 
@@ -181,7 +182,7 @@ def test_a_redraw_is_left_open_to_other_takers_so_a_replica_dying_mid_draw_leave
     runner = runner_with(store, effects, QUORUM_2)  # nobody to tell: the vote's redraw stays owed
     _, approval = paused(runner)
     store.set_approval_message(approval.approval_id, {"channel": "C1", "ts": "1.0"})
-    store.decide(approval.approval_id, approved=True, user=LEE, digest=approval.digest)
+    approval_commands.decide(store, approval.approval_id, approved=True, user=LEE, digest=approval.digest)
     [taken] = store.take_notices(FENCE)
     [again] = store.take_notices(FENCE)
     assert taken.notice == again.notice == Redraw(approval_id=approval.approval_id) and again.tries == 2
@@ -194,10 +195,10 @@ def test_a_redraw_a_second_taker_finishes_late_leaves_the_notice_owed_after_it(s
     runner = runner_with(store, effects, QUORUM_2)  # nobody to tell: the redraws stay owed
     _, approval = paused(runner)
     store.set_approval_message(approval.approval_id, {"channel": "C1", "ts": "1.0"})
-    store.decide(approval.approval_id, approved=True, user=LEE, digest=approval.digest)
+    approval_commands.decide(store, approval.approval_id, approved=True, user=LEE, digest=approval.digest)
     first, second = store.take_notices(FENCE), store.take_notices(FENCE)  # two replicas draw Lee's vote
     store.notice_sent(first[0].seq)
-    store.decide(approval.approval_id, approved=True, user=KIM, digest=approval.digest)
+    approval_commands.decide(store, approval.approval_id, approved=True, user=KIM, digest=approval.digest)
     store.notice_sent(second[0].seq)  # the other replica's draw of Lee's vote lands after Kim's approve
     [owed] = store.take_notices(FENCE)
     assert owed.notice == Redraw(approval_id=approval.approval_id) and owed.seq != first[0].seq

@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from store_harness import LEASE, ManualClock, count_rows, create, lookup_step, raw_run, save, step
 from test_store_approvals import approve, await_approval, begin, overdue_and_not
 
+from signoff.runtime import approval_commands
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.adapters.tables import tool_executions
 
@@ -47,7 +48,7 @@ def test_expiry_is_one_statement_however_many_are_due(sql_store: SqlStore, clock
 
     event.listen(engine, "before_cursor_execute", count)
     try:
-        expired = sql_store.expire_due()
+        expired = approval_commands.expire_due(sql_store)
     finally:
         event.remove(engine, "before_cursor_execute", count)
     assert len(approval_updates) == 1, "expiry is one statement"

@@ -21,6 +21,7 @@ from store_harness import (
     step,
 )
 
+from signoff.runtime import approval_commands
 from signoff.runtime.effects import AskAbout
 from signoff.runtime.errors import Conflict
 from signoff.runtime.ports import Store
@@ -71,7 +72,7 @@ def await_approval(store: Store, run_id: str = "run-a") -> ApprovalRecord:
 
 
 def approve(store: Store, approval: ApprovalRecord, user: str = APPROVER) -> None:
-    assert isinstance(store.decide(approval.approval_id, approved=True, user=user), Decided)
+    assert isinstance(approval_commands.decide(store, approval.approval_id, approved=True, user=user), Decided)
 
 
 def test_the_approval_is_written_with_the_awaiting_checkpoint(store: Store, clock: ManualClock) -> None:
@@ -101,7 +102,7 @@ def test_a_step_whose_approval_cannot_be_written_is_not_saved(store: Store) -> N
 
 def test_exactly_one_of_several_deciders_wins_and_the_rest_learn_who(store: Store) -> None:
     approval = await_approval(store)
-    outcomes = [store.decide(approval.approval_id, approved=i % 2 == 0, user=f"U{i}", note=f"n{i}")
+    outcomes = [approval_commands.decide(store, approval.approval_id, approved=i % 2 == 0, user=f"U{i}", note=f"n{i}")
                 for i in range(5)]
     assert isinstance(outcomes[0], Decided)
     assert outcomes[0].approval.status == "approved"
@@ -118,11 +119,11 @@ def test_deciding_once_expired_is_refused_before_any_sweep(store: Store, clock: 
                                                            late: timedelta) -> None:
     approval = await_approval(store)
     clock.advance(seconds=(TTL + late).total_seconds())
-    outcome = store.decide(approval.approval_id, approved=True, user=APPROVER)
+    outcome = approval_commands.decide(store, approval.approval_id, approved=True, user=APPROVER)
     assert isinstance(outcome, Expired)
     assert outcome.approval.status == "expired" and outcome.approval.decided_by is None
     assert store.get_approval(approval.approval_id).status == "expired"
-    assert store.expire_due() == []
+    assert approval_commands.expire_due(store) == []
 
 
 def overdue_and_not(store: Store, clock: ManualClock) -> tuple[list[ApprovalRecord], ApprovalRecord,
@@ -139,10 +140,10 @@ def overdue_and_not(store: Store, clock: ManualClock) -> tuple[list[ApprovalReco
 
 def test_expire_due_marks_every_overdue_pending_approval_once(store: Store, clock: ManualClock) -> None:
     overdue, decided, fresh = overdue_and_not(store, clock)
-    expired = store.expire_due()
+    expired = approval_commands.expire_due(store)
     assert sorted(a.approval_id for a in expired) == sorted(a.approval_id for a in overdue)
     assert {a.status for a in expired} == {"expired"}
-    assert store.expire_due() == []
+    assert approval_commands.expire_due(store) == []
     assert store.get_approval(fresh.approval_id).status == "pending"
     assert store.get_approval(decided.approval_id).status == "approved"
     assert [e["type"] for e in store.timeline("run-0")][-1] == "approval_expired"
@@ -156,7 +157,7 @@ def test_concurrent_expiry_sweeps_never_return_an_approval_twice(store: Store, c
     def sweep() -> None:
         try:
             barrier.wait(timeout=10)
-            results.append([a.approval_id for a in store.expire_due()])
+            results.append([a.approval_id for a in approval_commands.expire_due(store)])
         except Exception as exc:  # surfaced below; a thread cannot fail the test itself
             errors.append(exc)
 
@@ -188,7 +189,7 @@ def test_dispatch_consumes_the_approval_exactly_once(store: Store) -> None:
 def test_dispatch_refuses_a_call_that_was_not_approved(store: Store, decision: str) -> None:
     approval = await_approval(store)
     if decision == "denied":
-        store.decide(approval.approval_id, approved=False, user=APPROVER, note="no")
+        approval_commands.decide(store, approval.approval_id, approved=False, user=APPROVER, note="no")
     start = begin(store)
     assert isinstance(start, NotDispatchable) and decision in start.reason
     assert store.executions("run-a") == []

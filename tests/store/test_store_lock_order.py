@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import event, text
 from store_harness import APPROVER, REQUESTER, ManualClock, build_runner, side_effects
 
+from signoff.runtime import approval_commands
 from signoff.runtime.adapters.db import make_engine
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.records import Decided, Done
@@ -63,9 +64,9 @@ def test_a_cancel_racing_a_decision_or_an_expiry_does_not_deadlock(database_url:
             results[name] = exc
 
     if first == "decide":
-        go = lambda: store.decide(approval.approval_id, approved=True, user=APPROVER)  # noqa: E731
+        go = lambda: approval_commands.decide(store, approval.approval_id, approved=True, user=APPROVER)  # noqa: E731
     else:
-        go = store.expire_due
+        go = lambda: approval_commands.expire_due(store)  # noqa: E731
     threads = [threading.Thread(target=attempt, args=("first", go), name="first"),
                threading.Thread(target=lambda: held.wait(10) and attempt("cancel", lambda: runner.cancel(
                    run.run_id, REQUESTER, "stop")), name="second")]

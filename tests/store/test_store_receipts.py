@@ -15,6 +15,7 @@ from test_store_approvals import ARGS, WINDOW, await_approval, pending_call
 
 from signoff.canonical import arguments_digest
 from signoff.receipts import receipt_problem
+from signoff.runtime import approval_commands
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.audit import stamp
 from signoff.runtime.effects import AskAbout
@@ -29,8 +30,8 @@ KEY = Ed25519PrivateKey.generate()
 def test_the_decision_that_wins_is_signed_once_and_kept_with_it(store: Store, clock: ManualClock) -> None:
     approval = await_approval(store)
 
-    won = store.decide(approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
-    again = store.decide(approval.approval_id, approved=False, user="U0OTHER", signer=KEY, start_within=WINDOW)
+    won = approval_commands.decide(store, approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
+    again = approval_commands.decide(store, approval.approval_id, approved=False, user="U0OTHER", signer=KEY, start_within=WINDOW)
 
     assert isinstance(won, Decided) and isinstance(again, AlreadyDecided)
     assert won.receipt is not None and receipt_problem(won.receipt, [KEY.public_key()]) is None
@@ -46,7 +47,7 @@ def test_the_decision_that_wins_is_signed_once_and_kept_with_it(store: Store, cl
 
 def test_a_started_call_checks_against_its_approval_s_receipt(store: Store) -> None:
     approval = await_approval(store)
-    store.decide(approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
+    approval_commands.decide(store, approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
     store.claim("run-a", "w1", LEASE)
 
     started = store.begin_execution("run-a", "send_email", ARGS, "run-a:1", owner="w1", lease=LEASE,
@@ -108,11 +109,11 @@ def test_a_quorum_s_receipt_names_each_voter_the_rule_and_the_step_up(store: Sto
     approval_id = await_quorum(store)
     signed_in = {"issuer": "https://id.example.com", "signed_in_at": stamp(clock.now), "max_age_seconds": 300}
 
-    first = store.decide(approval_id, approved=True, user="U0FIRST", signer=KEY, start_within=WINDOW,
+    first = approval_commands.decide(store, approval_id, approved=True, user="U0FIRST", signer=KEY, start_within=WINDOW,
                          step_up=signed_in)
     counted_only = store.receipt_of(approval_id=approval_id)
     clock.advance(seconds=5)
-    second = store.decide(approval_id, approved=True, user="U0SECOND", signer=KEY, start_within=WINDOW,
+    second = approval_commands.decide(store, approval_id, approved=True, user="U0SECOND", signer=KEY, start_within=WINDOW,
                           step_up=signed_in)
 
     assert isinstance(first, Counted) and counted_only is None  # a vote short of the quorum decides nothing
@@ -129,7 +130,7 @@ def test_a_quorum_s_receipt_names_each_voter_the_rule_and_the_step_up(store: Sto
 def test_an_approve_that_makes_a_grant_and_each_use_of_it_are_signed(store: Store) -> None:
     approval_id = await_quorum(store, "run-g", rule="similar emails", quorum=1, step_up_seconds=None,
                                grant={"for_seconds": 600, "same": ["to"], "scope": "run"})
-    decided = store.decide(approval_id, approved=True, user=APPROVER, grant=True, signer=KEY, start_within=WINDOW)
+    decided = approval_commands.decide(store, approval_id, approved=True, user=APPROVER, grant=True, signer=KEY, start_within=WINDOW)
     assert isinstance(decided, Decided) and decided.grant is not None and decided.receipt is not None
     store.claim("run-g", "w1", LEASE)
 
@@ -150,7 +151,7 @@ def test_a_decision_whose_receipt_cannot_be_kept_is_not_kept_either(sql_store: S
         conn.execute(text("DROP TABLE receipts"))
 
     with pytest.raises(DBAPIError):
-        sql_store.decide(approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
+        approval_commands.decide(sql_store, approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
 
     kept = sql_store.get_approval(approval.approval_id)
     assert kept is not None and (kept.status, kept.votes, kept.decided_by) == ("pending", (), None)
