@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, JsonValue, ValidationError
 
-from signoff.runtime import caller_calls
+from signoff.runtime import caller_calls, starting_calls
 from signoff.runtime.agent import Policy
 from signoff.runtime.call_starts import settled_without_running
 from signoff.runtime.errors import Conflict
@@ -164,8 +164,8 @@ class CallerDoor:
                 return self._not_started(run_id)
             action = caller_calls.handed_call(agent.run_state, agent.context)
             call, tool = action.call, action.tool
-            begun = self.store.begin_execution(
-                run_id, call.tool, thawed(call.args), call.key, owner=owner,
+            begun = starting_calls.begin_execution(
+                self.store, run_id, call.tool, thawed(call.args), call.key, owner=owner,
                 lease=timedelta(seconds=tool.timeout_s or DEFAULT_TIMEOUT_S),
                 dispatch_window=self.worker.config.dispatch_window,
                 allowed_by=_allowed_by(action), granted_by=action.granted_by,

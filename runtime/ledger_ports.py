@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from signoff.runtime import starting_calls
 from signoff.runtime.agent import Checkpoint
 from signoff.runtime.call_starts import restart_for, start_call
 from signoff.runtime.errors import Conflict
@@ -111,8 +112,8 @@ class StoredLedger:
     def _begin(self, action: RunTool) -> ExecutionStart:
         session, call, tool = self.session, action.call, action.tool
         try:
-            return self.store.begin_execution(
-                session.run.run_id, call.tool, dict(call.args), call.key, owner=session.owner,
+            return starting_calls.begin_execution(
+                self.store, session.run.run_id, call.tool, dict(call.args), call.key, owner=session.owner,
                 lease=self.config.lease, dispatch_window=self.config.dispatch_window,
                 restart=restart_for(tool, session.retry_key == call.key),
                 allowed_by=action.allowed_by if tool.side_effect else None, granted_by=action.granted_by,

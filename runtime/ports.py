@@ -21,13 +21,10 @@ from signoff.runtime.approval_unit import ApprovalUnits
 from signoff.runtime.audit import WHOLE_LOG, Record, Selection
 from signoff.runtime.notices import HeldNotice, Notice
 from signoff.runtime.receipt_check import Proof
-from signoff.runtime.receipts import SigningKey
 from signoff.runtime.records import (
     ApprovalRecord,
     CommandRefusal,
-    ExecutionStart,
     GrantRecord,
-    Restart,
     RunRecord,
     Saved,
 )
@@ -152,34 +149,9 @@ class RunStore(Protocol):
 
 
 class ExecutionLedger(Protocol):
-    """One row per side-effecting call (its idempotency key): started, then succeeded or failed."""
-
-    def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
-                        lease: timedelta, dispatch_window: timedelta,
-                        restart: Restart | None = None, allowed_by: str | None = None,
-                        granted_by: str | None = None, preview: str | None = None,
-                        signer: SigningKey | None = None, policy: str | None = None) -> ExecutionStart:
-        """Consume the call's approval and write its ledger row "started", atomically, or say why not.
-        `allowed_by`: the policy rule that let the call run without a person; there is no approval
-        to consume, and the ledger row is written all the same (once per key). `granted_by`: the
-        grant that lets it run unasked; checked in this transaction (in force now, by the store's
-        clock, and covering this call: `grants.grant_refusal`) and its use counted, or `Ungranted`
-        and nothing written, so that a revoked grant stops the very next call. `preview`: the
-        digest of the preview the call was approved with (`pending_calls.Preview`), part of what the
-        approval is bound to. `signer`: a call `allowed_by` or `granted_by` starts with a signed
-        receipt (`receipts.start_receipt`) kept in this same transaction (an approved call's
-        receipt was kept with its decision).
-
-        Fenced on the lease: only `owner` holding a live lease may start the run's call (the lease is
-        renewed here, so the call starts with a whole lease ahead of it); anyone else gets
-        `Conflict` and nothing changes. The approval must be the call's (same run, same digest of
-        tool, arguments and key), approved, and approved within `dispatch_window`
-        (`approval.dispatch`); an approval approved too long ago is marked expired. A key
-        already in the ledger is `Existing`: a recorded outcome is never run again, whoever asks,
-        and a start with no outcome is restarted (`Fresh` with the next attempt) only when
-        `restart` says why: `idempotent`, or `requested` by a waiting Retry request, which is used
-        up (and the run's version moved on) in the same write.
-        """
+    """One row per side-effecting call (its idempotency key): started, then succeeded or failed. A
+    call starts through `starting_calls.begin_execution`, in a unit of work the store opens
+    (`approval_unit`)."""
 
     def complete_execution(self, execution: dict[str, Any]) -> None:
         """Record a call's outcome (key, ok, result or error, seconds) outside a step (its step

@@ -1,14 +1,15 @@
 """The memory store's writes of approvals, grants and the execution ledger, each atomic under its lock.
 
-An approval is handed to a transition of `runtime/approval.py` and the `Change` kept whole
-(`_save`), as the SQL store saves it; a call starts only through `begin_execution`, fenced on the
-run's lease.
+The commands that change approvals and start calls (`approval_commands`, `starting_calls`) run in
+the unit of work `approval_unit` opens (`MemoryApprovalUnit`), and a `Change` is kept whole
+(`_save`) as the SQL store saves it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -21,34 +22,15 @@ from signoff.runtime.adapters.memory_rows import (
     freeze,
     thaw,
 )
-from signoff.runtime.adapters.starting_calls import StartingCall
-from signoff.runtime.approval import (
-    dispatch,
-    use_grant,
-)
 from signoff.runtime.approval_change import Change
 from signoff.runtime.approval_events import as_events
-from signoff.runtime.approval_unit import Due
+from signoff.runtime.approval_unit import Due, HeldRun, LedgerRow
 from signoff.runtime.break_glass import unreviewed
-from signoff.runtime.errors import Conflict
-from signoff.runtime.events import execution_retried, grant_revoked
-from signoff.runtime.notices import retried_call_notices
-from signoff.runtime.receipts import SigningKey
-from signoff.runtime.records import (
-    ApprovalRecord,
-    ExecutionStart,
-    Existing,
-    Fresh,
-    GrantRecord,
-    Restart,
-    Ungranted,
-)
-from signoff.runtime.rules import (
-    claimable,
-    execution_started,
-    is_retry_request,
-)
-from signoff.runtime.state import call_digest, canonical_json
+from signoff.runtime.events import grant_revoked
+from signoff.runtime.notices import Notice
+from signoff.runtime.records import ApprovalRecord, GrantRecord
+from signoff.runtime.rules import claimable
+from signoff.runtime.state import canonical_json
 
 _Kept = TypeVar("_Kept", ApprovalRecord, GrantRecord)
 
@@ -72,84 +54,6 @@ class MemoryApprovals(MemoryNotices):
 
     # -- the execution ledger --------------------------------------------------------------
 
-    def begin_execution(self, run_id: str, tool: str, args: dict[str, Any], key: str, *, owner: str,
-                        lease: timedelta, dispatch_window: timedelta,
-                        restart: Restart | None = None, allowed_by: str | None = None,
-                        granted_by: str | None = None, preview: str | None = None,
-                        signer: SigningKey | None = None, policy: str | None = None) -> ExecutionStart:
-        with self._lock:
-            now = self.now()
-            run = self._runs.get(run_id)
-            if run is None or run.lease_owner != owner or run.lease_expires_at is None or run.lease_expires_at <= now:
-                raise Conflict(f"run {run_id}: this worker no longer holds its lease; {key} was not started")
-            run.lease_expires_at = now + lease
-            existing = self._executions.get(key)
-            if existing is not None:
-                return self._restart(run, tool, existing, restart, now)
-            call = StartingCall(run_id, run.requester, tool, args, key, call_digest(tool, args, key, preview), now,
-                                preview, policy, signer)
-            if granted_by is not None:
-                return self._start_granted(run, call, granted_by)
-            if allowed_by is not None:  # the policy let it run without a person: no approval to consume
-                self._keep_receipt(call.receipt("allowed", allowed_by))
-                return self._started(run, call, allowed_by=allowed_by)
-            return self._start_approved(run, call, dispatch_window)
-
-    def _start_granted(self, run: Run, call: StartingCall, granted_by: str) -> ExecutionStart:
-        """Start a call under the grant `granted_by`, if it still covers it: its use counted, its receipt kept."""
-        grant = use_grant(self._grants.get(granted_by), granted_by, run_id=call.run_id, requester=call.requester,
-                          tool=call.tool, args=call.args, now=call.now)
-        if isinstance(grant, Ungranted):
-            return grant
-        self._grants[granted_by] = grant
-        self._keep_receipt(call.receipt("granted", grant.rule, grant_id=granted_by))
-        return self._started(run, call, granted_by=granted_by, grant_use=grant.uses)
-
-    def _start_approved(self, run: Run, call: StartingCall, window: timedelta) -> ExecutionStart:
-        """Start a call a person approved within `window`, using its approval up; or say why not (an
-        approval approved too long ago is marked expired)."""
-        latest = newest_first([a for a in self._by_key.get(call.key, []) if a.record.status != "superseded"],
-                              "requested_at")
-        used = dispatch(latest[0].out() if latest else None, run_id=call.run_id, key=call.key, digest=call.digest,
-                        now=call.now, window=window)
-        if isinstance(used, tuple):
-            refusal, expired = used
-            self._save(run, [expired] if expired is not None else [])
-            return refusal
-        self._save(run, [used])
-        return self._started(run, call, approval_id=used.after.approval_id)
-
-    def _keep_receipt(self, receipt: dict[str, Any] | None) -> None:
-        if receipt is not None:
-            self._receipts.append(receipt)
-
-    def _started(self, run: Run, call: StartingCall, **why: str | int) -> Fresh:
-        """The ledger row of a call starting now, its first attempt, with the event saying what let it."""
-        self._executions[call.key] = Execution(key=call.key, run_id=run.run_id, tool=call.tool, digest=call.digest,
-                                               status="started", attempts=1, started_at=call.now,
-                                               added=next(self._added))
-        run.append([execution_started(call.key, call.tool, **why)], call.now)
-        return Fresh(1)
-
-    def _restart(self, run: Run, tool: str, existing: Execution, restart: Restart | None,
-                 now: datetime) -> ExecutionStart:
-        """The ledger already has the key: its outcome, or a restart `restart` allows."""
-        if existing.status != "started" or restart is None:
-            return Existing(existing.status, thaw(existing.result), existing.error)
-        version = by = None
-        if restart == "requested":
-            request = thaw(run.command)
-            if not is_retry_request(request):
-                return Existing(existing.status, None, None)  # the request was used up already: ask again
-            version = run.version = run.version + 1
-            by = request.get("by")
-            run.command = None
-            self._owe(run.run_id, retried_call_notices(run.status), now)
-        existing.attempts += 1
-        existing.started_at, existing.finished_at = now, None
-        run.append([execution_retried(existing.key, tool, existing.attempts, restart, by)], now)
-        return Fresh(existing.attempts, version)
-
     def complete_execution(self, execution: dict[str, Any]) -> None:
         with self._lock:
             self._finish(execution, self.now())
@@ -163,14 +67,13 @@ class MemoryApprovals(MemoryNotices):
 
     @contextmanager
     def approval_unit(self) -> Iterator[MemoryApprovalUnit]:
-        """The store held for one command; what it saved kept when it ends, and nothing if it raises."""
+        """The store held for one command; what it wrote kept, in order, when it ends, and nothing
+        if it raises."""
         with self._lock:
             unit = MemoryApprovalUnit(self, self.now())
             yield unit
-            self._save(None, unit.changes)
-            self._receipts.extend(unit.receipts)
-            for run_id, (owner, until) in unit.leases.items():
-                self._runs[run_id].lease_owner, self._runs[run_id].lease_expires_at = owner, until
+            for write in unit.writes:
+                write()
 
     def set_glass_message(self, approval_id: str, message: dict[str, Any]) -> None:
         with self._lock:
@@ -201,13 +104,13 @@ class MemoryApprovals(MemoryNotices):
 
 
 class MemoryApprovalUnit:
-    """What one command read of `store` (which it holds), and what it saves, kept once it ends."""
+    """What one command reads of `store` (which it holds), and the writes it makes, kept in order
+    once it ends. Its reads see the store as the command began: no command reads what it wrote
+    (each of `approval_commands` and `starting_calls` reads a row, then changes it)."""
 
     def __init__(self, store: MemoryApprovals, now: datetime) -> None:
         self.store, self.now = store, now
-        self.changes: list[Change] = []
-        self.receipts: list[dict[str, Any]] = []
-        self.leases: dict[str, tuple[str, datetime]] = {}
+        self.writes: list[Callable[[], object]] = []
 
     def approval(self, approval_id: str) -> ApprovalRecord | None:
         approval = self.store._approvals.get(approval_id)
@@ -221,17 +124,70 @@ class MemoryApprovalUnit:
         return [approval for _, approval in found][:limit]
 
     def save(self, changes: Sequence[Change]) -> None:
-        self.changes += changes
+        kept = list(changes)
+        self.writes.append(lambda: self.store._save(None, kept))
 
     def keep_receipt(self, receipt: Mapping[str, Any]) -> None:
-        self.receipts.append(dict(receipt))
+        self.writes.append(functools.partial(self.store._receipts.append, dict(receipt)))
 
     def take_lease(self, run_id: str, owner: str, lease: timedelta) -> bool:
         run = self.store._run(run_id)
         if not (claimable(run.status, run.command) and run.free(self.now)):
             return False
-        self.leases[run_id] = (owner, self.now + lease)
+        self.writes.append(functools.partial(_lease, run, owner, self.now + lease))
         return True
+
+    def renew_lease(self, run_id: str, owner: str, lease: timedelta) -> HeldRun | None:
+        run = self.store._runs.get(run_id)
+        if run is None or run.lease_owner != owner or run.lease_expires_at is None or run.lease_expires_at <= self.now:
+            return None
+        self.writes.append(functools.partial(_lease, run, owner, self.now + lease))
+        return HeldRun(run.requester, run.status, run.version, thaw(run.command))
+
+    def execution(self, key: str) -> LedgerRow | None:
+        row = self.store._executions.get(key)
+        return LedgerRow(row.key, row.status, row.attempts, thaw(row.result), row.error) if row is not None else None
+
+    def latest_approval(self, key: str) -> ApprovalRecord | None:
+        latest = newest_first([a for a in self.store._by_key.get(key, []) if a.record.status != "superseded"],
+                              "requested_at")
+        return latest[0].out() if latest else None
+
+    def grant(self, grant_id: str) -> GrantRecord | None:
+        return self.store._grants.get(grant_id)
+
+    def save_grant_use(self, grant: GrantRecord) -> None:
+        self.writes.append(functools.partial(self.store._grants.__setitem__, grant.grant_id, copied(grant)))
+
+    def start_execution(self, run_id: str, key: str, tool: str, digest: str) -> None:
+        store, now = self.store, self.now
+        self.writes.append(lambda: store._executions.__setitem__(key, Execution(
+            key=key, run_id=run_id, tool=tool, digest=digest, status="started", attempts=1, started_at=now,
+            added=next(store._added))))
+
+    def restart_execution(self, key: str, attempts: int) -> None:
+        self.writes.append(functools.partial(_restart, self.store._executions[key], attempts, self.now))
+
+    def use_up_command(self, run_id: str, version: int) -> None:
+        self.writes.append(functools.partial(_use_up, self.store._run(run_id), version))
+
+    def append(self, run_id: str, events: list[dict[str, Any]]) -> None:
+        self.writes.append(functools.partial(self.store._run(run_id).append, events, self.now))
+
+    def owe(self, run_id: str, notices: Iterable[Notice]) -> None:
+        self.writes.append(functools.partial(self.store._owe, run_id, tuple(notices), self.now))
+
+
+def _lease(run: Run, owner: str, until: datetime) -> None:
+    run.lease_owner, run.lease_expires_at = owner, until
+
+
+def _restart(execution: Execution, attempts: int, now: datetime) -> None:
+    execution.attempts, execution.started_at, execution.finished_at = attempts, now, None
+
+
+def _use_up(run: Run, version: int) -> None:
+    run.command, run.version = None, version
 
 
 def _expires_at(approval: ApprovalRecord, now: datetime) -> datetime | None:

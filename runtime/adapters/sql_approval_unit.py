@@ -1,22 +1,38 @@
-"""The SQL store's unit of work over approvals (`approval_unit.ApprovalUnit`): one write transaction,
-each approval's run row taken before the approval's, as every writer takes them (`rows.lock_runs`).
+"""The SQL store's unit of work (`approval_unit.ApprovalUnit`): one write transaction, each
+approval's run row taken before the approval's, as every writer takes them (`rows.lock_runs`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, select
+from sqlalchemy import ColumnElement, Connection, and_, select, update
 
-from signoff.runtime.adapters.approval_rows import approvals_where, insert_receipt, save_changes
-from signoff.runtime.adapters.rows import lock_runs
-from signoff.runtime.adapters.statements import LOCK_RUN, RUN_OF_APPROVAL, TAKE_FREE_LEASE, lease_params
-from signoff.runtime.adapters.tables import approvals, runs
+from signoff.runtime.adapters.approval_rows import (
+    approvals_where,
+    grant_row,
+    insert_receipt,
+    save_changes,
+    save_grant_use,
+)
+from signoff.runtime.adapters.notice_rows import owe
+from signoff.runtime.adapters.rows import append_events, json_or, loads, lock_runs
+from signoff.runtime.adapters.statements import (
+    EXECUTION_BY_KEY,
+    FENCE,
+    INSERT_EXECUTION,
+    LOCK_RUN,
+    RUN_OF_APPROVAL,
+    TAKE_FREE_LEASE,
+    lease_params,
+)
+from signoff.runtime.adapters.tables import approvals, runs, tool_executions
 from signoff.runtime.approval_change import Change
-from signoff.runtime.approval_unit import Due
-from signoff.runtime.records import ApprovalRecord
+from signoff.runtime.approval_unit import Due, HeldRun, LedgerRow
+from signoff.runtime.notices import Notice
+from signoff.runtime.records import ApprovalRecord, GrantRecord
 
 
 class SqlApprovalUnit:
@@ -58,3 +74,42 @@ class SqlApprovalUnit:
 
     def take_lease(self, run_id: str, owner: str, lease: timedelta) -> bool:
         return self.conn.execute(TAKE_FREE_LEASE, lease_params(run_id, owner, self.now, lease)).rowcount == 1
+
+    def renew_lease(self, run_id: str, owner: str, lease: timedelta) -> HeldRun | None:
+        held = self.conn.execute(FENCE, lease_params(run_id, owner, self.now, lease)).first()
+        if held is None:
+            return None
+        return HeldRun(held.requester, held.status, held.version, json_or(held.command, None))
+
+    def execution(self, key: str) -> LedgerRow | None:
+        row = self.conn.execute(EXECUTION_BY_KEY, {"b_key": key}).first()
+        return LedgerRow(row.key, row.status, row.attempts, loads(row.result), row.error) if row is not None else None
+
+    def latest_approval(self, key: str) -> ApprovalRecord | None:
+        found = approvals_where(self.conn, approvals.c.key == key, approvals.c.status != "superseded",
+                                order=approvals.c.requested_at.desc(), limit=1)
+        return found[0] if found else None
+
+    def grant(self, grant_id: str) -> GrantRecord | None:
+        return grant_row(self.conn, grant_id)
+
+    def save_grant_use(self, grant: GrantRecord) -> None:
+        save_grant_use(self.conn, grant)
+
+    def start_execution(self, run_id: str, key: str, tool: str, digest: str) -> None:
+        self.conn.execute(INSERT_EXECUTION, {"key": key, "run_id": run_id, "tool": tool, "digest": digest,
+                                             "status": "started", "attempts": 1, "started_at": self.now})
+
+    def restart_execution(self, key: str, attempts: int) -> None:
+        self.conn.execute(update(tool_executions).where(tool_executions.c.key == key,
+                                                        tool_executions.c.status == "started")
+                          .values(attempts=attempts, started_at=self.now, finished_at=None))
+
+    def use_up_command(self, run_id: str, version: int) -> None:
+        self.conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None, version=version))
+
+    def append(self, run_id: str, events: list[dict[str, Any]]) -> None:
+        append_events(self.conn, run_id, events, self.now)
+
+    def owe(self, run_id: str, notices: Iterable[Notice]) -> None:
+        owe(self.conn, [(run_id, notice) for notice in notices], self.now)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from signoff.runtime import starting_calls
 from signoff.runtime.adapters.db import make_engine, upgrade
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.budget import Budget
@@ -169,7 +170,7 @@ def reconciled_done(r: Recorder) -> tuple[Runner, str]:
     approval = runner.pending_approval(run.run_id)
     runner.decide(approval.approval_id, approval.digest, APPROVER, True)
     r.store.claim(run.run_id, "a-worker-that-died", runner.config.lease)
-    r.store.begin_execution(run.run_id, approval.tool, approval.args, approval.key, owner="a-worker-that-died",
+    starting_calls.begin_execution(r.store, run.run_id, approval.tool, approval.args, approval.key, owner="a-worker-that-died",
                             lease=runner.config.lease, dispatch_window=runner.config.dispatch_window)
     r.store.release(run.run_id, "a-worker-that-died")
     noted = Runner(r.store, {k: v for k, v in r.tools.items() if k != "apply_credit"} | {

@@ -12,7 +12,9 @@ CORE = ["signoff", "signoff.runtime", "signoff.runtime.agent", "signoff.runtime.
         "signoff.runtime.failpoints", "signoff.runtime.ports", "signoff.runtime.rules", "signoff.runtime.approval", "signoff.runtime.effects",
         "signoff.runtime.loop", "signoff.runtime.judging", "signoff.runtime.call_outcomes", "signoff.runtime.batches",
         "signoff.runtime.replies", "signoff.runtime.requests", "signoff.runtime.edits", "signoff.runtime.commands", "signoff.runtime.schema",
-        "signoff.runtime.values", "signoff.runtime.history", "signoff.runtime.pending_calls", "signoff.tools.base"]
+        "signoff.runtime.values", "signoff.runtime.history", "signoff.runtime.pending_calls",
+        "signoff.runtime.approval_commands", "signoff.runtime.approval_unit", "signoff.runtime.starting_calls",
+        "signoff.tools.base"]
 STORE_FREE = ["signoff.runtime.runner", "signoff.runtime.deciders", "signoff.runtime.run_requests",
               "signoff.runtime.runner_config", "signoff.runtime.worker", "signoff.runtime.telling",
               "signoff.runtime.adapters.memory"]
@@ -88,12 +90,13 @@ def test_the_stores_decide_no_approval_rule_they_apply_the_aggregates_transition
     assert wrong == []
 
 
-COMMANDED_TRANSITIONS = {"signoff.runtime.approval": {"vote", "nudge", "expire", "overdue"},
+COMMANDED_TRANSITIONS = {"signoff.runtime.approval": {"vote", "nudge", "expire", "overdue", "dispatch", "use_grant"},
                          "signoff.runtime.break_glass": {"review", "follow_up"},
-                         "signoff.runtime.receipts": {"decision_receipt"}}
-"""The transitions a command of `approval_commands` asks for, and the receipt it signs: a store opens
-the unit of work they run in (`approval_unit`) and calls none of them, so no store can count a vote,
-sweep or sign differently from another."""
+                         "signoff.runtime.receipts": {"decision_receipt", "start_receipt"},
+                         "signoff.runtime.rules": {"is_retry_request", "execution_started"}}
+"""The transitions a command of `approval_commands` or `starting_calls` asks for, and the receipts it
+signs: a store opens the unit of work they run in (`approval_unit`) and calls none of them, so no
+store can count a vote, sweep, use an approval or a grant up, or sign differently from another."""
 
 
 def test_the_stores_open_units_of_work_and_leave_the_approval_commands_to_the_core():

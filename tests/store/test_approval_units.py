@@ -14,11 +14,12 @@ from store_harness import LEASE, snapshot
 from test_policy_runs import LEE, NUDGING, paused, runner_with
 
 from signoff.runtime import approval_commands
-from signoff.runtime.approval import vote
+from signoff.runtime.approval import dispatch, vote
 from signoff.runtime.approval_unit import Due
 from signoff.runtime.ports import Store
 from signoff.runtime.receipts import decision_receipt
 from signoff.runtime.records import Decided
+from signoff.runtime.rules import execution_started
 
 KEY = Ed25519PrivateKey.generate()
 
@@ -86,3 +87,32 @@ def test_every_store_picks_the_same_approvals_as_due_oldest_first(store: Store, 
     assert due_ids(store, Due.GLASS) == []  # nobody broke the glass
     assert [a.approval_id for a in approval_commands.expire_due(store)] == [first, third]
     assert due_ids(store, Due.EXPIRY) == []
+
+
+def test_a_call_start_that_raises_uses_nothing_up(store: Store, effects: Path, clock: Any) -> None:
+    """What `starting_calls.begin_execution` writes for an approved call, failing before it ends:
+    the lease is not renewed, the approval is not used up, the ledger has no row, the log no event."""
+    runner = runner_with(store, effects, NUDGING)
+    run, approval = paused(runner)
+    assert isinstance(approval_commands.decide(store, approval.approval_id, approved=True, user=LEE), Decided)
+    assert store.claim(run.run_id, "w1", LEASE)
+    before = snapshot(store, run.run_id), store.get_run(run.run_id).lease_expires_at
+    clock.advance(seconds=5)
+
+    with pytest.raises(Interrupted), store.approval_unit() as unit:
+        held = unit.renew_lease(run.run_id, "w1", LEASE)
+        assert held is not None and held.requester == run.requester
+        assert unit.execution(approval.key) is None
+        latest = unit.latest_approval(approval.key)
+        assert latest is not None and latest.approval_id == approval.approval_id
+        used = dispatch(latest, run_id=run.run_id, key=approval.key, digest=approval.digest, now=unit.now,
+                        window=timedelta(minutes=10))
+        assert not isinstance(used, tuple)
+        unit.save([used])
+        unit.start_execution(run.run_id, approval.key, approval.tool, approval.digest)
+        unit.append(run.run_id, [execution_started(approval.key, approval.tool, approval_id=approval.approval_id)])
+        raise Interrupted
+    assert (snapshot(store, run.run_id), store.get_run(run.run_id).lease_expires_at) == before
+
+    with store.approval_unit() as unit:
+        assert unit.renew_lease(run.run_id, "w2", LEASE) is None  # the fence: only the lease's holder

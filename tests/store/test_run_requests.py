@@ -7,6 +7,7 @@ from pathlib import Path
 
 from store_harness import APPROVER, REQUESTER, build_runner, side_effects
 
+from signoff.runtime import starting_calls
 from signoff.runtime.budget import Budget
 from signoff.runtime.ports import Store
 from signoff.runtime.records import AlreadyDone, Done, Refused
@@ -69,7 +70,7 @@ def test_a_replayed_reconcile_retry_runs_the_call_once(store: Store, effects: Pa
     runner.decide(approval.approval_id, approval.digest, APPROVER, True)
     # The call started and left no outcome (its worker died mid-call): the ledger says "started".
     store.claim(run.run_id, "dead", runner.config.lease)
-    store.begin_execution(run.run_id, approval.tool, approval.args, approval.key, owner="dead",
+    starting_calls.begin_execution(store, run.run_id, approval.tool, approval.args, approval.key, owner="dead",
                           lease=runner.config.lease, dispatch_window=runner.config.dispatch_window)
     store.release(run.run_id, "dead")
     assert runner.execute(run.run_id) == "needs_reconciliation"

@@ -21,7 +21,7 @@ from store_harness import (
     step,
 )
 
-from signoff.runtime import approval_commands
+from signoff.runtime import approval_commands, starting_calls
 from signoff.runtime.effects import AskAbout
 from signoff.runtime.errors import Conflict
 from signoff.runtime.ports import Store
@@ -47,7 +47,7 @@ def begin(store: Store, args: dict[str, Any] = ARGS, key: str = "run-a:1", *, ow
           restart: Restart | None = None) -> ExecutionStart:
     """Start the call as its worker does: holding the run's lease."""
     store.claim(key.rsplit(":", 1)[0], owner, LEASE)
-    return store.begin_execution(key.rsplit(":", 1)[0], "send_email", args, key, owner=owner, lease=LEASE,
+    return starting_calls.begin_execution(store, key.rsplit(":", 1)[0], "send_email", args, key, owner=owner, lease=LEASE,
                                  dispatch_window=WINDOW, restart=restart)
 
 
@@ -266,11 +266,11 @@ def test_only_the_worker_holding_a_live_lease_may_start_a_call(store: Store, clo
     approve(store, approval)
     store.claim("run-a", "w1", LEASE)
     with pytest.raises(Conflict, match="no longer holds its lease"):
-        store.begin_execution("run-a", "send_email", ARGS, "run-a:1", owner="w2", lease=LEASE,
+        starting_calls.begin_execution(store, "run-a", "send_email", ARGS, "run-a:1", owner="w2", lease=LEASE,
                               dispatch_window=WINDOW)
     clock.advance(seconds=LEASE.total_seconds() + 1)
     with pytest.raises(Conflict):
-        store.begin_execution("run-a", "send_email", ARGS, "run-a:1", owner="w1", lease=LEASE,
+        starting_calls.begin_execution(store, "run-a", "send_email", ARGS, "run-a:1", owner="w1", lease=LEASE,
                               dispatch_window=WINDOW)
     assert store.get_approval(approval.approval_id).status == "approved"
     assert store.executions("run-a") == []

@@ -15,7 +15,7 @@ from test_store_approvals import ARGS, WINDOW, await_approval, pending_call
 
 from signoff.canonical import arguments_digest
 from signoff.receipts import receipt_problem
-from signoff.runtime import approval_commands
+from signoff.runtime import approval_commands, starting_calls
 from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.audit import stamp
 from signoff.runtime.effects import AskAbout
@@ -50,7 +50,7 @@ def test_a_started_call_checks_against_its_approval_s_receipt(store: Store) -> N
     approval_commands.decide(store, approval.approval_id, approved=True, user=APPROVER, signer=KEY, start_within=WINDOW)
     store.claim("run-a", "w1", LEASE)
 
-    started = store.begin_execution("run-a", "send_email", ARGS, "run-a:1", owner="w1", lease=LEASE,
+    started = starting_calls.begin_execution(store, "run-a", "send_email", ARGS, "run-a:1", owner="w1", lease=LEASE,
                                     dispatch_window=WINDOW, signer=KEY)
 
     assert isinstance(started, Fresh)
@@ -66,7 +66,7 @@ def test_a_call_a_rule_lets_start_gets_its_receipt_in_the_same_transaction(store
     create(store, "run-b")
     store.claim("run-b", "w1", LEASE)
 
-    started = store.begin_execution("run-b", "send_email", ARGS, "run-b:1", owner="w1", lease=LEASE,
+    started = starting_calls.begin_execution(store, "run-b", "send_email", ARGS, "run-b:1", owner="w1", lease=LEASE,
                                     dispatch_window=WINDOW, allowed_by="small emails", signer=KEY, policy="abc123")
 
     assert isinstance(started, Fresh)
@@ -79,7 +79,7 @@ def test_a_call_a_rule_lets_start_gets_its_receipt_in_the_same_transaction(store
 def test_a_call_started_with_no_receipt_is_named(store: Store) -> None:
     create(store, "run-c")
     store.claim("run-c", "w1", LEASE)
-    store.begin_execution("run-c", "send_email", ARGS, "run-c:1", owner="w1", lease=timedelta(seconds=30),
+    starting_calls.begin_execution(store, "run-c", "send_email", ARGS, "run-c:1", owner="w1", lease=timedelta(seconds=30),
                           dispatch_window=WINDOW, allowed_by="small emails")  # no signing key then
 
     [problem] = receipt_problems(store.proofs("run-c"), [KEY.public_key()])
@@ -134,7 +134,7 @@ def test_an_approve_that_makes_a_grant_and_each_use_of_it_are_signed(store: Stor
     assert isinstance(decided, Decided) and decided.grant is not None and decided.receipt is not None
     store.claim("run-g", "w1", LEASE)
 
-    used = store.begin_execution("run-g", "send_email", {**ARGS, "body": "again"}, "run-g:2", owner="w1",
+    used = starting_calls.begin_execution(store, "run-g", "send_email", {**ARGS, "body": "again"}, "run-g:2", owner="w1",
                                  lease=LEASE, dispatch_window=WINDOW, granted_by=decided.grant.grant_id, signer=KEY)
 
     assert isinstance(used, Fresh)
