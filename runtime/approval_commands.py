@@ -1,5 +1,6 @@
 """The commands that change approvals, each one transaction: load and hold, ask the aggregate's
-transition (`approval.py`, `break_glass.py`), save what it returns.
+transition (`approval.py`, `break_glass.py`), save what it returns. A person's request of a run
+(`set_command`) is one of them: taking it cancels or supersedes approvals in the same write.
 
 Written once for every store: a store only opens the unit (`approval_unit.ApprovalUnit`), so the
 memory store and the SQL stores behave the same because neither decides anything.
@@ -12,12 +13,14 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from signoff.runtime.approval import expire, nudge, overdue, vote
+from signoff.runtime.approval import cancel_pending, expire, nudge, overdue, supersede_by_edit, vote
 from signoff.runtime.approval_unit import ApprovalUnit, ApprovalUnits, Due
 from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review
+from signoff.runtime.events import command_recorded
 from signoff.runtime.ids import new_grant_id
 from signoff.runtime.receipts import SigningKey, decision_receipt
-from signoff.runtime.records import ApprovalRecord, Decided, Missing, Nudged, Voted
+from signoff.runtime.records import ApprovalRecord, CommandRefusal, Decided, Missing, Nudged, Voted
+from signoff.runtime.rules import CommandRule, command_refusal
 
 SWEPT_AT_ONCE = 100
 """The most reminders, escalations or break-glass follow-ups one sweep makes (the rest: the next)."""
@@ -108,3 +111,40 @@ def glass_due(store: ApprovalUnits, limit: int = SWEPT_AT_ONCE) -> list[GlassDue
         made = [found for approval in unit.due(Due.GLASS, limit) if (found := follow_up(approval, unit.now)) is not None]
         unit.save([change for _, change in made])
     return [due_now for due_now, _ in made]
+
+
+def set_command(store: ApprovalUnits, run_id: str, command: dict[str, Any], rule: CommandRule,
+                audited: dict[str, Any] | None = None) -> CommandRefusal | None:
+    """Leave a person's request for the run's worker, atomically with its `command_recorded` event
+    and what `rule` does at once; None if it was taken, else why not (`rules.command_refusal`), and
+    nothing changed. The event holds `audited` (the command with its secrets redacted), or the
+    command itself.
+
+    Taken only while the run is in `rule.accepts` and no other request waits, and, when the command
+    carries `shown_version` (pressed on a message showing the run at that version), only while the
+    run is still at it: a replayed click, or one on an old copy of the message, changes nothing.
+    `rule.closes_pending_approval`: the run's pending approvals are cancelled, so a late click sees
+    "cancelled". `rule.supersedes_its_approval`: the approval it names (`approval_id`, `digest`) is
+    superseded, and the request refused if someone decided it first (`approval.supersede_by_edit`).
+    """
+    shown, by = command.get("shown_version"), command.get("by")
+    with store.approval_unit() as unit:
+        run = unit.run(run_id)
+        if run is None:
+            return command_refusal(None, None, None, shown)
+        if run.status not in rule.accepts or run.command is not None or shown not in (None, run.version):
+            return command_refusal(run.status, run.command, run.version, shown)
+        pending = unit.pending_of_run(run_id)  # what it may close: only this run's, whatever it names
+        changes = []
+        if rule.closes_pending_approval:
+            changes += [change for approval in pending if (change := cancel_pending(approval, unit.now, by)) is not None]
+        if rule.supersedes_its_approval:
+            named = next((a for a in pending if a.approval_id == command.get("approval_id")), None)
+            superseded = supersede_by_edit(named, run_id=run_id, digest=command.get("digest"), by=by, now=unit.now)
+            if isinstance(superseded, CommandRefusal):
+                return superseded  # the approval was decided first: nothing of this request is kept
+            changes.append(superseded)
+        unit.leave_command(run_id, command)
+        unit.save(changes)
+        unit.append(run_id, [command_recorded(audited or command)])
+        return None

@@ -80,6 +80,17 @@ class ApprovalUnit(Protocol):
         """Lease the run to `owner` until `now` + `lease` if nobody holds a live lease and it can
         be driven (as `Store.claim`); whether it did."""
 
+    # -- a person's request of a run -----------------------------------------------------------
+
+    def run(self, run_id: str) -> HeldRun | None:
+        """The run, held until the unit ends; None if there is none."""
+
+    def pending_of_run(self, run_id: str) -> list[ApprovalRecord]:
+        """The run's pending approvals, with their votes, held."""
+
+    def leave_command(self, run_id: str, command: dict[str, Any]) -> None:
+        """Leave `command` waiting on the run for its worker (`Store.clear_command` drops it)."""
+
     # -- starting a call: the execution ledger and grants ------------------------------------
 
     def renew_lease(self, run_id: str, owner: str, lease: timedelta) -> HeldRun | None:

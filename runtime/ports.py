@@ -23,12 +23,11 @@ from signoff.runtime.notices import HeldNotice, Notice
 from signoff.runtime.receipt_check import Proof
 from signoff.runtime.records import (
     ApprovalRecord,
-    CommandRefusal,
     GrantRecord,
     RunRecord,
     Saved,
 )
-from signoff.runtime.rules import CommandRule, StepWrite
+from signoff.runtime.rules import StepWrite
 
 
 class RunStore(Protocol):
@@ -122,18 +121,6 @@ class RunStore(Protocol):
         left meanwhile (and not refused), and the approvals it closed.
         """
 
-    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule,
-                    audited: dict[str, Any] | None = None) -> CommandRefusal | None:
-        """Leave a person's request for the run's worker, atomically with its `command_recorded`
-        event and what `rule` does at once (close the pending approval); None if it was taken.
-        The event holds `audited` (the command with its secrets redacted), or the command itself.
-
-        Taken only while the run is in `rule.accepts` and no other request waits, and, when the
-        command carries `shown_version` (pressed on a message showing the run at that version),
-        only while the run is still at it. Otherwise nothing changes and the refusal says why
-        (`rules.command_refusal`).
-        """
-
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:
         """Drop a request that could not be applied, with `event` saying why, atomically."""
 
@@ -167,9 +154,9 @@ class ExecutionLedger(Protocol):
 class ApprovalStore(ApprovalUnits, Protocol):
     """Requests for a human decision on one exact call. At most one approval per key is in force
     (`approval.LIVE`); a superseded one stays for the record. Approvals are opened,
-    superseded and closed by `RunStore.save_step`, and cancelled by `set_command` (`CANCEL`); people's
-    decisions, reminders, expiry and break-glass reviews are `approval_commands`, each in a unit of
-    work the store opens (`approval_unit`)."""
+    superseded and closed by `RunStore.save_step`; people's requests of a run (which cancel or
+    supersede them), decisions, reminders, expiry and break-glass reviews are `approval_commands`,
+    each in a unit of work the store opens (`approval_unit`)."""
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         """One approval, None if there is none."""

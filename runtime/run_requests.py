@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from signoff.runtime import approval_commands
 from signoff.runtime.access_reviews import GRANT_RUN_GONE, Verdict, grant_reviewer_refusal
 from signoff.runtime.approval import bound_to
 from signoff.runtime.approval_policy import Deny
@@ -177,7 +178,7 @@ class RunRequests(Deciders):
                 return NotAllowed(reason)
         command = command.model_copy(update={"by": user, "shown_version": shown_version})
         audited = self._audited(command.to_json(), approval)
-        refusal = self.store.set_command(run_id, command.to_json(), rule, audited)
+        refusal = approval_commands.set_command(self.store, run_id, command.to_json(), rule, audited)
         if refusal is None:
             self.teller.observe(run, [{**command_recorded(audited), "run_id": run_id}])
             return Done(self.store.get_run(run_id, history=False) or run)

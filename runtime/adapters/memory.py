@@ -28,30 +28,24 @@ from signoff.runtime.approval import (
     LIVE,
     OPEN,
     ApprovalRequest,
-    cancel_pending,
     close,
     opened,
     reopen,
-    supersede_by_edit,
 )
-from signoff.runtime.approval_change import Change
 from signoff.runtime.audit import SEALED_WHEN, Seal
 from signoff.runtime.errors import Conflict, IncompatibleState
-from signoff.runtime.events import command_recorded, command_refused, run_created
+from signoff.runtime.events import command_refused, run_created
 from signoff.runtime.ids import new_approval_id
 from signoff.runtime.notices import Notice
 from signoff.runtime.records import (
     ApprovalRecord,
     ApprovalStatus,
-    CommandRefusal,
     RunRecord,
     Saved,
 )
 from signoff.runtime.rules import (
-    CommandRule,
     StepWrite,
     claimable,
-    command_refusal,
 )
 from signoff.runtime.state import canonical_json
 
@@ -232,32 +226,6 @@ class MemoryStore(MemoryApprovals):
 
     def _of_run(self, run_id: str) -> list[Approval]:
         return [a for a in self._approvals.values() if a.record.run_id == run_id]
-
-    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule,
-                    audited: dict[str, Any] | None = None) -> CommandRefusal | None:
-        shown = command.get("shown_version")
-        with self._lock:
-            run = self._runs.get(run_id)
-            if run is None:
-                return command_refusal(None, None, None, shown)
-            if run.status not in rule.accepts or run.command is not None or shown not in (None, run.version):
-                return command_refusal(run.status, thaw(run.command), run.version, shown)
-            now = self.now()
-            changes: list[Change] = []
-            if rule.supersedes_its_approval:
-                edited = self._approvals.get(str(command.get("approval_id")))
-                superseded = supersede_by_edit(edited.out() if edited else None, run_id=run_id,
-                                               digest=command.get("digest"), by=command.get("by"), now=now)
-                if isinstance(superseded, CommandRefusal):
-                    return superseded
-                changes.append(superseded)
-            if rule.closes_pending_approval:
-                changes += [change for a in self._of_run(run_id)
-                            if (change := cancel_pending(a.out(), now, command.get("by"))) is not None]
-            run.command, run.updated_at = canonical_json(command), now
-            self._save(run, changes)
-            run.append([command_recorded(audited or command)], now)
-            return None
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:
         with self._lock:

@@ -137,6 +137,17 @@ class MemoryApprovalUnit:
         self.writes.append(functools.partial(_lease, run, owner, self.now + lease))
         return True
 
+    def run(self, run_id: str) -> HeldRun | None:
+        run = self.store._runs.get(run_id)
+        return HeldRun(run.requester, run.status, run.version, thaw(run.command)) if run is not None else None
+
+    def pending_of_run(self, run_id: str) -> list[ApprovalRecord]:
+        return [a.out() for a in self.store._approvals.values()
+                if a.record.run_id == run_id and a.record.status == "pending"]
+
+    def leave_command(self, run_id: str, command: dict[str, Any]) -> None:
+        self.writes.append(functools.partial(_leave, self.store._run(run_id), canonical_json(command), self.now))
+
     def renew_lease(self, run_id: str, owner: str, lease: timedelta) -> HeldRun | None:
         run = self.store._runs.get(run_id)
         if run is None or run.lease_owner != owner or run.lease_expires_at is None or run.lease_expires_at <= self.now:
@@ -184,6 +195,10 @@ def _lease(run: Run, owner: str, until: datetime) -> None:
 
 def _restart(execution: Execution, attempts: int, now: datetime) -> None:
     execution.attempts, execution.started_at, execution.finished_at = attempts, now, None
+
+
+def _leave(run: Run, command: str, now: datetime) -> None:
+    run.command, run.updated_at = command, now
 
 
 def _use_up(run: Run, version: int) -> None:

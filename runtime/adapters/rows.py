@@ -129,8 +129,8 @@ def dump_without_history(state: dict[str, Any]) -> str:
 
 
 def lock_runs(conn: Connection, query: Select[Any]) -> None:
-    # Every writer takes a run's row before its approvals' rows (save_step and set_command update the
-    # run first). Taking the approval first, as a click or a sweep would, deadlocks against a cancel
+    # Every writer takes a run's row before its approvals' rows (save_step updates the run first, and a
+    # unit of work holds an approval's run before it loads the approval). Taking the approval first, as a click or a sweep would, deadlocks against a cancel
     # on PostgreSQL. SQLite has no row locks: its BEGIN IMMEDIATE already serialises writers.
     conn.execute(query.order_by(runs.c.run_id).with_for_update())
 

@@ -33,7 +33,6 @@ from signoff.runtime.adapters.rows import (
     finish_execution,
     insert_events,
     insert_new_runs,
-    json_or,
     link_run,
     link_runs,
     step_params,
@@ -52,38 +51,25 @@ from signoff.runtime.agent import Checkpoint
 from signoff.runtime.approval import (
     OPEN,
     ApprovalRequest,
-    cancel_pending,
     close,
     opened,
     reopen,
-    supersede_by_edit,
 )
 from signoff.runtime.audit import SEALED_WHEN
 from signoff.runtime.errors import Conflict, IncompatibleState
-from signoff.runtime.events import command_recorded, command_refused
+from signoff.runtime.events import command_refused
 from signoff.runtime.ids import new_approval_id
 from signoff.runtime.notices import AT_ONCE, Notice
 from signoff.runtime.records import (
     ApprovalRecord,
     ApprovalStatus,
-    CommandRefusal,
     RunRecord,
     Saved,
 )
 from signoff.runtime.rules import (
-    CommandRule,
     StepWrite,
-    command_refusal,
 )
 from signoff.runtime.state import canonical_json
-
-
-class _Undone(Exception):
-    """A write found, part way through, that it must not happen: its transaction is rolled back."""
-
-    def __init__(self, refusal: CommandRefusal) -> None:
-        super().__init__(refusal.reason)
-        self.refusal = refusal
 
 
 class SqlStore(SqlApprovals, SqlNotices):
@@ -230,51 +216,6 @@ class SqlStore(SqlApprovals, SqlNotices):
         approval = opened(request, approval_id=new_approval_id(), run_id=run_id, requester=requester, now=now)
         insert_approval(conn, approval)
         return approval
-
-    def set_command(self, run_id: str, command: dict[str, Any], rule: CommandRule,
-                    audited: dict[str, Any] | None = None) -> CommandRefusal | None:
-        """Leave a command for the run's worker, applying `rule`; returns None, or why it was refused.
-
-        A command with a `shown_version` (pressed on a message showing the run at that version) is
-        taken only while the run is still at that version: a replayed click, or one on an old copy
-        of the message, finds the run moved on and changes nothing.
-        """
-        shown = command.get("shown_version")
-        conditions = [runs.c.run_id == run_id, runs.c.status.in_(sorted(rule.accepts)), runs.c.command.is_(None)]
-        if shown is not None:
-            conditions.append(runs.c.version == shown)
-        try:
-            with self._tx() as conn:
-                return self._set_command(conn, run_id, command, rule, conditions, shown, audited or command)
-        except _Undone as undone:
-            return undone.refusal
-
-    def _set_command(self, conn: Connection, run_id: str, command: dict[str, Any], rule: CommandRule,
-                     conditions: list[Any], shown: int | None, audited: dict[str, Any]) -> CommandRefusal | None:
-        """`set_command` in `conn`'s transaction; raises `_Undone` to roll it back."""
-        now = self._now(conn)
-        done = conn.execute(
-            update(runs).where(*conditions).values(command=canonical_json(command), updated_at=now)
-        ).rowcount
-        if done != 1:
-            found = conn.execute(select(runs.c.status, runs.c.command, runs.c.version)
-                                 .where(runs.c.run_id == run_id)).first()
-            if found is None:
-                return command_refusal(None, None, None, shown)
-            return command_refusal(found.status, json_or(found.command, None), found.version, shown)
-        if rule.closes_pending_approval:
-            save_changes(conn, [change for approval in approvals_where(conn, approvals.c.run_id == run_id,
-                                                                        approvals.c.status == "pending")
-                                if (change := cancel_pending(approval, now, command.get("by"))) is not None], now)
-        if rule.supersedes_its_approval:
-            edited = approvals_where(conn, approvals.c.approval_id == str(command.get("approval_id")))
-            superseded = supersede_by_edit(edited[0] if edited else None, run_id=run_id, digest=command.get("digest"),
-                                           by=command.get("by"), now=now)
-            if isinstance(superseded, CommandRefusal):
-                raise _Undone(superseded)  # nothing of this request is kept: the approval was decided first
-            save_changes(conn, [superseded], now)
-        append_events(conn, run_id, [command_recorded(audited)], now)
-        return None
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:
         """Drop a command that could not be applied, and say why in the audit log."""

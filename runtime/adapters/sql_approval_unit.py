@@ -33,6 +33,7 @@ from signoff.runtime.approval_change import Change
 from signoff.runtime.approval_unit import Due, HeldRun, LedgerRow
 from signoff.runtime.notices import Notice
 from signoff.runtime.records import ApprovalRecord, GrantRecord
+from signoff.runtime.state import canonical_json
 
 
 class SqlApprovalUnit:
@@ -74,6 +75,19 @@ class SqlApprovalUnit:
 
     def take_lease(self, run_id: str, owner: str, lease: timedelta) -> bool:
         return self.conn.execute(TAKE_FREE_LEASE, lease_params(run_id, owner, self.now, lease)).rowcount == 1
+
+    def run(self, run_id: str) -> HeldRun | None:
+        self.conn.execute(LOCK_RUN, {"b_run_id": run_id})
+        row = self.conn.execute(select(runs.c.requester, runs.c.status, runs.c.version, runs.c.command)
+                                .where(runs.c.run_id == run_id)).first()
+        return HeldRun(row.requester, row.status, row.version, json_or(row.command, None)) if row is not None else None
+
+    def pending_of_run(self, run_id: str) -> list[ApprovalRecord]:
+        return approvals_where(self.conn, approvals.c.run_id == run_id, approvals.c.status == "pending")
+
+    def leave_command(self, run_id: str, command: dict[str, Any]) -> None:
+        self.conn.execute(update(runs).where(runs.c.run_id == run_id)
+                          .values(command=canonical_json(command), updated_at=self.now))
 
     def renew_lease(self, run_id: str, owner: str, lease: timedelta) -> HeldRun | None:
         held = self.conn.execute(FENCE, lease_params(run_id, owner, self.now, lease)).first()

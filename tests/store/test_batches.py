@@ -23,6 +23,7 @@ from store_harness import (
     side_effects,
 )
 
+from signoff.runtime import approval_commands
 from signoff.runtime.budget import Budget
 from signoff.runtime.commands import Edit
 from signoff.runtime.edits import checked_edit
@@ -212,7 +213,7 @@ def test_an_edit_refused_once_it_reaches_the_run_asks_again_about_the_call_it_cl
     run_id, (ana, bo) = paused(runner)
     edit = Edit(approval_id=bo.approval_id, digest=bo.digest, args={**bo.args, "to": "ana@example.com"}, key=bo.key,
                 by=APPROVER)
-    assert store.set_command(run_id, edit.to_json(), EDIT) is None
+    assert approval_commands.set_command(store, run_id, edit.to_json(), EDIT) is None
     assert runner.get_approval(bo.approval_id).status == "superseded"
     assert runner.execute(run_id) == "awaiting_approval"
     [again] = [a for a in store.list_approvals(status="pending", run_id=run_id) if a.key == bo.key]

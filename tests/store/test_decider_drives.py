@@ -20,6 +20,7 @@ from store_harness import (
     side_effects,
 )
 
+from signoff.runtime import approval_commands
 from signoff.runtime.commands import Cancel
 from signoff.runtime.policy_file import parse_policy
 from signoff.runtime.ports import Store
@@ -158,7 +159,7 @@ def test_a_step_that_lets_go_keeps_the_lease_when_a_request_waits(store: Store) 
                             checkpoint=lookup_step(run.state, "first"), write=StepWrite(), lease=LEASE, release=True)
     assert saved.released and store.get_run(run.run_id).lease_owner is None
     assert store.claim(run.run_id, owner, LEASE) is not None
-    assert store.set_command(run.run_id, Cancel(by=REQUESTER, reason="stop").to_json(), CANCEL) is None
+    assert approval_commands.set_command(store, run.run_id, Cancel(by=REQUESTER, reason="stop").to_json(), CANCEL) is None
     again = store.get_run(run.run_id)
     kept = store.save_step(run.run_id, owner=owner, version=again.version,
                            checkpoint=lookup_step(again.state, "second"), write=StepWrite(), lease=LEASE, release=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from store_harness import APPROVER, REQUESTER, build_runner, side_effects
 
-from signoff.runtime import starting_calls
+from signoff.runtime import approval_commands, starting_calls
 from signoff.runtime.budget import Budget
 from signoff.runtime.ports import Store
 from signoff.runtime.records import AlreadyDone, Done, Refused
@@ -88,7 +88,7 @@ def test_a_stored_request_this_version_cannot_read_is_refused_audited_and_change
     # Written by another version, or by hand: an extend whose limits are not numbers.
     run_id = out_of_budget(runner)
     before = runner.get_run(run_id)
-    assert runner.store.set_command(run_id, {"op": "extend", "limits": {"max_steps": "lots"}, "by": APPROVER},
+    assert approval_commands.set_command(runner.store, run_id, {"op": "extend", "limits": {"max_steps": "lots"}, "by": APPROVER},
                                     EXTEND_BUDGET) is None
     assert runner.execute(run_id) == "budget_exhausted"
     after = runner.get_run(run_id)

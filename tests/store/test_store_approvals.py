@@ -295,7 +295,7 @@ def test_a_requested_retry_restarts_the_call_once_and_uses_the_request_up(store:
     approve(store, approval)
     begin(store)  # ... and the process died in the call: the ledger says "started"
     version = store.get_run("run-a", history=False).version
-    store.set_command("run-a", {"op": "reconcile", "action": "retry", "by": APPROVER},
+    approval_commands.set_command(store, "run-a", {"op": "reconcile", "action": "retry", "by": APPROVER},
                       CommandRule(frozenset({"awaiting_approval"})))
     assert begin(store, restart="requested") == Fresh(2, version + 1)
     after = store.get_run("run-a", history=False)

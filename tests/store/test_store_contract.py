@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from store_harness import LEASE, REQUESTER, ManualClock, create, lookup_step, save, snapshot, step
 
+from signoff.runtime import approval_commands
 from signoff.runtime.effects import AskAbout
 from signoff.runtime.errors import Conflict
 from signoff.runtime.ports import Store
@@ -57,7 +58,7 @@ def test_events_commit_with_the_step_and_are_numbered_1_to_n_per_run(store: Stor
             checkpoint = step(state, events=[{"type": "decision", "i": i} for i in range(n_events)])
             states[run_id] = (checkpoint.state, save(store, run_id, version, checkpoint))
     store.append_event("run-a", {"type": "notify_failed", "method": "run_started"})
-    store.set_command("run-b", {"op": "cancel", "by": "U_LEAD"}, CANCEL)
+    approval_commands.set_command(store, "run-b", {"op": "cancel", "by": "U_LEAD"}, CANCEL)
     for run_id in ("run-a", "run-b"):
         timeline = store.timeline(run_id)
         assert [e["seq"] for e in timeline] == list(range(1, len(timeline) + 1))

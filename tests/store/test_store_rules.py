@@ -8,6 +8,7 @@ from typing import Any
 from store_harness import APPROVER, LEASE, REQUESTER, commit, create, step
 from test_store_approvals import ARGS, approve, await_approval, pending_call
 
+from signoff.runtime import approval_commands
 from signoff.runtime.budget import Budget
 from signoff.runtime.effects import AskAbout, CallChanged
 from signoff.runtime.ports import Store
@@ -23,7 +24,7 @@ def paused_with_a_request(store: Store) -> dict[str, Any]:
     """A run waiting on an approval, with a request left for its worker, and that worker holding it."""
     await_approval(store)
     request = {"op": "extend", "limits": {}, "by": APPROVER}
-    assert store.set_command("run-a", request, WHILE_WAITING) is None
+    assert approval_commands.set_command(store, "run-a", request, WHILE_WAITING) is None
     store.claim("run-a", "w1", LEASE)
     return request
 
@@ -72,7 +73,7 @@ def test_a_reconsidered_call_supersedes_its_approval_and_asks_again_under_the_sa
 
 def test_cancel_closes_the_pending_approval_at_once(store: Store) -> None:
     approval = await_approval(store)
-    assert store.set_command("run-a", {"op": "cancel", "by": REQUESTER}, CANCEL) is None
+    assert approval_commands.set_command(store, "run-a", {"op": "cancel", "by": REQUESTER}, CANCEL) is None
     closed = store.get_approval(approval.approval_id)
     assert (closed.status, closed.decided_by) == ("cancelled", REQUESTER)
     assert store.timeline("run-a")[-1]["type"] == "command_recorded"
@@ -80,23 +81,23 @@ def test_cancel_closes_the_pending_approval_at_once(store: Store) -> None:
 
 def test_a_request_the_status_does_not_take_changes_nothing(store: Store) -> None:
     approval = await_approval(store)
-    refusal = store.set_command("run-a", {"op": "retry", "by": APPROVER}, RETRY)
+    refusal = approval_commands.set_command(store, "run-a", {"op": "retry", "by": APPROVER}, RETRY)
     assert refusal is not None and refusal.reason == "the run is awaiting_approval"
     assert store.get_run("run-a", history=False).command is None
     assert store.get_approval(approval.approval_id).status == "pending"
-    assert store.set_command("run-nope", {"op": "retry"}, RETRY).reason == "no such run"
+    assert approval_commands.set_command(store, "run-nope", {"op": "retry"}, RETRY).reason == "no such run"
 
 
 def test_a_request_waits_behind_none_and_a_stale_message_is_refused(store: Store) -> None:
     paused_with_a_request(store)
-    second = store.set_command("run-a", {"op": "cancel", "by": REQUESTER}, CANCEL)
+    second = approval_commands.set_command(store, "run-a", {"op": "cancel", "by": REQUESTER}, CANCEL)
     assert second is not None and second.waiting is not None and second.waiting["op"] == "extend"
     assert "another request (extend)" in second.reason
     create(store, "run-b")
     version = store.get_run("run-b", history=False).version
-    stale = store.set_command("run-b", {"op": "cancel", "shown_version": version - 1}, CANCEL)
+    stale = approval_commands.set_command(store, "run-b", {"op": "cancel", "shown_version": version - 1}, CANCEL)
     assert stale is not None and stale.stale and "out of date" in stale.reason
-    assert store.set_command("run-b", {"op": "cancel", "shown_version": version}, CANCEL) is None
+    assert approval_commands.set_command(store, "run-b", {"op": "cancel", "shown_version": version}, CANCEL) is None
     made, _ = store.command_shown_at("run-b", version)
     assert made["op"] == "cancel"
 

@@ -26,6 +26,7 @@ from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.errors import Conflict
 from signoff.runtime.ports import Store
 from signoff.runtime.records import ApprovalRecord
+from signoff.runtime.rules import CANCEL
 from tests.conftest import fresh_database_url
 
 OUTSIDER = "U0OUT"
@@ -53,9 +54,11 @@ COMMAND = st.one_of(
     st.tuples(st.just("nudge")),
     st.tuples(st.just("claim"), st.integers(0, RUNS - 1), WORKER),
     st.tuples(st.just("start"), st.integers(0, RUNS - 1), WORKER),
+    st.tuples(st.just("cancel"), st.integers(0, RUNS - 1), st.sampled_from([None, 0, -1])),
 )
 """A command, as either store is given it. A lease is 30 s and the clock moves in minutes: a claim
-holds until the next `advance`, and a start is fenced on it."""
+holds until the next `advance`, and a start is fenced on it. A cancel is pressed on a message
+showing the run as it is now (0), as it was a version ago (-1), or on none (None)."""
 
 
 @dataclass
@@ -112,6 +115,13 @@ def apply(side: Paused, command: tuple[Any, ...]) -> Any:
             return sorted(side.index(a.approval_id) for a in approval_commands.expire_due(store))
         case ("nudge",):
             return sorted((side.index(n.approval.approval_id), n.kinds) for n in approval_commands.nudge_due(store))
+        case ("cancel", index, shown):
+            run = store.get_run(side.approvals[index].run_id, history=False)
+            assert run is not None
+            command = {"op": "cancel", "by": REQUESTER, "reason": "not needed",
+                       "shown_version": None if shown is None else run.version + shown}
+            refusal = approval_commands.set_command(store, run.run_id, command, CANCEL)
+            return refusal.reason if refusal is not None else None
         case ("claim", index, owner):
             claimed = store.claim(side.approvals[index].run_id, owner, LEASE)
             return claimed.lease_owner if claimed is not None else None
@@ -132,8 +142,9 @@ def ending(side: Paused) -> list[Any]:
     found = []
     for asked in side.approvals:
         approval = side.store.get_approval(asked.approval_id)
-        assert approval is not None
-        found.append((approval.status, approval.decided_by, approval.asked, approval.nudges, approval.quorum,
+        run = side.store.get_run(asked.run_id, history=False)
+        assert approval is not None and run is not None
+        found.append((run.status, run.version, run.command, approval.status, approval.decided_by, approval.asked, approval.nudges, approval.quorum,
                       [(v.user, v.approved) for v in approval.votes],
                       [e["type"] for e in side.store.timeline(asked.run_id)],
                       [(e["status"], e["attempts"]) for e in side.store.executions(asked.run_id)]))
@@ -143,6 +154,8 @@ def ending(side: Paused) -> list[Any]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(commands=st.lists(COMMAND, min_size=4, max_size=24))
 @example(commands=[("advance", 5), ("nudge",), ("advance", 5), ("expire",), ("vote", 1, LEE, True)])
+@example(commands=[("vote", 0, LEE, True), ("cancel", 0, -1), ("cancel", 0, 0), ("cancel", 0, None),
+                   ("vote", 0, KIM, True), ("cancel", 1, None), ("expire",)])
 @example(commands=[("vote", 0, LEE, True), ("vote", 0, KIM, True), ("start", 0, "w1"), ("claim", 0, "w1"),
                    ("claim", 0, "w2"), ("start", 0, "w2"), ("start", 0, "w1"), ("start", 0, "w1"),
                    ("vote", 1, LEE, True), ("vote", 1, LEE, True), ("advance", 6), ("vote", 1, ADA, True),
