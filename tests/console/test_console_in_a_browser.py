@@ -189,6 +189,8 @@ def test_the_runs_list_pages_through_every_run_a_filter_matches(console: Rig, le
     lead.goto(console.base + "/ui/?requester=U0PAGED&tool=send_note")
     first = listed()
     lead.get_by_role("link", name="Older runs").click()
+    lead.wait_for_url("**older_than=*")  # the click only starts the navigation: read the page it reaches
+    lead.wait_for_load_state()
     second = listed()
     assert len(first) == RUNS_SHOWN and sorted(first + second) == sorted(made)
     assert lead.get_by_role("link", name="Older runs").count() == 0
