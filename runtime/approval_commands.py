@@ -9,18 +9,30 @@ memory store and the SQL stores behave the same because neither decides anything
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from signoff.runtime.approval import cancel_pending, expire, nudge, overdue, supersede_by_edit, vote
+from signoff.runtime.approval import (
+    OPEN,
+    cancel_pending,
+    close,
+    expire,
+    nudge,
+    opened,
+    overdue,
+    reopen,
+    supersede_by_edit,
+    vote,
+)
+from signoff.runtime.approval_change import Change
 from signoff.runtime.approval_unit import ApprovalUnit, ApprovalUnits, Due
 from signoff.runtime.break_glass import GlassDue, ReviewOutcome, Verdict, follow_up, review
 from signoff.runtime.events import command_recorded
-from signoff.runtime.ids import new_grant_id
+from signoff.runtime.ids import new_approval_id, new_grant_id
 from signoff.runtime.receipts import SigningKey, decision_receipt
 from signoff.runtime.records import ApprovalRecord, CommandRefusal, Decided, Missing, Nudged, Voted
-from signoff.runtime.rules import CommandRule, command_refusal
+from signoff.runtime.rules import CommandRule, StepWrite, command_refusal
 
 SWEPT_AT_ONCE = 100
 """The most reminders, escalations or break-glass follow-ups one sweep makes (the rest: the next)."""
@@ -134,7 +146,7 @@ def set_command(store: ApprovalUnits, run_id: str, command: dict[str, Any], rule
             return command_refusal(None, None, None, shown)
         if run.status not in rule.accepts or run.command is not None or shown not in (None, run.version):
             return command_refusal(run.status, run.command, run.version, shown)
-        pending = unit.pending_of_run(run_id)  # what it may close: only this run's, whatever it names
+        pending = unit.of_run(run_id, ("pending",))  # what it may close: only this run's, whatever it names
         changes = []
         if rule.closes_pending_approval:
             changes += [change for approval in pending if (change := cancel_pending(approval, unit.now, by)) is not None]
@@ -148,3 +160,36 @@ def set_command(store: ApprovalUnits, run_id: str, command: dict[str, Any], rule
         unit.save(changes)
         unit.append(run_id, [command_recorded(audited or command)])
         return None
+
+
+def save_step_approvals(unit: ApprovalUnit, run_id: str, requester: str,
+                        write: StepWrite) -> tuple[tuple[ApprovalRecord, ...], list[ApprovalRecord]]:
+    """What saving a step does to the run's approvals, in the step's own transaction (`Store.save_step`
+    opens `unit` on it): the approvals it opens, and those it closes (the run's, when it ended; then
+    the superseded, the overruled and the one reopened under a larger quorum), as they are now. An
+    approval changes once: the first of those that applies to it."""
+    now = unit.now
+    changes: dict[str, Change] = {}
+
+    def changed(approvals: list[ApprovalRecord], change_of: Callable[[ApprovalRecord], Change | None]) -> None:
+        for approval in approvals:
+            if approval.approval_id not in changes and (change := change_of(approval)) is not None:
+                changes[approval.approval_id] = change
+
+    for key in write.superseded:
+        changed(unit.under_key(key), lambda approval: close(approval, "superseded", now))
+    for key in write.overruled:
+        changed(unit.under_key(key), lambda approval: close(approval, "cancelled", now))
+    if (reopening := write.reopen) is not None:
+        changed(unit.under_key(reopening.key), lambda approval: reopen(approval, reopening))
+    replaced = list(changes.values())
+    if write.close_open_approvals:
+        changed(unit.of_run(run_id, OPEN), lambda approval: close(approval, "cancelled", now))
+    cancelled = list(changes.values())[len(replaced):]
+    asked = tuple(opened(request, approval_id=new_approval_id(), run_id=run_id, requester=requester, now=now)
+                  for request in write.approvals)
+    unit.save(replaced)
+    for approval in asked:
+        unit.open_approval(approval)
+    unit.save(cancelled)
+    return asked, [change.after for change in cancelled + replaced]

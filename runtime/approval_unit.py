@@ -80,13 +80,19 @@ class ApprovalUnit(Protocol):
         """Lease the run to `owner` until `now` + `lease` if nobody holds a live lease and it can
         be driven (as `Store.claim`); whether it did."""
 
-    # -- a person's request of a run -----------------------------------------------------------
+    # -- a person's request of a run, and a step's approvals ------------------------------------
 
     def run(self, run_id: str) -> HeldRun | None:
         """The run, held until the unit ends; None if there is none."""
 
-    def pending_of_run(self, run_id: str) -> list[ApprovalRecord]:
-        """The run's pending approvals, with their votes, held."""
+    def of_run(self, run_id: str, statuses: Sequence[str]) -> list[ApprovalRecord]:
+        """The run's approvals in one of `statuses`, with their votes, held, oldest first."""
+
+    def under_key(self, key: str) -> list[ApprovalRecord]:
+        """Every approval asked under the call's key, with its votes, held, oldest first."""
+
+    def open_approval(self, approval: ApprovalRecord) -> None:
+        """Keep a newly opened approval (`approval.opened`)."""
 
     def leave_command(self, run_id: str, command: dict[str, Any]) -> None:
         """Leave `command` waiting on the run for its worker (`Store.clear_command` drops it)."""

@@ -8,13 +8,11 @@ Times come from `clock` (the wall clock by default), one clock for every lease a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from signoff.runtime.adapters.memory_approvals import MemoryApprovals, copied
+from signoff.runtime.adapters.memory_approvals import MemoryApprovals, MemoryApprovalUnit
 from signoff.runtime.adapters.memory_rows import (
-    Approval,
     KeyInUse,
     Run,
     freeze,
@@ -24,22 +22,14 @@ from signoff.runtime.adapters.memory_rows import (
     without_history,
 )
 from signoff.runtime.agent import Checkpoint
-from signoff.runtime.approval import (
-    LIVE,
-    OPEN,
-    ApprovalRequest,
-    close,
-    opened,
-    reopen,
-)
+from signoff.runtime.approval import LIVE, OPEN
+from signoff.runtime.approval_commands import save_step_approvals
 from signoff.runtime.audit import SEALED_WHEN, Seal
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.events import command_refused, run_created
-from signoff.runtime.ids import new_approval_id
 from signoff.runtime.notices import Notice
 from signoff.runtime.records import (
     ApprovalRecord,
-    ApprovalStatus,
     RunRecord,
     Saved,
 )
@@ -174,7 +164,7 @@ class MemoryStore(MemoryApprovals):
             if checkpoint.execution is not None:
                 self._finish(checkpoint.execution, now)
             owed = self._step_notices(run_id, write.notices, told, now)
-            opened, closed = self._apply(run, write, now)
+            opened, closed = self._step_approvals(run, write, now)
             if waiting is not None and write.refuse_waiting_command is not None:
                 run.command = None
                 run.append([command_refused(waiting, write.refuse_waiting_command)], now)
@@ -183,22 +173,15 @@ class MemoryStore(MemoryApprovals):
                 self._link(run)
             return Saved(version + 1, opened, waiting, closed, released, owed)
 
-    def _apply(self, run: Run, write: StepWrite, now: datetime) -> tuple[tuple[ApprovalRecord, ...],
-                                                                          list[ApprovalRecord]]:
-        """The step's effects on approvals: those it opens, and those it closes (the run's, then the
-        superseded), as the SQL store reports them."""
-        replaced = [closed for key in write.superseded
-                    for closed in self._close(run, self._by_key.get(key, []), "superseded", now)]
-        replaced += [closed for key in write.overruled
-                     for closed in self._close(run, self._by_key.get(key, []), "cancelled", now)]
-        if write.reopen is not None:
-            reopening = write.reopen
-            replaced += self._save(run, [change for a in self._by_key.get(reopening.key, [])
-                                         if (change := reopen(a.out(), reopening)) is not None])
-        opened = tuple(self._open(run, request, now) for request in write.approvals)
-        cancelled = (self._close(run, self._of_run(run.run_id), "cancelled", now)
-                     if write.close_open_approvals else [])
-        return opened, cancelled + replaced
+    def _step_approvals(self, run: Run, write: StepWrite, now: datetime) -> tuple[tuple[ApprovalRecord, ...],
+                                                                                  list[ApprovalRecord]]:
+        """The step's approvals opened and closed (`save_step_approvals`), kept at once: the step's
+        checks are made, and what is left cannot fail."""
+        unit = MemoryApprovalUnit(self, now)
+        found = save_step_approvals(unit, run.run_id, run.requester, write)
+        for kept in unit.writes:
+            kept()
+        return found
 
     def _check_step(self, run: Run, checkpoint: Checkpoint, write: StepWrite) -> None:
         """What SQL's constraints would refuse: a history position taken, a second approval in force."""
@@ -211,21 +194,6 @@ class MemoryStore(MemoryApprovals):
                    and not (request.key in write.superseded and a.record.status in OPEN)
                    for a in self._by_key.get(request.key, [])):
                 raise KeyInUse(f"an approval for {request.key} is in force already")
-
-    def _open(self, run: Run, request: ApprovalRequest, now: datetime) -> ApprovalRecord:
-        record = opened(request, approval_id=new_approval_id(), run_id=run.run_id, requester=run.requester, now=now)
-        approval = Approval(copied(record), next(self._added))
-        self._approvals[record.approval_id] = approval
-        self._by_key.setdefault(record.key, []).append(approval)
-        return approval.out()
-
-    def _close(self, run: Run, chosen: Iterable[Approval], status: ApprovalStatus,
-               now: datetime) -> list[ApprovalRecord]:
-        """Close the open approvals among `chosen` as `status`."""
-        return self._save(run, [change for a in list(chosen) if (change := close(a.out(), status, now)) is not None])
-
-    def _of_run(self, run_id: str) -> list[Approval]:
-        return [a for a in self._approvals.values() if a.record.run_id == run_id]
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:
         with self._lock:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from signoff.runtime.adapters.memory_notices import MemoryNotices
 from signoff.runtime.adapters.memory_reads import newest_first
 from signoff.runtime.adapters.memory_rows import (
+    Approval,
     Execution,
     Run,
     freeze,
@@ -51,6 +52,11 @@ class MemoryApprovals(MemoryNotices):
             self._owe(change.after.run_id, change.notices, now)
             saved.append(self._approvals[change.after.approval_id].out())
         return saved
+
+    def _keep_opened(self, record: ApprovalRecord) -> None:
+        approval = Approval(copied(record), next(self._added))
+        self._approvals[record.approval_id] = approval
+        self._by_key.setdefault(record.key, []).append(approval)
 
     # -- the execution ledger --------------------------------------------------------------
 
@@ -141,9 +147,15 @@ class MemoryApprovalUnit:
         run = self.store._runs.get(run_id)
         return HeldRun(run.requester, run.status, run.version, thaw(run.command)) if run is not None else None
 
-    def pending_of_run(self, run_id: str) -> list[ApprovalRecord]:
+    def of_run(self, run_id: str, statuses: Sequence[str]) -> list[ApprovalRecord]:
         return [a.out() for a in self.store._approvals.values()
-                if a.record.run_id == run_id and a.record.status == "pending"]
+                if a.record.run_id == run_id and a.record.status in statuses]
+
+    def under_key(self, key: str) -> list[ApprovalRecord]:
+        return [a.out() for a in self.store._by_key.get(key, [])]
+
+    def open_approval(self, approval: ApprovalRecord) -> None:
+        self.writes.append(functools.partial(self.store._keep_opened, approval))
 
     def leave_command(self, run_id: str, command: dict[str, Any]) -> None:
         self.writes.append(functools.partial(_leave, self.store._run(run_id), canonical_json(command), self.now))

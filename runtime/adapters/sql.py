@@ -15,14 +15,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, select, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
-from signoff.runtime.adapters.approval_rows import (
-    approvals_where,
-    insert_approval,
-    save_changes,
-)
 from signoff.runtime.adapters.group_commit import GroupCommit
 from signoff.runtime.adapters.notice_rows import drop_told, due_of_run, owe
 from signoff.runtime.adapters.rows import (
@@ -37,6 +32,7 @@ from signoff.runtime.adapters.rows import (
     link_runs,
     step_params,
 )
+from signoff.runtime.adapters.sql_approval_unit import SqlApprovalUnit
 from signoff.runtime.adapters.sql_approvals import SqlApprovals
 from signoff.runtime.adapters.sql_notices import SqlNotices
 from signoff.runtime.adapters.statements import (
@@ -46,23 +42,14 @@ from signoff.runtime.adapters.statements import (
     RENEW,
     lease_params,
 )
-from signoff.runtime.adapters.tables import approvals, runs
+from signoff.runtime.adapters.tables import runs
 from signoff.runtime.agent import Checkpoint
-from signoff.runtime.approval import (
-    OPEN,
-    ApprovalRequest,
-    close,
-    opened,
-    reopen,
-)
+from signoff.runtime.approval_commands import save_step_approvals
 from signoff.runtime.audit import SEALED_WHEN
 from signoff.runtime.errors import Conflict, IncompatibleState
 from signoff.runtime.events import command_refused
-from signoff.runtime.ids import new_approval_id
 from signoff.runtime.notices import AT_ONCE, Notice
 from signoff.runtime.records import (
-    ApprovalRecord,
-    ApprovalStatus,
     RunRecord,
     Saved,
 )
@@ -184,38 +171,15 @@ class SqlStore(SqlApprovals, SqlNotices):
             owe(conn, ((run_id, notice) for notice in write.notices), now)
             drop_told(conn, told)
             owed = tuple(due_of_run(conn, run_id, now, AT_ONCE)) if write.notices else None
-            replaced = self._close_replaced(conn, write, now)
-            opened = tuple(self._open(conn, run_id, request, row.requester, now) for request in write.approvals)
+            opened, closed = save_step_approvals(SqlApprovalUnit(conn, now), run_id, row.requester, write)
             command = json.loads(row.command) if row.command and not clear_command else None
-            cancelled = (_closed(conn, now, approvals.c.run_id == run_id, status="cancelled")
-                         if write.close_open_approvals else [])
             if command is not None and write.refuse_waiting_command is not None:
                 conn.execute(update(runs).where(runs.c.run_id == run_id).values(command=None))
                 last = append_events(conn, run_id, [command_refused(command, write.refuse_waiting_command)], now)
                 command = None
             if last is not None and state["status"] in SEALED_WHEN:  # last: it takes the head row
                 link_run(conn, run_id, *last)
-        return Saved(version + 1, opened, command, cancelled + replaced, released=row.lease_owner is None, owed=owed)
-
-    @staticmethod
-    def _close_replaced(conn: Connection, write: StepWrite, now: datetime) -> list[ApprovalRecord]:
-        """Close the approvals `write` says no longer hold, and reopen the one the policy asks more of."""
-        replaced = [*(_closed(conn, now, approvals.c.key == key, status="superseded") for key in write.superseded),
-                    *(_closed(conn, now, approvals.c.key == key, status="cancelled") for key in write.overruled)]
-        closed = [approval for approvals_closed in replaced for approval in approvals_closed]
-        if write.reopen is not None:
-            changes = [change for approval in approvals_where(conn, approvals.c.key == write.reopen.key)
-                       if (change := reopen(approval, write.reopen)) is not None]
-            save_changes(conn, changes, now)
-            closed += [change.after for change in changes]
-        return closed
-
-    @staticmethod
-    def _open(conn: Connection, run_id: str, request: ApprovalRequest, requester: str,
-              now: datetime) -> ApprovalRecord:
-        approval = opened(request, approval_id=new_approval_id(), run_id=run_id, requester=requester, now=now)
-        insert_approval(conn, approval)
-        return approval
+        return Saved(version + 1, opened, command, closed, released=row.lease_owner is None, owed=owed)
 
     def clear_command(self, run_id: str, event: dict[str, Any]) -> None:
         """Drop a command that could not be applied, and say why in the audit log."""
@@ -230,15 +194,6 @@ class SqlStore(SqlApprovals, SqlNotices):
     def append_event(self, run_id: str, event: dict[str, Any]) -> None:
         with self._tx() as conn:
             append_events(conn, run_id, [event], self._now(conn))
-
-
-def _closed(conn: Connection, now: datetime, whose: ColumnElement[bool], *,
-            status: ApprovalStatus) -> list[ApprovalRecord]:
-    """Close the open approvals `whose` selects as `status`; returns them as they are now."""
-    changes = [change for approval in approvals_where(conn, whose, approvals.c.status.in_(OPEN))
-               if (change := close(approval, status, now)) is not None]
-    save_changes(conn, changes, now)
-    return [change.after for change in changes]
 
 
 if TYPE_CHECKING:

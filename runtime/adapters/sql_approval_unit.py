@@ -13,6 +13,7 @@ from sqlalchemy import ColumnElement, Connection, and_, select, update
 from signoff.runtime.adapters.approval_rows import (
     approvals_where,
     grant_row,
+    insert_approval,
     insert_receipt,
     save_changes,
     save_grant_use,
@@ -82,8 +83,15 @@ class SqlApprovalUnit:
                                 .where(runs.c.run_id == run_id)).first()
         return HeldRun(row.requester, row.status, row.version, json_or(row.command, None)) if row is not None else None
 
-    def pending_of_run(self, run_id: str) -> list[ApprovalRecord]:
-        return approvals_where(self.conn, approvals.c.run_id == run_id, approvals.c.status == "pending")
+    def of_run(self, run_id: str, statuses: Sequence[str]) -> list[ApprovalRecord]:
+        return approvals_where(self.conn, approvals.c.run_id == run_id, approvals.c.status.in_(statuses),
+                               order=approvals.c.requested_at)
+
+    def under_key(self, key: str) -> list[ApprovalRecord]:
+        return approvals_where(self.conn, approvals.c.key == key, order=approvals.c.requested_at)
+
+    def open_approval(self, approval: ApprovalRecord) -> None:
+        insert_approval(self.conn, approval)
 
     def leave_command(self, run_id: str, command: dict[str, Any]) -> None:
         self.conn.execute(update(runs).where(runs.c.run_id == run_id)

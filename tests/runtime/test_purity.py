@@ -91,13 +91,15 @@ def test_the_stores_decide_no_approval_rule_they_apply_the_aggregates_transition
 
 
 COMMANDED_TRANSITIONS = {"signoff.runtime.approval": {"vote", "nudge", "expire", "overdue", "dispatch", "use_grant",
-                                                      "cancel_pending", "supersede_by_edit"},
+                                                      "cancel_pending", "supersede_by_edit", "close", "reopen",
+                                                      "opened"},
                          "signoff.runtime.break_glass": {"review", "follow_up"},
                          "signoff.runtime.receipts": {"decision_receipt", "start_receipt"},
                          "signoff.runtime.rules": {"is_retry_request", "execution_started", "command_refusal"}}
-"""The transitions a command of `approval_commands` or `starting_calls` asks for, and the receipts it
-signs: a store opens the unit of work they run in (`approval_unit`) and calls none of them, so no
-store can count a vote, sweep, use an approval or a grant up, or sign differently from another."""
+"""The transitions a command of `approval_commands` or `starting_calls` asks for (a step's approvals
+included), and the receipts it signs: a store opens the unit of work they run in (`approval_unit`)
+and calls none of them, so no store can count a vote, sweep, open, close, use an approval or a grant
+up, or sign differently from another."""
 
 
 def test_the_stores_open_units_of_work_and_leave_the_approval_commands_to_the_core():
