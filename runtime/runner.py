@@ -148,14 +148,12 @@ class Runner(RunRequests, GlassRequests):
     # -- people's decisions ----------------------------------------------------------------
 
     def decide(self, approval_id: str, digest: str, user: str, approved: bool, note: str = "",
-               grant: bool = False, drive: bool = False,
-               unoffered: Callable[[ApprovalRecord], str | None] | None = None, show: bool = True,
+               grant: bool = False, drive: bool = False, show: bool = True,
                signed_in: SignIn | None = None, glass: str | None = None) -> DecisionOutcome:
         """Record one person's decision on one approval; the caller then runs `execute(run_id)`.
 
         `grant`: approve and allow similar calls, as the approval's rule offers (refused where it
-        offers none). `unoffered`: why the surface the decision came from could not have offered it
-        (the edge's own check of what it showed; None: it could). `drive`: the caller goes on to
+        offers none). `drive`: the caller goes on to
         drive the run (`execute(run_id)`), so the decision also takes the run's lease for this
         runner in its own transaction (`Decided.lease` says it did); one left unused holds the run
         until it expires (`RunnerConfig.lease`). `show=False` leaves bringing the card in line to
@@ -167,7 +165,7 @@ class Runner(RunRequests, GlassRequests):
         one no older than it says, whatever surface it comes from (`StepUpNeeded` otherwise), and
         its event records that sign-in; a deny needs none. `glass`: the reason `user` gives for breaking the glass: an approve that decides alone where
         the rule offers it and they may (`breaker_refusal`); its follow-ups start at once."""
-        checked = self._decidable(approval_id, digest, user, approved, grant, unoffered, signed_in, glass)
+        checked = self._decidable(approval_id, digest, user, approved, grant, signed_in, glass)
         if not isinstance(checked, tuple):
             return checked
         run, approval, stepped_up = checked
@@ -189,7 +187,7 @@ class Runner(RunRequests, GlassRequests):
         return outcome
 
     def _decidable(self, approval_id: str, digest: str, user: str, approved: bool, grant: bool,
-                   unoffered: Callable[[ApprovalRecord], str | None] | None, signed_in: SignIn | None,
+                   signed_in: SignIn | None,
                    glass: str | None) -> tuple[RunRecord, ApprovalRecord, dict[str, Any] | None] | DecisionOutcome:
         """What a decision is made on (the run, the approval, the sign-in it records), or why it is
         refused before it is counted: the approval's own rules are the store's to apply (`vote`)."""
@@ -198,9 +196,6 @@ class Runner(RunRequests, GlassRequests):
             return Missing("approval")
         if not bound_to(approval, digest):
             return Mismatch("this button no longer matches the request it was posted with")
-        refusal = unoffered(approval) if unoffered is not None else None
-        if refusal:
-            return NotAllowed(refusal)
         run = self.store.get_run(approval.run_id, history=False)
         if run is None:
             return Missing("run")

@@ -89,21 +89,22 @@ class Decisions:
         return lambda: self._approve(click)
 
     def _approve(self, click: ApprovalClick, grant: bool = False) -> None:
-        outcome = self.runner.decide(click.approval_id, click.digest, click.where.user, approved=True, grant=grant,
-                                     drive=True, unoffered=self._unoffered(MODAL_SECTIONS), show=False)
+        outcome = self._approve_shown(click.approval_id, click.digest, click.where.user, MODAL_SECTIONS, grant=grant)
         self.after_decision(outcome, click.where, modal=click.where.modal_id)
 
-    def _unoffered(self, room: int) -> Callable[[ApprovalRecord], str | None]:
-        """Why no message could have offered Approve for an approval: its arguments do not fit beside
-        it in full (`room` code sections: a card of several calls, or the full-arguments modal, the
-        largest place Approve is offered). A signed click names what it likes; the server approves
-        only what it showed."""
-        def unoffered(approval: ApprovalRecord) -> str | None:
-            if argument_blocks.approvable_in(approval, self.notifier.display(approval.tool), room):
-                return None
-            return ("Approve was not offered for this call here: its arguments are too long to show in full "
-                    "beside it; open them in full and approve it there")
-        return unoffered
+    def _approve_shown(self, approval_id: str, digest: str, user: str, room: int,
+                       grant: bool = False) -> DecisionOutcome:
+        """Approve, as `user`, a call some message could have offered Approve for: its arguments fit
+        beside it in full (`room` code sections: a card of several calls, or the full-arguments
+        modal, the largest place Approve is offered). A signed click names what it likes; the server
+        approves only what it showed. What an approval asks never changes under its id (an edit asks
+        afresh), so the approval read here is the one decided."""
+        approval = self.runner.get_approval(approval_id)
+        if (approval is not None and bound_to(approval, digest)
+                and not argument_blocks.approvable_in(approval, self.notifier.display(approval.tool), room)):
+            return NotAllowed("Approve was not offered for this call here: its arguments are too long to show "
+                              "in full beside it; open them in full and approve it there")
+        return self.runner.decide(approval_id, digest, user, approved=True, grant=grant, drive=True, show=False)
 
     def on_approve_all(self, ack: Ack, body: dict[str, Any]) -> Rest | None:
         """Approve all, on the card of a turn's several calls: each call the clicker may approve is
@@ -121,8 +122,7 @@ class Decisions:
         runs: dict[str, None] = {}  # each run decided, in order: driven here once, whichever decision took its lease
         outcomes: list[DecisionOutcome] = []
         for approval_id, digest in click.approvals:
-            outcome = self.runner.decide(approval_id, digest, click.where.user, approved=True, drive=True,
-                                         unoffered=self._unoffered(BATCH_SECTIONS), show=False)
+            outcome = self._approve_shown(approval_id, digest, click.where.user, BATCH_SECTIONS)
             outcomes.append(outcome)
             if isinstance(outcome, Decided):
                 runs[outcome.approval.run_id] = None
