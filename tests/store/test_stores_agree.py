@@ -26,7 +26,7 @@ from signoff.runtime.adapters.sql import SqlStore
 from signoff.runtime.errors import Conflict
 from signoff.runtime.ports import Store
 from signoff.runtime.records import ApprovalRecord
-from signoff.runtime.rules import CANCEL
+from signoff.runtime.rules import CANCEL, EDIT
 from tests.conftest import fresh_database_url
 
 OUTSIDER = "U0OUT"
@@ -55,10 +55,12 @@ COMMAND = st.one_of(
     st.tuples(st.just("claim"), st.integers(0, RUNS - 1), WORKER),
     st.tuples(st.just("start"), st.integers(0, RUNS - 1), WORKER),
     st.tuples(st.just("cancel"), st.integers(0, RUNS - 1), st.sampled_from([None, 0, -1])),
+    st.tuples(st.just("edit"), st.integers(0, RUNS - 1), st.integers(0, RUNS - 1)),
 )
 """A command, as either store is given it. A lease is 30 s and the clock moves in minutes: a claim
 holds until the next `advance`, and a start is fenced on it. A cancel is pressed on a message
-showing the run as it is now (0), as it was a version ago (-1), or on none (None)."""
+showing the run as it is now (0), as it was a version ago (-1), or on none (None). An edit of one
+run names the approval of another run, or its own (the same index)."""
 
 
 @dataclass
@@ -122,6 +124,12 @@ def apply(side: Paused, command: tuple[Any, ...]) -> Any:
                        "shown_version": None if shown is None else run.version + shown}
             refusal = approval_commands.set_command(store, run.run_id, command, CANCEL)
             return refusal.reason if refusal is not None else None
+        case ("edit", index, named):
+            approval = side.approvals[named]
+            command = {"op": "edit", "by": LEE, "approval_id": approval.approval_id, "digest": approval.digest,
+                       "args": {**approval.args, "body": "refund approved, with thanks"}, "key": approval.key}
+            refusal = approval_commands.set_command(store, side.approvals[index].run_id, command, EDIT)
+            return refusal.reason if refusal is not None else None
         case ("claim", index, owner):
             claimed = store.claim(side.approvals[index].run_id, owner, LEASE)
             return claimed.lease_owner if claimed is not None else None
@@ -144,7 +152,8 @@ def ending(side: Paused) -> list[Any]:
         approval = side.store.get_approval(asked.approval_id)
         run = side.store.get_run(asked.run_id, history=False)
         assert approval is not None and run is not None
-        found.append((run.status, run.version, run.command, approval.status, approval.decided_by, approval.asked, approval.nudges, approval.quorum,
+        waiting = {k: v for k, v in (run.command or {}).items() if k not in ("approval_id", "digest", "key")}
+        found.append((run.status, run.version, waiting, approval.status, approval.decided_by, approval.asked, approval.nudges, approval.quorum,
                       [(v.user, v.approved) for v in approval.votes],
                       [e["type"] for e in side.store.timeline(asked.run_id)],
                       [(e["status"], e["attempts"]) for e in side.store.executions(asked.run_id)]))
