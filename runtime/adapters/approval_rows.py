@@ -36,7 +36,7 @@ def approvals_where(conn: Connection, *conditions: ColumnElement[bool], limit: i
     ends (the caller has locked their runs' rows first)."""
     query = select(approvals).where(*conditions).with_for_update()
     if order is not None:
-        query = query.order_by(order)
+        query = query.order_by(*(order if isinstance(order, tuple) else (order,)))
     if limit is not None:
         query = query.limit(limit)
     return with_all_votes(conn, conn.execute(query).all())

@@ -148,11 +148,11 @@ class MemoryApprovalUnit:
         return HeldRun(run.requester, run.status, run.version, thaw(run.command)) if run is not None else None
 
     def of_run(self, run_id: str, statuses: Sequence[str]) -> list[ApprovalRecord]:
-        return [a.out() for a in self.store._approvals.values()
-                if a.record.run_id == run_id and a.record.status in statuses]
+        return _asked_order(a for a in self.store._approvals.values()
+                            if a.record.run_id == run_id and a.record.status in statuses)
 
     def under_key(self, key: str) -> list[ApprovalRecord]:
-        return [a.out() for a in self.store._by_key.get(key, [])]
+        return _asked_order(self.store._by_key.get(key, []))
 
     def open_approval(self, approval: ApprovalRecord) -> None:
         self.writes.append(functools.partial(self.store._keep_opened, approval))
@@ -199,6 +199,11 @@ class MemoryApprovalUnit:
 
     def owe(self, run_id: str, notices: Iterable[Notice]) -> None:
         self.writes.append(functools.partial(self.store._owe, run_id, tuple(notices), self.now))
+
+
+def _asked_order(chosen: Iterable[Approval]) -> list[ApprovalRecord]:
+    """Oldest first, and the approvals a step asked at once by id (`sql_approval_unit.ASKED_ORDER`)."""
+    return [a.out() for a in sorted(chosen, key=lambda a: (a.record.requested_at, a.record.approval_id))]
 
 
 def _lease(run: Run, owner: str, until: datetime) -> None:

@@ -36,6 +36,9 @@ from signoff.runtime.notices import Notice
 from signoff.runtime.records import ApprovalRecord, GrantRecord
 from signoff.runtime.state import canonical_json
 
+ASKED_ORDER = (approvals.c.requested_at, approvals.c.approval_id)
+"""Oldest first, and the approvals a step asked at once by id, as the memory store orders them."""
+
 
 class SqlApprovalUnit:
     """One transaction on `conn`, begun at `now` by the database's clock."""
@@ -85,10 +88,10 @@ class SqlApprovalUnit:
 
     def of_run(self, run_id: str, statuses: Sequence[str]) -> list[ApprovalRecord]:
         return approvals_where(self.conn, approvals.c.run_id == run_id, approvals.c.status.in_(statuses),
-                               order=approvals.c.requested_at)
+                               order=ASKED_ORDER)
 
     def under_key(self, key: str) -> list[ApprovalRecord]:
-        return approvals_where(self.conn, approvals.c.key == key, order=approvals.c.requested_at)
+        return approvals_where(self.conn, approvals.c.key == key, order=ASKED_ORDER)
 
     def open_approval(self, approval: ApprovalRecord) -> None:
         insert_approval(self.conn, approval)
