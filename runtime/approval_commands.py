@@ -137,7 +137,8 @@ def set_command(store: ApprovalUnits, run_id: str, command: dict[str, Any], rule
     run is still at it: a replayed click, or one on an old copy of the message, changes nothing.
     `rule.closes_pending_approval`: the run's pending approvals are cancelled, so a late click sees
     "cancelled". `rule.supersedes_its_approval`: the approval it names (`approval_id`, `digest`) is
-    superseded, and the request refused if someone decided it first (`approval.supersede_by_edit`).
+    superseded, and the request refused if it is not this run's pending approval any more, or never
+    was (`approval.supersede_by_edit`).
     """
     shown, by = command.get("shown_version"), command.get("by")
     with store.approval_unit() as unit:
@@ -146,7 +147,8 @@ def set_command(store: ApprovalUnits, run_id: str, command: dict[str, Any], rule
             return command_refusal(None, None, None, shown)
         if run.status not in rule.accepts or run.command is not None or shown not in (None, run.version):
             return command_refusal(run.status, run.command, run.version, shown)
-        pending = unit.of_run(run_id, ("pending",))  # what it may close: only this run's, whatever it names
+        closes = rule.closes_pending_approval or rule.supersedes_its_approval
+        pending = unit.of_run(run_id, ("pending",)) if closes else []  # only this run's, whatever it names
         changes = []
         if rule.closes_pending_approval:
             changes += [change for approval in pending if (change := cancel_pending(approval, unit.now, by)) is not None]

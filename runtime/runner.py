@@ -153,9 +153,8 @@ class Runner(RunRequests, GlassRequests):
         """Record one person's decision on one approval; the caller then runs `execute(run_id)`.
 
         `grant`: approve and allow similar calls, as the approval's rule offers (refused where it
-        offers none). `drive`: the caller goes on to
-        drive the run (`execute(run_id)`), so the decision also takes the run's lease for this
-        runner in its own transaction (`Decided.lease` says it did); one left unused holds the run
+        offers none). `drive`: the caller goes on to drive the run (`execute(run_id)`), so the
+        decision also takes the run's lease for this runner in its own transaction (`Decided.lease` says it did); one left unused holds the run
         until it expires (`RunnerConfig.lease`). `show=False` leaves bringing the card in line to
         the caller (`show_decision`), which hands the run to a worker first: the tool then does not
         wait for the message service.

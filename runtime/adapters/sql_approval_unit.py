@@ -23,6 +23,7 @@ from signoff.runtime.adapters.rows import append_events, json_or, loads, lock_ru
 from signoff.runtime.adapters.statements import (
     EXECUTION_BY_KEY,
     FENCE,
+    HELD_RUN,
     INSERT_EXECUTION,
     LOCK_RUN,
     RUN_OF_APPROVAL,
@@ -81,9 +82,7 @@ class SqlApprovalUnit:
         return self.conn.execute(TAKE_FREE_LEASE, lease_params(run_id, owner, self.now, lease)).rowcount == 1
 
     def run(self, run_id: str) -> HeldRun | None:
-        self.conn.execute(LOCK_RUN, {"b_run_id": run_id})
-        row = self.conn.execute(select(runs.c.requester, runs.c.status, runs.c.version, runs.c.command)
-                                .where(runs.c.run_id == run_id)).first()
+        row = self.conn.execute(HELD_RUN, {"b_run_id": run_id}).first()
         return HeldRun(row.requester, row.status, row.version, json_or(row.command, None)) if row is not None else None
 
     def of_run(self, run_id: str, statuses: Sequence[str]) -> list[ApprovalRecord]:

@@ -72,6 +72,9 @@ FENCE = (update(runs).where(runs.c.run_id == _RUN_ID, runs.c.lease_owner == _OWN
 _APPROVAL_ID = param("approval_id", approvals.c.approval_id)
 RUN_OF_APPROVAL = select(approvals.c.run_id).where(approvals.c.approval_id == _APPROVAL_ID)
 LOCK_RUN = select(runs.c.run_id).where(runs.c.run_id == _RUN_ID).with_for_update()
+HELD_RUN = (select(runs.c.requester, runs.c.status, runs.c.version, runs.c.command)
+            .where(runs.c.run_id == _RUN_ID).with_for_update())
+"""What a person's request is taken or refused on, the run's row held until the transaction ends."""
 INSERT_VOTE = insert(approval_votes)
 
 # -- starting a call ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ from signoff.runtime.budget import Budget
 from signoff.runtime.effects import AskAbout, CallChanged
 from signoff.runtime.ports import Store
 from signoff.runtime.records import RunRecord
-from signoff.runtime.rules import CANCEL, RETRY, CommandRule
+from signoff.runtime.rules import CANCEL, EDIT, RETRY, CommandRule
 from signoff.runtime.state import new_state
 
 WHILE_WAITING = CommandRule(frozenset({"awaiting_approval"}))
@@ -77,6 +77,20 @@ def test_cancel_closes_the_pending_approval_at_once(store: Store) -> None:
     closed = store.get_approval(approval.approval_id)
     assert (closed.status, closed.decided_by) == ("cancelled", REQUESTER)
     assert store.timeline("run-a")[-1]["type"] == "command_recorded"
+
+
+def test_an_edit_naming_another_runs_approval_is_refused_and_closes_nothing(store: Store) -> None:
+    ours = await_approval(store, "run-a")
+    theirs = await_approval(store, "run-b")
+    edit = {"op": "edit", "by": APPROVER, "approval_id": theirs.approval_id, "digest": theirs.digest,
+            "args": {**ARGS, "to": "mallory@example.com"}, "key": theirs.key}
+    refusal = approval_commands.set_command(store, "run-a", edit, EDIT)
+    assert refusal is not None and refusal.stale
+    assert [store.get_approval(a.approval_id).status for a in (ours, theirs)] == ["pending", "pending"]
+    assert [store.get_run(r, history=False).command for r in ("run-a", "run-b")] == [None, None]
+    own = approval_commands.set_command(store, "run-a", {**edit, "approval_id": ours.approval_id,
+                                                         "digest": ours.digest, "key": ours.key}, EDIT)
+    assert own is None and store.get_approval(ours.approval_id).status == "superseded"
 
 
 def test_a_request_the_status_does_not_take_changes_nothing(store: Store) -> None:
